@@ -1,0 +1,78 @@
+// swift-tools-version: 6.0
+// Softchat: relay validation, a sans-IO relay session and durable persistence for Nostr chat apps.
+// The operation contracts in Schema/ drive the generated Swift surface (build plugin) and the
+// Kotlin/TypeScript facades and docs (command plugin). System C libraries only.
+import PackageDescription
+
+let strictSwift: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Softchat",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "SoftchatCore", targets: ["SoftchatCore"]),
+        .executable(name: "softchat", targets: ["SoftchatCLI"]),
+        .plugin(name: "SoftchatContractPlugin", targets: ["SoftchatContractPlugin"]),
+        .plugin(name: "GenerateBindings", targets: ["GenerateBindings"]),
+    ],
+    targets: [
+        // MARK: System libraries (Debian: libsecp256k1-dev, libsqlite3-dev, libssl-dev)
+        .systemLibrary(
+            name: "CSecp256k1", pkgConfig: "libsecp256k1",
+            providers: [.apt(["libsecp256k1-dev"]), .brew(["secp256k1"])]),
+        .systemLibrary(
+            name: "CSQLite", pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+
+        // MARK: Strict JSON over UTF-8 bytes, shared by the core and the schema loader
+        .target(name: "SoftchatJSON", swiftSettings: strictSwift),
+
+        // MARK: The contract schema: load/validate → model → render
+        .target(name: "SoftchatContracts", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
+        .target(name: "SoftchatCodegen", dependencies: ["SoftchatContracts"], swiftSettings: strictSwift),
+        .executableTarget(name: "softchat-codegen", dependencies: ["SoftchatCodegen"], swiftSettings: strictSwift),
+        .plugin(
+            name: "SoftchatContractPlugin", capability: .buildTool(),
+            dependencies: ["softchat-codegen"]),
+        .plugin(
+            name: "GenerateBindings",
+            capability: .command(
+                intent: .custom(
+                    verb: "generate-bindings",
+                    description: "Regenerate generated/kotlin, generated/typescript and docs/ from Schema/"),
+                permissions: [.writeToPackageDirectory(reason: "Writes generated/ and docs/ from Schema/")]),
+            dependencies: ["softchat-codegen"]),
+
+        // MARK: The Swift core: generated contract surface, verified events, wire, session
+        .target(
+            name: "SoftchatCore",
+            dependencies: ["SoftchatJSON", "CSecp256k1", "COpenSSL"],
+            swiftSettings: strictSwift,
+            plugins: ["SoftchatContractPlugin"]),
+
+        // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat bench`
+        .target(
+            name: "SoftchatBenchmarks", dependencies: ["SoftchatCore", "SoftchatJSON", "CSecp256k1"],
+            swiftSettings: strictSwift),
+
+        // MARK: The thin CLI
+        .executableTarget(
+            name: "SoftchatCLI", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatBenchmarks"],
+            swiftSettings: strictSwift),
+
+        // MARK: Tests
+        .testTarget(name: "SoftchatJSONTests", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
+        .testTarget(
+            name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts"],
+            swiftSettings: strictSwift),
+        .testTarget(
+            name: "SoftchatCoreTests", dependencies: ["SoftchatCore", "SoftchatJSON"],
+            swiftSettings: strictSwift),
+    ]
+)

@@ -1,0 +1,61 @@
+public import SoftchatCore
+import SoftchatJSON
+
+/// SplitMix64: a tiny deterministic generator so every run benchmarks the same corpus.
+public struct SplitMix64: Sendable {
+    private var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}
+
+/// Deterministic benchmark corpora: kind-1 events from 50 authors with tags, JSON escapes and
+/// non-ASCII text mixed in, signed with fixed auxiliary randomness so the bytes repeat.
+public enum BenchCorpus {
+    static let fragments = ["hello", "nostr", "relay", "chat", "sync", "café", "Grüße", "東京", "🤙", "line\nbreak",
+        "tab\there", "quote\"d", "back\\slash", "naïve", "ñandú", "✓", "42", "softchat", "message", "über"]
+
+    public static func authors(_ count: Int = 50) -> [SoftchatIdentity] {
+        (0..<count).map { i in
+            try! SoftchatIdentity.importSecretHex(sha256Hex("softchat-bench-author-\(i)"))
+        }
+    }
+
+    static func sha256Hex(_ text: String) -> String {
+        Hex.encode(SHA256.hash(Array(text.utf8)))
+    }
+
+    public static func content(_ rng: inout SplitMix64, bytes: Int) -> String {
+        var s = ""
+        while s.utf8.count < bytes {
+            if !s.isEmpty { s += " " }
+            s += fragments[rng.below(fragments.count)]
+        }
+        return s
+    }
+
+    /// `count` signed events with content of about `contentBytes` bytes.
+    public static func events(count: Int, contentBytes: Int, seed: UInt64 = 1) -> [VerifiedEvent] {
+        let keys = authors()
+        var rng = SplitMix64(seed: seed)
+        let aux = [UInt8](repeating: 7, count: 32)
+        var out: [VerifiedEvent] = []
+        out.reserveCapacity(count)
+        for i in 0..<count {
+            let author = keys[i % keys.count]
+            var tags: [[String]] = [["t", "bench"]]
+            if rng.below(10) < 3 { tags.append(["p", keys[rng.below(keys.count)].publicKeyHex]) }
+            if rng.below(10) < 2, let last = out.last { tags.append(["e", last.id, "", "reply"]) }
+            let draft = UnsignedEvent(createdAt: 1_700_000_000 + Int64(i), kind: 1, tags: tags,
+                content: content(&rng, bytes: contentBytes))
+            out.append(try! author.sign(draft, auxRandom: aux))
+        }
+        return out
+    }
+}

@@ -1,0 +1,95 @@
+import CSecp256k1
+import SoftchatCore
+import SoftchatJSON
+
+/// `softchat bench events`: signing and parse+verify throughput on the deterministic corpus,
+/// each beside raw libsecp256k1 verify + SHA-256 of the same events measured in this run.
+public enum EventBenchmarks {
+    public static func run(quick: Bool) -> [BenchResult] {
+        let smallCount = quick ? 500 : 20_000
+        let largeCount = quick ? 20 : 1_000
+        let reps = quick ? 1 : 3
+        var results: [BenchResult] = []
+
+        let small = BenchCorpus.events(count: smallCount, contentBytes: 200)
+        let large = BenchCorpus.events(count: largeCount, contentBytes: 50_000, seed: 2)
+
+        for (label, corpus) in [("small (~200 B content)", small), ("large (~50 KB content)", large)] {
+            let lines = corpus.map(\.jsonText)
+            let raw = RawVerifyBaseline(corpus)
+            let rawSeconds = bestOf(reps) { precondition(raw.run() == corpus.count) }
+            let ours = bestOf(reps) {
+                var ok = 0
+                for line in lines where (try? VerifiedEvent(text: line)) != nil { ok += 1 }
+                precondition(ok == corpus.count, "corpus failed to verify")
+            }
+            results.append(BenchResult(
+                name: "parse+verify \(label)", items: corpus.count, seconds: ours,
+                baselineName: "raw SHA-256 + schnorrsig_verify", baselinePerSecond: Double(corpus.count) / rawSeconds,
+                peakMiB: peakMemoryMiB()))
+        }
+
+        let identity = BenchCorpus.authors(1)[0]
+        let drafts = small.prefix(quick ? 200 : 5_000).map {
+            UnsignedEvent(createdAt: $0.createdAt, kind: $0.kind, tags: $0.tags, content: $0.content)
+        }
+        let signSeconds = bestOf(reps) {
+            for d in drafts { blackHole(try! identity.sign(d)) }
+        }
+        let rawSign = RawSignBaseline(drafts.map { Array($0.content.utf8.prefix(32)) })
+        let rawSignSeconds = bestOf(reps) { rawSign.run() }
+        results.append(BenchResult(
+            name: "sign (id + BIP-340 + self-verify)", items: drafts.count, seconds: signSeconds,
+            baselineName: "raw schnorrsig_sign32", baselinePerSecond: Double(drafts.count) / rawSignSeconds,
+            peakMiB: peakMemoryMiB()))
+        return results
+    }
+}
+
+/// The hardware floor for verification: SHA-256 of each event's precomputed NIP-01
+/// serialization and `secp256k1_schnorrsig_verify` with pre-parsed keys, no JSON at all.
+struct RawVerifyBaseline {
+    let serialized: [[UInt8]]
+    let signatures: [[UInt8]]
+    let keys: [secp256k1_xonly_pubkey]
+
+    init(_ events: [VerifiedEvent]) {
+        serialized = events.map {
+            CanonicalSerialization.bytes(pubkey: $0.pubkey, createdAt: $0.createdAt, kind: $0.kind, tags: $0.tags, content: $0.content)
+        }
+        signatures = events.map { Hex.decodeLowercase($0.sig)! }
+        keys = events.map { Schnorr.parsePublicKey(Hex.decodeLowercase($0.pubkey)!)! }
+    }
+
+    func run() -> Int {
+        var ok = 0
+        var digest = [UInt8](repeating: 0, count: 32)
+        for i in serialized.indices {
+            serialized[i].withUnsafeBytes { SHA256.hash($0, into: &digest) }
+            var key = keys[i]
+            let valid = signatures[i].withUnsafeBufferPointer { s in
+                digest.withUnsafeBufferPointer { m in secp256k1_schnorrsig_verify(Schnorr.context, s.baseAddress!, m.baseAddress, 32, &key) }
+            }
+            if valid == 1 { ok += 1 }
+        }
+        return ok
+    }
+}
+
+/// The floor for signing: `secp256k1_schnorrsig_sign32` over 32-byte messages with one keypair.
+struct RawSignBaseline {
+    let messages: [[UInt8]]
+    init(_ messages: [[UInt8]]) { self.messages = messages.map { Array(($0 + [UInt8](repeating: 1, count: 32)).prefix(32)) } }
+
+    func run() {
+        var keypair = secp256k1_keypair()
+        let secret = [UInt8](repeating: 0x42, count: 32)
+        precondition(secp256k1_keypair_create(Schnorr.context, &keypair, secret) == 1)
+        var sig = [UInt8](repeating: 0, count: 64)
+        let aux = [UInt8](repeating: 7, count: 32)
+        for m in messages {
+            precondition(secp256k1_schnorrsig_sign32(Schnorr.context, &sig, m, &keypair, aux) == 1)
+        }
+        blackHole(sig)
+    }
+}

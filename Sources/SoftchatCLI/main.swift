@@ -1,0 +1,58 @@
+// softchat: the thin command line over SoftchatCore. Every subcommand answers --help;
+// --json prints one JSON object per line; errors print {"error":{"code":…,"message":…}}.
+// Exit: 0 success, 1 input rejected, 2 usage, 3 runtime failure.
+import SoftchatCore
+import SoftchatJSON
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let topHelp = """
+    softchat — relay validation, a sans-IO relay session and durable persistence for Nostr chat.
+
+    usage: softchat <command> [options]   (every command answers --help)
+
+    commands:
+      contract list|show ID   the operation contracts this binary was built with
+      keygen                  create an identity; the secret goes to a 0600 file
+      event sign|verify       sign unsigned events / verify events, one JSON object per line
+      bench events            signing and verification throughput beside raw libsecp256k1
+    """
+
+let arguments = CommandLine.arguments
+let rest = arguments.dropFirst(2)
+let wantsJSON = arguments.contains("--json")
+var status: ExitStatus
+do {
+    switch arguments.dropFirst().first {
+    case nil, "--help", "-h", "help":
+        Output.standard.line(topHelp)
+        status = .success
+    case "contract": status = try ContractCommand.run(rest)
+    case "keygen": status = try KeygenCommand.run(rest)
+    case "event": status = try EventCommand.run(rest)
+    case "bench": status = try BenchCommand.run(rest)
+    case let other?:
+        throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
+    }
+} catch let error as UsageError {
+    Output.error.line("softchat: \(error.message)")
+    status = .usage
+} catch let error as SoftchatError {
+    if wantsJSON {
+        Output.standard.line(error.jsonValue.jsonText)
+    } else {
+        Output.error.line("softchat: \(error.code.rawValue): \(error.message)")
+    }
+    status = .inputRejected
+} catch let error as RuntimeFailure {
+    let line = JSONValue.object(JSONObject(["error": .object(JSONObject(["code": .string(error.code), "message": .string(error.message)]))])).jsonText
+    if wantsJSON { Output.standard.line(line) } else { Output.error.line("softchat: \(error.code): \(error.message)") }
+    status = .runtimeFailure
+} catch {
+    Output.error.line("softchat: \(error)")
+    status = .runtimeFailure
+}
+Output.standard.flush()
+Output.error.flush()
+exit(status.rawValue)

@@ -1,0 +1,236 @@
+public import SoftchatJSON
+
+/// Every contract, error and rule of the schema, validated and resolved.
+///
+/// This is the "model" stage between loading (files → this) and rendering (this → Swift,
+/// Kotlin, TypeScript, Markdown). Everything here is plain data in schema order, so renderers
+/// are deterministic functions of it.
+public struct ContractSet: Sendable, Equatable {
+    public var name: String
+    public var schemaVersion: Int
+    public var errors: [ErrorSpec]
+    public var rules: Rules
+    public var contracts: [Contract]
+
+    public func error(_ code: String) -> ErrorSpec? { errors.first { $0.code == code } }
+    public func contract(_ id: String) -> Contract? { contracts.first { $0.id == id } }
+
+    /// Every declared type across contracts, with the id of the contract that declares it.
+    public var allTypes: [TypeDecl] { contracts.flatMap(\.api.types) }
+    public var allFunctions: [FunctionDecl] { contracts.flatMap(\.api.functions) }
+    public func type(named name: String) -> TypeDecl? { allTypes.first { $0.name == name } }
+}
+
+public enum RetryRule: String, Sendable, Equatable, CaseIterable {
+    /// The same input fails the same way again: fix the input or the call order.
+    case permanent
+    /// The condition is transient: retry after doing what the handling advice says.
+    case retryable
+}
+
+public struct ErrorSpec: Sendable, Equatable {
+    public var code: String
+    public var meaning: String
+    public var retry: RetryRule
+    public var handling: String
+}
+
+public struct Rules: Sendable, Equatable {
+    public static let keys = ["ownership", "retry", "lifecycle", "concurrency", "cancellation"]
+    public var ownership: String
+    public var retry: String
+    public var lifecycle: String
+    public var concurrency: String
+    public var cancellation: String
+
+    public var all: [(name: String, text: String)] {
+        [("Ownership", ownership), ("Retry", retry), ("Lifecycle", lifecycle),
+         ("Concurrency", concurrency), ("Cancellation", cancellation)]
+    }
+}
+
+public enum Language: String, Sendable, Equatable, CaseIterable {
+    case rust, android, swift, typescript
+
+    public var displayName: String {
+        switch self {
+        case .rust: "Rust"
+        case .android: "Android"
+        case .swift: "Swift"
+        case .typescript: "TypeScript"
+        }
+    }
+
+    /// The code-fence language of its recipes.
+    public var fence: String {
+        switch self {
+        case .rust: "rust"
+        case .android: "kotlin"
+        case .swift: "swift"
+        case .typescript: "typescript"
+        }
+    }
+}
+
+public struct Contract: Sendable, Equatable {
+    public var id: String
+    public var file: String
+    public var title: String
+    public var summary: String
+    public var output: String
+    public var trust: String
+    public var bounds: [Bound]
+    public var errors: [String]
+    /// The shared rules with this contract's overrides applied.
+    public var rules: Rules
+    public var symbols: [Language: [String]]
+    public var notes: [String]
+    public var sequence: [String]
+    public var steps: [String]
+    public var api: APIDeclarations
+    public var recipes: [Recipe]
+}
+
+public enum BoundUnit: String, Sendable, Equatable, CaseIterable {
+    case bytes, filters, events, subscriptions, frames, publishes, seconds, items
+}
+
+public struct Bound: Sendable, Equatable {
+    /// Lower camel case, unique in its contract (`maxFilters`).
+    public var name: String
+    /// The id of the contract that states the bound (for a restatement, the restating one).
+    public var contract: String
+    public var value: Int64
+    public var min: Int64?
+    public var unit: BoundUnit
+    public var error: String
+    public var doc: String
+    /// `relay.session.maxSubscriptions` when this bound restates another contract's bound.
+    public var restates: String?
+}
+
+public struct APIDeclarations: Sendable, Equatable {
+    public var types: [TypeDecl]
+    public var functions: [FunctionDecl]
+    public static let empty = APIDeclarations(types: [], functions: [])
+}
+
+public indirect enum TypeRef: Sendable, Equatable, CustomStringConvertible {
+    case string, bool, int64, json
+    case list(TypeRef)
+    case optional(TypeRef)
+    case named(String)
+
+    /// Parses `string`, `[T]`, `T?`, `[[string]]?`, `Name`.
+    public static func parse(_ text: String) -> TypeRef? {
+        let t = text.trimmingSpaces
+        if t.isEmpty { return nil }
+        if t.hasSuffix("?") {
+            guard let inner = parse(String(t.dropLast())) else { return nil }
+            if case .optional = inner { return nil }
+            return .optional(inner)
+        }
+        if t.hasPrefix("[") {
+            guard t.hasSuffix("]"), let inner = parse(String(t.dropFirst().dropLast())) else { return nil }
+            return .list(inner)
+        }
+        switch t {
+        case "string": return .string
+        case "bool": return .bool
+        case "int64": return .int64
+        case "json": return .json
+        default:
+            guard t.first!.isUppercase, t.allSatisfy({ $0.isLetter || $0.isNumber }) else { return nil }
+            return .named(t)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .string: "string"
+        case .bool: "bool"
+        case .int64: "int64"
+        case .json: "json"
+        case .list(let t): "[\(t)]"
+        case .optional(let t): "\(t)?"
+        case .named(let n): n
+        }
+    }
+
+    /// Names of the declared types this reference mentions.
+    public var namedTypes: [String] {
+        switch self {
+        case .string, .bool, .int64, .json: []
+        case .list(let t), .optional(let t): t.namedTypes
+        case .named(let n): [n]
+        }
+    }
+}
+
+public struct TypeDecl: Sendable, Equatable {
+    public enum Kind: String, Sendable, Equatable {
+        case record, `enum`, object
+    }
+    public var name: String
+    public var contract: String
+    public var kind: Kind
+    public var doc: String
+    public var fields: [Field]
+    public var cases: [EnumCase]
+    public var constructors: [FunctionDecl]
+    public var properties: [Field]
+    public var methods: [FunctionDecl]
+
+    public func member(named name: String) -> String? {
+        if methods.contains(where: { $0.name == name }) { return name }
+        if properties.contains(where: { $0.name == name }) { return name }
+        if fields.contains(where: { $0.name == name }) { return name }
+        return nil
+    }
+}
+
+public struct Field: Sendable, Equatable {
+    public var name: String
+    public var type: TypeRef
+    public var doc: String
+}
+
+public struct EnumCase: Sendable, Equatable {
+    public var name: String
+    /// The string used in JSON and in the facades (`rate-limited`).
+    public var value: String
+    public var doc: String
+}
+
+public struct Param: Sendable, Equatable {
+    public var name: String
+    public var type: TypeRef
+    /// False drops the Swift argument label (`confirmSent(_:)`).
+    public var label: Bool
+    public var defaultValue: JSONValue?
+}
+
+public struct FunctionDecl: Sendable, Equatable {
+    public var name: String
+    public var doc: String
+    public var params: [Param]
+    public var returns: TypeRef?
+    public var throwsCodes: [String]
+    public var isAsync: Bool
+    public var isStatic: Bool
+}
+
+public struct Recipe: Sendable, Equatable {
+    public var language: Language
+    public var code: [String]
+    public var note: String?
+}
+
+extension String {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while s.first == " " { s.removeFirst() }
+        while s.last == " " { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,233 @@
+/// Cross-file checks the per-file loader cannot make: every error code referenced exists,
+/// every type named is declared once, every listed symbol resolves to a declaration, every
+/// restated bound exists. Also resolves restatements so renderers see final values.
+struct SchemaValidator {
+    let set: ContractSet
+    let sink: DiagnosticSink
+    let files: [String: SchemaFile]
+
+    func error(_ message: String, contract: Contract, path: String, atKey: Bool = false) {
+        guard let file = files[contract.id] else { return }
+        sink.error(message, file: file, path: path, atKey: atKey)
+    }
+
+    func validate() {
+        let codes = Set(set.errors.map(\.code))
+        var typeOwners: [String: String] = [:]
+        var functionOwners: [String: String] = [:]
+        var contractIDs: Set<String> = []
+
+        for contract in set.contracts {
+            if !contractIDs.insert(contract.id).inserted {
+                error("duplicate contract id \"\(contract.id)\"", contract: contract, path: "id")
+            }
+            var seenErrors: Set<String> = []
+            for (i, code) in contract.errors.enumerated() {
+                if !codes.contains(code) {
+                    error("contract \"\(contract.id)\" lists unknown error code \"\(code)\"", contract: contract, path: "errors[\(i)]")
+                }
+                if !seenErrors.insert(code).inserted {
+                    error("contract \"\(contract.id)\" lists error code \"\(code)\" twice", contract: contract, path: "errors[\(i)]")
+                }
+            }
+            var boundNames: Set<String> = []
+            for (i, bound) in contract.bounds.enumerated() {
+                if !isLowerCamelCase(bound.name) {
+                    error("bound name \"\(bound.name)\" must be lower camel case", contract: contract, path: "bounds[\(i)].name")
+                }
+                if !boundNames.insert(bound.name).inserted {
+                    error("duplicate bound \"\(bound.name)\" in contract \"\(contract.id)\"", contract: contract, path: "bounds[\(i)].name")
+                }
+                if let target = bound.restates {
+                    if resolveBound(target) == nil {
+                        error("bound \"\(bound.name)\" restates \"\(target)\", which is not a bound of another contract",
+                            contract: contract, path: "bounds[\(i)].restates")
+                    }
+                } else if !codes.contains(bound.error) {
+                    error("bound \"\(bound.name)\" names unknown error code \"\(bound.error)\"", contract: contract,
+                        path: "bounds[\(i)].error")
+                }
+            }
+            for (ti, type) in contract.api.types.enumerated() {
+                let path = "api.types[\(ti)]"
+                if let owner = typeOwners[type.name] {
+                    error("type \"\(type.name)\" is already declared in contract \"\(owner)\"", contract: contract, path: "\(path).name")
+                } else {
+                    typeOwners[type.name] = contract.id
+                }
+                validateType(type, contract: contract, path: path, codes: codes)
+            }
+            for (fi, function) in contract.api.functions.enumerated() {
+                if let owner = functionOwners[function.name] {
+                    error("function \"\(function.name)\" is already declared in contract \"\(owner)\"", contract: contract,
+                        path: "api.functions[\(fi)].name")
+                } else {
+                    functionOwners[function.name] = contract.id
+                }
+                validateFunction(function, contract: contract, path: "api.functions[\(fi)]", codes: codes)
+            }
+        }
+        // Type references and symbols are checked once every declaration is known.
+        for contract in set.contracts {
+            for (ti, type) in contract.api.types.enumerated() {
+                checkReferences(of: type, contract: contract, path: "api.types[\(ti)]")
+            }
+            for (fi, function) in contract.api.functions.enumerated() {
+                checkReferences(function, contract: contract, path: "api.functions[\(fi)]")
+            }
+            for language in Language.allCases {
+                guard let symbols = contract.symbols[language] else {
+                    error("contract \"\(contract.id)\" lists no \(language.rawValue) symbols", contract: contract, path: "symbols")
+                    continue
+                }
+                for (si, symbol) in symbols.enumerated() where resolveSymbol(symbol, language: language) == nil {
+                    error("\(language.rawValue) symbol \"\(symbol)\" has no declaration in any contract's api",
+                        contract: contract, path: "symbols.\(language.rawValue)[\(si)]")
+                }
+            }
+            var recipeLanguages: Set<Language> = []
+            for (ri, recipe) in contract.recipes.enumerated() where !recipeLanguages.insert(recipe.language).inserted {
+                error("contract \"\(contract.id)\" has two \(recipe.language.rawValue) recipes", contract: contract,
+                    path: "recipes[\(ri)].language")
+            }
+        }
+    }
+
+    func validateType(_ type: TypeDecl, contract: Contract, path: String, codes: Set<String>) {
+        if type.name.first?.isUppercase != true || !type.name.allSatisfy({ $0.isLetter || $0.isNumber }) {
+            error("type name \"\(type.name)\" must be upper camel case", contract: contract, path: "\(path).name")
+        }
+        func unique(_ names: [String], _ what: String, _ key: String) {
+            var seen: Set<String> = []
+            for (i, n) in names.enumerated() {
+                if !isLowerCamelCase(n) {
+                    error("\(what) name \"\(n)\" in \"\(type.name)\" must be lower camel case", contract: contract,
+                        path: "\(path).\(key)[\(i)].name")
+                }
+                if !seen.insert(n).inserted {
+                    error("duplicate \(what) \"\(n)\" in \"\(type.name)\"", contract: contract, path: "\(path).\(key)[\(i)].name")
+                }
+            }
+        }
+        switch type.kind {
+        case .record:
+            if type.fields.isEmpty { error("record \"\(type.name)\" has no fields", contract: contract, path: path) }
+            unique(type.fields.map(\.name), "field", "fields")
+        case .enum:
+            if type.cases.isEmpty { error("enum \"\(type.name)\" has no cases", contract: contract, path: path) }
+            unique(type.cases.map(\.name), "case", "cases")
+            var values: Set<String> = []
+            for (i, c) in type.cases.enumerated() where !values.insert(c.value).inserted || c.value.isEmpty {
+                error("enum \"\(type.name)\" has an empty or duplicate value \"\(c.value)\"", contract: contract,
+                    path: "\(path).cases[\(i)].value")
+            }
+        case .object:
+            unique(type.methods.map(\.name) + type.properties.map(\.name), "member", "methods")
+            for (i, m) in type.methods.enumerated() {
+                validateFunction(m, contract: contract, path: "\(path).methods[\(i)]", codes: codes)
+            }
+            for (i, c) in type.constructors.enumerated() {
+                validateFunction(c, contract: contract, path: "\(path).constructors[\(i)]", codes: codes)
+            }
+        }
+    }
+
+    func validateFunction(_ f: FunctionDecl, contract: Contract, path: String, codes: Set<String>) {
+        if f.name != "init" && !isLowerCamelCase(f.name) {
+            error("function name \"\(f.name)\" must be lower camel case", contract: contract, path: "\(path).name")
+        }
+        for (i, code) in f.throwsCodes.enumerated() where !codes.contains(code) {
+            error("\"\(f.name)\" throws unknown error code \"\(code)\"", contract: contract, path: "\(path).throws[\(i)]")
+        }
+        var seen: Set<String> = []
+        for (i, p) in f.params.enumerated() where !seen.insert(p.name).inserted || !isLowerCamelCase(p.name) {
+            error("parameter \"\(p.name)\" of \"\(f.name)\" is duplicated or not lower camel case", contract: contract,
+                path: "\(path).params[\(i)].name")
+        }
+    }
+
+    func checkType(_ ref: TypeRef, contract: Contract, path: String) {
+        for name in ref.namedTypes where set.type(named: name) == nil {
+            error("unknown type \"\(name)\"", contract: contract, path: path)
+        }
+    }
+
+    func checkReferences(of type: TypeDecl, contract: Contract, path: String) {
+        for (i, f) in type.fields.enumerated() { checkType(f.type, contract: contract, path: "\(path).fields[\(i)].type") }
+        for (i, p) in type.properties.enumerated() {
+            checkType(p.type, contract: contract, path: "\(path).properties[\(i)].type")
+        }
+        for (i, m) in type.methods.enumerated() { checkReferences(m, contract: contract, path: "\(path).methods[\(i)]") }
+        for (i, c) in type.constructors.enumerated() {
+            checkReferences(c, contract: contract, path: "\(path).constructors[\(i)]")
+        }
+    }
+
+    func checkReferences(_ f: FunctionDecl, contract: Contract, path: String) {
+        for (i, p) in f.params.enumerated() { checkType(p.type, contract: contract, path: "\(path).params[\(i)].type") }
+        if let r = f.returns { checkType(r, contract: contract, path: "\(path).returns") }
+    }
+
+    func resolveBound(_ qualified: String) -> Bound? {
+        guard let dot = qualified.lastIndex(of: ".") else { return nil }
+        let contractID = String(qualified[..<dot])
+        let name = String(qualified[qualified.index(after: dot)...])
+        guard let bound = set.contract(contractID)?.bounds.first(where: { $0.name == name }), bound.restates == nil
+        else { return nil }
+        return bound
+    }
+
+    func resolveSymbol(_ symbol: String, language: Language) -> String? {
+        SymbolResolver(set: set).resolve(symbol, language: language)
+    }
+}
+
+/// Maps a page symbol in one language's spelling to its language-neutral declaration.
+public struct SymbolResolver: Sendable {
+    public let set: ContractSet
+    public init(set: ContractSet) { self.set = set }
+
+    /// The neutral name (`RelaySession.confirmSent`, `classifyDeliveryAcknowledgement`) that
+    /// `symbol` names in `language`, or nil when nothing is declared under it.
+    public func resolve(_ symbol: String, language: Language) -> String? {
+        let separator = language == .rust ? "::" : "."
+        let parts = symbol.components(separatedBy: separator)
+        switch parts.count {
+        case 1:
+            if set.type(named: symbol) != nil { return symbol }
+            let name = language == .rust ? Naming.camelFromSnake(symbol) : symbol
+            if set.allFunctions.contains(where: { $0.name == name }) { return name }
+            return nil
+        case 2:
+            guard let type = set.type(named: parts[0]) else { return nil }
+            let member = language == .rust ? Naming.camelFromSnake(parts[1]) : parts[1]
+            guard type.member(named: member) != nil else { return nil }
+            return "\(parts[0]).\(member)"
+        default:
+            return nil
+        }
+    }
+}
+
+extension ContractSet {
+    /// The set with every restated bound carrying its original's value, unit and error.
+    func resolvingRestatements() -> ContractSet {
+        var copy = self
+        for ci in copy.contracts.indices {
+            for bi in copy.contracts[ci].bounds.indices {
+                guard let target = copy.contracts[ci].bounds[bi].restates,
+                    let dot = target.lastIndex(of: "."),
+                    let original = contract(String(target[..<dot]))?.bounds.first(where: {
+                        $0.name == String(target[target.index(after: dot)...])
+                    })
+                else { continue }
+                copy.contracts[ci].bounds[bi].value = original.value
+                copy.contracts[ci].bounds[bi].min = original.min
+                copy.contracts[ci].bounds[bi].unit = original.unit
+                copy.contracts[ci].bounds[bi].error = original.error
+                if copy.contracts[ci].bounds[bi].doc.isEmpty { copy.contracts[ci].bounds[bi].doc = original.doc }
+            }
+        }
+        return copy
+    }
+}

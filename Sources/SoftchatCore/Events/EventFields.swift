@@ -1,0 +1,197 @@
+public import SoftchatJSON
+
+/// Why an event is not acceptable, said precisely (`tags[2]: a tag must have at least one
+/// string`). The caller decides the error code: the same bad event is `invalid_relay_frame`
+/// in an EVENT frame, `invalid_relay_batch` inside EVENTS, `invalid_relay_authentication` in AUTH.
+package struct EventIssue: Error, Sendable, Equatable {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+}
+
+/// An event's seven NIP-01 fields, checked for shape but not yet for id or signature.
+///
+/// Socket text becomes one of these first; only `verified()` turns it into a `VerifiedEvent`.
+public struct UnverifiedEvent: Sendable, Hashable {
+    public let id: String
+    public let pubkey: String
+    public let createdAt: Int64
+    public let kind: Int
+    public let tags: [[String]]
+    public let content: String
+    public let sig: String
+
+    static let fieldNames: Set<String> = ["id", "pubkey", "created_at", "kind", "tags", "content", "sig"]
+
+    /// Reads an event object strictly: all seven fields, no others, NIP-01 types and hex rules.
+    public init(json: JSONValue) throws(SoftchatError) {
+        do throws(EventIssue) {
+            self = try Self.parse(json)
+        } catch {
+            throw .invalidRelayFrame("event: \(error.message)")
+        }
+    }
+
+    /// Parses event JSON text strictly (see `init(json:)`).
+    public init(text: String) throws(SoftchatError) {
+        let value: JSONValue
+        do throws(JSONError) {
+            value = try JSONReader().parse(text)
+        } catch {
+            throw .invalidRelayFrame("event: not JSON: \(error)")
+        }
+        try self.init(json: value)
+    }
+
+    static func parse(_ json: JSONValue) throws(EventIssue) -> UnverifiedEvent {
+        guard case .object(let object) = json else { throw EventIssue("an event must be a JSON object, not \(json.typeName)") }
+        var id: String?, pubkey: String?, sig: String?, content: String?
+        var createdAt: Int64?, kind: Int?, tags: [[String]]?
+        for member in object {
+            switch member.key {
+            case "id": id = try Self.hex(member.value, field: "id", count: 64)
+            case "pubkey": pubkey = try Self.hex(member.value, field: "pubkey", count: 64)
+            case "sig": sig = try Self.hex(member.value, field: "sig", count: 128)
+            case "content":
+                guard case .string(let s) = member.value else {
+                    throw EventIssue("content must be a string, not \(member.value.typeName)")
+                }
+                content = s
+            case "created_at": createdAt = try Self.createdAt(member.value)
+            case "kind": kind = try Self.kind(member.value)
+            case "tags": tags = try Self.tags(member.value)
+            default: throw EventIssue("unknown field \"\(member.key)\"")
+            }
+        }
+        guard let id else { throw EventIssue("missing field \"id\"") }
+        guard let pubkey else { throw EventIssue("missing field \"pubkey\"") }
+        guard let createdAt else { throw EventIssue("missing field \"created_at\"") }
+        guard let kind else { throw EventIssue("missing field \"kind\"") }
+        guard let tags else { throw EventIssue("missing field \"tags\"") }
+        guard let content else { throw EventIssue("missing field \"content\"") }
+        guard let sig else { throw EventIssue("missing field \"sig\"") }
+        return UnverifiedEvent(unchecked: id, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content, sig: sig)
+    }
+
+    init(unchecked id: String, pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String, sig: String) {
+        self.id = id
+        self.pubkey = pubkey
+        self.createdAt = createdAt
+        self.kind = kind
+        self.tags = tags
+        self.content = content
+        self.sig = sig
+    }
+
+    static func hex(_ value: JSONValue, field: String, count: Int) throws(EventIssue) -> String {
+        guard case .string(let s) = value else { throw EventIssue("\(field) must be a string, not \(value.typeName)") }
+        guard Hex.isLowercase(s, count: count) else {
+            throw EventIssue("\(field) must be \(count) lowercase hex characters")
+        }
+        return s
+    }
+
+    static func createdAt(_ value: JSONValue) throws(EventIssue) -> Int64 {
+        switch value {
+        case .integer(let n) where n >= 0: return n
+        case .integer(let n): throw EventIssue("created_at \(n) is negative")
+        case .number(let literal): throw EventIssue("created_at \(literal) is not an integer timestamp in range")
+        default: throw EventIssue("created_at must be an integer, not \(value.typeName)")
+        }
+    }
+
+    static func kind(_ value: JSONValue) throws(EventIssue) -> Int {
+        switch value {
+        case .integer(let n) where n >= 0 && n <= 65535: return Int(n)
+        case .integer(let n): throw EventIssue("kind \(n) is outside 0–65535")
+        case .number(let literal): throw EventIssue("kind \(literal) is not an integer in 0–65535")
+        default: throw EventIssue("kind must be an integer, not \(value.typeName)")
+        }
+    }
+
+    static func tags(_ value: JSONValue) throws(EventIssue) -> [[String]] {
+        guard case .array(let list) = value else { throw EventIssue("tags must be an array, not \(value.typeName)") }
+        var tags: [[String]] = []
+        tags.reserveCapacity(list.count)
+        for (i, element) in list.enumerated() {
+            guard case .array(let items) = element else {
+                throw EventIssue("tags[\(i)] must be an array of strings, not \(element.typeName)")
+            }
+            guard !items.isEmpty else { throw EventIssue("tags[\(i)] is empty; a tag has at least one string") }
+            var tag: [String] = []
+            tag.reserveCapacity(items.count)
+            for (j, item) in items.enumerated() {
+                guard case .string(let s) = item else {
+                    throw EventIssue("tags[\(i)][\(j)] must be a string, not \(item.typeName)")
+                }
+                tag.append(s)
+            }
+            tags.append(tag)
+        }
+        return tags
+    }
+
+    /// Checks the id against the canonical serialization and the signature against the
+    /// pubkey; the only way to obtain a `VerifiedEvent` from outside data.
+    public func verified() throws(SoftchatError) -> VerifiedEvent {
+        do throws(EventIssue) {
+            return try EventVerifier.verify(self)
+        } catch {
+            throw .invalidRelayFrame("event \(id): \(error.message)")
+        }
+    }
+}
+
+/// An event draft for `SoftchatIdentity.sign`: everything but id and signature.
+public struct UnsignedEvent: Sendable, Hashable {
+    public var pubkey: String?
+    public var createdAt: Int64
+    public var kind: Int
+    public var tags: [[String]]
+    public var content: String
+
+    public init(pubkey: String? = nil, createdAt: Int64, kind: Int, tags: [[String]] = [], content: String) {
+        self.pubkey = pubkey
+        self.createdAt = createdAt
+        self.kind = kind
+        self.tags = tags
+        self.content = content
+    }
+
+    /// Reads `{"kind","created_at","tags","content"}` with an optional `pubkey`, strictly.
+    public init(json: JSONValue) throws(SoftchatError) {
+        do throws(EventIssue) {
+            guard case .object(let object) = json else {
+                throw EventIssue("an unsigned event must be a JSON object, not \(json.typeName)")
+            }
+            var pubkey: String?, content: String?, createdAt: Int64?, kind: Int?, tags: [[String]]?
+            for member in object {
+                switch member.key {
+                case "pubkey": pubkey = try UnverifiedEvent.hex(member.value, field: "pubkey", count: 64)
+                case "content":
+                    guard case .string(let s) = member.value else {
+                        throw EventIssue("content must be a string, not \(member.value.typeName)")
+                    }
+                    content = s
+                case "created_at": createdAt = try UnverifiedEvent.createdAt(member.value)
+                case "kind": kind = try UnverifiedEvent.kind(member.value)
+                case "tags": tags = try UnverifiedEvent.tags(member.value)
+                default: throw EventIssue("unknown field \"\(member.key)\" in an unsigned event")
+                }
+            }
+            guard let createdAt else { throw EventIssue("missing field \"created_at\"") }
+            guard let kind else { throw EventIssue("missing field \"kind\"") }
+            guard let content else { throw EventIssue("missing field \"content\"") }
+            self = UnsignedEvent(pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags ?? [], content: content)
+        } catch {
+            throw .invalidRelayFrame("unsigned event: \(error.message)")
+        }
+    }
+
+    func validate() throws(EventIssue) {
+        guard kind >= 0 && kind <= 65535 else { throw EventIssue("kind \(kind) is outside 0–65535") }
+        guard createdAt >= 0 else { throw EventIssue("created_at \(createdAt) is negative") }
+        for (i, tag) in tags.enumerated() where tag.isEmpty {
+            throw EventIssue("tags[\(i)] is empty; a tag has at least one string")
+        }
+    }
+}

@@ -1,0 +1,108 @@
+/// A relay URL in the form NIP-42 compares: scheme and host lowercased, the default port
+/// dropped, and an empty path written as `/`.
+public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
+    public let scheme: String
+    public let host: String
+    public let port: Int
+    public let path: String
+
+    public init(_ text: String) throws(SoftchatError) {
+        guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else {
+            throw .invalidRelayAuthentication("relay URL \"\(text)\" has no scheme")
+        }
+        let scheme = text[..<colon].lowercased()
+        let defaultPort: Int
+        switch scheme {
+        case "ws": defaultPort = 80
+        case "wss": defaultPort = 443
+        default: throw .invalidRelayAuthentication("relay URL scheme \"\(scheme)\" is not ws or wss")
+        }
+        var rest = text[text.index(colon, offsetBy: 3)...]
+        var path = "/"
+        if let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) {
+            path = String(rest[slash...])
+            if path.hasPrefix("?") { path = "/" + path }
+            rest = rest[..<slash]
+        }
+        var host = String(rest)
+        var port = defaultPort
+        // Bracketed IPv6 hosts keep their colons; a port follows the closing bracket.
+        let portColon: String.Index?
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else {
+                throw .invalidRelayAuthentication("relay URL \"\(text)\" has an unclosed IPv6 host")
+            }
+            portColon = host[close...].firstIndex(of: ":")
+        } else {
+            portColon = host.lastIndex(of: ":")
+        }
+        if let colon = portColon {
+            guard let p = Int(host[host.index(after: colon)...]), p > 0, p < 65536 else {
+                throw .invalidRelayAuthentication("relay URL \"\(text)\" has an invalid port")
+            }
+            port = p
+            host = String(host[..<colon])
+        }
+        guard !host.isEmpty, !host.contains("@") else {
+            throw .invalidRelayAuthentication("relay URL \"\(text)\" has no host")
+        }
+        self.scheme = scheme
+        self.host = host.lowercased()
+        self.port = port
+        self.path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+    }
+
+    public var isSecure: Bool { scheme == "wss" }
+
+    public var description: String {
+        let defaultPort = scheme == "wss" ? 443 : 80
+        return "\(scheme)://\(host)\(port == defaultPort ? "" : ":\(port)")\(path == "/" ? "" : path)"
+    }
+}
+
+/// NIP-42 relay authentication: the event kind and the checks a relay applies.
+public enum Nip42 {
+    public static let authenticationKind = 22242
+    /// Default accepted distance between the event's created_at and the verifier's clock.
+    public static let defaultWindowSeconds: Int64 = 600
+
+    /// Checks a client's authentication event as a relay would: kind 22242, exactly one
+    /// `relay` tag naming this relay (URLs compared normalized), exactly one `challenge` tag
+    /// equal to the issued challenge, and created_at within `window` seconds of `now`.
+    /// A mismatch is `invalid_relay_authentication` naming the field.
+    public static func verify(_ event: VerifiedEvent, challenge: String, relayURL: String, now: Int64,
+                              window: Int64 = defaultWindowSeconds) throws(SoftchatError) {
+        guard event.kind == authenticationKind else {
+            throw .invalidRelayAuthentication("kind is \(event.kind), not \(authenticationKind)")
+        }
+        let relayTags = event.tags.filter { $0.first == "relay" }
+        let challengeTags = event.tags.filter { $0.first == "challenge" }
+        guard relayTags.count == 1, relayTags[0].count >= 2 else {
+            throw .invalidRelayAuthentication("relay tag: expected exactly one with a value, found \(relayTags.count)")
+        }
+        guard challengeTags.count == 1, challengeTags[0].count >= 2 else {
+            throw .invalidRelayAuthentication("challenge tag: expected exactly one with a value, found \(challengeTags.count)")
+        }
+        guard challengeTags[0][1] == challenge else {
+            throw .invalidRelayAuthentication("challenge tag does not match the issued challenge")
+        }
+        let expected = try RelayURL(relayURL)
+        guard let given = try? RelayURL(relayTags[0][1]), given == expected else {
+            throw .invalidRelayAuthentication("relay tag \"\(relayTags[0][1])\" does not name \(expected)")
+        }
+        guard abs(event.createdAt - now) <= window else {
+            throw .invalidRelayAuthentication("created_at \(event.createdAt) is more than \(window) s from now (\(now))")
+        }
+    }
+
+    /// The wire-level shape check for a client AUTH event: kind 22242 with exactly one
+    /// non-empty `relay` and one non-empty `challenge` tag.
+    static func checkShape(_ event: VerifiedEvent) throws(EventIssue) {
+        guard event.kind == authenticationKind else { throw EventIssue("kind is \(event.kind), not \(authenticationKind)") }
+        for name in ["relay", "challenge"] {
+            let tags = event.tags.filter { $0.first == name }
+            guard tags.count == 1 else { throw EventIssue("expected exactly one \(name) tag, found \(tags.count)") }
+            guard tags[0].count >= 2, !tags[0][1].isEmpty else { throw EventIssue("the \(name) tag has no value") }
+        }
+    }
+}

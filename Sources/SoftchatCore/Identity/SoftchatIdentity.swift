@@ -1,0 +1,141 @@
+import CSecp256k1
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A Nostr signing identity: a secp256k1 secret key and its x-only public key.
+///
+/// The secret lives in one heap buffer that is zeroed when the identity is released and is
+/// never printed: `description`, errors and logs show the public key only.
+public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    // @unchecked: the keypair buffer is written once in init and only read afterwards.
+    private let keypair: UnsafeMutablePointer<secp256k1_keypair>
+    /// The x-only public key, 64 lowercase hex characters.
+    public let publicKeyHex: String
+
+    private init(secret: UnsafeRawBufferPointer) throws(SoftchatError) {
+        keypair = .allocate(capacity: 1)
+        let ok = secp256k1_keypair_create(Schnorr.context, keypair, secret.bindMemory(to: UInt8.self).baseAddress!)
+        guard ok == 1 else {
+            secureZero(UnsafeMutableRawBufferPointer(start: keypair, count: MemoryLayout<secp256k1_keypair>.size))
+            keypair.deallocate()
+            throw .invalidRelayAuthentication("secret key is not a valid secp256k1 secret (zero or not below the curve order)")
+        }
+        var xonly = secp256k1_xonly_pubkey()
+        var parity: Int32 = 0
+        precondition(secp256k1_keypair_xonly_pub(Schnorr.context, &xonly, &parity, keypair) == 1)
+        var out = [UInt8](repeating: 0, count: 32)
+        precondition(secp256k1_xonly_pubkey_serialize(Schnorr.context, &out, &xonly) == 1)
+        publicKeyHex = Hex.encode(out)
+    }
+
+    deinit {
+        secureZero(UnsafeMutableRawBufferPointer(start: keypair, count: MemoryLayout<secp256k1_keypair>.size))
+        keypair.deallocate()
+    }
+
+    /// A new identity from the operating system's CSPRNG.
+    public static func generate() -> SoftchatIdentity {
+        var secret = [UInt8](repeating: 0, count: 32)
+        defer { secret.withUnsafeMutableBytes { secureZero($0) } }
+        while true {
+            secret.withUnsafeMutableBytes { SecureRandom.fill($0) }
+            // A uniformly random 32-byte value is a valid key except with probability ~2^-128.
+            if case .success(let identity) = secret.withUnsafeBytes({ buffer in
+                Result { () throws(SoftchatError) in try SoftchatIdentity(secret: buffer) }
+            }) {
+                return identity
+            }
+        }
+    }
+
+    /// Imports a 32-byte secret given as 64 hex characters (either case; whitespace trimmed).
+    public static func importSecretHex(_ secretHex: String) throws(SoftchatError) -> SoftchatIdentity {
+        let trimmed = secretHex.trimmingCharacters(in: " \t\r\n")
+        guard var bytes = Hex.decodeLowercase(trimmed.lowercased()), bytes.count == 32 else {
+            throw .invalidRelayAuthentication("secret key must be 64 hex characters")
+        }
+        defer { bytes.withUnsafeMutableBytes { secureZero($0) } }
+        return try bytes.withUnsafeBytes { buffer in
+            Result { () throws(SoftchatError) in try SoftchatIdentity(secret: buffer) }
+        }.get()
+    }
+
+    /// The secret as 64 lowercase hex characters. Sensitive: for writing a key file with
+    /// owner-only permissions, never for logs.
+    public func exportSecretHex() -> String {
+        var secret = [UInt8](repeating: 0, count: 32)
+        defer { secret.withUnsafeMutableBytes { secureZero($0) } }
+        precondition(secp256k1_keypair_sec(Schnorr.context, &secret, keypair) == 1)
+        return Hex.encode(secret)
+    }
+
+    /// Signs a draft: fills in the pubkey, computes the NIP-01 id and a BIP-340 signature with
+    /// fresh auxiliary randomness, and verifies the result before returning it.
+    public func sign(_ draft: UnsignedEvent) throws(SoftchatError) -> VerifiedEvent {
+        do throws(EventIssue) {
+            try draft.validate()
+            if let given = draft.pubkey, given != publicKeyHex {
+                throw EventIssue("pubkey \(given) is not this identity's public key \(publicKeyHex)")
+            }
+            return try sign(draft, auxRandom: SecureRandom.bytes(32))
+        } catch {
+            throw .invalidRelayFrame("cannot sign event: \(error.message)")
+        }
+    }
+
+    package func sign(_ draft: UnsignedEvent, auxRandom: [UInt8]) throws(EventIssue) -> VerifiedEvent {
+        let serialized = CanonicalSerialization.bytes(
+            pubkey: publicKeyHex, createdAt: draft.createdAt, kind: draft.kind, tags: draft.tags, content: draft.content)
+        let id = SHA256.hash(serialized)
+        guard let sig = Schnorr.sign(message: id, keypair: keypair, auxRandom: auxRandom) else {
+            throw EventIssue("libsecp256k1 failed to sign")
+        }
+        let unverified = UnverifiedEvent(
+            unchecked: Hex.encode(id), pubkey: publicKeyHex, createdAt: draft.createdAt, kind: draft.kind,
+            tags: draft.tags, content: draft.content, sig: Hex.encode(sig))
+        // Verifying our own signature guards against faults (BIP-340 recommends it).
+        return try EventVerifier.verify(unverified)
+    }
+
+    /// BIP-340 signature of an arbitrary message with the given auxiliary randomness, for
+    /// test vectors and interop checks.
+    public func signMessage(_ message: [UInt8], auxRandom: [UInt8]) -> [UInt8]? {
+        guard auxRandom.count == 32 else { return nil }
+        return Schnorr.sign(message: message, keypair: keypair, auxRandom: auxRandom)
+    }
+
+    /// A NIP-42 authentication event (kind 22242) for exactly this relay URL and challenge,
+    /// with a `relay` and a `challenge` tag and empty content.
+    public func createNip42Authentication(challenge: String, relayURL: String, createdAt: Int64) throws(SoftchatError)
+        -> VerifiedEvent
+    {
+        guard !challenge.isEmpty else { throw .invalidRelayAuthentication("challenge must not be empty") }
+        guard (try? RelayURL(relayURL)) != nil else {
+            throw .invalidRelayAuthentication("relay URL \"\(relayURL)\" is not a ws:// or wss:// URL")
+        }
+        do throws(EventIssue) {
+            return try sign(
+                UnsignedEvent(createdAt: createdAt, kind: Nip42.authenticationKind,
+                    tags: [["relay", relayURL], ["challenge", challenge]], content: ""),
+                auxRandom: SecureRandom.bytes(32))
+        } catch {
+            throw .invalidRelayAuthentication("cannot sign authentication: \(error.message)")
+        }
+    }
+
+    public var description: String { "SoftchatIdentity(publicKey: \(publicKeyHex))" }
+    public var debugDescription: String { description }
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String {
+        let chars = Set(set)
+        var s = Substring(self)
+        while let f = s.first, chars.contains(f) { s.removeFirst() }
+        while let l = s.last, chars.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}

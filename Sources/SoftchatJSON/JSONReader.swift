@@ -1,0 +1,429 @@
+/// Softchat's strict JSON reader over UTF-8 bytes (RFC 8259, no extensions).
+///
+/// It refuses what lenient readers let through, because socket text is untrusted and two
+/// readers that disagree on a document disagree on an event: invalid UTF-8, unpaired
+/// surrogate escapes, unescaped control characters, duplicate object keys, nesting deeper
+/// than `maxDepth`, and anything after the value but whitespace. Strings are decoded exactly
+/// (`"\u00e9"` and `"é"` give the same `String`); numbers keep their literal (see `JSONValue`).
+public struct JSONReader: Sendable {
+    /// Deepest nesting of arrays and objects accepted. A relay frame needs 4 (frame, event,
+    /// tags, tag); 32 leaves room for documents such as NIP-11 while bounding recursion.
+    public static let defaultMaxDepth = 32
+
+    public var maxDepth: Int
+
+    public init(maxDepth: Int = JSONReader.defaultMaxDepth) {
+        self.maxDepth = maxDepth
+    }
+
+    public func parse(_ text: String) throws(JSONError) -> JSONValue {
+        var text = text
+        let result: Result<JSONValue, JSONError> = text.withUTF8 { buffer in
+            Result { () throws(JSONError) -> JSONValue in try parse(buffer) }
+        }
+        return try result.get()
+    }
+
+    public func parse(_ bytes: [UInt8]) throws(JSONError) -> JSONValue {
+        let result: Result<JSONValue, JSONError> = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONError) -> JSONValue in try parse(buffer) }
+        }
+        return try result.get()
+    }
+
+    public func parse(_ buffer: UnsafeBufferPointer<UInt8>) throws(JSONError) -> JSONValue {
+        var parser = Parser(buffer: buffer, maxDepth: maxDepth, recordLocations: false)
+        return try parser.parseDocument()
+    }
+
+    /// Parses and also returns the byte offset of every value by path (`""` is the root,
+    /// `bounds[1].error` a member of an element), for tools that report file:line diagnostics.
+    public func parseWithLocations(_ bytes: [UInt8]) throws(JSONError) -> (JSONValue, [String: Int]) {
+        let result: Result<(JSONValue, [String: Int]), JSONError> = bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONError) -> (JSONValue, [String: Int]) in
+                var parser = Parser(buffer: buffer, maxDepth: maxDepth, recordLocations: true)
+                let value = try parser.parseDocument()
+                return (value, parser.locations)
+            }
+        }
+        return try result.get()
+    }
+}
+
+private struct Parser {
+    let bytes: UnsafeBufferPointer<UInt8>
+    let maxDepth: Int
+    var index = 0
+    var depth = 0
+    let recordLocations: Bool
+    var path: [String] = []
+    var locations: [String: Int] = [:]
+    var scratch: [UInt8] = []
+
+    init(buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, recordLocations: Bool) {
+        self.bytes = buffer
+        self.maxDepth = maxDepth
+        self.recordLocations = recordLocations
+    }
+
+    mutating func parseDocument() throws(JSONError) -> JSONValue {
+        skipWhitespace()
+        guard index < bytes.count else { throw JSONError(.empty, at: 0) }
+        let value = try parseValue()
+        skipWhitespace()
+        guard index == bytes.count else { throw JSONError(.trailingData, at: index) }
+        return value
+    }
+
+    @inline(__always)
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func record() {
+        locations[path.joined()] = index
+    }
+
+    mutating func parseValue() throws(JSONError) -> JSONValue {
+        guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+        if recordLocations { record() }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return try parseNumber()
+        default:
+            throw unexpected()
+        }
+    }
+
+    func unexpected() -> JSONError {
+        guard index < bytes.count else { return JSONError(.unexpectedEnd, at: index) }
+        let b = bytes[index]
+        if b >= 0x80 && !isValidUTF8Sequence(at: index) { return JSONError(.invalidUTF8, at: index) }
+        return JSONError(.unexpectedByte(b), at: index)
+    }
+
+    func isValidUTF8Sequence(at i: Int) -> Bool {
+        var j = i
+        return (try? validateUTF8Sequence(&j)) != nil
+    }
+
+    mutating func expectLiteral(_ literal: StaticString) throws(JSONError) {
+        let n = literal.utf8CodeUnitCount
+        let p = literal.utf8Start
+        for k in 0..<n {
+            guard index + k < bytes.count else { throw JSONError(.unexpectedEnd, at: index + k) }
+            guard bytes[index + k] == p[k] else {
+                index += k
+                throw unexpected()
+            }
+        }
+        index += n
+    }
+
+    mutating func enter() throws(JSONError) {
+        depth += 1
+        if depth > maxDepth { throw JSONError(.tooDeep(limit: maxDepth), at: index) }
+    }
+
+    mutating func parseArray() throws(JSONError) -> JSONValue {
+        try enter()
+        index += 1  // [
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            depth -= 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            if recordLocations { path.append("[\(elements.count)]") }
+            let element = try parseValue()
+            if recordLocations { path.removeLast() }
+            elements.append(element)
+            skipWhitespace()
+            guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+            let b = bytes[index]
+            index += 1
+            if b == UInt8(ascii: ",") { continue }
+            if b == UInt8(ascii: "]") { break }
+            index -= 1
+            throw unexpected()
+        }
+        depth -= 1
+        return .array(elements)
+    }
+
+    mutating func parseObject() throws(JSONError) -> JSONValue {
+        try enter()
+        index += 1  // {
+        var members: [JSONObject.Member] = []
+        var seen: Set<String>? = nil
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            depth -= 1
+            return .object(JSONObject(uncheckedMembers: members))
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+            guard bytes[index] == UInt8(ascii: "\"") else { throw unexpected() }
+            let keyOffset = index
+            let key = try parseString()
+            // Small objects (every Nostr object) compare linearly; big ones switch to a set.
+            if members.count < 16 {
+                for m in members where m.key == key { throw JSONError(.duplicateKey(key), at: keyOffset) }
+            } else {
+                if seen == nil { seen = Set(members.map(\.key)) }
+                if !seen!.insert(key).inserted { throw JSONError(.duplicateKey(key), at: keyOffset) }
+            }
+            skipWhitespace()
+            guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+            guard bytes[index] == UInt8(ascii: ":") else { throw unexpected() }
+            index += 1
+            skipWhitespace()
+            if recordLocations {
+                path.append(path.isEmpty ? key : ".\(key)")
+                locations[path.joined() + "#key"] = keyOffset
+            }
+            let value = try parseValue()
+            if recordLocations { path.removeLast() }
+            members.append(JSONObject.Member(key: key, value: value))
+            skipWhitespace()
+            guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+            let b = bytes[index]
+            index += 1
+            if b == UInt8(ascii: ",") { continue }
+            if b == UInt8(ascii: "}") { break }
+            index -= 1
+            throw unexpected()
+        }
+        depth -= 1
+        return .object(JSONObject(uncheckedMembers: members))
+    }
+
+    /// Parses a string starting at its opening quote. The common case (no escapes) decodes the
+    /// validated bytes in place; escapes go through a reused scratch buffer.
+    mutating func parseString() throws(JSONError) -> String {
+        index += 1  // opening quote
+        let start = index
+        while index < bytes.count {
+            let b = bytes[index]
+            if b == UInt8(ascii: "\"") {
+                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                index += 1
+                return s
+            }
+            if b == UInt8(ascii: "\\") { return try parseEscapedString(from: start) }
+            if b < 0x20 { throw JSONError(.controlCharacterInString(b), at: index) }
+            if b < 0x80 {
+                index += 1
+            } else {
+                try validateUTF8Sequence(&index)
+            }
+        }
+        throw JSONError(.unexpectedEnd, at: index)
+    }
+
+    mutating func parseEscapedString(from start: Int) throws(JSONError) -> String {
+        scratch.removeAll(keepingCapacity: true)
+        scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        while index < bytes.count {
+            let b = bytes[index]
+            if b == UInt8(ascii: "\"") {
+                index += 1
+                return String(decoding: scratch, as: UTF8.self)
+            }
+            if b == UInt8(ascii: "\\") {
+                let escapeOffset = index
+                index += 1
+                guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+                let e = bytes[index]
+                index += 1
+                switch e {
+                case UInt8(ascii: "\""): scratch.append(0x22)
+                case UInt8(ascii: "\\"): scratch.append(0x5C)
+                case UInt8(ascii: "/"): scratch.append(0x2F)
+                case UInt8(ascii: "b"): scratch.append(0x08)
+                case UInt8(ascii: "f"): scratch.append(0x0C)
+                case UInt8(ascii: "n"): scratch.append(0x0A)
+                case UInt8(ascii: "r"): scratch.append(0x0D)
+                case UInt8(ascii: "t"): scratch.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try parseHex4()
+                    if scalar >= 0xD800 && scalar <= 0xDBFF {
+                        // A high surrogate must be followed by an escaped low surrogate.
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                            bytes[index + 1] == UInt8(ascii: "u")
+                        else { throw JSONError(.unpairedSurrogate, at: escapeOffset) }
+                        index += 2
+                        let low = try parseHex4()
+                        guard low >= 0xDC00 && low <= 0xDFFF else {
+                            throw JSONError(.unpairedSurrogate, at: escapeOffset)
+                        }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if scalar >= 0xDC00 && scalar <= 0xDFFF {
+                        throw JSONError(.unpairedSurrogate, at: escapeOffset)
+                    }
+                    appendUTF8(scalar)
+                default:
+                    throw JSONError(.invalidEscape, at: escapeOffset)
+                }
+                continue
+            }
+            if b < 0x20 { throw JSONError(.controlCharacterInString(b), at: index) }
+            if b < 0x80 {
+                scratch.append(b)
+                index += 1
+            } else {
+                let s = index
+                try validateUTF8Sequence(&index)
+                scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[s..<index]))
+            }
+        }
+        throw JSONError(.unexpectedEnd, at: index)
+    }
+
+    mutating func parseHex4() throws(JSONError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+        var v: UInt32 = 0
+        for k in 0..<4 {
+            let c = bytes[index + k]
+            let d: UInt32
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(c - UInt8(ascii: "A") + 10)
+            default: throw JSONError(.invalidEscape, at: index + k)
+            }
+            v = v << 4 | d
+        }
+        index += 4
+        return v
+    }
+
+    mutating func appendUTF8(_ scalar: UInt32) {
+        switch scalar {
+        case 0..<0x80:
+            scratch.append(UInt8(scalar))
+        case 0x80..<0x800:
+            scratch.append(UInt8(0xC0 | (scalar >> 6)))
+            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
+        case 0x800..<0x10000:
+            scratch.append(UInt8(0xE0 | (scalar >> 12)))
+            scratch.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
+        default:
+            scratch.append(UInt8(0xF0 | (scalar >> 18)))
+            scratch.append(UInt8(0x80 | ((scalar >> 12) & 0x3F)))
+            scratch.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
+            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
+        }
+    }
+
+    /// Validates one multi-byte UTF-8 sequence starting at `i` (a byte ≥ 0x80) per RFC 3629:
+    /// no overlong forms, no surrogates, nothing above U+10FFFF. Advances `i` past it.
+    func validateUTF8Sequence(_ i: inout Int) throws(JSONError) {
+        let b0 = bytes[i]
+        let need: Int
+        var lo: UInt8 = 0x80
+        var hi: UInt8 = 0xBF
+        switch b0 {
+        case 0xC2...0xDF: need = 1
+        case 0xE0: need = 2; lo = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: need = 2
+        case 0xED: need = 2; hi = 0x9F
+        case 0xF0: need = 3; lo = 0x90
+        case 0xF1...0xF3: need = 3
+        case 0xF4: need = 3; hi = 0x8F
+        default: throw JSONError(.invalidUTF8, at: i)
+        }
+        guard i + need < bytes.count else { throw JSONError(.invalidUTF8, at: i) }
+        let b1 = bytes[i + 1]
+        guard b1 >= lo && b1 <= hi else { throw JSONError(.invalidUTF8, at: i) }
+        var k = 2
+        while k <= need {
+            guard bytes[i + k] & 0xC0 == 0x80 else { throw JSONError(.invalidUTF8, at: i) }
+            k += 1
+        }
+        i += need + 1
+    }
+
+    mutating func parseNumber() throws(JSONError) -> JSONValue {
+        let start = index
+        var negative = false
+        if bytes[index] == UInt8(ascii: "-") {
+            negative = true
+            index += 1
+        }
+        guard index < bytes.count else { throw JSONError(.invalidNumber, at: start) }
+        let intStart = index
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else if bytes[index] >= UInt8(ascii: "1") && bytes[index] <= UInt8(ascii: "9") {
+            while index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") {
+                index += 1
+            }
+        } else {
+            throw JSONError(.invalidNumber, at: start)
+        }
+        let intEnd = index
+        var isInteger = true
+        if index < bytes.count && bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            let fracStart = index
+            while index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") {
+                index += 1
+            }
+            guard index > fracStart else { throw JSONError(.invalidNumber, at: start) }
+        }
+        if index < bytes.count && (bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E")) {
+            isInteger = false
+            index += 1
+            if index < bytes.count && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) {
+                index += 1
+            }
+            let expStart = index
+            while index < bytes.count && bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9") {
+                index += 1
+            }
+            guard index > expStart else { throw JSONError(.invalidNumber, at: start) }
+        }
+        if isInteger && intEnd - intStart <= 19 && !(negative && intEnd - intStart == 1 && bytes[intStart] == UInt8(ascii: "0")) {
+            // Accumulate negatively so Int64.min parses; overflow falls back to the literal.
+            var v: Int64 = 0
+            var overflow = false
+            for k in intStart..<intEnd {
+                let d = Int64(bytes[k] - UInt8(ascii: "0"))
+                let (m, o1) = v.multipliedReportingOverflow(by: 10)
+                let (s, o2) = m.subtractingReportingOverflow(d)
+                if o1 || o2 { overflow = true; break }
+                v = s
+            }
+            if !overflow {
+                if negative { return .integer(v) }
+                if v != Int64.min { return .integer(-v) }
+            }
+        }
+        return .number(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+    }
+}

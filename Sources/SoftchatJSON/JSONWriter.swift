@@ -1,0 +1,159 @@
+/// Writes compact JSON into a byte buffer.
+///
+/// Two string escapings exist because Nostr needs both: `.json` produces valid JSON for the
+/// wire (every control character escaped), `.nip01` produces NIP-01's canonical event
+/// serialization, which escapes exactly seven characters and writes everything else verbatim.
+public struct JSONWriter: Sendable {
+    public enum StringEscaping: Sendable {
+        /// RFC 8259: `"` `\` and all of U+0000–U+001F escaped (short forms where they exist).
+        case json
+        /// NIP-01 canonical form: only `\n` `\"` `\\` `\r` `\t` `\b` `\f`; all else verbatim.
+        case nip01
+    }
+
+    public private(set) var bytes: [UInt8]
+    public var escaping: StringEscaping
+
+    public init(escaping: StringEscaping = .json, reserve: Int = 256) {
+        self.escaping = escaping
+        bytes = []
+        bytes.reserveCapacity(reserve)
+    }
+
+    public var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    @inline(__always)
+    public mutating func raw(_ byte: UInt8) { bytes.append(byte) }
+
+    public mutating func raw(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func integer(_ n: Int64) {
+        if n >= 0 && n < 10 {
+            bytes.append(UInt8(ascii: "0") + UInt8(n))
+            return
+        }
+        var text = String(n)
+        text.withUTF8 { bytes.append(contentsOf: $0) }
+    }
+
+    public mutating func string(_ s: String) {
+        var s = s
+        s.withUTF8 { string(utf8: $0) }
+    }
+
+    public mutating func string(utf8 buffer: UnsafeBufferPointer<UInt8>) {
+        bytes.append(UInt8(ascii: "\""))
+        var runStart = 0
+        var i = 0
+        let n = buffer.count
+        while i < n {
+            let b = buffer[i]
+            // Fast path: nothing below 0x20 and neither quote nor backslash needs attention.
+            if b >= 0x20 && b != 0x22 && b != 0x5C {
+                i += 1
+                continue
+            }
+            let escape: (UInt8, UInt8)?
+            switch b {
+            case 0x22: escape = (0x5C, 0x22)
+            case 0x5C: escape = (0x5C, 0x5C)
+            case 0x0A: escape = (0x5C, UInt8(ascii: "n"))
+            case 0x0D: escape = (0x5C, UInt8(ascii: "r"))
+            case 0x09: escape = (0x5C, UInt8(ascii: "t"))
+            case 0x08: escape = (0x5C, UInt8(ascii: "b"))
+            case 0x0C: escape = (0x5C, UInt8(ascii: "f"))
+            default: escape = nil
+            }
+            if escape == nil && escaping == .nip01 {
+                i += 1  // NIP-01: every other character verbatim, control characters included
+                continue
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<i]))
+            if let (a, c) = escape {
+                bytes.append(a)
+                bytes.append(c)
+            } else {
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                bytes.append(hex[Int(b >> 4)])
+                bytes.append(hex[Int(b & 0xF)])
+            }
+            i += 1
+            runStart = i
+        }
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<n]))
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    public mutating func value(_ v: JSONValue) {
+        switch v {
+        case .null: raw("null")
+        case .bool(let b): b ? raw("true") : raw("false")
+        case .integer(let n): integer(n)
+        case .number(let literal):
+            var literal = literal
+            literal.withUTF8 { bytes.append(contentsOf: $0) }
+        case .string(let s): string(s)
+        case .array(let elements):
+            raw(UInt8(ascii: "["))
+            for (k, e) in elements.enumerated() {
+                if k > 0 { raw(UInt8(ascii: ",")) }
+                value(e)
+            }
+            raw(UInt8(ascii: "]"))
+        case .object(let object):
+            raw(UInt8(ascii: "{"))
+            for (k, m) in object.members.enumerated() {
+                if k > 0 { raw(UInt8(ascii: ",")) }
+                string(m.key)
+                raw(UInt8(ascii: ":"))
+                value(m.value)
+            }
+            raw(UInt8(ascii: "}"))
+        }
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON text (no whitespace), members in their stored order.
+    public var jsonText: String {
+        var w = JSONWriter()
+        w.value(self)
+        return w.string
+    }
+
+    /// Indented JSON text (two spaces, one member per line), for files people read and diff.
+    public func prettyText(indent: Int = 2) -> String {
+        var out = ""
+        Self.pretty(self, level: 0, indent: indent, into: &out)
+        out.append("\n")
+        return out
+    }
+
+    private static func pretty(_ v: JSONValue, level: Int, indent: Int, into out: inout String) {
+        let pad = String(repeating: " ", count: (level + 1) * indent)
+        let closePad = String(repeating: " ", count: level * indent)
+        switch v {
+        case .array(let elements) where !elements.isEmpty:
+            out.append("[\n")
+            for (k, e) in elements.enumerated() {
+                out.append(pad)
+                pretty(e, level: level + 1, indent: indent, into: &out)
+                out.append(k + 1 < elements.count ? ",\n" : "\n")
+            }
+            out.append(closePad + "]")
+        case .object(let o) where o.count > 0:
+            out.append("{\n")
+            for (k, m) in o.members.enumerated() {
+                out.append(pad + JSONValue.string(m.key).jsonText + ": ")
+                pretty(m.value, level: level + 1, indent: indent, into: &out)
+                out.append(k + 1 < o.count ? ",\n" : "\n")
+            }
+            out.append(closePad + "}")
+        default:
+            out.append(v.jsonText)
+        }
+    }
+}
