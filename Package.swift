@@ -70,7 +70,7 @@ let package = Package(
         .testTarget(name: "SoftchatJSONTests", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts"],
-            swiftSettings: strictSwift),
+            exclude: ["Fixtures", "Golden"], swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatCoreTests", dependencies: ["SoftchatCore", "SoftchatJSON"],
             swiftSettings: strictSwift),

@@ -192,6 +192,12 @@ public struct SymbolResolver: Sendable {
     public func resolve(_ symbol: String, language: Language) -> String? {
         let separator = language == .rust ? "::" : "."
         let parts = symbol.components(separatedBy: separator)
+        // Rust spells functions and methods in snake case; a camelCase one is not a Rust name.
+        if language == .rust, let last = parts.last, parts.count == 2 || last.first?.isLowercase == true,
+            last.contains(where: \.isUppercase)
+        {
+            return nil
+        }
         switch parts.count {
         case 1:
             if set.type(named: symbol) != nil { return symbol }

@@ -131,11 +131,12 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
 }
 
 extension String {
+    /// Trims leading and trailing scalars found in `set` (scalars, so "\r\n" is two).
     func trimmingCharacters(in set: String) -> String {
-        let chars = Set(set)
-        var s = Substring(self)
-        while let f = s.first, chars.contains(f) { s.removeFirst() }
-        while let l = s.last, chars.contains(l) { s.removeLast() }
-        return String(s)
+        let scalars = Set(set.unicodeScalars)
+        var s = Substring(self).unicodeScalars[...]
+        while let f = s.first, scalars.contains(f) { s.removeFirst() }
+        while let l = s.last, scalars.contains(l) { s.removeLast() }
+        return String(String.UnicodeScalarView(s))
     }
 }
