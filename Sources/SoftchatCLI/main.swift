@@ -16,6 +16,8 @@ let topHelp = """
       contract list|show ID   the operation contracts this binary was built with
       keygen                  create an identity; the secret goes to a 0600 file
       event sign|verify       sign unsigned events / verify events, one JSON object per line
+      frame check             validate client or relay frames, one per line
+      filter match FILTER     print the ids of events (one per line) that match a filter
       bench events            signing and verification throughput beside raw libsecp256k1
     """
 
@@ -31,6 +33,8 @@ do {
     case "contract": status = try ContractCommand.run(rest)
     case "keygen": status = try KeygenCommand.run(rest)
     case "event": status = try EventCommand.run(rest)
+    case "frame": status = try FrameCommand.run(rest)
+    case "filter": status = try FilterCommand.run(rest)
     case "bench": status = try BenchCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")

@@ -1,10 +1,19 @@
 package import SoftchatJSON
 
 /// NIP-01's serialization of an event for hashing: `[0,pubkey,created_at,kind,tags,content]`,
-/// no whitespace, seven characters escaped and everything else verbatim.
+/// UTF-8, no whitespace, `\n` `\"` `\\` `\r` `\t` `\b` `\f` escaped, everything else verbatim.
+///
+/// One corner is ambiguous in practice: the 27 other C0 control characters. NIP-01's text says
+/// verbatim (raw bytes, which is not valid JSON); rust-nostr (serde_json), nostr-tools and NDK
+/// (JSON.stringify), go-nostr and nostr-relay (json.dumps) all write them as `\u00XX`. Softchat
+/// signs in that interoperable form, which is byte-identical to NIP-01's for every event
+/// without such a character, and verifies either form: an id is honest if it is the SHA-256 of
+/// either serialization of the same values.
 package enum CanonicalSerialization {
+    /// `.json`: NIP-01's escapes plus `\u00XX` for the other control characters (what Softchat
+    /// signs). `.nip01`: NIP-01's escapes with the other control characters verbatim.
     package static func bytes(pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String,
-                      escaping: JSONWriter.StringEscaping = .nip01) -> [UInt8] {
+                      escaping: JSONWriter.StringEscaping = .json) -> [UInt8] {
         var w = JSONWriter(escaping: escaping, reserve: 128 + content.utf8.count)
         w.raw("[0,")
         w.string(pubkey)
@@ -30,7 +39,7 @@ package enum CanonicalSerialization {
 
     /// True when a string holds a control character NIP-01 leaves verbatim but common JSON
     /// encoders (JavaScript's JSON.stringify, serde_json) escape as `\u00XX`.
-    static func hasUnlistedControlCharacter(_ s: String) -> Bool {
+    package static func hasUnlistedControlCharacter(_ s: String) -> Bool {
         s.utf8.contains { $0 < 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 && $0 != 0x08 && $0 != 0x0C }
     }
 }

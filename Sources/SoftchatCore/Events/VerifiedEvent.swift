@@ -70,14 +70,14 @@ enum EventVerifier {
         var digest = SHA256.hash(
             CanonicalSerialization.bytes(pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content))
         if digest != idBytes {
-            // Signers built on JSON.stringify or serde_json escape the control characters NIP-01
-            // leaves verbatim; their ids are still honest hashes of the same values.
+            // NIP-01 read literally leaves the other control characters verbatim; an id over that
+            // form is an honest hash of the same values too (see CanonicalSerialization).
             guard e.tags.contains(where: { $0.contains(where: CanonicalSerialization.hasUnlistedControlCharacter) })
                 || CanonicalSerialization.hasUnlistedControlCharacter(e.content)
-            else { throw EventIssue("id does not match the NIP-01 serialization (sha256 is \(Hex.encode(digest)))") }
+            else { throw EventIssue("id does not match the NIP-01 serialization") }
             digest = SHA256.hash(
                 CanonicalSerialization.bytes(pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags,
-                    content: e.content, escaping: .json))
+                    content: e.content, escaping: .nip01))
             guard digest == idBytes else {
                 throw EventIssue("id does not match the NIP-01 serialization")
             }

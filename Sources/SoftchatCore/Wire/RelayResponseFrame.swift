@@ -1,0 +1,82 @@
+import SoftchatJSON
+
+/// A frame a relay sends to a client: EVENT, OK, EOSE, CLOSED, NOTICE, AUTH, COUNT.
+public enum RelayResponseFrame: Sendable, Hashable {
+    case event(subscriptionID: String, event: VerifiedEvent)
+    /// `eventID` is nil for the empty id some relays send with a rejection.
+    case ok(eventID: String?, accepted: Bool, message: RelayMessage)
+    case eose(subscriptionID: String)
+    case closed(subscriptionID: String, message: RelayMessage)
+    case notice(RelayMessage)
+    case auth(challenge: String)
+    case count(subscriptionID: String, result: CountResult)
+
+    public var verb: String {
+        switch self {
+        case .event: "EVENT"
+        case .ok: "OK"
+        case .eose: "EOSE"
+        case .closed: "CLOSED"
+        case .notice: "NOTICE"
+        case .auth: "AUTH"
+        case .count: "COUNT"
+        }
+    }
+
+    public func toJSON() -> String {
+        let elements: [JSONValue]
+        switch self {
+        case .event(let id, let e): elements = ["EVENT", .string(id), e.jsonValue]
+        case .ok(let id, let accepted, let m): elements = ["OK", .string(id ?? ""), .bool(accepted), .string(m.text)]
+        case .eose(let id): elements = ["EOSE", .string(id)]
+        case .closed(let id, let m): elements = ["CLOSED", .string(id), .string(m.text)]
+        case .notice(let m): elements = ["NOTICE", .string(m.text)]
+        case .auth(let c): elements = ["AUTH", .string(c)]
+        case .count(let id, let r): elements = ["COUNT", .string(id), r.jsonValue]
+        }
+        return JSONValue.array(elements).jsonText
+    }
+}
+
+/// Validates a relay frame: size bound, strict JSON, verb and arity, and for EVENT the event's
+/// id and signature. An `OK` id is 64 lowercase hex or empty; an `AUTH` challenge is a
+/// non-empty string (`invalid_relay_authentication` otherwise). Everything else that is wrong
+/// is `invalid_relay_frame`.
+public func parseRelayResponseFrame(_ text: String) throws(SoftchatError) -> RelayResponseFrame {
+    let r = try FrameReader(text: text, direction: "relay")
+    switch r.verb {
+    case "EVENT":
+        try r.arity(3, "[\"EVENT\", subscription id, event]")
+        let id = try r.subscriptionID(1)
+        return .event(subscriptionID: id, event: try r.event(2, code: .invalidRelayFrame, what: "EVENT event"))
+    case "OK":
+        try r.arity(4, "[\"OK\", event id, accepted, message]")
+        let id = try r.string(1, "event id")
+        guard id.isEmpty || Hex.isLowercase(id, count: 64) else {
+            throw .invalidRelayFrame("OK element 1 (event id) must be 64 lowercase hex characters or empty")
+        }
+        guard case .bool(let accepted) = r.elements[2] else {
+            throw .invalidRelayFrame("OK element 2 (accepted) must be true or false, not \(r.elements[2].typeName)")
+        }
+        return .ok(eventID: id.isEmpty ? nil : id, accepted: accepted, message: RelayMessage(try r.string(3, "message")))
+    case "EOSE":
+        try r.arity(2, "[\"EOSE\", subscription id]")
+        return .eose(subscriptionID: try r.subscriptionID(1))
+    case "CLOSED":
+        try r.arity(3, "[\"CLOSED\", subscription id, message]")
+        return .closed(subscriptionID: try r.subscriptionID(1), message: RelayMessage(try r.string(2, "message")))
+    case "NOTICE":
+        try r.arity(2, "[\"NOTICE\", message]")
+        return .notice(RelayMessage(try r.string(1, "message")))
+    case "AUTH":
+        guard r.elements.count == 2, case .string(let challenge) = r.elements[1], !challenge.isEmpty else {
+            throw .invalidRelayAuthentication("relay AUTH must be [\"AUTH\", non-empty challenge string]")
+        }
+        return .auth(challenge: challenge)
+    case "COUNT":
+        try r.arity(3, "[\"COUNT\", subscription id, {\"count\": n}]")
+        return .count(subscriptionID: try r.subscriptionID(1), result: try CountResult(json: r.elements[2]))
+    default:
+        throw .invalidRelayFrame("unknown relay verb \"\(r.verb)\"")
+    }
+}
