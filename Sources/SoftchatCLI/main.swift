@@ -13,6 +13,7 @@ let topHelp = """
     usage: softchat <command> [options]   (every command answers --help)
 
     commands:
+      demo                    the main job (see its --help for what it covers today)
       contract list|show ID   the operation contracts this binary was built with
       keygen                  create an identity; the secret goes to a 0600 file
       event sign|verify       sign unsigned events / verify events, one JSON object per line
@@ -30,6 +31,7 @@ do {
     case nil, "--help", "-h", "help":
         Output.standard.line(topHelp)
         status = .success
+    case "demo": status = try DemoCommand.run(rest)
     case "contract": status = try ContractCommand.run(rest)
     case "keygen": status = try KeygenCommand.run(rest)
     case "event": status = try EventCommand.run(rest)
