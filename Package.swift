@@ -72,7 +72,7 @@ let package = Package(
             name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts"],
             exclude: ["Fixtures", "Golden"], swiftSettings: strictSwift),
         .testTarget(
-            name: "SoftchatCoreTests", dependencies: ["SoftchatCore", "SoftchatJSON"],
+            name: "SoftchatCoreTests", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatContracts"],
             swiftSettings: strictSwift),
     ]
 )
