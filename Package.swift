@@ -72,6 +72,9 @@ let package = Package(
             name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts"],
             exclude: ["Fixtures", "Golden"], swiftSettings: strictSwift),
         .testTarget(
+            name: "SoftchatRecipeTests", dependencies: ["SoftchatCore"],
+            swiftSettings: strictSwift, plugins: ["SoftchatContractPlugin"]),
+        .testTarget(
             name: "SoftchatCoreTests", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatContracts"],
             swiftSettings: strictSwift),
     ]

@@ -1,6 +1,7 @@
 // softchat-codegen: the thin executable over SoftchatCodegen that both plugins run.
 //
 //   softchat-codegen swift    --schema DIR --output DIR       Swift surface (build plugin)
+//   softchat-codegen recipes  --schema DIR --output DIR       Swift recipes as test code
 //   softchat-codegen bindings --schema DIR --root DIR [--check]  generated/ and docs/reference/
 //   softchat-codegen validate --schema DIR                     diagnostics only
 //
@@ -16,6 +17,7 @@ func fail(_ message: String, status: Int32) -> Never {
 
 let usage = """
     usage: softchat-codegen swift --schema DIR --output DIR
+           softchat-codegen recipes --schema DIR --output DIR
            softchat-codegen bindings --schema DIR --root DIR [--check]
            softchat-codegen validate --schema DIR
     """
@@ -65,6 +67,13 @@ case "swift":
         _ = try write(SwiftRenderer(set: set).render(), under: output)
     } catch {
         fail("softchat-codegen: cannot write the Swift surface: \(error)", status: 3)
+    }
+case "recipes":
+    guard let output = options["--output"] else { fail(usage, status: 2) }
+    do {
+        _ = try write(SwiftRecipeRenderer(set: set).render(), under: output)
+    } catch {
+        fail("softchat-codegen: cannot write the recipes: \(error)", status: 3)
     }
 case "bindings":
     guard let root = options["--root"] else { fail(usage, status: 2) }

@@ -1,0 +1,46 @@
+/// The reconnect schedule: exponential backoff with jitter, capped, reset only after the
+/// connection stayed ready long enough. Deterministic for a given seed, so a replayed session
+/// schedules the same delays; the host owns the timer.
+struct ReconnectBackoff: Sendable, Hashable {
+    let baseMilliseconds: Int64
+    let maxMilliseconds: Int64
+    let resetAfterSeconds: Int64
+    private(set) var attempt = 0
+    private var rngState: UInt64
+
+    init(baseSeconds: Int64, maxSeconds: Int64, resetAfterSeconds: Int64, seed: Int64) {
+        baseMilliseconds = baseSeconds * 1000
+        maxMilliseconds = maxSeconds * 1000
+        self.resetAfterSeconds = resetAfterSeconds
+        rngState = UInt64(bitPattern: seed)
+    }
+
+    /// Forgets past failures when the connection was ready for at least `resetAfterSeconds`.
+    mutating func connectionEnded(readySince: Int64?, now: Int64?) {
+        if let readySince, let now, now - readySince >= resetAfterSeconds { attempt = 0 }
+    }
+
+    /// The next attempt number and its delay: base·2^(attempt-1) capped, with "equal jitter"
+    /// (half fixed, half random), so the delay never exceeds the cap and never collapses to 0.
+    mutating func next() -> (delayMilliseconds: Int64, attempt: Int) {
+        attempt += 1
+        var delay = baseMilliseconds
+        var k = 1
+        while k < attempt && delay < maxMilliseconds {
+            delay *= 2
+            k += 1
+        }
+        delay = min(delay, maxMilliseconds)
+        let half = delay / 2
+        let jitter = half > 0 ? Int64(nextRandom() % UInt64(half + 1)) : 0
+        return (delay - half + jitter, attempt)
+    }
+
+    private mutating func nextRandom() -> UInt64 {
+        rngState &+= 0x9E37_79B9_7F4A_7C15
+        var z = rngState
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

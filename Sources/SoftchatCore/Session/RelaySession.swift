@@ -1,0 +1,138 @@
+import Synchronization
+
+/// A serialized, transport-independent relay session (sans-IO, like quinn-proto, rustls or
+/// h11): the host feeds it calls and socket text and executes the ordered actions and frames
+/// it returns. It never does I/O, never reads a clock and never sleeps.
+///
+/// ```text
+/// connect -> open transport -> transportConnected -> authenticate if requested
+///        -> authenticated -> send queued subscriptions and publishes
+/// drain outbound -> socket write succeeds -> confirmSent(event IDs)
+/// receive event -> persistEvent -> host transaction commits -> confirmIngested
+/// transportLost -> persist delivery/retry state -> schedule reconnect
+/// cancel -> close transport -> release session
+/// ```
+///
+/// Calls are serialized by an internal lock, so concurrent use cannot corrupt state; the host
+/// should still drive one session from one task, in order. A call that fails leaves the
+/// session unchanged. After `close()` every call fails with `invalid_relay_session`.
+public final class RelaySession: Sendable {
+    private let machine: Mutex<SessionMachine>
+
+    public init() {
+        machine = Mutex(SessionMachine(config: RelaySessionConfig()))
+    }
+
+    public init(config: RelaySessionConfig) throws(SoftchatError) {
+        try config.validate()
+        machine = Mutex(SessionMachine(config: config))
+    }
+
+    private func run<R>(_ body: (inout SessionMachine) throws(SoftchatError) -> R) throws(SoftchatError) -> R {
+        try machine.withLock { (m: inout SessionMachine) throws(SoftchatError) -> R in
+            // Work on a copy and commit it only on success: a failed call changes nothing.
+            var copy = m
+            let result = try body(&copy)
+            m = copy
+            return result
+        }
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts (or restarts after backoff or cancel) a connection: returns `openTransport`.
+    public func connect() throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.connect() }
+    }
+
+    /// The socket is open: queued subscriptions (with `since` advanced past what was
+    /// confirmed) and pending publishes become ready to drain. `now` (Unix seconds) starts
+    /// the ready period after which backoff resets.
+    @discardableResult
+    public func transportConnected(now: Int64? = nil) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.transportConnected(now: now) }
+    }
+
+    /// The socket closed or failed: returns `deliveryChanged` for events that were in flight
+    /// (persist them), then `scheduleReconnect(delay, attempt)`.
+    public func transportLost(now: Int64? = nil) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.transportLost(now: now) }
+    }
+
+    /// Stops: returns delivery changes for events in flight and `closeTransport` when a
+    /// transport is active. The session can connect again later.
+    public func cancel() throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.cancel() }
+    }
+
+    /// Releases the session; every later call fails with `invalid_relay_session`. Idempotent.
+    public func close() {
+        machine.withLock { $0.close() }
+    }
+
+    // MARK: Subscriptions
+
+    /// Adds or replaces subscription `id` (at most 128) with 1–64 filters given as JSON. Its REQ
+    /// is queued now when connected, and sent again after every reconnect.
+    public func subscribe(id: String, filtersJSON: [String]) throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.subscribe(id: id, filtersJSON: filtersJSON) }
+    }
+
+    /// Removes subscription `id` and queues its CLOSE when its REQ already went out.
+    public func unsubscribe(id: String) throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.unsubscribe(id: id) }
+    }
+
+    /// Queues a NIP-45 COUNT under `id`; the answer arrives as a `countResult` action.
+    public func count(id: String, filtersJSON: [String]) throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.count(id: id, filtersJSON: filtersJSON) }
+    }
+
+    // MARK: Publishing
+
+    /// Queues 1–256 unique verified events as one batch: one EVENT, one EVENTS frame, or
+    /// consecutive EVENTs for relays without EVENTS. At most 1,024 publishes may be non-terminal.
+    public func publish(_ events: [VerifiedEvent]) throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.publish(events) }
+    }
+
+    /// The host's deadline for relay `OK`s passed: events in flight become retryable (`timeout`).
+    public func acknowledgementTimedOut(now: Int64) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.acknowledgementTimedOut(now: now) }
+    }
+
+    // MARK: Socket hand-off
+
+    /// Up to `max` (1–256) frames to write, control frames first. Draining is not writing.
+    public func drainOutbound(max: Int = RelaySessionContract.defaultDrainMax.value) throws(SoftchatError) -> [OutboundRelayFrame] {
+        try run { m throws(SoftchatError) in try m.drainOutbound(max: max) }
+    }
+
+    /// The socket write of a drained frame succeeded: its events are now in flight.
+    public func confirmSent(_ deliveryEventIDs: [String]) throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.confirmSent(deliveryEventIDs) }
+    }
+
+    /// Feeds one complete relay text message; returns the actions it causes, in order.
+    public func receive(_ text: String) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.receive(text) }
+    }
+
+    /// The host committed the event of a `persistEvent` action durably.
+    public func confirmIngested(_ eventID: String) throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.confirmIngested(eventID) }
+    }
+
+    /// Sends the host's NIP-42 answer (from `SoftchatIdentity.createNip42Authentication`).
+    @discardableResult
+    public func authenticate(_ event: VerifiedEvent) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.authenticate(event) }
+    }
+
+    // MARK: Diagnostics
+
+    /// A redacted diagnostic view (never content, challenges or keys). Works in every state.
+    public func snapshot() -> RelaySessionSnapshot {
+        machine.withLock { $0.snapshot() }
+    }
+}
