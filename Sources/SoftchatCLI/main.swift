@@ -19,6 +19,7 @@ let topHelp = """
       event sign|verify       sign unsigned events / verify events, one JSON object per line
       frame check             validate client or relay frames, one per line
       filter match FILTER     print the ids of events (one per line) that match a filter
+      replay SCRIPT|-         run a JSON-lines script of RelaySession calls, one JSON line per call
       bench events            signing and verification throughput beside raw libsecp256k1
     """
 
@@ -37,6 +38,7 @@ do {
     case "event": status = try EventCommand.run(rest)
     case "frame": status = try FrameCommand.run(rest)
     case "filter": status = try FilterCommand.run(rest)
+    case "replay": status = try ReplayCommand.run(rest)
     case "bench": status = try BenchCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")

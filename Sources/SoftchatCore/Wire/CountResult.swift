@@ -1,4 +1,4 @@
-import SoftchatJSON
+public import SoftchatJSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -46,7 +46,7 @@ public struct CountResult: Sendable, Hashable {
         self.init(count: count, approximate: approximate, hll: hll)
     }
 
-    var jsonValue: JSONValue {
+    public var jsonValue: JSONValue {
         var o = JSONObject()
         o.append("count", .integer(count))
         if approximate { o.append("approximate", true) }
