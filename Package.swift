@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "SoftchatCore", targets: ["SoftchatCore"]),
+        .library(name: "SoftchatStorage", targets: ["SoftchatStorage"]),
         .executable(name: "softchat", targets: ["SoftchatCLI"]),
         .plugin(name: "SoftchatContractPlugin", targets: ["SoftchatContractPlugin"]),
         .plugin(name: "GenerateBindings", targets: ["GenerateBindings"]),
@@ -55,6 +56,11 @@ let package = Package(
             dependencies: ["SoftchatJSON", "CSecp256k1", "COpenSSL"],
             swiftSettings: strictSwift,
             plugins: ["SoftchatContractPlugin"]),
+
+        // MARK: Storage: the durable SoftchatAccount on SQLite
+        .target(
+            name: "SoftchatStorage", dependencies: ["SoftchatCore", "SoftchatJSON", "CSQLite"],
+            swiftSettings: strictSwift),
 
         // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat bench`
         .target(

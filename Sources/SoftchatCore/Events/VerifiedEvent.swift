@@ -33,6 +33,19 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
         self = try UnverifiedEvent(json: json).verified()
     }
 
+    /// Re-reads an event that was verified before it was stored by Softchat's own account:
+    /// the id is re-hashed (catching corruption of any field), the signature — checked when the
+    /// event arrived — is not checked again. Never use this for text from a socket.
+    package init(storedJSON text: String) throws(SoftchatError) {
+        let e = try UnverifiedEvent(text: text)
+        do throws(EventIssue) {
+            try EventVerifier.checkID(e)
+        } catch {
+            throw .invalidPersistenceResult("stored event \(e.id): \(error.message)", operation: .relayIngestion)
+        }
+        self.init(e)
+    }
+
     public static func == (a: VerifiedEvent, b: VerifiedEvent) -> Bool {
         // Equal ids mean equal serializations (SHA-256), and verified ids are honest; sig may
         // differ (BIP-340 signatures are randomized), so it is compared too.
@@ -64,9 +77,23 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
 /// The id and signature checks that make a `VerifiedEvent`.
 enum EventVerifier {
     static func verify(_ e: UnverifiedEvent) throws(EventIssue) -> VerifiedEvent {
-        guard let idBytes = Hex.decodeLowercase(e.id), let pubkeyBytes = Hex.decodeLowercase(e.pubkey),
-            let sigBytes = Hex.decodeLowercase(e.sig)
-        else { throw EventIssue("id, pubkey and sig must be lowercase hex") }
+        let idBytes = try checkID(e)
+        guard let pubkeyBytes = Hex.decodeLowercase(e.pubkey), let sigBytes = Hex.decodeLowercase(e.sig)
+        else { throw EventIssue("pubkey and sig must be lowercase hex") }
+        let valid = pubkeyBytes.withUnsafeBytes { pk -> Bool? in
+            guard var key = PublicKeyCache.shared.publicKey(pk) else { return nil }
+            return sigBytes.withUnsafeBytes { s in idBytes.withUnsafeBytes { m in Schnorr.verify(signature: s, message: m, publicKey: &key) } }
+        }
+        guard let valid else { throw EventIssue("pubkey is not a valid secp256k1 x-only public key") }
+        guard valid else { throw EventIssue("signature does not verify") }
+        return VerifiedEvent(e)
+    }
+
+    /// Checks that the id is the SHA-256 of either serialization (see CanonicalSerialization)
+    /// and returns its bytes.
+    @discardableResult
+    static func checkID(_ e: UnverifiedEvent) throws(EventIssue) -> [UInt8] {
+        guard let idBytes = Hex.decodeLowercase(e.id) else { throw EventIssue("id must be lowercase hex") }
         var digest = SHA256.hash(
             CanonicalSerialization.bytes(pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content))
         if digest != idBytes {
@@ -82,12 +109,6 @@ enum EventVerifier {
                 throw EventIssue("id does not match the NIP-01 serialization")
             }
         }
-        let valid = pubkeyBytes.withUnsafeBytes { pk -> Bool? in
-            guard var key = PublicKeyCache.shared.publicKey(pk) else { return nil }
-            return sigBytes.withUnsafeBytes { s in idBytes.withUnsafeBytes { m in Schnorr.verify(signature: s, message: m, publicKey: &key) } }
-        }
-        guard let valid else { throw EventIssue("pubkey is not a valid secp256k1 x-only public key") }
-        guard valid else { throw EventIssue("signature does not verify") }
-        return VerifiedEvent(e)
+        return idBytes
     }
 }

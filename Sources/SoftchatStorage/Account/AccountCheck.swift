@@ -1,0 +1,49 @@
+public import SoftchatCore
+
+/// The result of `SoftchatAccount.check()`: SQLite's integrity check plus the account's own
+/// invariants. `problems` is empty when everything holds.
+public struct AccountCheckReport: Sendable, Hashable {
+    public var problems: [String] = []
+    public var events = 0
+    public var quarantined = 0
+    public var receipts = 0
+    public var intentsByState: [String: Int] = [:]
+    public var liveLeases = 0
+    public var ok: Bool { problems.isEmpty }
+}
+
+extension SoftchatAccount {
+    /// `PRAGMA integrity_check` and the invariants: every receipt total, every intent in
+    /// exactly one known state, no lease without an expiry, every leased intent's lease known,
+    /// every intent's event stored.
+    public func check(now: Int64) throws(SoftchatError) -> AccountCheckReport {
+        try store.read("check") { db in
+            var report = AccountCheckReport()
+            let integrity = try db.statement("PRAGMA integrity_check")
+            while try integrity.step() {
+                if integrity.text(0) != "ok" { report.problems.append("integrity: \(integrity.text(0))") }
+            }
+            let fk = try db.statement("PRAGMA foreign_key_check")
+            while try fk.step() { report.problems.append("foreign key: \(fk.text(0)) row \(fk.int64(1))") }
+            report.events = Int(try db.scalarInt("SELECT COUNT(*) FROM events"))
+            report.quarantined = Int(try db.scalarInt("SELECT COUNT(*) FROM quarantine"))
+            report.receipts = Int(try db.scalarInt("SELECT COUNT(*) FROM ingest_receipts"))
+            let badReceipts = try db.scalarInt("SELECT COUNT(*) FROM ingest_receipts WHERE inserted + duplicates + quarantined != total")
+            if badReceipts > 0 { report.problems.append("\(badReceipts) ingestion receipts are not total") }
+            let states = try db.statement("SELECT state, COUNT(*) FROM publish_intents GROUP BY state")
+            while try states.step() { report.intentsByState[states.text(0)] = Int(states.int64(1)) }
+            let unknown = report.intentsByState.keys.filter { DeliveryState(rawValue: $0) == nil }
+            if !unknown.isEmpty { report.problems.append("intents in unknown states: \(unknown.sorted())") }
+            let noExpiry = try db.scalarInt("SELECT COUNT(*) FROM delivery_leases WHERE expires_at IS NULL")
+            if noExpiry > 0 { report.problems.append("\(noExpiry) leases have no expiry") }
+            let orphanLease = try db.scalarInt("SELECT COUNT(*) FROM publish_intents WHERE lease_id IS NOT NULL AND lease_id NOT IN (SELECT lease_id FROM delivery_leases)")
+            if orphanLease > 0 { report.problems.append("\(orphanLease) intents name a lease that does not exist") }
+            let terminalLeased = try db.scalarInt("SELECT COUNT(*) FROM publish_intents WHERE state IN ('accepted', 'rejected') AND lease_id IS NOT NULL")
+            if terminalLeased > 0 { report.problems.append("\(terminalLeased) terminal intents still hold a lease") }
+            let missingEvent = try db.scalarInt("SELECT COUNT(*) FROM publish_intents WHERE event_id NOT IN (SELECT id FROM events)")
+            if missingEvent > 0 { report.problems.append("\(missingEvent) intents have no stored event") }
+            report.liveLeases = Int(try db.scalarInt("SELECT COUNT(*) FROM delivery_leases WHERE released = 0 AND expires_at > \(now)"))
+            return report
+        }
+    }
+}

@@ -1,0 +1,171 @@
+public import SoftchatCore
+
+/// A lease over claimed delivery work for one relay. Stale once released, or once it expired
+/// and another claim took its work.
+public struct DeliveryClaim: Sendable, Hashable {
+    public let leaseID: String
+    public let relayURL: String
+    public let expiresAt: Int64
+}
+
+/// One claimed intent with the event it delivers.
+public struct DeliveryPayload: Sendable, Hashable {
+    public let intentID: String
+    public let eventID: String
+    public let eventJSON: String
+}
+
+public struct DeliveryClaimResult: Sendable, Hashable {
+    public let claim: DeliveryClaim
+    public let payloads: [DeliveryPayload]
+}
+
+/// A relay's decision for one claimed intent.
+public struct DeliveryResult: Sendable, Hashable {
+    public let intentID: String
+    public let decision: DeliveryDecision
+    public init(intentID: String, decision: DeliveryDecision) {
+        self.intentID = intentID
+        self.decision = decision
+    }
+}
+
+/// Delivery leases: claim committed work, mark socket writes, apply relay results, release.
+/// Only `applyResults` changes durable terminal state; a socket write is never acceptance.
+public struct AccountDelivery: Sendable {
+    let store: AccountStore
+
+    /// Claims up to `max` (1–256) `pending`/`retryable` intents for `relayUrl` — and work whose
+    /// lease expired (crash recovery) — under a new lease; nil when there is nothing to do.
+    /// Intents that used up the retry budget end `rejected` / `exhausted` instead.
+    public func claim(leaseId: String, relayUrl: String, now: Int64, max: Int = 256) throws(SoftchatError) -> DeliveryClaimResult? {
+        guard max >= 1 && max <= RelayWireContract.maxBatchEvents.value else {
+            throw .invalidRelayBatch("claim: max must be 1 to \(RelayWireContract.maxBatchEvents.value), not \(max)", operation: .relayPublish)
+        }
+        guard !leaseId.isEmpty else { throw .invalidDeliveryState("claim: leaseId must not be empty", operation: .relayPublish) }
+        let budget = Int64(store.policy.retryBudget)
+        let expiresAt = now + store.policy.leaseSeconds
+        return try store.write("claim") { db in
+            if try db.statement("SELECT 1 FROM delivery_leases WHERE lease_id = ?").bind(.text(leaseId)).step() {
+                throw SoftchatError.invalidDeliveryState("claim: lease \(leaseId) was already used", operation: .relayPublish)
+            }
+            // Work is claimable when no live lease holds it.
+            let claimable = """
+                relay_url = ? AND (
+                  (state IN ('pending', 'retryable') AND (lease_id IS NULL OR lease_id IN
+                     (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
+                  OR (state = 'inFlight' AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
+                """
+            try db.statement("UPDATE publish_intents SET state = 'rejected', category = 'exhausted', message = 'retry budget of \(budget) attempts used', lease_id = NULL, updated_at = ? WHERE attempts >= ? AND \(claimable)")
+                .bind(.int(now), .int(budget), .text(relayUrl), .int(now), .int(now)).run()
+            let select = try db.statement("SELECT intent_id FROM publish_intents WHERE \(claimable) ORDER BY sequence LIMIT ?")
+                .bind(.text(relayUrl), .int(now), .int(now), .int(Int64(max)))
+            var ids: [String] = []
+            while try select.step() { ids.append(select.text(0)) }
+            guard !ids.isEmpty else { return nil }
+            try db.statement("INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at) VALUES (?, ?, ?, 0, ?)")
+                .bind(.text(leaseId), .text(relayUrl), .int(expiresAt), .int(now)).run()
+            let take = try db.statement("UPDATE publish_intents SET lease_id = ?, state = 'pending', updated_at = ? WHERE intent_id = ?")
+            let payload = try db.statement("SELECT i.event_id, e.json FROM publish_intents i JOIN events e ON e.id = i.event_id WHERE i.intent_id = ?")
+            var payloads: [DeliveryPayload] = []
+            for id in ids {
+                try take.bind(.text(leaseId), .int(now), .text(id)).run()
+                take.reset()
+                try payload.bind(.text(id))
+                guard try payload.step() else { continue }
+                payloads.append(DeliveryPayload(intentID: id, eventID: payload.text(0), eventJSON: payload.text(1)))
+                payload.reset()
+            }
+            return DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseId, relayURL: relayUrl, expiresAt: expiresAt), payloads: payloads)
+        }
+    }
+
+    /// The socket write of these claimed intents succeeded: `pending` → `inFlight`, one attempt
+    /// counted each. A stale claim, or an intent not pending under it, changes nothing.
+    public func markSocketWritten(_ claim: DeliveryClaim, intentIds: [String]) throws(SoftchatError) {
+        try store.write("markSocketWritten") { db in
+            try Self.requireLive(db, claim)
+            try Self.requireHeld(db, claim, intentIds, states: ["pending"], call: "markSocketWritten")
+            let update = try db.statement("UPDATE publish_intents SET state = 'inFlight', attempts = attempts + 1 WHERE intent_id = ?")
+            for id in intentIds {
+                try update.bind(.text(id)).run()
+                update.reset()
+            }
+        }
+    }
+
+    /// Applies relay decisions in one transaction: accepted/rejected are terminal; retryable
+    /// returns the intent to the pool (or ends it `rejected` / `exhausted` past the budget).
+    public func applyResults(_ claim: DeliveryClaim, results: [DeliveryResult]) throws(SoftchatError) {
+        let budget = Int64(store.policy.retryBudget)
+        try store.write("applyResults") { db in
+            try Self.requireLive(db, claim)
+            guard Set(results.map(\.intentID)).count == results.count else {
+                throw SoftchatError.invalidDeliveryState("applyResults: an intent appears twice", operation: .relayPublish)
+            }
+            for r in results where r.decision.state == .pending || r.decision.state == .inFlight {
+                throw SoftchatError.invalidDeliveryState(
+                    "applyResults: intent \(r.intentID) has non-result state \(r.decision.state.rawValue)", operation: .relayPublish)
+            }
+            try Self.requireHeld(db, claim, results.map(\.intentID), states: ["inFlight", "pending"], call: "applyResults")
+            let terminal = try db.statement("UPDATE publish_intents SET state = ?, category = ?, message = ?, lease_id = NULL WHERE intent_id = ?")
+            let retry = try db.statement("""
+                UPDATE publish_intents SET
+                  state = CASE WHEN attempts >= ? THEN 'rejected' ELSE 'retryable' END,
+                  category = CASE WHEN attempts >= ? THEN 'exhausted' ELSE ? END,
+                  message = ?, lease_id = NULL WHERE intent_id = ?
+                """)
+            for r in results {
+                if r.decision.state.isTerminal {
+                    try terminal.bind(.text(r.decision.state.rawValue), .text(r.decision.category.rawValue), .text(r.decision.message),
+                        .text(r.intentID)).run()
+                    terminal.reset()
+                } else {
+                    try retry.bind(.int(budget), .int(budget), .text(r.decision.category.rawValue), .text(r.decision.message), .text(r.intentID)).run()
+                    retry.reset()
+                }
+            }
+        }
+    }
+
+    /// Gives the claim's unfinished work back (`pending`) and ends the lease.
+    public func release(_ claim: DeliveryClaim) throws(SoftchatError) {
+        try store.write("release") { db in
+            try Self.requireLive(db, claim)
+            try db.statement("UPDATE publish_intents SET state = 'pending', lease_id = NULL WHERE lease_id = ? AND state IN ('pending', 'inFlight', 'retryable')")
+                .bind(.text(claim.leaseID)).run()
+            try db.statement("UPDATE delivery_leases SET released = 1 WHERE lease_id = ?").bind(.text(claim.leaseID)).run()
+        }
+    }
+
+    /// The lease exists for this relay and was not released.
+    static func requireLive(_ db: SQLiteConnection, _ claim: DeliveryClaim) throws {
+        let s = try db.statement("SELECT relay_url, released FROM delivery_leases WHERE lease_id = ?").bind(.text(claim.leaseID))
+        guard try s.step(), s.text(0) == claim.relayURL else {
+            throw SoftchatError.invalidDeliveryState("claim \(claim.leaseID) does not exist for \(claim.relayURL)", operation: .relayPublish)
+        }
+        guard s.int64(1) == 0 else {
+            throw SoftchatError.invalidDeliveryState("claim \(claim.leaseID) was released; it is stale", operation: .relayPublish)
+        }
+    }
+
+    /// Every intent is still held by this lease (not reclaimed after expiry) and in `states`.
+    static func requireHeld(_ db: SQLiteConnection, _ claim: DeliveryClaim, _ intentIDs: [String], states: Set<String>, call: String) throws {
+        let s = try db.statement("SELECT lease_id, state FROM publish_intents WHERE intent_id = ?")
+        for id in intentIDs {
+            try s.bind(.text(id))
+            guard try s.step() else {
+                throw SoftchatError.invalidDeliveryState("\(call): no intent \(id)", operation: .relayPublish)
+            }
+            guard s.optionalText(0) == claim.leaseID else {
+                throw SoftchatError.invalidDeliveryState("\(call): intent \(id) is not held by claim \(claim.leaseID) (stale claim)",
+                    operation: .relayPublish)
+            }
+            let state = s.text(1)
+            guard states.contains(state) else {
+                throw SoftchatError.invalidDeliveryState("\(call): intent \(id) is \(state)", operation: .relayPublish)
+            }
+            s.reset()
+        }
+    }
+}

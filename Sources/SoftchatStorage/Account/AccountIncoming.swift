@@ -1,0 +1,242 @@
+public import SoftchatCore
+import SoftchatJSON
+
+/// What one ingestion transaction did with each distinct input: total and disjoint, in input order.
+public struct IngestionReceipt: Sendable, Hashable {
+    public var insertedEventIDs: [String] = []
+    public var duplicateEventIDs: [String] = []
+    public var quarantinedEventIDs: [String] = []
+
+    public init() {}
+
+    /// The receipt as the session's `IngestionResult` (inserted → accepted, duplicates →
+    /// already present, quarantined → rejected).
+    public var ingestionResult: IngestionResult {
+        IngestionResult(accepted: insertedEventIDs, alreadyPresent: duplicateEventIDs, rejected: quarantinedEventIDs)
+    }
+
+    public var total: Int { insertedEventIDs.count + duplicateEventIDs.count + quarantinedEventIDs.count }
+}
+
+/// An event kept aside with the reason it will never be served as a message.
+public struct QuarantinedEvent: Sendable, Hashable {
+    public let eventID: String
+    public let reason: String
+}
+
+public struct IngestionOutcome: Sendable, Hashable {
+    public let receipt: IngestionReceipt
+    public let quarantined: [QuarantinedEvent]
+}
+
+/// Incoming events: committed in one transaction before anything is confirmed.
+public struct AccountIncoming: Sendable {
+    let store: AccountStore
+
+    /// Stores verified events in ONE transaction and returns a total, disjoint receipt.
+    /// Replaceable (0, 3, 10000–19999) and addressable (30000–39999) kinds keep only the newest
+    /// per NIP-01 (an older arrival is a duplicate of history); NIP-09 deletions hide their
+    /// author's referenced events; events already expired (NIP-40) are quarantined.
+    public func ingest(_ events: [VerifiedEvent], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
+        try ingest(inputs: events.map(IngestInput.verified), receivedAt: receivedAt)
+    }
+
+    /// Ingests raw event JSON lines (the CLI's path): lines that do not parse or verify are
+    /// quarantined with their reason instead of failing the batch.
+    public func ingest(lines: [String], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
+        try ingest(inputs: lines.map(IngestInput.parse), receivedAt: receivedAt)
+    }
+
+    func ingest(inputs: [IngestInput], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
+        let outcome = try store.write("ingest") { db in
+            var writer = EventWriter(db: db, receivedAt: receivedAt)
+            for input in inputs { try writer.add(input) }
+            try writer.recordReceipt()
+            return IngestionOutcome(receipt: writer.receipt, quarantined: writer.quarantined)
+        }
+        // The receipt is checked like any host's result before it is returned.
+        try validateReceipt(outcome.receipt, inputs: inputs)
+        return outcome
+    }
+
+    /// Total (every distinct input named) and disjoint (named once).
+    private func validateReceipt(_ receipt: IngestionReceipt, inputs: [IngestInput]) throws(SoftchatError) {
+        let keys = Set(inputs.map(\.key))
+        let named = receipt.insertedEventIDs + receipt.duplicateEventIDs + receipt.quarantinedEventIDs
+        guard named.count == keys.count, Set(named) == keys else {
+            throw .invalidPersistenceResult("ingest receipt names \(named.count) events for \(keys.count) distinct inputs",
+                operation: .relayIngestion)
+        }
+    }
+}
+
+/// One input line of an ingestion: a verified event, or raw text that failed on the way in.
+enum IngestInput {
+    case verified(VerifiedEvent)
+    case unverifiable(key: String, eventID: String?, raw: String, reason: String)
+
+    static func parse(_ line: String) -> IngestInput {
+        do throws(SoftchatError) {
+            return .verified(try VerifiedEvent(text: line))
+        } catch {
+            let id = (try? UnverifiedEvent(text: line))?.id
+            let key = id ?? "line:" + Hex.encode(SHA256.hash(Array(line.utf8)))
+            return .unverifiable(key: key, eventID: id, raw: line, reason: "\(error.code.rawValue): \(error.message)")
+        }
+    }
+
+    /// The id the receipt names this input by (a line hash when no id could be read).
+    var key: String {
+        switch self {
+        case .verified(let e): e.id
+        case .unverifiable(let key, _, _, _): key
+        }
+    }
+}
+
+/// NIP-01 kind classes.
+enum KindClass {
+    case regular, replaceable, ephemeral, addressable
+
+    init(_ kind: Int) {
+        switch kind {
+        case 0, 3, 10_000..<20_000: self = .replaceable
+        case 20_000..<30_000: self = .ephemeral
+        case 30_000..<40_000: self = .addressable
+        default: self = .regular
+        }
+    }
+}
+
+/// The per-transaction work of an ingestion: classification, storage, receipt.
+struct EventWriter {
+    let db: SQLiteConnection
+    let receivedAt: Int64
+    var receipt = IngestionReceipt()
+    var quarantined: [QuarantinedEvent] = []
+    private var seen: Set<String> = []
+
+    init(db: SQLiteConnection, receivedAt: Int64) {
+        self.db = db
+        self.receivedAt = receivedAt
+    }
+
+    mutating func add(_ input: IngestInput) throws {
+        // A repeat inside the same batch is the same event: the receipt names each id once.
+        guard seen.insert(input.key).inserted else { return }
+        switch input {
+        case .unverifiable(let key, let eventID, let raw, let reason):
+            try quarantine(key: key, eventID: eventID, raw: raw, reason: reason)
+        case .verified(let event):
+            try add(event)
+        }
+    }
+
+    private mutating func quarantine(key: String, eventID: String?, raw: String, reason: String) throws {
+        let exists = try db.statement("SELECT 1 FROM quarantine WHERE key = ?").bind(.text(key)).step()
+        if !exists {
+            try db.statement("INSERT INTO quarantine (key, event_id, reason, raw, received_at) VALUES (?, ?, ?, ?, ?)")
+                .bind(.text(key), .optional(eventID), .text(reason), .text(raw), .int(receivedAt)).run()
+        }
+        receipt.quarantinedEventIDs.append(key)
+        quarantined.append(QuarantinedEvent(eventID: key, reason: reason))
+    }
+
+    /// Stores one verified event; returns false when it was a duplicate (of a row or of history).
+    @discardableResult
+    mutating func add(_ event: VerifiedEvent) throws -> Bool {
+        if try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(event.id)).step() {
+            receipt.duplicateEventIDs.append(event.id)
+            return false
+        }
+        let expiration = event.firstTagValue("expiration").flatMap { Int64($0) }
+        if let expiration, expiration <= receivedAt {
+            try quarantine(key: event.id, eventID: event.id, raw: event.jsonText,
+                reason: "expired at \(expiration) (NIP-40) before it arrived at \(receivedAt)")
+            return false
+        }
+        let kindClass = KindClass(event.kind)
+        let dTag = kindClass == .addressable ? (event.firstTagValue("d") ?? "") : nil
+        if kindClass == .replaceable || kindClass == .addressable {
+            // Keep only the newest per (pubkey, kind[, d]); ties keep the lowest id (NIP-01).
+            let current = try db.statement(
+                "SELECT id, created_at FROM events WHERE pubkey = ? AND kind = ? AND d_tag IS ? ORDER BY created_at DESC, id ASC LIMIT 1")
+                .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag))
+            if try current.step() {
+                let currentID = current.text(0)
+                let currentTime = current.int64(1)
+                if currentTime > event.createdAt || (currentTime == event.createdAt && currentID < event.id) {
+                    receipt.duplicateEventIDs.append(event.id)
+                    return false
+                }
+                try db.statement("DELETE FROM events WHERE pubkey = ? AND kind = ? AND d_tag IS ? AND id NOT IN (SELECT event_id FROM publish_intents)")
+                    .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag)).run()
+                try db.statement("UPDATE events SET deleted = 1 WHERE pubkey = ? AND kind = ? AND d_tag IS ?")
+                    .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag)).run()
+            }
+        }
+        let hidden = try isDeleted(event, dTag: dTag)
+        try db.statement("INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            .bind(.text(event.id), .text(event.pubkey), .int(event.createdAt), .int(Int64(event.kind)), .optional(dTag),
+                .optional(expiration), .int(hidden ? 1 : 0), .int(receivedAt), .text(event.jsonText)).run()
+        let tagInsert = try db.statement("INSERT INTO event_tags (event_id, name, value) VALUES (?, ?, ?)")
+        for tag in event.tags where tag.count >= 2 && tag[0].unicodeScalars.count == 1 {
+            try tagInsert.bind(.text(event.id), .text(tag[0]), .text(tag[1])).run()
+            tagInsert.reset()
+        }
+        if event.kind == 5 { try applyDeletion(event) }
+        receipt.insertedEventIDs.append(event.id)
+        return true
+    }
+
+    /// NIP-09: a kind-5 request hides the referenced events (by `e` id or `a` address) of the
+    /// same author only; requests are remembered so a target arriving later is hidden too.
+    private func applyDeletion(_ deletion: VerifiedEvent) throws {
+        let record = try db.statement("INSERT OR IGNORE INTO deletions (pubkey, target, created_at, deletion_id) VALUES (?, ?, ?, ?)")
+        for tag in deletion.tags where tag.count >= 2 && (tag[0] == "e" || tag[0] == "a") {
+            try record.bind(.text(deletion.pubkey), .text(tag[1]), .int(deletion.createdAt), .text(deletion.id)).run()
+            record.reset()
+            if tag[0] == "e" {
+                try db.statement("UPDATE events SET deleted = 1 WHERE id = ? AND pubkey = ? AND kind != 5")
+                    .bind(.text(tag[1]), .text(deletion.pubkey)).run()
+            } else if let address = Address(tag[1]), address.pubkey == deletion.pubkey {
+                try db.statement("UPDATE events SET deleted = 1 WHERE pubkey = ? AND kind = ? AND d_tag IS ? AND created_at <= ?")
+                    .bind(.text(address.pubkey), .int(Int64(address.kind)), .text(address.identifier), .int(deletion.createdAt)).run()
+            }
+        }
+    }
+
+    private func isDeleted(_ event: VerifiedEvent, dTag: String?) throws -> Bool {
+        if event.kind == 5 { return false }
+        if try db.statement("SELECT 1 FROM deletions WHERE pubkey = ? AND target = ?").bind(.text(event.pubkey), .text(event.id)).step() {
+            return true
+        }
+        if let dTag {
+            let address = "\(event.kind):\(event.pubkey):\(dTag)"
+            return try db.statement("SELECT 1 FROM deletions WHERE pubkey = ? AND target = ? AND created_at >= ?")
+                .bind(.text(event.pubkey), .text(address), .int(event.createdAt)).step()
+        }
+        return false
+    }
+
+    func recordReceipt() throws {
+        try db.statement("INSERT INTO ingest_receipts (received_at, total, inserted, duplicates, quarantined) VALUES (?, ?, ?, ?, ?)")
+            .bind(.int(receivedAt), .int(Int64(receipt.total)), .int(Int64(receipt.insertedEventIDs.count)),
+                .int(Int64(receipt.duplicateEventIDs.count)), .int(Int64(receipt.quarantinedEventIDs.count))).run()
+    }
+}
+
+/// A NIP-01 address `kind:pubkey:d-identifier`.
+struct Address {
+    let kind: Int
+    let pubkey: String
+    let identifier: String
+
+    init?(_ text: String) {
+        let parts = text.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, let kind = Int(parts[0]) else { return nil }
+        self.kind = kind
+        pubkey = String(parts[1])
+        identifier = String(parts[2])
+    }
+}

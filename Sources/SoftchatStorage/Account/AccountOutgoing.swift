@@ -1,0 +1,79 @@
+public import SoftchatCore
+
+/// Durable publish intent: events and one intent per (event, relay), committed before any
+/// socket sees them.
+public struct AccountOutgoing: Sendable {
+    let store: AccountStore
+
+    /// Stores `events` and one `pending` intent per (event, relay) in one transaction.
+    /// Idempotent by `operationId`: the same id with the same events and relays returns the
+    /// same intent ids and changes nothing; the same id with different content fails with
+    /// `invalid_delivery_state`.
+    public func enqueueSigned(operationId: String, events: [VerifiedEvent], relayUrls: [String], now: Int64)
+        throws(SoftchatError) -> [String]
+    {
+        guard !operationId.isEmpty else { throw .invalidRelayBatch("enqueueSigned: operationId must not be empty", operation: .relayPublish) }
+        try RelayPublishContract.maxPublishBatchEvents.check(events.count, "enqueueSigned events")
+        guard !relayUrls.isEmpty else { throw .invalidRelayBatch("enqueueSigned: relayUrls must not be empty", operation: .relayPublish) }
+        guard Set(events.map(\.id)).count == events.count else {
+            throw .invalidRelayBatch("enqueueSigned: events must have unique ids", operation: .relayPublish)
+        }
+        guard Set(relayUrls).count == relayUrls.count else {
+            throw .invalidRelayBatch("enqueueSigned: relayUrls must be unique", operation: .relayPublish)
+        }
+        let fingerprint = Hex.encode(SHA256.hash(Array((events.map(\.id).joined(separator: ",") + "|" + relayUrls.joined(separator: ",")).utf8)))
+        return try store.write("enqueueSigned") { db in
+            // An (event, relay) pair has one intent, whichever operation created it first.
+            func intentIDs() throws -> [String] {
+                let lookup = try db.statement("SELECT intent_id FROM publish_intents WHERE event_id = ? AND relay_url = ?")
+                var ids: [String] = []
+                for e in events {
+                    for relay in relayUrls {
+                        try lookup.bind(.text(e.id), .text(relay))
+                        guard try lookup.step() else { throw SQLiteError(code: 0, extendedCode: 0, message: "intent missing", operation: "enqueueSigned") }
+                        ids.append(lookup.text(0))
+                        lookup.reset()
+                    }
+                }
+                return ids
+            }
+            let existing = try db.statement("SELECT fingerprint FROM publish_operations WHERE operation_id = ?").bind(.text(operationId))
+            if try existing.step() {
+                guard existing.text(0) == fingerprint else {
+                    throw SoftchatError.invalidDeliveryState(
+                        "enqueueSigned: operation \(operationId) was already enqueued with different events or relays", operation: .relayPublish)
+                }
+                return try intentIDs()
+            }
+            try db.statement("INSERT INTO publish_operations (operation_id, fingerprint, created_at) VALUES (?, ?, ?)")
+                .bind(.text(operationId), .text(fingerprint), .int(now)).run()
+            var writer = EventWriter(db: db, receivedAt: now)
+            for e in events {
+                if !(try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(e.id)).step()) {
+                    try writer.add(e)
+                    // Our own replaceable event may lose to a newer stored one; the intent still needs its row.
+                    if !(try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(e.id)).step()) {
+                        try db.statement("INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, NULL, NULL, 1, ?, ?)")
+                            .bind(.text(e.id), .text(e.pubkey), .int(e.createdAt), .int(Int64(e.kind)), .int(now), .text(e.jsonText)).run()
+                    }
+                }
+            }
+            var sequence = try db.scalarInt("SELECT COALESCE(MAX(sequence), 0) FROM publish_intents")
+            let insert = try db.statement(
+                "INSERT OR IGNORE INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)")
+            for e in events {
+                for relay in relayUrls {
+                    sequence += 1
+                    try insert.bind(.text(Self.intentID(operationId, e.id, relay)), .text(operationId), .text(e.id), .text(relay),
+                        .int(sequence), .int(now)).run()
+                    insert.reset()
+                }
+            }
+            return try intentIDs()
+        }
+    }
+
+    static func intentID(_ operation: String, _ eventID: String, _ relay: String) -> String {
+        String(Hex.encode(SHA256.hash(Array("\(operation)\u{1F}\(eventID)\u{1F}\(relay)".utf8))).prefix(32))
+    }
+}

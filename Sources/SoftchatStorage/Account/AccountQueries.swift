@@ -1,0 +1,79 @@
+public import SoftchatCore
+
+extension SoftchatAccount {
+    /// Stored events matching any of `filters` (NIP-01 semantics, each filter's own `limit`
+    /// applied to it), newest first with ties by lowest id, at most `limit` overall. Deleted
+    /// (NIP-09), replaced and expired (NIP-40, as of `now`) events are never served.
+    ///
+    /// SQL narrows candidates over the indexes; `RelayFilter.matches` decides, so results equal
+    /// the filter semantics exactly.
+    public func events(matching filters: [RelayFilter], limit: Int? = nil, now: Int64) throws(SoftchatError) -> [VerifiedEvent] {
+        try store.read("events(matching:)") { db in
+            var byID: [String: VerifiedEvent] = [:]
+            for filter in filters {
+                for event in try Self.query(db, filter, now: now) { byID[event.id] = event }
+            }
+            var all = Array(byID.values)
+            all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+            if let limit, all.count > limit { all.removeLast(all.count - limit) }
+            return all
+        }
+    }
+
+    static func query(_ db: SQLiteConnection, _ filter: RelayFilter, now: Int64) throws -> [VerifiedEvent] {
+        // An empty list matches nothing; so does a limit of 0.
+        if filter.ids?.isEmpty == true || filter.authors?.isEmpty == true || filter.kinds?.isEmpty == true
+            || filter.tagConditions.contains(where: { $0.values.isEmpty }) || filter.limit == 0
+        {
+            return []
+        }
+        var sql = "SELECT e.json FROM events e WHERE e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
+        var args: [SQLValue] = [.int(now)]
+        func hexCondition(_ column: String, _ values: [String]) {
+            var parts: [String] = []
+            let exact = values.filter { $0.utf8.count == 64 }
+            if !exact.isEmpty {
+                parts.append("\(column) IN (\(Array(repeating: "?", count: exact.count).joined(separator: ",")))")
+                args += exact.map(SQLValue.text)
+            }
+            for prefix in values where prefix.utf8.count < 64 {
+                parts.append("substr(\(column), 1, \(prefix.utf8.count)) = ?")
+                args.append(.text(prefix))
+            }
+            sql += " AND (" + parts.joined(separator: " OR ") + ")"
+        }
+        if let ids = filter.ids { hexCondition("e.id", ids) }
+        if let authors = filter.authors { hexCondition("e.pubkey", authors) }
+        if let kinds = filter.kinds {
+            sql += " AND e.kind IN (\(Array(repeating: "?", count: kinds.count).joined(separator: ",")))"
+            args += kinds.map { .int(Int64($0)) }
+        }
+        if let since = filter.since {
+            sql += " AND e.created_at >= ?"
+            args.append(.int(since))
+        }
+        if let until = filter.until {
+            sql += " AND e.created_at <= ?"
+            args.append(.int(until))
+        }
+        for condition in filter.tagConditions {
+            sql += " AND EXISTS (SELECT 1 FROM event_tags t WHERE t.event_id = e.id AND t.name = ? AND t.value IN ("
+                + Array(repeating: "?", count: condition.values.count).joined(separator: ",") + "))"
+            args.append(.text(String(condition.letter)))
+            args += condition.values.map(SQLValue.text)
+        }
+        sql += " ORDER BY e.created_at DESC, e.id ASC"
+        if let limit = filter.limit {
+            sql += " LIMIT ?"
+            args.append(.int(limit))
+        }
+        let statement = try db.statement(sql).bind(args)
+        var out: [VerifiedEvent] = []
+        while try statement.step() {
+            let event = try VerifiedEvent(storedJSON: statement.text(0))
+            // The filter's own semantics decide; SQL only narrowed the candidates.
+            if filter.matches(event) { out.append(event) }
+        }
+        return out
+    }
+}

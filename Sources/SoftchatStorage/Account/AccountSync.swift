@@ -1,0 +1,79 @@
+public import SoftchatCore
+import SoftchatJSON
+
+/// A subscription the account keeps across restarts: its filters, and the relays it applies to.
+public struct SubscriptionPolicyEntry: Sendable, Hashable {
+    public let subscriptionID: String
+    public let filtersJSON: [String]
+    /// nil: every relay.
+    public let relayURL: String?
+}
+
+extension SoftchatAccount {
+    /// Records (or replaces) a subscription in the account's policy, so a restarted process
+    /// resubscribes without the host remembering it. The filters are validated first.
+    public func setSubscription(id: String, filtersJSON: [String], relayURL: String? = nil) throws(SoftchatError) {
+        _ = try SessionFilters.parse(filtersJSON)
+        let encoded = JSONValue.array(filtersJSON.map(JSONValue.string)).jsonText
+        try store.write("setSubscription") { db in
+            try db.statement("INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, ?) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = excluded.relay_url")
+                .bind(.text(id), .text(encoded), .optional(relayURL)).run()
+        }
+    }
+
+    public func removeSubscription(id: String) throws(SoftchatError) {
+        try store.write("removeSubscription") { db in
+            try db.statement("DELETE FROM subscription_policy WHERE subscription_id = ?").bind(.text(id)).run()
+        }
+    }
+
+    /// The policy's subscriptions that apply to `relayURL` (all of them when nil), by id.
+    public func subscriptions(for relayURL: String? = nil) throws(SoftchatError) -> [SubscriptionPolicyEntry] {
+        try store.read("subscriptions") { db in
+            let s = try db.statement("SELECT subscription_id, filters_json, relay_url FROM subscription_policy WHERE ? IS NULL OR relay_url IS NULL OR relay_url = ? ORDER BY subscription_id")
+                .bind(.optional(relayURL), .optional(relayURL))
+            var out: [SubscriptionPolicyEntry] = []
+            while try s.step() {
+                let filters = (try? JSONReader().parse(s.text(1)))?.arrayValue?.compactMap(\.stringValue) ?? []
+                out.append(SubscriptionPolicyEntry(subscriptionID: s.text(0), filtersJSON: filters, relayURL: s.optionalText(2)))
+            }
+            return out
+        }
+    }
+
+    /// The newest created_at synced for (relay, subscription), or nil.
+    public func syncCursor(relayURL: String, subscriptionID: String) throws(SoftchatError) -> Int64? {
+        try store.read("syncCursor") { db in
+            let s = try db.statement("SELECT newest_created_at FROM sync_cursors WHERE relay_url = ? AND subscription_id = ?")
+                .bind(.text(relayURL), .text(subscriptionID))
+            return try s.step() ? s.int64(0) : nil
+        }
+    }
+
+    /// Moves the cursor forward (never back) after events up to `createdAt` were committed.
+    public func advanceSyncCursor(relayURL: String, subscriptionID: String, createdAt: Int64, now: Int64) throws(SoftchatError) {
+        try store.write("advanceSyncCursor") { db in
+            try db.statement("INSERT INTO sync_cursors (relay_url, subscription_id, newest_created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET newest_created_at = MAX(newest_created_at, excluded.newest_created_at), updated_at = excluded.updated_at")
+                .bind(.text(relayURL), .text(subscriptionID), .int(createdAt), .int(now)).run()
+        }
+    }
+}
+
+/// Filter validation shared with the session's rules (1–64 filters, each a valid NIP-01 filter).
+enum SessionFilters {
+    static func parse(_ filtersJSON: [String]) throws(SoftchatError) -> [RelayFilter] {
+        guard !filtersJSON.isEmpty else { throw .invalidRelayFilter("at least one filter is needed") }
+        try RelayWireContract.maxFilters.check(filtersJSON.count, "subscription")
+        var out: [RelayFilter] = []
+        for (i, text) in filtersJSON.enumerated() {
+            let value: JSONValue
+            do {
+                value = try JSONReader().parse(text)
+            } catch {
+                throw .invalidRelayFilter("filter \(i) is not valid JSON: \(error)")
+            }
+            out.append(try RelayFilter(json: value, index: i))
+        }
+        return out
+    }
+}

@@ -1,0 +1,116 @@
+/// The account schema as versioned steps (`PRAGMA user_version`). A database at version N runs
+/// steps N+1… in one transaction each; tests open a database left at every earlier version and
+/// check the upgrade.
+enum Migrations {
+    static let steps: [String] = [
+        // 1: events, tags, quarantine, deletions, ingestion receipts
+        """
+        CREATE TABLE events (
+            id TEXT PRIMARY KEY NOT NULL,
+            pubkey TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            kind INTEGER NOT NULL,
+            d_tag TEXT,
+            expires_at INTEGER,
+            deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+            received_at INTEGER NOT NULL,
+            json TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX events_author_kind_time ON events (pubkey, kind, created_at);
+        CREATE INDEX events_kind_time ON events (kind, created_at);
+        CREATE INDEX events_time ON events (created_at);
+        CREATE TABLE event_tags (
+            event_id TEXT NOT NULL REFERENCES events (id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            value TEXT NOT NULL
+        );
+        CREATE INDEX event_tags_lookup ON event_tags (name, value, event_id);
+        CREATE INDEX event_tags_event ON event_tags (event_id);
+        CREATE TABLE quarantine (
+            key TEXT PRIMARY KEY NOT NULL,
+            event_id TEXT,
+            reason TEXT NOT NULL,
+            raw TEXT NOT NULL,
+            received_at INTEGER NOT NULL
+        );
+        CREATE TABLE deletions (
+            pubkey TEXT NOT NULL,
+            target TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            deletion_id TEXT NOT NULL,
+            PRIMARY KEY (pubkey, target, deletion_id)
+        );
+        CREATE TABLE ingest_receipts (
+            batch INTEGER PRIMARY KEY AUTOINCREMENT,
+            received_at INTEGER NOT NULL,
+            total INTEGER NOT NULL,
+            inserted INTEGER NOT NULL,
+            duplicates INTEGER NOT NULL,
+            quarantined INTEGER NOT NULL
+        );
+        """,
+        // 2: durable publish intent and delivery leases
+        """
+        CREATE TABLE publish_operations (
+            operation_id TEXT PRIMARY KEY NOT NULL,
+            fingerprint TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        );
+        CREATE TABLE delivery_leases (
+            lease_id TEXT PRIMARY KEY NOT NULL,
+            relay_url TEXT NOT NULL,
+            expires_at INTEGER NOT NULL,
+            released INTEGER NOT NULL DEFAULT 0 CHECK (released IN (0, 1)),
+            created_at INTEGER NOT NULL
+        );
+        CREATE TABLE publish_intents (
+            intent_id TEXT PRIMARY KEY NOT NULL,
+            operation_id TEXT NOT NULL REFERENCES publish_operations (operation_id),
+            event_id TEXT NOT NULL REFERENCES events (id),
+            relay_url TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('pending', 'inFlight', 'accepted', 'rejected', 'retryable')),
+            category TEXT,
+            message TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            lease_id TEXT REFERENCES delivery_leases (lease_id),
+            sequence INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            UNIQUE (event_id, relay_url)
+        );
+        CREATE INDEX publish_intents_relay_state ON publish_intents (relay_url, state, sequence);
+        CREATE INDEX publish_intents_lease ON publish_intents (lease_id);
+        """,
+        // 3: sync cursors and the subscription policy
+        """
+        CREATE TABLE sync_cursors (
+            relay_url TEXT NOT NULL,
+            subscription_id TEXT NOT NULL,
+            newest_created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (relay_url, subscription_id)
+        );
+        CREATE TABLE subscription_policy (
+            subscription_id TEXT PRIMARY KEY NOT NULL,
+            filters_json TEXT NOT NULL,
+            relay_url TEXT
+        );
+        """,
+    ]
+
+    static var latestVersion: Int { steps.count }
+
+    static func migrate(_ db: SQLiteConnection, upTo target: Int = latestVersion) throws {
+        let current = Int(try db.scalarInt("PRAGMA user_version"))
+        guard current <= latestVersion else {
+            throw SQLiteError(code: 0, extendedCode: 0,
+                message: "database version \(current) is newer than this build understands (\(latestVersion))", operation: "migrate")
+        }
+        guard current < target else { return }
+        for version in (current + 1)...target {
+            try db.transaction("migrate to version \(version)") {
+                try db.execute(steps[version - 1])
+                try db.execute("PRAGMA user_version = \(version)")
+            }
+        }
+    }
+}

@@ -1,0 +1,185 @@
+import CSQLite
+
+/// An SQLite failure with everything needed to act on it: the primary and extended result
+/// codes, SQLite's message, and the operation (a name or the statement) that failed.
+public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let code: Int32
+    public let extendedCode: Int32
+    public let message: String
+    public let operation: String
+
+    public var codeName: String { String(cString: sqlite3_errstr(extendedCode)) }
+    public var isDiskFull: Bool { code == SQLITE_FULL }
+    public var isBusy: Bool { code == SQLITE_BUSY || code == SQLITE_LOCKED }
+
+    public var description: String {
+        "SQLite error \(code)/\(extendedCode) (\(codeName)) in \(operation): \(message)"
+    }
+}
+
+/// One SQLite connection with cached prepared statements. Not thread-safe by itself: the
+/// account serializes every use (one writer connection, one reader connection).
+final class SQLiteConnection {
+    let handle: OpaquePointer
+    let path: String
+    private var cache: [String: Statement] = [:]
+
+    init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let db { sqlite3_close_v2(db) }
+            throw SQLiteError(code: rc & 0xFF, extendedCode: rc, message: message, operation: "open \(path)")
+        }
+        handle = db
+        self.path = path
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        cache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    func error(_ rc: Int32, _ operation: String) -> SQLiteError {
+        SQLiteError(code: rc & 0xFF, extendedCode: sqlite3_extended_errcode(handle),
+            message: String(cString: sqlite3_errmsg(handle)), operation: operation)
+    }
+
+    /// Runs one or more statements that return no rows (DDL, PRAGMA setters).
+    func execute(_ sql: String) throws(SQLiteError) {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
+        if let errorMessage { sqlite3_free(errorMessage) }
+        guard rc == SQLITE_OK else { throw error(rc, sql) }
+    }
+
+    /// A prepared statement for `sql`, reused across calls (reset before it is handed out).
+    func statement(_ sql: String) throws(SQLiteError) -> Statement {
+        if let cached = cache[sql] {
+            cached.reset()
+            return cached
+        }
+        var raw: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
+        guard rc == SQLITE_OK, let raw else { throw error(rc, "prepare \(sql)") }
+        let statement = Statement(raw, connection: self, sql: sql)
+        cache[sql] = statement
+        return statement
+    }
+
+    /// Runs `body` in one IMMEDIATE transaction: committed if it returns, rolled back if it
+    /// throws, so nothing is ever half-applied.
+    func transaction<R>(_ operation: String, _ body: () throws -> R) throws -> R {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            do {
+                try execute("COMMIT")
+            } catch {
+                try? execute("ROLLBACK")
+                throw SQLiteError(code: error.code, extendedCode: error.extendedCode, message: error.message, operation: "commit \(operation)")
+            }
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
+    func scalarInt(_ sql: String) throws(SQLiteError) -> Int64 {
+        let s = try statement(sql)
+        guard try s.step() else { return 0 }
+        return s.int64(0)
+    }
+}
+
+/// A prepared statement: bind by position (1-based), step, read columns (0-based).
+final class Statement {
+    let raw: OpaquePointer
+    unowned let connection: SQLiteConnection
+    let sql: String
+
+    init(_ raw: OpaquePointer, connection: SQLiteConnection, sql: String) {
+        self.raw = raw
+        self.connection = connection
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(raw) }
+
+    func reset() {
+        sqlite3_reset(raw)
+        sqlite3_clear_bindings(raw)
+    }
+
+    // SQLITE_TRANSIENT: SQLite copies the bytes, so Swift strings need not outlive the call.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    @discardableResult
+    func bind(_ values: SQLValue...) throws(SQLiteError) -> Statement {
+        try bind(values)
+    }
+
+    @discardableResult
+    func bind(_ values: [SQLValue]) throws(SQLiteError) -> Statement {
+        for (i, v) in values.enumerated() {
+            let index = Int32(i + 1)
+            let rc: Int32
+            switch v {
+            case .null: rc = sqlite3_bind_null(raw, index)
+            case .int(let n): rc = sqlite3_bind_int64(raw, index, n)
+            case .text(let s):
+                // Explicit byte length: event content may hold U+0000, which -1 would cut off.
+                var s = s
+                rc = s.withUTF8 { utf8 in
+                    utf8.withMemoryRebound(to: CChar.self) { chars in
+                        // A nil pointer would bind NULL; an empty string needs a real one.
+                        guard let base = chars.baseAddress else { return sqlite3_bind_text(raw, index, "", 0, Self.transient) }
+                        return sqlite3_bind_text(raw, index, base, Int32(chars.count), Self.transient)
+                    }
+                }
+            }
+            guard rc == SQLITE_OK else { throw connection.error(rc, "bind \(sql)") }
+        }
+        return self
+    }
+
+    /// Advances to the next row; false when done.
+    func step() throws(SQLiteError) -> Bool {
+        let rc = sqlite3_step(raw)
+        if rc == SQLITE_ROW { return true }
+        if rc == SQLITE_DONE { return false }
+        let e = connection.error(rc, sql)
+        sqlite3_reset(raw)
+        throw e
+    }
+
+    /// Runs a statement that returns no rows.
+    func run() throws(SQLiteError) {
+        while try step() {}
+    }
+
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(raw, column) }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(raw, column) == SQLITE_NULL }
+    func text(_ column: Int32) -> String {
+        guard let p = sqlite3_column_text(raw, column) else { return "" }
+        let count = Int(sqlite3_column_bytes(raw, column))
+        return String(decoding: UnsafeBufferPointer(start: p, count: count), as: UTF8.self)
+    }
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+    func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+}
+
+enum SQLValue {
+    case null
+    case int(Int64)
+    case text(String)
+
+    static func optional(_ s: String?) -> SQLValue { s.map(SQLValue.text) ?? .null }
+    static func optional(_ n: Int64?) -> SQLValue { n.map(SQLValue.int) ?? .null }
+}
