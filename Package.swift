@@ -69,7 +69,7 @@ let package = Package(
 
         // MARK: The thin CLI
         .executableTarget(
-            name: "SoftchatCLI", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatBenchmarks"],
+            name: "SoftchatCLI", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatBenchmarks"],
             swiftSettings: strictSwift),
 
         // MARK: Tests

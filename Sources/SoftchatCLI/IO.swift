@@ -105,15 +105,19 @@ struct Arguments {
     var positional: [String] = []
     var options: [String: String] = [:]
     var flags: Set<String> = []
+    /// Every value of options that may repeat (`--relay A --relay B`).
+    var repeated: [String: [String]] = [:]
 
     /// Splits `args`; `valued` names options that take a value, `switches` those that don't.
-    init(_ args: ArraySlice<String>, valued: Set<String>, switches: Set<String>) throws(UsageError) {
+    init(_ args: ArraySlice<String>, valued: Set<String>, switches: Set<String>, repeatable: Set<String> = []) throws(UsageError) {
         var i = args.startIndex
         while i < args.endIndex {
             let a = args[i]
             if valued.contains(a) {
                 guard i + 1 < args.endIndex else { throw UsageError("\(a) needs a value") }
+                if options[a] != nil && !repeatable.contains(a) { throw UsageError("\(a) given twice") }
                 options[a] = args[i + 1]
+                repeated[a, default: []].append(args[i + 1])
                 i += 2
                 continue
             }
@@ -129,6 +133,13 @@ struct Arguments {
     }
 
     func has(_ flag: String) -> Bool { flags.contains(flag) }
+
+    /// An integer option, or nil when absent; a non-integer is a usage error.
+    func int(_ option: String) throws(UsageError) -> Int64? {
+        guard let text = options[option] else { return nil }
+        guard let n = Int64(text) else { throw UsageError("\(option) needs an integer, not \(text)") }
+        return n
+    }
 }
 
 func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }

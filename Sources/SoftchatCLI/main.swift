@@ -20,6 +20,7 @@ let topHelp = """
       frame check             validate client or relay frames, one per line
       filter match FILTER     print the ids of events (one per line) that match a filter
       replay SCRIPT|-         run a JSON-lines script of RelaySession calls, one JSON line per call
+      account …               the durable SQLite account: ingest, enqueue, claim, apply, check
       bench events            signing and verification throughput beside raw libsecp256k1
     """
 
@@ -39,6 +40,7 @@ do {
     case "frame": status = try FrameCommand.run(rest)
     case "filter": status = try FilterCommand.run(rest)
     case "replay": status = try ReplayCommand.run(rest)
+    case "account": status = try AccountCommand.run(rest)
     case "bench": status = try BenchCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")

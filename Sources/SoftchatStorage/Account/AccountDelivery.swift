@@ -169,3 +169,35 @@ public struct AccountDelivery: Sendable {
         }
     }
 }
+
+extension DeliveryClaim {
+    /// Rebuilds a claim from its lease id and relay (for a CLI or a facade that kept only
+    /// those); whether it is still live is decided by the account, not by `expiresAt`.
+    public init(leaseID: String, relayURL: String) {
+        self.init(leaseID: leaseID, relayURL: relayURL, expiresAt: 0)
+    }
+}
+
+extension AccountDelivery {
+    /// The intents a claim holds, with their event ids and states.
+    public func heldIntents(_ claim: DeliveryClaim) throws(SoftchatError) -> [(intentID: String, eventID: String, state: DeliveryState)] {
+        try store.read("heldIntents") { db in
+            let s = try db.statement("SELECT intent_id, event_id, state FROM publish_intents WHERE lease_id = ? ORDER BY sequence")
+                .bind(.text(claim.leaseID))
+            var out: [(String, String, DeliveryState)] = []
+            while try s.step() { out.append((s.text(0), s.text(1), DeliveryState(rawValue: s.text(2)) ?? .pending)) }
+            return out
+        }
+    }
+
+    /// Counts of intents per state, optionally for one relay.
+    public func stateCounts(relayURL: String? = nil) throws(SoftchatError) -> [DeliveryState: Int] {
+        try store.read("stateCounts") { db in
+            let s = try db.statement("SELECT state, COUNT(*) FROM publish_intents WHERE ? IS NULL OR relay_url = ? GROUP BY state")
+                .bind(.optional(relayURL), .optional(relayURL))
+            var out: [DeliveryState: Int] = [:]
+            while try s.step() { if let state = DeliveryState(rawValue: s.text(0)) { out[state] = Int(s.int64(1)) } }
+            return out
+        }
+    }
+}
