@@ -73,3 +73,43 @@ func sampleDraft(content: String = "hello", tags: [[String]] = [["t", "softchat"
                  createdAt: Int64 = 1_700_000_000) -> UnsignedEvent {
     UnsignedEvent(createdAt: createdAt, kind: kind, tags: tags, content: content)
 }
+
+// MARK: Wire test helpers (WireClientFrameTests, WireRelayFrameTests, WireFilterTests, WireCountTests)
+
+/// SplitMix64, seeded, so the wire property tests generate the same cases on every run.
+struct WireRNG: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) } }
+    mutating func hex(_ count: Int) -> String { String(Hex.encode(bytes((count + 1) / 2)).prefix(count)) }
+}
+
+/// Deterministic identities for the wire tests: the secret key is the SHA-256 of a label.
+enum WireKeys {
+    static func identity(_ label: String) -> SoftchatIdentity {
+        try! SoftchatIdentity.importSecretHex(Hex.encode(SHA256.hash(Array("softchat wire test \(label)".utf8))))
+    }
+    static let alice = identity("alice")
+    static let bob = identity("bob")
+    static let carol = identity("carol")
+    static let relay = "wss://relay.example.com"
+    static let challenge = "challenge-7f3a"
+}
+
+/// A frame's compact JSON text from its elements: `wireFrame("CLOSE", "sub")`.
+func wireFrame(_ elements: JSONValue...) -> String { JSONValue.array(elements).jsonText }
+
+extension VerifiedEvent {
+    /// The event's JSON with its signature broken (id still honest).
+    var badSignatureJSON: JSONValue { jsonValue.setting("sig", .string(sig.flippingHexDigit(at: 77))) }
+    /// The event's JSON with its content changed, so the id no longer matches.
+    var tamperedContentJSON: JSONValue { jsonValue.setting("content", .string(content + "!")) }
+}
