@@ -78,6 +78,9 @@ let package = Package(
             name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts"],
             exclude: ["Fixtures", "Golden"], swiftSettings: strictSwift),
         .testTarget(
+            name: "SoftchatStorageTests", dependencies: ["SoftchatStorage", "SoftchatCore", "SoftchatJSON"],
+            swiftSettings: strictSwift),
+        .testTarget(
             name: "SoftchatRecipeTests", dependencies: ["SoftchatCore"],
             swiftSettings: strictSwift, plugins: ["SoftchatContractPlugin"]),
         .testTarget(

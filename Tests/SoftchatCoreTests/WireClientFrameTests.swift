@@ -288,10 +288,19 @@ import Testing
         expectRejected(#"["COUNT","s",[]]"#, .invalidRelayFilter, mentioning: ["filter 0: must be a JSON object, not array"])
     }
 
-    @Test func duplicateKeyInsideAFilterMakesTheFrameInvalidJSON() {
-        // The strict reader refuses duplicate keys while parsing the frame, before any filter is read.
-        expectRejected(#"["REQ","s",{"kinds":[1],"kinds":[2]}]"#, .invalidRelayFrame,
-                       mentioning: ["not valid JSON", #"duplicate object key "kinds""#])
+    @Test func duplicateKeyIsReportedWithTheCodeOfThePartThatHoldsIt() {
+        // The strict reader refuses duplicate keys while parsing the frame; the error carries
+        // the code of the filter, batch event or AUTH event the key sits in.
+        expectRejected(#"["REQ","s",{"kinds":[1],"kinds":[2]}]"#, .invalidRelayFilter,
+                       mentioning: ["filter", #"duplicate object key "kinds""#])
+        expectRejected(##"["COUNT","s",{"#p":["a"],"#p":["b"]}]"##, .invalidRelayFilter,
+                       mentioning: [##"duplicate object key "#p""##])
+        expectRejected(#"["EVENTS",{"id":"x","id":"y"}]"#, .invalidRelayBatch,
+                       mentioning: ["EVENTS event", #"duplicate object key "id""#])
+        expectRejected(#"["AUTH",{"kind":22242,"kind":1}]"#, .invalidRelayAuthentication,
+                       mentioning: ["AUTH event", #"duplicate object key "kind""#])
+        expectRejected(#"["EVENT",{"kind":1,"kind":2}]"#, .invalidRelayFrame,
+                       mentioning: ["not valid JSON", #"duplicate object key "kind""#])
     }
 
     @Test func eventFrameWhoseEventFailsVerificationNamesTheEventId() {

@@ -15,6 +15,16 @@ struct FrameReader {
         do {
             value = try JSONReader().parse(text)
         } catch {
+            // A duplicate key sits inside a filter, a batch event or an AUTH event: report it
+            // with that part's code, as if it had been parsed on its own.
+            if case .duplicateKey = error.reason, direction == "client" {
+                switch Self.verbHint(text) {
+                case "REQ", "COUNT": throw .invalidRelayFilter("filter: \(error)")
+                case "EVENTS": throw .invalidRelayBatch("EVENTS event: \(error)")
+                case "AUTH": throw .invalidRelayAuthentication("AUTH event: \(error)")
+                default: break
+                }
+            }
             throw .invalidRelayFrame("\(direction) frame is not valid JSON: \(error)")
         }
         guard case .array(let elements) = value else {
@@ -26,6 +36,17 @@ struct FrameReader {
         }
         self.verb = verb
         self.elements = elements
+    }
+
+    /// The verb of a frame that did not parse, read from its first bytes (`["REQ",` → REQ).
+    static func verbHint(_ text: String) -> String? {
+        var bytes = Substring(text).utf8.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        guard bytes.first == UInt8(ascii: "[") else { return nil }
+        bytes = bytes.dropFirst().drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        guard bytes.first == UInt8(ascii: "\"") else { return nil }
+        let verb = bytes.dropFirst().prefix { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+        guard bytes.dropFirst(verb.count + 1).first == UInt8(ascii: "\"") else { return nil }
+        return String(decoding: verb, as: UTF8.self)
     }
 
     func arity(_ count: Int, _ shape: String) throws(SoftchatError) {
