@@ -62,6 +62,17 @@ let package = Package(
             name: "SoftchatStorage", dependencies: ["SoftchatCore", "SoftchatJSON", "CSQLite"],
             swiftSettings: strictSwift),
 
+        // MARK: Transport: TCP/TLS streams, WebSocket (RFC 6455), the managed relay loop
+        .target(
+            name: "SoftchatTransport",
+            dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON", "COpenSSL"],
+            swiftSettings: strictSwift),
+
+        // MARK: The embedded loopback test relay (demo and tests only; no production path uses it)
+        .target(
+            name: "SoftchatTestRelay", dependencies: ["SoftchatCore", "SoftchatTransport", "SoftchatJSON"],
+            swiftSettings: strictSwift),
+
         // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat bench`
         .target(
             name: "SoftchatBenchmarks", dependencies: ["SoftchatCore", "SoftchatJSON", "CSecp256k1"],
@@ -69,7 +80,8 @@ let package = Package(
 
         // MARK: The thin CLI
         .executableTarget(
-            name: "SoftchatCLI", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatBenchmarks"],
+            name: "SoftchatCLI",
+            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatTestRelay", "SoftchatBenchmarks"],
             swiftSettings: strictSwift),
 
         // MARK: Tests

@@ -1,118 +1,180 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatStorage
+import SoftchatTestRelay
+import SoftchatTransport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-/// `softchat demo`: the main job. Today it runs offline through what the core has —
-/// identities, signed chat messages, wire validation of EVENT/EVENTS/REQ/AUTH frames, filter
-/// matching, tampering caught — because the embedded loopback relay, the session and the
-/// durable account have not landed yet; it says so rather than pretending.
+/// `softchat demo`: the main job. Starts the embedded relay on 127.0.0.1 (or uses --relay),
+/// creates two identities with SQLite accounts in a temporary folder; alice publishes batches
+/// of kind-14 chat messages through her durable account while bob syncs into his; every
+/// delivery change and ingestion receipt is printed; the connection is dropped mid-way to show
+/// recovery; a summary ends it.
 enum DemoCommand {
     static let help = """
-        usage: softchat demo [--messages N] [--json]
+        usage: softchat demo [--relay URL] [--messages N] [--json] [--keep]
 
-        Runs the Softchat flow on this machine. Built so far: two identities exchange N kind-14
-        chat messages (default 8) as signed events, sent as one EVENTS batch frame and single
-        EVENT frames that relay.wire validates (ids and BIP-340 signatures), a REQ filter
-        selects the recipient's messages, a tampered copy is refused with its stable error
-        code, and a NIP-42 AUTH round checks relay URL and challenge. Not built yet: the
-        embedded loopback relay, RelaySession and the SQLite account (the demo says so).
+        Runs Softchat end to end on this machine: the embedded loopback relay (or the relay at
+        URL), two identities with SQLite accounts in a temporary folder, N kind-14 chat
+        messages (default 24, in three batches) published by alice through her durable
+        account while bob syncs them into his; each delivery state change and ingestion
+        receipt is printed, every connection is dropped after the first batch to show
+        recovery, and a summary ends the run (sent, accepted, received, duplicates, time).
+        --keep leaves the temporary folder in place and prints its path.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--messages"], switches: ["--json", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--relay", "--messages"], switches: ["--json", "--keep", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
         }
-        let count = Int(parsed.options["--messages"] ?? "8") ?? -1
-        guard count >= 1 && count <= RelayWireContract.maxBatchEvents.value else {
-            throw UsageError("--messages must be 1 to \(RelayWireContract.maxBatchEvents.value)")
+        let total = Int(try parsed.int("--messages") ?? 24)
+        guard total >= 3 && total <= 3 * RelayPublishContract.maxPublishBatchEvents.value else {
+            throw UsageError("--messages must be 3 to \(3 * RelayPublishContract.maxPublishBatchEvents.value)")
         }
-        let json = parsed.has("--json")
-        func say(_ step: String, _ fields: KeyValuePairs<String, JSONValue>, _ text: String) {
-            if json {
-                var o = JSONObject()
-                o.append("step", .string(step))
-                for (k, v) in fields { o.append(k, v) }
-                Output.standard.line(JSONValue.object(o).jsonText)
-            } else {
-                Output.standard.line(text)
-            }
-        }
-        var clock = timespec()
-        clock_gettime(CLOCK_REALTIME, &clock)
-        let now = Int64(clock.tv_sec)
+        let printer = DemoPrinter(json: parsed.has("--json"))
         let started = monotonic()
 
+        var relay: TestRelay? = nil
+        let relayURL: String
+        if let given = parsed.options["--relay"] {
+            relayURL = given
+            printer.say("relay", ["url": .string(given), "embedded": false], "relay      \(given)")
+        } else {
+            do {
+                relay = try TestRelay()
+            } catch {
+                throw RuntimeFailure(code: "relay_failed", message: "cannot start the embedded relay: \(error)")
+            }
+            relayURL = relay!.url
+            printer.say("relay", ["url": .string(relayURL), "embedded": true],
+                "relay      embedded loopback relay at \(relayURL) (NIP-01, NIP-11, NIP-42, NIP-45, EVENTS batches)")
+        }
+        defer { relay?.stop() }
+
+        let folder = try TemporaryFolder(keep: parsed.has("--keep"))
         let alice = SoftchatIdentity.generate()
         let bob = SoftchatIdentity.generate()
-        say("identities", ["alice": .string(alice.publicKeyHex), "bob": .string(bob.publicKeyHex)],
-            "identities   alice \(alice.publicKeyHex.prefix(16))…  bob \(bob.publicKeyHex.prefix(16))…  (secrets stay in memory)")
-
-        var messages: [VerifiedEvent] = []
-        for i in 1...count {
-            messages.append(try alice.sign(UnsignedEvent(
-                createdAt: now - Int64(count - i), kind: 14, tags: [["p", bob.publicKeyHex]],
-                content: "message \(i) of \(count) — \"héllo\" 🤙")))
+        let aliceAccount = try SoftchatAccount.open(path: folder.path + "/alice.db")
+        let bobAccount = try SoftchatAccount.open(path: folder.path + "/bob.db")
+        defer {
+            aliceAccount.close()
+            bobAccount.close()
         }
-        say("signed", ["events": .integer(Int64(count))], "signed       \(count) kind-14 chat messages from alice to bob")
+        printer.say("accounts", ["alice": .string(alice.publicKeyHex), "bob": .string(bob.publicKeyHex), "folder": .string(folder.path)],
+            "accounts   alice \(alice.publicKeyHex.prefix(12))…  bob \(bob.publicKeyHex.prefix(12))…  (SQLite in \(folder.path))")
 
-        let batch = ClientRelayFrame.events(messages).toJSON()
-        guard case .events(let received) = try parseClientRelayFrame(batch) else { throw RuntimeFailure(code: "demo", message: "EVENTS did not parse as EVENTS") }
-        say("batch", ["verb": "EVENTS", "bytes": .integer(Int64(batch.utf8.count)), "verified": .integer(Int64(received.count))],
-            "wire         EVENTS batch of \(batch.utf8.count) bytes: \(received.count) events verified (ids + BIP-340)")
-        for m in messages.prefix(2) {
-            guard case .event(let e) = try parseClientRelayFrame(ClientRelayFrame.event(m).toJSON()), e == m else {
-                throw RuntimeFailure(code: "demo", message: "EVENT did not round-trip")
+        // Bob follows messages addressed to him; the subscription lives in his account's policy.
+        try bobAccount.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
+        var policy = ManagedTransportPolicy()
+        policy.session.jitterSeed = 7
+        policy.session.reconnectBaseDelaySeconds = 1
+        let counters = DemoCounters()
+        let bobPolicy = observed(policy, name: "bob", printer: printer, counters: counters)
+        let alicePolicy = observed(policy, name: "alice", printer: printer, counters: counters)
+        let bobTransport = try bobAccount.startManagedTransport(relayURL: relayURL, identity: bob, policy: bobPolicy)
+        let aliceTransport = try aliceAccount.startManagedTransport(relayURL: relayURL, identity: alice, policy: alicePolicy)
+        defer {
+            aliceTransport.stop()
+            bobTransport.stop()
+        }
+
+        let now = Int64(time(nil))
+        var sent: [VerifiedEvent] = []
+        let batches = [total / 3, total / 3, total - 2 * (total / 3)]
+        for (b, size) in batches.enumerated() {
+            var batch: [VerifiedEvent] = []
+            for i in 0..<size {
+                let n = sent.count + i + 1
+                batch.append(try alice.sign(UnsignedEvent(
+                    createdAt: now - Int64(total - n), kind: 14, tags: [["p", bob.publicKeyHex]],
+                    content: "message \(n) of \(total): \"héllo\" 🤙")))
+            }
+            _ = try aliceAccount.outgoing.enqueueSigned(operationId: "demo-batch-\(b + 1)", events: batch, relayUrls: [relayURL], now: now)
+            sent += batch
+            printer.say("enqueue", ["batch": .integer(Int64(b + 1)), "events": .integer(Int64(size))],
+                "alice      enqueued batch \(b + 1): \(size) messages committed as durable publish intents")
+            if b == 0 {
+                // Let the first batch land, then cut every connection mid-run.
+                try waitUntil(seconds: 15) { try terminalCount(aliceAccount) >= batches[0] }
+                printer.say("recovery", [:], "recovery   dropping every connection mid-run")
+                if let relay { relay.dropConnections() } else {
+                    aliceTransport.dropConnection()
+                    bobTransport.dropConnection()
+                }
             }
         }
-        say("single", ["verb": "EVENT", "frames": .integer(2)], "wire         2 single EVENT frames round-trip exactly")
-
-        let filterJSON = "{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"],\"limit\":100}"
-        let req = ClientRelayFrame.req(subscriptionID: "chat", filters: [try RelayFilter.fromJSON(filterJSON)]).toJSON()
-        guard case .req(_, let filters) = try parseClientRelayFrame(req) else { throw RuntimeFailure(code: "demo", message: "REQ did not parse") }
-        let matched = received.filter { RelayFilter.anyMatches(filters, $0) }.count
-        let unrelated = try bob.sign(UnsignedEvent(createdAt: now, kind: 1, content: "a public note"))
-        let unrelatedMatches = RelayFilter.anyMatches(filters, unrelated)
-        say("filter", ["matched": .integer(Int64(matched)), "unrelatedMatched": .bool(unrelatedMatches)],
-            "filter       bob's REQ {kinds:[14], #p:[bob]} matches \(matched)/\(count); a kind-1 note matches: \(unrelatedMatches)")
-
-        var tampered = messages[0].jsonText
-        tampered = tampered.replacingFirst("message 1", with: "message 9")
-        do {
-            _ = try parseRelayResponseFrame("[\"EVENT\",\"chat\",\(tampered)]")
-            throw RuntimeFailure(code: "demo", message: "a tampered event was accepted")
-        } catch let error as SoftchatError {
-            say("tampered", ["code": .string(error.code.rawValue)], "tampered     refused: \(error.code.rawValue): \(error.message)")
+        let chat = try RelayFilter.fromJSON("{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}")
+        let finished = try waitUntil(seconds: 30) {
+            try terminalCount(aliceAccount) >= total && (try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1).count) >= total
         }
-
-        let relayURL = "wss://relay.example"
-        let challenge = Hex32.random()
-        guard case .auth(let issued) = try parseRelayResponseFrame("[\"AUTH\",\"\(challenge)\"]") else {
-            throw RuntimeFailure(code: "demo", message: "AUTH challenge did not parse")
-        }
-        let auth = try alice.createNip42Authentication(challenge: issued, relayURL: relayURL, createdAt: now)
-        guard case .auth(let presented) = try parseClientRelayFrame(ClientRelayFrame.auth(auth).toJSON()) else {
-            throw RuntimeFailure(code: "demo", message: "AUTH did not parse")
-        }
-        try Nip42.verify(presented, challenge: issued, relayURL: "WSS://Relay.Example:443/", now: now)
-        var otherRelayRefused = false
-        do { try Nip42.verify(presented, challenge: issued, relayURL: "wss://other.example", now: now) } catch { otherRelayRefused = true }
-        say("nip42", ["verified": true, "otherRelayRefused": .bool(otherRelayRefused)],
-            "nip42        AUTH kind 22242 verified for \(relayURL); refused for another relay: \(otherRelayRefused)")
-
+        let counts = try aliceAccount.delivery.stateCounts()
+        let received = try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1)
+        let receivedIDs = Set(received.map(\.id))
+        let missing = sent.filter { !receivedIDs.contains($0.id) }.count
         let elapsed = monotonic() - started
-        say("summary", ["signed": .integer(Int64(count)), "verified": .integer(Int64(received.count)), "matched": .integer(Int64(matched)),
-                        "milliseconds": .integer(Int64(elapsed * 1000)),
-                        "notBuiltYet": .array(["embedded loopback relay", "RelaySession", "SoftchatAccount"])],
-            "summary      \(count) signed, \(received.count) verified, \(matched) matched in \(Int(elapsed * 1000)) ms.\n"
-            + "             Not built yet: the embedded loopback relay, RelaySession and the SQLite account;\n"
-            + "             when they land this demo publishes and syncs through them.")
-        return .success
+        let c = counters.snapshot()
+        printer.say("summary", [
+            "sent": .integer(Int64(sent.count)), "accepted": .integer(Int64(counts[.accepted] ?? 0)),
+            "rejected": .integer(Int64(counts[.rejected] ?? 0)), "received": .integer(Int64(received.count)),
+            "duplicates": .integer(Int64(c.duplicates)), "reconnects": .integer(Int64(c.reconnects)),
+            "milliseconds": .integer(Int64(elapsed * 1000)), "complete": .bool(finished && missing == 0),
+        ], "summary    sent \(sent.count), accepted \(counts[.accepted] ?? 0), received \(received.count) "
+            + "(duplicates \(c.duplicates), reconnects \(c.reconnects)) in \(formatSeconds(elapsed)) s"
+            + (finished && missing == 0 ? "" : " — INCOMPLETE: \(missing) not received"))
+        return finished && missing == 0 ? .success : .runtimeFailure
+    }
+
+    static func terminalCount(_ account: SoftchatAccount) throws -> Int {
+        let counts = try account.delivery.stateCounts()
+        return (counts[.accepted] ?? 0) + (counts[.rejected] ?? 0)
+    }
+
+    /// Polls `condition` every 20 ms for up to `seconds`; returns whether it became true.
+    @discardableResult
+    static func waitUntil(seconds: Double, _ condition: () throws -> Bool) throws -> Bool {
+        let deadline = monotonic() + seconds
+        while monotonic() < deadline {
+            if try condition() { return true }
+            usleep(20_000)
+        }
+        return try condition()
+    }
+
+    static func observed(_ policy: ManagedTransportPolicy, name: String, printer: DemoPrinter, counters: DemoCounters) -> ManagedTransportPolicy {
+        var p = policy
+        let label = name.padding(10)
+        p.observer = { event in
+            switch event {
+            case .state(let s):
+                if case .backingOff = s { counters.reconnect() }
+                printer.say("state", ["who": .string(name), "state": .string(s.description)], "\(label) state \(s)")
+            case .relayInformation(let info):
+                printer.say("nip11", ["who": .string(name), "name": .string(info.name ?? ""), "eventsBatch": .bool(info.acceptsEventsBatch)],
+                    "\(label) NIP-11: \(info.name ?? "unnamed relay"), EVENTS batch \(info.acceptsEventsBatch ? "supported" : "not supported")")
+            case .delivery(_, let d):
+                printer.say("delivery", ["who": .string(name), "decision": d.jsonValue],
+                    "\(label) delivery \(d.eventID.prefix(12))… \(d.state.rawValue)/\(d.category.rawValue)\(d.message.isEmpty ? "" : " (\(d.message))")")
+            case .ingested(let r):
+                counters.duplicates(r.duplicateEventIDs.count)
+                printer.say("receipt", ["who": .string(name), "inserted": .integer(Int64(r.insertedEventIDs.count)),
+                                        "duplicates": .integer(Int64(r.duplicateEventIDs.count)), "quarantined": .integer(Int64(r.quarantinedEventIDs.count))],
+                    "\(label) receipt inserted \(r.insertedEventIDs.count), duplicates \(r.duplicateEventIDs.count), quarantined \(r.quarantinedEventIDs.count)")
+            case .synced(let sub, let n):
+                printer.say("synced", ["who": .string(name), "subscription": .string(sub), "events": .integer(Int64(n))],
+                    "\(label) synced \"\(sub)\" to the end of stored events (\(n) received)")
+            case .notice(let text):
+                printer.say("notice", ["who": .string(name), "text": .string(text)], "\(label) notice \(text)")
+            case .connectionFailed(let text):
+                printer.say("connection", ["who": .string(name), "error": .string(text)], "\(label) connection failed: \(text)")
+            }
+        }
+        return p
     }
 
     static func monotonic() -> Double {
@@ -120,29 +182,66 @@ enum DemoCommand {
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
-}
 
-/// 32 random hex characters, the shape of challenges relays send.
-enum Hex32 {
-    static func random() -> String {
-        let digits = Array("0123456789abcdef")
-        var g = SystemRandomNumberGenerator()
-        return String((0..<32).map { _ in digits[Int(g.next() % 16)] })
+    static func formatSeconds(_ s: Double) -> String {
+        let tenths = Int((s * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10)"
     }
 }
 
-extension String {
-    func replacingFirst(_ target: String, with replacement: String) -> String {
-        guard let start = firstRange(of: target) else { return self }
-        return String(self[..<start.lowerBound]) + replacement + String(self[start.upperBound...])
+/// Serialized printing from the transports' threads.
+final class DemoPrinter: @unchecked Sendable {
+    let json: Bool
+    private var mutex = pthread_mutex_t()
+    init(json: Bool) {
+        self.json = json
+        pthread_mutex_init(&mutex, nil)
     }
 
-    func firstRange(of target: String) -> Range<String.Index>? {
-        var i = startIndex
-        while i < endIndex {
-            if self[i...].hasPrefix(target) { return i..<index(i, offsetBy: target.count) }
-            i = index(after: i)
+    func say(_ step: String, _ fields: KeyValuePairs<String, JSONValue>, _ text: String) {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        if json {
+            var o = JSONObject()
+            o.append("step", .string(step))
+            for (k, v) in fields { o.append(k, v) }
+            Output.standard.line(JSONValue.object(o).jsonText)
+        } else {
+            Output.standard.line(text)
         }
-        return nil
+        Output.standard.flush()
+    }
+}
+
+final class DemoCounters: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    private var duplicateCount = 0
+    private var reconnectCount = 0
+    init() { pthread_mutex_init(&mutex, nil) }
+    func duplicates(_ n: Int) { pthread_mutex_lock(&mutex); duplicateCount += n; pthread_mutex_unlock(&mutex) }
+    func reconnect() { pthread_mutex_lock(&mutex); reconnectCount += 1; pthread_mutex_unlock(&mutex) }
+    func snapshot() -> (duplicates: Int, reconnects: Int) {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return (duplicateCount, reconnectCount)
+    }
+}
+
+/// A temporary folder for the demo's SQLite files, removed afterwards unless kept.
+final class TemporaryFolder {
+    let path: String
+    let keep: Bool
+
+    init(keep: Bool) throws {
+        var template = Array("/tmp/softchat-demo-XXXXXX".utf8CString)
+        guard let p = mkdtemp(&template) else { throw RuntimeFailure(code: "tempdir", message: "mkdtemp failed") }
+        path = String(cString: p)
+        self.keep = keep
+    }
+
+    deinit {
+        guard !keep else { return }
+        for name in ["alice.db", "alice.db-wal", "alice.db-shm", "bob.db", "bob.db-wal", "bob.db-shm"] { unlink(path + "/" + name) }
+        rmdir(path)
     }
 }

@@ -1,0 +1,342 @@
+import Dispatch
+import SoftchatCore
+public import SoftchatJSON
+public import SoftchatTransport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How the embedded relay behaves; the defaults are an open relay that understands EVENTS.
+public struct TestRelayOptions: Sendable {
+    /// NIP-42: send a challenge on connect and refuse EVENT/REQ/COUNT until authenticated.
+    public var requireAuth = false
+    /// Accept Softchat's EVENTS batch (one OK per event). Off imitates a standard relay.
+    public var acceptEventsBatch = true
+    /// Reject events whose content is longer than this (OK false, `invalid:`), like nostr-relay.
+    public var maxContentLength: Int? = nil
+    /// Silently cap the events answered per REQ, like LocalRelay's 500.
+    public var reqCap: Int? = nil
+    /// PEM certificate chain and key: serve wss instead of ws.
+    public var certificateFile: String? = nil
+    public var keyFile: String? = nil
+
+    public init() {}
+}
+
+/// A small NIP-01 relay on 127.0.0.1 for the demo and tests: EVENT, EVENTS (one OK per event),
+/// REQ with stored events then EOSE then live events, CLOSE, COUNT (NIP-45), optional NIP-42,
+/// and the NIP-11 document. Events are kept in memory and verified on arrival. No production
+/// path depends on it.
+public final class TestRelay: @unchecked Sendable {
+    // @unchecked: all mutable state sits behind `lock`.
+    public let options: TestRelayOptions
+    public let port: Int
+    public var url: String { "\(options.certificateFile != nil ? "wss" : "ws")://127.0.0.1:\(port)" }
+
+    private let listener: TCPListener
+    private let lock = RelayLock()
+    private var events: [VerifiedEvent] = []
+    private var eventIDs: Set<String> = []
+    private var connections: [Int: Connection] = [:]
+    private var nextConnectionID = 0
+    private var running = true
+    private let group = DispatchGroup()
+    private var acceptedFrames = 0
+
+    public init(options: TestRelayOptions = TestRelayOptions(), port: Int = 0) throws(TransportError) {
+        self.options = options
+        listener = try TCPListener(port: port)
+        self.port = listener.port
+        group.enter()
+        DispatchQueue.global().async { [self] in
+            acceptLoop()
+            group.leave()
+        }
+    }
+
+    /// Stops accepting, closes every connection and waits for their threads to end.
+    public func stop() {
+        let open: [Connection] = lock.with {
+            running = false
+            return Array(connections.values)
+        }
+        for c in open { c.cut() }
+        group.wait()
+        listener.close()
+    }
+
+    /// Cuts every open connection without a close handshake (to exercise client recovery).
+    public func dropConnections() {
+        for c in lock.with({ Array(connections.values) }) { c.cut() }
+    }
+
+    public var storedEventCount: Int { lock.with { events.count } }
+    public var storedEventIDs: Set<String> { lock.with { eventIDs } }
+    public var connectionCount: Int { lock.with { connections.count } }
+    /// Client frames accepted so far (all connections).
+    public var framesReceived: Int { lock.with { acceptedFrames } }
+
+    private var isRunning: Bool { lock.with { running } }
+
+    private func acceptLoop() {
+        while isRunning {
+            guard let tcp = try? listener.accept(timeoutMilliseconds: 50) else { continue }
+            let id: Int = lock.with {
+                nextConnectionID += 1
+                return nextConnectionID
+            }
+            group.enter()
+            DispatchQueue.global().async { [self] in
+                serve(tcp, id: id)
+                group.leave()
+            }
+        }
+    }
+
+    private func serve(_ tcp: TCPStream, id: Int) {
+        var stream: any ByteStream = tcp
+        if let cert = options.certificateFile, let key = options.keyFile {
+            guard let tls = try? TLSStream(server: tcp, certificateFile: cert, keyFile: key, timeoutMilliseconds: 5000) else {
+                tcp.close()
+                return
+            }
+            stream = tls
+        }
+        let handshake: ServerHandshake
+        do {
+            handshake = try ServerHandshake.accept(stream, timeoutMilliseconds: 5000)
+        } catch {
+            stream.close()
+            return
+        }
+        switch handshake {
+        case .http(_, let accept, let s):
+            serveInformation(s, accept: accept)
+        case .websocket(let ws):
+            let connection = Connection(relay: self, socket: ws, id: id)
+            let admitted: Bool = lock.with {
+                guard running else { return false }
+                connections[id] = connection
+                return true
+            }
+            guard admitted else {
+                ws.close(code: 1001, waitMilliseconds: 0)
+                return
+            }
+            connection.run()
+            _ = lock.with { connections.removeValue(forKey: id) }
+        }
+    }
+
+    /// NIP-11: the relay information document for `Accept: application/nostr+json`.
+    private func serveInformation(_ stream: any ByteStream, accept: String?) {
+        defer { stream.close() }
+        guard accept?.contains("application/nostr+json") == true else {
+            try? stream.write(Array("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+            return
+        }
+        let body = informationDocument.jsonText
+        let response = "HTTP/1.1 200 OK\r\nContent-Type: application/nostr+json\r\nAccess-Control-Allow-Origin: *\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        try? stream.write(Array(response.utf8))
+    }
+
+    public var informationDocument: JSONValue {
+        var limitation = JSONObject()
+        limitation.append("max_message_length", .integer(Int64(RelayWireContract.maxFrameBytes.value)))
+        limitation.append("max_subscriptions", .integer(Int64(RelaySessionContract.maxSubscriptions.value)))
+        limitation.append("max_filters", .integer(Int64(RelayWireContract.maxFilters.value)))
+        if let cap = options.reqCap { limitation.append("max_limit", .integer(Int64(cap))) }
+        limitation.append("auth_required", .bool(options.requireAuth))
+        var doc = JSONObject()
+        doc.append("name", "softchat test relay")
+        doc.append("description", "Embedded loopback relay for Softchat's demo and tests")
+        doc.append("software", "softchat")
+        doc.append("supported_nips", .array([1, 11, 42, 45]))
+        doc.append("limitation", .object(limitation))
+        doc.append("softchat", .object(JSONObject(["events_batch": .bool(options.acceptEventsBatch)])))
+        return .object(doc)
+    }
+
+    // MARK: Shared state used by connections
+
+    /// Stores a verified event; false when it was already there. Live subscribers get it.
+    fileprivate func store(_ event: VerifiedEvent) -> Bool {
+        let (stored, subscribers): (Bool, [Connection]) = lock.with {
+            guard eventIDs.insert(event.id).inserted else { return (false, []) }
+            events.append(event)
+            return (true, Array(connections.values))
+        }
+        for c in subscribers { c.offer(event) }
+        return stored
+    }
+
+    fileprivate func countFrame() { lock.with { acceptedFrames += 1 } }
+
+    /// Stored events matching the filters, newest first, each filter's limit applied.
+    fileprivate func query(_ filters: [RelayFilter]) -> [VerifiedEvent] {
+        let snapshot = lock.with { events }
+        var out: [String: VerifiedEvent] = [:]
+        for f in filters {
+            var matched = snapshot.filter { f.matches($0) }
+            matched.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+            if let limit = f.limit { matched = Array(matched.prefix(Int(limit))) }
+            for e in matched { out[e.id] = e }
+        }
+        var all = Array(out.values)
+        all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+        if let cap = options.reqCap { all = Array(all.prefix(cap)) }
+        return all
+    }
+}
+
+/// One client connection: its subscriptions, authentication and outbox of live events.
+private final class Connection: @unchecked Sendable {
+    unowned let relay: TestRelay
+    let socket: WebSocket
+    let id: Int
+    let lock = RelayLock()
+    var subscriptions: [String: [RelayFilter]] = [:]
+    var outbox: [String] = []
+    var challenge: String
+    var authenticatedKeys: Set<String> = []
+    var cutRequested = false
+
+    init(relay: TestRelay, socket: WebSocket, id: Int) {
+        self.relay = relay
+        self.socket = socket
+        self.id = id
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+        challenge = bytes.map { String($0, radix: 16) }.joined()
+    }
+
+    func cut() {
+        lock.with { cutRequested = true }
+        socket.stream.close()
+    }
+
+    func offer(_ event: VerifiedEvent) {
+        lock.with {
+            for (sub, filters) in subscriptions where RelayFilter.anyMatches(filters, event) {
+                outbox.append(RelayResponseFrame.event(subscriptionID: sub, event: event).toJSON())
+            }
+        }
+    }
+
+    func send(_ frame: RelayResponseFrame) {
+        try? socket.send(text: frame.toJSON())
+    }
+
+    func run() {
+        if relay.options.requireAuth { send(.auth(challenge: challenge)) }
+        while true {
+            if lock.with({ cutRequested }) { return }
+            for frame in lock.with({ () -> [String] in defer { outbox.removeAll() }; return outbox }) {
+                try? socket.send(text: frame)
+            }
+            let message: WebSocket.Message
+            do {
+                message = try socket.receive(timeoutMilliseconds: 20)
+            } catch {
+                if error.kind == .timeout { continue }
+                return
+            }
+            guard case .text(let text) = message else { return }
+            relay.countFrame()
+            handle(text)
+        }
+    }
+
+    var authenticated: Bool { !authenticatedKeys.isEmpty }
+
+    func handle(_ text: String) {
+        let frame: ClientRelayFrame
+        do {
+            frame = try parseClientRelayFrame(text)
+        } catch {
+            // Tell the client what was wrong; an invalid EVENT gets an OK naming its id if readable.
+            if case .invalidRelayFrame = error.code, let id = Self.eventID(in: text) {
+                send(.ok(eventID: id, accepted: false, message: RelayMessage("invalid: \(error.message)")))
+            } else if case .invalidRelayAuthentication = error.code {
+                send(.notice(RelayMessage("invalid: \(error.message)")))
+            } else {
+                send(.notice(RelayMessage("invalid: \(error.code.rawValue): \(error.message)")))
+            }
+            return
+        }
+        switch frame {
+        case .event(let e): accept([e])
+        case .events(let list):
+            guard relay.options.acceptEventsBatch else {
+                send(.notice(RelayMessage("invalid: unknown verb EVENTS")))
+                return
+            }
+            accept(list)
+        case .req(let sub, let filters):
+            guard !relay.options.requireAuth || authenticated else {
+                send(.closed(subscriptionID: sub, message: RelayMessage("auth-required: authenticate to read")))
+                return
+            }
+            lock.with { subscriptions[sub] = filters }
+            for e in relay.query(filters).reversed() { send(.event(subscriptionID: sub, event: e)) }
+            send(.eose(subscriptionID: sub))
+        case .close(let sub):
+            lock.with { subscriptions[sub] = nil }
+        case .count(let sub, let filters):
+            guard !relay.options.requireAuth || authenticated else {
+                send(.closed(subscriptionID: sub, message: RelayMessage("auth-required: authenticate to count")))
+                return
+            }
+            let n = relay.query(filters.map { $0 }).count
+            send(.count(subscriptionID: sub, result: CountResult(count: Int64(n))))
+        case .auth(let e):
+            do {
+                try Nip42.verify(e, challenge: challenge, relayURL: relay.url, now: Int64(time(nil)))
+                authenticatedKeys.insert(e.pubkey)
+                send(.ok(eventID: e.id, accepted: true, message: RelayMessage("")))
+            } catch {
+                send(.ok(eventID: e.id, accepted: false, message: RelayMessage("auth-required: \(error.message)")))
+            }
+        }
+    }
+
+    func accept(_ events: [VerifiedEvent]) {
+        for e in events {
+            if relay.options.requireAuth && !authenticated {
+                send(.ok(eventID: e.id, accepted: false, message: RelayMessage("auth-required: authenticate to publish")))
+                continue
+            }
+            if let max = relay.options.maxContentLength, e.content.count > max {
+                send(.ok(eventID: e.id, accepted: false, message: RelayMessage("invalid: content over \(max) characters")))
+                continue
+            }
+            if relay.store(e) {
+                send(.ok(eventID: e.id, accepted: true, message: RelayMessage("")))
+            } else {
+                send(.ok(eventID: e.id, accepted: true, message: RelayMessage("duplicate: already have this event")))
+            }
+        }
+    }
+
+    static func eventID(in text: String) -> String? {
+        guard let value = try? JSONReader().parse(text), case .array(let a) = value, a.count == 2,
+            a[0] == "EVENT", case .string(let id)? = a[1]["id"], id.utf8.count == 64
+        else { return nil }
+        return id
+    }
+}
+
+/// A pthread mutex with a closure API (the relay keeps Foundation out).
+final class RelayLock: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    init() { pthread_mutex_init(&mutex, nil) }
+    deinit { pthread_mutex_destroy(&mutex) }
+    func with<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return try body()
+    }
+}

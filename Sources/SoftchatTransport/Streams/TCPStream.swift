@@ -1,0 +1,172 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A TCP connection on a POSIX socket: non-blocking connect with a timeout, poll-based reads
+/// with a timeout, TCP_NODELAY (relay frames are small and latency matters), no SIGPIPE.
+public final class TCPStream: ByteStream, @unchecked Sendable {
+    // @unchecked: one owner drives a stream at a time (the managed transport's loop).
+    public let fd: Int32
+    private var closed = false
+
+    public init(fd: Int32) {
+        self.fd = fd
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        #if canImport(Darwin)
+        setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+    }
+
+    deinit { close() }
+
+    /// Connects to `host:port`, trying each resolved address until one answers within the timeout.
+    public static func connect(host: String, port: Int, timeoutMilliseconds: Int32) throws(TransportError) -> TCPStream {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = streamSocketType
+        var result: UnsafeMutablePointer<addrinfo>?
+        let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        let rc = getaddrinfo(bareHost, String(port), &hints, &result)
+        guard rc == 0, let first = result else {
+            throw TransportError(.resolve, "cannot resolve \(host): \(String(cString: gai_strerror(rc)))")
+        }
+        defer { freeaddrinfo(first) }
+        var lastError = TransportError(.connect, "no address for \(host)")
+        var cursor: UnsafeMutablePointer<addrinfo>? = first
+        while let ai = cursor {
+            cursor = ai.pointee.ai_next
+            let fd = socket(ai.pointee.ai_family, ai.pointee.ai_socktype, ai.pointee.ai_protocol)
+            if fd < 0 { continue }
+            let flags = fcntl(fd, F_GETFL, 0)
+            _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+            let c = posixConnect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen)
+            if c != 0 && errno != EINPROGRESS {
+                lastError = TransportError(.connect, "connect to \(host):\(port): \(String(cString: strerror(errno)))")
+                posixClose(fd)
+                continue
+            }
+            if c != 0 {
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                let ready = poll(&p, 1, timeoutMilliseconds)
+                if ready == 0 {
+                    lastError = TransportError(.timeout, "connect to \(host):\(port) timed out after \(timeoutMilliseconds) ms")
+                    posixClose(fd)
+                    continue
+                }
+                var soError: Int32 = 0
+                var len = socklen_t(MemoryLayout<Int32>.size)
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &len)
+                if ready < 0 || soError != 0 {
+                    lastError = TransportError(.connect, "connect to \(host):\(port): \(String(cString: strerror(soError != 0 ? soError : errno)))")
+                    posixClose(fd)
+                    continue
+                }
+            }
+            return TCPStream(fd: fd)
+        }
+        throw lastError
+    }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
+        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        while true {
+            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            guard errno == EAGAIN || errno == EWOULDBLOCK else {
+                throw TransportError(.io, "read: \(String(cString: strerror(errno)))")
+            }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, timeoutMilliseconds)
+            if ready == 0 { throw TransportError(.timeout, "no data within \(timeoutMilliseconds) ms") }
+            if ready < 0 && errno != EINTR { throw TransportError(.io, "poll: \(String(cString: strerror(errno)))") }
+        }
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
+        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        var offset = 0
+        while offset < bytes.count {
+            #if canImport(Glibc)
+            let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            #else
+            let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, 0)
+            #endif
+            if n > 0 {
+                offset += n
+                continue
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                if poll(&p, 1, 30_000) <= 0 { throw TransportError(.timeout, "write stalled for 30 s") }
+                continue
+            }
+            throw TransportError(.io, "write: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    public func hasBufferedInput() -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) > 0
+    }
+
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        #if canImport(Glibc)
+        shutdown(fd, Int32(SHUT_RDWR))
+        #else
+        shutdown(fd, SHUT_RDWR)
+        #endif
+        posixClose(fd)
+    }
+}
+
+/// A listening TCP socket on a loopback address, for the embedded test relay.
+public final class TCPListener: @unchecked Sendable {
+    public let fd: Int32
+    public let port: Int
+
+    public init(host: String = "127.0.0.1", port: Int = 0) throws(TransportError) {
+        let fd = socket(AF_INET, streamSocketType, 0)
+        guard fd >= 0 else { throw TransportError(.io, "socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &addr.sin_addr)
+        let b = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard b == 0, listen(fd, 64) == 0 else {
+            let message = String(cString: strerror(errno))
+            posixClose(fd)
+            throw TransportError(.io, "listen on \(host):\(port): \(message)")
+        }
+        var bound = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        self.fd = fd
+        self.port = Int(UInt16(bigEndian: bound.sin_port))
+    }
+
+    /// Waits up to `timeoutMilliseconds` for a connection; nil on timeout.
+    public func accept(timeoutMilliseconds: Int32) throws(TransportError) -> TCPStream? {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&p, 1, timeoutMilliseconds)
+        if ready <= 0 { return nil }
+        let client = posixAccept(fd)
+        guard client >= 0 else {
+            if errno == EINTR || errno == EAGAIN || errno == ECONNABORTED { return nil }
+            throw TransportError(.io, "accept: \(String(cString: strerror(errno)))")
+        }
+        let flags = fcntl(client, F_GETFL, 0)
+        _ = fcntl(client, F_SETFL, flags | O_NONBLOCK)
+        return TCPStream(fd: client)
+    }
+
+    public func close() { posixClose(fd) }
+}

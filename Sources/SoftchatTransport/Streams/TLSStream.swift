@@ -1,0 +1,176 @@
+import COpenSSL
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// TLS settings. Verification is always on: the peer's chain must reach a trusted root (the
+/// system store, or `caFile` for tests and private CAs) and name the host (DNS or IP).
+public struct TLSOptions: Sendable, Hashable {
+    /// PEM file of CA certificates to trust instead of the system store.
+    public var caFile: String?
+    public init(caFile: String? = nil) { self.caFile = caFile }
+}
+
+/// A TLS 1.2+ connection over a TCP stream through OpenSSL: SNI, certificate chain and
+/// hostname verification on the client side; certificate and key for the test relay's side.
+public final class TLSStream: ByteStream, @unchecked Sendable {
+    // @unchecked: one owner drives a stream at a time.
+    private let tcp: TCPStream
+    private let ctx: OpaquePointer
+    private let ssl: OpaquePointer
+    private var closed = false
+
+    /// Client side: handshakes with `host` and verifies its certificate.
+    public init(client tcp: TCPStream, host: String, options: TLSOptions, timeoutMilliseconds: Int32) throws(TransportError) {
+        guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw Self.error(.tls, "SSL_CTX_new failed") }
+        self.tcp = tcp
+        self.ctx = ctx
+        SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
+        if let caFile = options.caFile {
+            guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else {
+                SSL_CTX_free(ctx)
+                throw Self.error(.tls, "cannot load CA file \(caFile)")
+            }
+        } else {
+            SSL_CTX_set_default_verify_paths(ctx)
+        }
+        guard let ssl = SSL_new(ctx) else {
+            SSL_CTX_free(ctx)
+            throw Self.error(.tls, "SSL_new failed")
+        }
+        self.ssl = ssl
+        SSL_set_fd(ssl, tcp.fd)
+        let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        if Self.isIPAddress(bareHost) {
+            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), bareHost)
+        } else {
+            // SNI, and the name the certificate must carry.
+            _ = bareHost.withCString { SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0)) }
+            SSL_set1_host(ssl, bareHost)
+        }
+        try handshake(connect: true, timeoutMilliseconds: timeoutMilliseconds, host: host)
+        let verify = SSL_get_verify_result(ssl)
+        guard verify == X509_V_OK else {
+            throw TransportError(.certificate, "certificate of \(host) rejected: \(String(cString: X509_verify_cert_error_string(verify)))")
+        }
+    }
+
+    /// Server side (the embedded test relay): presents `certificateFile` (PEM chain) and `keyFile`.
+    public init(server tcp: TCPStream, certificateFile: String, keyFile: String, timeoutMilliseconds: Int32) throws(TransportError) {
+        guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw Self.error(.tls, "SSL_CTX_new failed") }
+        self.tcp = tcp
+        self.ctx = ctx
+        SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
+        guard SSL_CTX_use_certificate_chain_file(ctx, certificateFile) == 1,
+            SSL_CTX_use_PrivateKey_file(ctx, keyFile, SSL_FILETYPE_PEM) == 1
+        else {
+            SSL_CTX_free(ctx)
+            throw Self.error(.tls, "cannot load certificate \(certificateFile) or key")
+        }
+        guard let ssl = SSL_new(ctx) else {
+            SSL_CTX_free(ctx)
+            throw Self.error(.tls, "SSL_new failed")
+        }
+        self.ssl = ssl
+        SSL_set_fd(ssl, tcp.fd)
+        try handshake(connect: false, timeoutMilliseconds: timeoutMilliseconds, host: "client")
+    }
+
+    deinit {
+        close()
+        SSL_free(ssl)
+        SSL_CTX_free(ctx)
+    }
+
+    static func isIPAddress(_ host: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
+
+    /// The most recent OpenSSL error queue entry, or `fallback`.
+    static func error(_ kind: TransportError.Kind, _ fallback: String) -> TransportError {
+        let code = ERR_get_error()
+        guard code != 0 else { return TransportError(kind, fallback) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buffer, buffer.count)
+        ERR_clear_error()
+        let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return TransportError(kind, "\(fallback): \(text)")
+    }
+
+    private func handshake(connect: Bool, timeoutMilliseconds: Int32, host: String) throws(TransportError) {
+        while true {
+            let rc = connect ? SSL_connect(ssl) : SSL_accept(ssl)
+            if rc == 1 { return }
+            let e = SSL_get_error(ssl, rc)
+            if e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE {
+                var p = pollfd(fd: tcp.fd, events: Int16(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), revents: 0)
+                if poll(&p, 1, timeoutMilliseconds) <= 0 {
+                    throw TransportError(.timeout, "TLS handshake with \(host) timed out")
+                }
+                continue
+            }
+            let verify = SSL_get_verify_result(ssl)
+            if verify != X509_V_OK {
+                ERR_clear_error()
+                throw TransportError(.certificate, "certificate of \(host) rejected: \(String(cString: X509_verify_cert_error_string(verify)))")
+            }
+            throw Self.error(.tls, "TLS handshake with \(host) failed")
+        }
+    }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
+        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        while true {
+            var n = 0
+            let rc = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n)
+            if rc == 1 { return n }
+            let e = SSL_get_error(ssl, rc)
+            switch e {
+            case SSL_ERROR_ZERO_RETURN: return 0
+            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+                var p = pollfd(fd: tcp.fd, events: Int16(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), revents: 0)
+                let ready = poll(&p, 1, timeoutMilliseconds)
+                if ready == 0 { throw TransportError(.timeout, "no data within \(timeoutMilliseconds) ms") }
+            case SSL_ERROR_SYSCALL:
+                ERR_clear_error()
+                return 0  // the peer closed without close_notify: end of stream
+            default:
+                throw Self.error(.tls, "TLS read failed")
+            }
+        }
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
+        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        var offset = 0
+        while offset < bytes.count {
+            var n = 0
+            let rc = SSL_write_ex(ssl, bytes.baseAddress! + offset, bytes.count - offset, &n)
+            if rc == 1 {
+                offset += n
+                continue
+            }
+            let e = SSL_get_error(ssl, rc)
+            if e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE {
+                var p = pollfd(fd: tcp.fd, events: Int16(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), revents: 0)
+                if poll(&p, 1, 30_000) <= 0 { throw TransportError(.timeout, "TLS write stalled for 30 s") }
+                continue
+            }
+            throw Self.error(.tls, "TLS write failed")
+        }
+    }
+
+    public func hasBufferedInput() -> Bool { SSL_pending(ssl) > 0 || tcp.hasBufferedInput() }
+
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        SSL_shutdown(ssl)
+        tcp.close()
+    }
+}

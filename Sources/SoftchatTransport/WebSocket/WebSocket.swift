@@ -1,0 +1,209 @@
+public import SoftchatCore
+
+/// A WebSocket (RFC 6455) over any `ByteStream`, as client or server: masking, fragmentation,
+/// ping/pong, the close handshake, UTF-8 validation of text, and a message size limit
+/// (relay.wire's 512 KiB by default) enforced from the frame headers before payloads are read.
+public final class WebSocket: @unchecked Sendable {
+    // @unchecked: one owner drives a connection at a time (the managed loop or a relay thread).
+    public enum Role: Sendable { case client, server }
+
+    public enum Message: Sendable, Equatable {
+        case text(String)
+        case close(code: UInt16, reason: String)
+    }
+
+    enum Opcode: UInt8 {
+        case continuation = 0x0, text = 0x1, binary = 0x2, close = 0x8, ping = 0x9, pong = 0xA
+    }
+
+    public let stream: any ByteStream
+    public let role: Role
+    public let maxMessageBytes: Int
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var closeSent = false
+    public private(set) var isClosed = false
+
+    /// Wraps an open stream whose handshake is done; `leftover` is what the handshake read past
+    /// the blank line (the first frames).
+    public init(stream: any ByteStream, role: Role, leftover: [UInt8] = [],
+                maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) {
+        self.stream = stream
+        self.role = role
+        self.maxMessageBytes = maxMessageBytes
+        buffer = leftover
+    }
+
+    // MARK: Sending
+
+    public func send(text: String) throws(TransportError) {
+        try sendFrame(.text, Array(text.utf8))
+    }
+
+    func sendFrame(_ opcode: Opcode, _ payload: [UInt8]) throws(TransportError) {
+        var frame: [UInt8] = []
+        frame.reserveCapacity(payload.count + 14)
+        frame.append(0x80 | opcode.rawValue)
+        let maskBit: UInt8 = role == .client ? 0x80 : 0
+        if payload.count < 126 {
+            frame.append(maskBit | UInt8(payload.count))
+        } else if payload.count <= 0xFFFF {
+            frame.append(maskBit | 126)
+            frame.append(UInt8(payload.count >> 8))
+            frame.append(UInt8(payload.count & 0xFF))
+        } else {
+            frame.append(maskBit | 127)
+            for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((UInt64(payload.count) >> UInt64(shift)) & 0xFF)) }
+        }
+        if role == .client {
+            // Clients mask every frame with a fresh key (RFC 6455 §5.3).
+            var key: UInt32 = 0
+            key = UInt32.random(in: 0...UInt32.max)
+            let k = [UInt8(key >> 24), UInt8((key >> 16) & 0xFF), UInt8((key >> 8) & 0xFF), UInt8(key & 0xFF)]
+            frame += k
+            for (i, b) in payload.enumerated() { frame.append(b ^ k[i & 3]) }
+        } else {
+            frame += payload
+        }
+        try stream.write(frame)
+    }
+
+    /// Starts the close handshake (idempotent) and waits briefly for the peer's close.
+    public func close(code: UInt16 = 1000, reason: String = "", waitMilliseconds: Int32 = 1000) {
+        guard !isClosed else { return }
+        sendClose(code: code, reason: reason)
+        if waitMilliseconds > 0 {
+            // Drain until the peer answers the close or the wait ends.
+            let deadline = waitMilliseconds
+            while !isClosed {
+                do {
+                    if case .close = try receive(timeoutMilliseconds: deadline) { break }
+                } catch {
+                    break
+                }
+            }
+        }
+        isClosed = true
+        stream.close()
+    }
+
+    private func sendClose(code: UInt16, reason: String) {
+        guard !closeSent else { return }
+        closeSent = true
+        var payload = [UInt8(code >> 8), UInt8(code & 0xFF)]
+        payload += Array(reason.utf8.prefix(123))
+        try? sendFrame(.close, payload)
+    }
+
+    // MARK: Receiving
+
+    /// The next complete text message (or the peer's close), answering pings on the way.
+    /// Throws `.timeout` when nothing complete arrived in time (partial data is kept).
+    public func receive(timeoutMilliseconds: Int32) throws(TransportError) -> Message {
+        var message: [UInt8] = []
+        var messageOpcode: Opcode? = nil
+        while true {
+            let (fin, opcode, payload) = try readFrame(timeoutMilliseconds: timeoutMilliseconds, messageSoFar: message.count)
+            switch opcode {
+            case .ping:
+                try sendFrame(.pong, payload)
+            case .pong:
+                continue
+            case .close:
+                let code: UInt16 = payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : 1005
+                let reason = payload.count > 2 ? String(decoding: payload[2...], as: UTF8.self) : ""
+                sendClose(code: code == 1005 ? 1000 : code, reason: "")
+                isClosed = true
+                stream.close()
+                return .close(code: code, reason: reason)
+            case .text, .binary:
+                guard messageOpcode == nil else { throw fail(1002, "a new data frame arrived inside a fragmented message") }
+                messageOpcode = opcode
+                message = payload
+            case .continuation:
+                guard messageOpcode != nil else { throw fail(1002, "a continuation frame arrived with no message to continue") }
+                message += payload
+            }
+            if fin, let kind = messageOpcode {
+                guard kind == .text else { throw fail(1003, "binary messages are not part of the Nostr protocol") }
+                guard let text = String(validating: message, as: UTF8.self) else {
+                    throw fail(1007, "a text message is not valid UTF-8")
+                }
+                return .text(text)
+            }
+        }
+    }
+
+    /// Reports a protocol violation to the peer with a close code, then fails.
+    private func fail(_ code: UInt16, _ message: String) -> TransportError {
+        sendClose(code: code, reason: message)
+        isClosed = true
+        stream.close()
+        return TransportError(code == 1009 ? .messageTooLarge : .protocolViolation, "\(message) (closed with \(code))")
+    }
+
+    private var available: Int { buffer.count - start }
+
+    /// Ensures `count` unread bytes are buffered, reading from the stream as needed.
+    private func fill(_ count: Int, timeoutMilliseconds: Int32) throws(TransportError) {
+        if start > 0 && (start > 65536 || available == 0) {
+            buffer.removeFirst(start)
+            start = 0
+        }
+        while available < count {
+            var chunk = [UInt8](repeating: 0, count: max(16384, count - available))
+            let n = try readChunk(stream, &chunk, timeoutMilliseconds: timeoutMilliseconds)
+            if n == 0 {
+                isClosed = true
+                throw TransportError(.closed, "the peer closed the connection without a close frame")
+            }
+            buffer.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    private func readFrame(timeoutMilliseconds: Int32, messageSoFar: Int) throws(TransportError) -> (Bool, Opcode, [UInt8]) {
+        guard !isClosed else { throw TransportError(.closed, "the WebSocket is closed") }
+        try fill(2, timeoutMilliseconds: timeoutMilliseconds)
+        let b0 = buffer[start]
+        let b1 = buffer[start + 1]
+        guard b0 & 0x70 == 0 else { throw fail(1002, "reserved bits set without a negotiated extension") }
+        guard let opcode = Opcode(rawValue: b0 & 0x0F) else { throw fail(1002, "unknown opcode \(b0 & 0x0F)") }
+        let fin = b0 & 0x80 != 0
+        let masked = b1 & 0x80 != 0
+        if role == .client && masked { throw fail(1002, "the server masked a frame") }
+        if role == .server && !masked { throw fail(1002, "the client sent an unmasked frame") }
+        var length = UInt64(b1 & 0x7F)
+        var headerLength = 2
+        if length == 126 {
+            try fill(4, timeoutMilliseconds: timeoutMilliseconds)
+            length = UInt64(buffer[start + 2]) << 8 | UInt64(buffer[start + 3])
+            headerLength = 4
+        } else if length == 127 {
+            try fill(10, timeoutMilliseconds: timeoutMilliseconds)
+            length = 0
+            for k in 2..<10 { length = length << 8 | UInt64(buffer[start + k]) }
+            headerLength = 10
+            guard length >> 63 == 0 else { throw fail(1002, "frame length has its top bit set") }
+        }
+        let isControl = opcode.rawValue >= 0x8
+        if isControl && (length > 125 || !fin) { throw fail(1002, "control frames must be unfragmented and at most 125 bytes") }
+        // The size limit is enforced from the header, before the payload is read.
+        if !isControl && UInt64(messageSoFar) + length > UInt64(maxMessageBytes) {
+            throw fail(1009, "message of over \(maxMessageBytes) bytes refused")
+        }
+        let maskLength = masked ? 4 : 0
+        let total = headerLength + maskLength + Int(length)
+        try fill(total, timeoutMilliseconds: timeoutMilliseconds)
+        var payload = Array(buffer[(start + headerLength + maskLength)..<(start + total)])
+        if masked {
+            let key = Array(buffer[(start + headerLength)..<(start + headerLength + 4)])
+            for i in payload.indices { payload[i] ^= key[i & 3] }
+        }
+        start += total
+        return (fin, opcode, payload)
+    }
+
+    /// True when a complete frame may already be buffered (the loop can read without waiting).
+    public var hasBufferedInput: Bool { available > 0 || stream.hasBufferedInput() }
+}
+

@@ -1,0 +1,144 @@
+public import SoftchatCore
+
+/// Where a relay is and how to reach it: `ws://`, `wss://` (and, later, `noise://`).
+public struct RelayEndpoint: Sendable, Hashable, CustomStringConvertible {
+    public let url: String
+    public let secure: Bool
+    public let host: String
+    public let port: Int
+    /// Path and query sent in the HTTP request line.
+    public let resource: String
+
+    public init(_ url: String) throws(TransportError) {
+        let parsed: RelayURL
+        do {
+            parsed = try RelayURL(url)
+        } catch {
+            throw TransportError(.connect, "\"\(url)\" is not a ws:// or wss:// relay URL")
+        }
+        self.url = url
+        secure = parsed.isSecure
+        host = parsed.host
+        port = parsed.port
+        resource = parsed.path
+    }
+
+    /// `Host:` header value: the port only when it is not the scheme's default.
+    var hostHeader: String { (secure ? port == 443 : port == 80) ? host : "\(host):\(port)" }
+
+    public var description: String { url }
+}
+
+/// Options for opening a relay connection.
+public struct ConnectionOptions: Sendable, Hashable {
+    public var tls: TLSOptions
+    public var connectTimeoutMilliseconds: Int32
+    public var maxMessageBytes: Int
+
+    public init(tls: TLSOptions = TLSOptions(), connectTimeoutMilliseconds: Int32 = 10_000,
+                maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) {
+        self.tls = tls
+        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        self.maxMessageBytes = maxMessageBytes
+    }
+}
+
+public enum WebSocketClient {
+    /// Opens TCP (and TLS for wss), performs the RFC 6455 opening handshake with its
+    /// Sec-WebSocket-Accept check, and returns the connected WebSocket.
+    public static func connect(_ endpoint: RelayEndpoint, options: ConnectionOptions = ConnectionOptions()) throws(TransportError) -> WebSocket {
+        let stream = try openStream(endpoint, options: options)
+        let key = HandshakeCrypto.randomKey()
+        let request = "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\nUser-Agent: softchat\r\n\r\n"
+        do throws(TransportError) {
+            try stream.write(Array(request.utf8))
+            let (head, leftover) = try readHead(stream, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+            let parts = head.firstLine.split(separator: " ")
+            guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1] == "101" else {
+                throw TransportError(.handshake, "the relay answered \"\(head.firstLine)\" instead of 101 Switching Protocols")
+            }
+            guard head.header("upgrade")?.lowercased() == "websocket",
+                head.header("connection")?.lowercasedTokens.contains("upgrade") == true
+            else { throw TransportError(.handshake, "the relay's 101 lacks Upgrade: websocket / Connection: Upgrade") }
+            guard head.header("sec-websocket-accept") == HandshakeCrypto.acceptValue(forKey: key) else {
+                throw TransportError(.handshake, "Sec-WebSocket-Accept does not match the key")
+            }
+            return WebSocket(stream: stream, role: .client, leftover: leftover, maxMessageBytes: options.maxMessageBytes)
+        } catch {
+            stream.close()
+            throw error
+        }
+    }
+
+    static func openStream(_ endpoint: RelayEndpoint, options: ConnectionOptions) throws(TransportError) -> any ByteStream {
+        let tcp = try TCPStream.connect(host: endpoint.host, port: endpoint.port, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+        guard endpoint.secure else { return tcp }
+        do {
+            return try TLSStream(client: tcp, host: endpoint.host, options: options.tls, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+        } catch {
+            tcp.close()
+            throw error
+        }
+    }
+
+    /// Reads an HTTP head (up to the blank line, at most 16 KiB) and whatever followed it.
+    static func readHead(_ stream: any ByteStream, timeoutMilliseconds: Int32) throws(TransportError) -> (HTTPHead, [UInt8]) {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let end = headEnd(bytes) {
+                guard let head = HTTPHead(bytes[..<end]) else { throw TransportError(.handshake, "malformed HTTP head") }
+                return (head, Array(bytes[(end + 4)...]))
+            }
+            guard bytes.count < 16384 else { throw TransportError(.handshake, "HTTP head over 16 KiB") }
+            let n = try readChunk(stream, &chunk, timeoutMilliseconds: timeoutMilliseconds)
+            if n == 0 { throw TransportError(.handshake, "the connection closed during the HTTP exchange") }
+            bytes += chunk[0..<n]
+        }
+    }
+
+    static func headEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+            return i
+        }
+        return nil
+    }
+}
+
+/// The server side of the opening handshake, for the embedded test relay: either a WebSocket
+/// upgrade, or a plain HTTP request (NIP-11) the caller answers itself.
+public enum ServerHandshake {
+    case websocket(WebSocket)
+    case http(path: String, accept: String?, stream: any ByteStream)
+
+    public static func accept(_ stream: any ByteStream, timeoutMilliseconds: Int32,
+                              maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) throws(TransportError) -> ServerHandshake {
+        let (head, leftover) = try WebSocketClient.readHead(stream, timeoutMilliseconds: timeoutMilliseconds)
+        let parts = head.firstLine.split(separator: " ")
+        guard parts.count == 3, parts[0] == "GET" else {
+            try? stream.write(Array("HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8))
+            throw TransportError(.http, "unsupported request \"\(head.firstLine)\"")
+        }
+        guard head.header("upgrade")?.lowercased() == "websocket", let key = head.header("sec-websocket-key") else {
+            return .http(path: String(parts[1]), accept: head.header("accept"), stream: stream)
+        }
+        guard head.header("sec-websocket-version") == "13" else {
+            try? stream.write(Array("HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\n\r\n".utf8))
+            throw TransportError(.handshake, "unsupported WebSocket version")
+        }
+        let response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Accept: \(HandshakeCrypto.acceptValue(forKey: key))\r\n\r\n"
+        try stream.write(Array(response.utf8))
+        return .websocket(WebSocket(stream: stream, role: .server, leftover: leftover, maxMessageBytes: maxMessageBytes))
+    }
+}
+
+/// Reads once from `stream` into `chunk` (typed throws through the buffer closure).
+func readChunk(_ stream: any ByteStream, _ chunk: inout [UInt8], timeoutMilliseconds: Int32) throws(TransportError) -> Int {
+    let result: Result<Int, TransportError> = chunk.withUnsafeMutableBytes { raw in
+        Result { () throws(TransportError) -> Int in try stream.read(into: raw, timeoutMilliseconds: timeoutMilliseconds) }
+    }
+    return try result.get()
+}
