@@ -76,6 +76,7 @@ enum ReplayCommand {
                 if let n = o["reconnectMaxDelaySeconds"]?.int64Value { config.reconnectMaxDelaySeconds = n }
                 if let n = o["reconnectResetAfterSeconds"]?.int64Value { config.reconnectResetAfterSeconds = n }
                 if let n = o["sinceOverlapSeconds"]?.int64Value { config.sinceOverlapSeconds = n }
+                if let b = o["correlateUnnamedAcknowledgements"]?.boolValue { config.correlateUnnamedAcknowledgements = b }
                 session = try RelaySession(config: config)
                 result.append("actions", .array([]))
             case "connect": result.append("actions", actions(try session.connect()))

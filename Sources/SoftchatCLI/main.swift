@@ -13,7 +13,7 @@ let topHelp = """
     usage: softchat <command> [options]   (every command answers --help)
 
     commands:
-      demo                    the main job (see its --help for what it covers today)
+      demo                    the main job: two accounts chat through the embedded loopback relay
       contract list|show ID   the operation contracts this binary was built with
       keygen                  create an identity; the secret goes to a 0600 file
       event sign|verify       sign unsigned events / verify events, one JSON object per line
@@ -21,6 +21,8 @@ let topHelp = """
       filter match FILTER     print the ids of events (one per line) that match a filter
       replay SCRIPT|-         run a JSON-lines script of RelaySession calls, one JSON line per call
       account …               the durable SQLite account: ingest, enqueue, claim, apply, check
+      publish                 publish signed events through the durable account to a relay
+      sync                    sync events matching a filter from a relay into the account
       bench events            signing and verification throughput beside raw libsecp256k1
     """
 
@@ -41,6 +43,8 @@ do {
     case "filter": status = try FilterCommand.run(rest)
     case "replay": status = try ReplayCommand.run(rest)
     case "account": status = try AccountCommand.run(rest)
+    case "publish": status = try PublishCommand.run(rest)
+    case "sync": status = try SyncCommand.run(rest)
     case "bench": status = try BenchCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")

@@ -73,6 +73,10 @@ public struct RelaySessionConfig: Sendable, Hashable {
     public var jitterSeed: Int64
     /// How far before the newest confirmed event a resubscription's `since` starts.
     public var sinceOverlapSeconds: Int64
+    /// For relays that answer a connection's EVENTs strictly in order but send rejections with
+    /// an empty id (nostr-relay): apply such an OK to the oldest event in flight. Off by
+    /// default, because for other relays an OK without an id names no event.
+    public var correlateUnnamedAcknowledgements: Bool
 
     public init(
         supportsEventsBatch: Bool = true,
@@ -80,7 +84,8 @@ public struct RelaySessionConfig: Sendable, Hashable {
         reconnectMaxDelaySeconds: Int64 = Int64(RelayRecoveryContract.reconnectMaxDelaySeconds.value),
         reconnectResetAfterSeconds: Int64 = Int64(RelayRecoveryContract.reconnectResetAfterSeconds.value),
         jitterSeed: Int64 = 0,
-        sinceOverlapSeconds: Int64 = 10
+        sinceOverlapSeconds: Int64 = 10,
+        correlateUnnamedAcknowledgements: Bool = false
     ) {
         self.supportsEventsBatch = supportsEventsBatch
         self.reconnectBaseDelaySeconds = reconnectBaseDelaySeconds
@@ -88,6 +93,7 @@ public struct RelaySessionConfig: Sendable, Hashable {
         self.reconnectResetAfterSeconds = reconnectResetAfterSeconds
         self.jitterSeed = jitterSeed
         self.sinceOverlapSeconds = sinceOverlapSeconds
+        self.correlateUnnamedAcknowledgements = correlateUnnamedAcknowledgements
     }
 
     func validate() throws(SoftchatError) {

@@ -22,8 +22,9 @@ extension SessionMachine {
                 $0.message = message.message
             }]
         case .auth(let challenge):
-            // Each challenge is answered once: a relay repeating it cannot start an auth loop.
-            if answeredChallenges.contains(where: { $0.hasSuffix("|" + challenge) }) { return [] }
+            // Each challenge is asked for once and answered once: a relay repeating it cannot
+            // start an auth loop.
+            if challenge == self.challenge || answeredChallenges.contains(where: { $0.hasSuffix("|" + challenge) }) { return [] }
             self.challenge = challenge
             return [.with(.authenticationRequested) { $0.challenge = challenge }]
         case .count(let id, let result):
@@ -118,6 +119,11 @@ extension SessionMachine {
             }
             authenticated = true
             return [.with(.authenticated) { $0.eventID = eventID }] + replayAfterAuthentication()
+        }
+        var eventID = eventID
+        if eventID == nil && config.correlateUnnamedAcknowledgements {
+            // In-order relay: the unnamed OK answers the oldest event still in flight.
+            eventID = deliveries.values.filter { $0.state == .inFlight }.min { $0.sentOrder < $1.sentOrder }?.event.id
         }
         guard let eventID, let delivery = deliveries[eventID], delivery.state == .inFlight else {
             // Relay prose about nothing we have in flight: diagnostic only, applied to nothing.

@@ -38,6 +38,8 @@ struct SessionMachine {
         var awaitingAuthResend = false
         /// True while the event sits in a drained, unconfirmed frame.
         var drained = false
+        /// When it went in flight, in confirmSent order (for in-order OK correlation).
+        var sentOrder = 0
     }
 
     struct Awaiting {
@@ -64,6 +66,7 @@ struct SessionMachine {
     var deliveries: [String: Delivery] = [:]
     var nextBatch = 0
     var nextSequence = 0
+    var nextSentOrder = 0
 
     var awaiting: [String: Awaiting] = [:]
     var recentlyConfirmed = RecentIDs(capacity: 4096)
@@ -115,6 +118,17 @@ struct SessionMachine {
             throw SoftchatError(bound.error,
                 "\(call): \(outboundCount) outbound frames are queued; \(frames) more would pass the limit of \(bound.value)",
                 operation: .relaySession)
+        }
+    }
+
+    /// A reconnect sends a REQ per subscription and a COUNT per unanswered count; that has to
+    /// fit in the outbound bound, or `transportConnected` could never succeed again.
+    func requireReconnectRoom(_ call: String) throws(SoftchatError) {
+        let bound = RelaySessionContract.maxOutboundFrames
+        guard subscriptions.count + pendingCounts.count < bound.value else {
+            throw SoftchatError(bound.error,
+                "\(call): \(subscriptions.count) subscriptions and \(pendingCounts.count) unanswered COUNTs already fill the "
+                    + "\(bound.value) frames a reconnect sends", operation: .relaySession)
         }
     }
 
@@ -269,6 +283,7 @@ struct SessionMachine {
                 throw SoftchatError(bound.error, "subscribe: \(subscriptions.count) subscriptions are open, the limit is \(bound.value)",
                     operation: .relaySession)
             }
+            try requireReconnectRoom("subscribe")
         }
         if connection == .connected {
             // A replaced subscription's undrained REQ is superseded rather than sent twice.
@@ -312,6 +327,7 @@ struct SessionMachine {
         guard subscriptions[id] == nil else {
             throw .invalidRelaySession("count: \"\(id)\" is already a subscription id on this connection")
         }
+        if pendingCounts[id] == nil { try requireReconnectRoom("count") }
         if connection == .connected {
             try requireOutboundRoom(1, "count")
             queue.append(OutboundEntry(
@@ -336,7 +352,8 @@ struct SessionMachine {
             drained.append(entry)
             out.append(OutboundRelayFrame(frame: entry.frame, deliveryEventIDs: entry.deliveryEventIDs))
         }
-        while out.count < max, let entry = nextPublishFrame() {
+        // Publish frames are built here; a drained one counts towards the outbound bound too.
+        while out.count < max, outboundCount < RelaySessionContract.maxOutboundFrames.value, let entry = nextPublishFrame() {
             drained.append(entry)
             for id in entry.deliveryEventIDs { deliveries[id]!.drained = true }
             out.append(OutboundRelayFrame(frame: entry.frame, deliveryEventIDs: entry.deliveryEventIDs))
@@ -373,6 +390,8 @@ struct SessionMachine {
         for id in entry.deliveryEventIDs where deliveries[id] != nil {
             deliveries[id]!.drained = false
             deliveries[id]!.state = .inFlight
+            deliveries[id]!.sentOrder = nextSentOrder
+            nextSentOrder += 1
         }
     }
 

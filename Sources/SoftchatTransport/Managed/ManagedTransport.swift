@@ -105,6 +105,10 @@ final class TransportLoop: @unchecked Sendable {
     var inSession: Set<String> = []
     var sentAt: [String: Int64] = [:]
     var leaseCounter = 0
+    /// Until then (Unix ms), wait for a NIP-42 challenge before publishing.
+    var authWindowEnds: Int64 = 0
+    /// When our AUTH went out; some relays (nostr-relay) never acknowledge a good one.
+    var authSentAt: Int64?
 
     /// Backfill paging per subscription.
     struct Page { var original: [String]; var oldest: Int64?; var newInPage = 0; var total = 0; var paging = false }
@@ -140,6 +144,10 @@ final class TransportLoop: @unchecked Sendable {
         case .never: config.supportsEventsBatch = false
         case .auto: config.supportsEventsBatch = information?.acceptsEventsBatch ?? false
         }
+        // nostr-relay answers EVENTs in order and rejects with an empty id: correlate by order.
+        if let software = information?.document["software"]?.stringValue, software.contains("nostr_relay") {
+            config.correlateUnnamedAcknowledgements = true
+        }
         do {
             session = try RelaySession(config: config)
             try subscribeFromPolicy()
@@ -154,6 +162,10 @@ final class TransportLoop: @unchecked Sendable {
                 let ws = try WebSocketClient.connect(endpoint, options: policy.connection)
                 socket = ws
                 try session.transportConnected(now: Self.now())
+                // A relay that speaks NIP-42 may challenge right away: give it a moment before
+                // writing anything, so the AUTH goes ahead of the first REQ or EVENT.
+                authWindowEnds = identity != nil && information?.supportedNIPs.contains(42) == true ? Self.nowMilliseconds() + 300 : 0
+                authSentAt = nil
                 owner?.publish(information?.authRequired == true && identity != nil ? .authenticating : .ready)
                 try connected(ws)
             } catch let error as TransportError {
@@ -193,9 +205,16 @@ final class TransportLoop: @unchecked Sendable {
                 ws.stream.close()
                 throw TransportError(.closed, "connection dropped on request")
             }
-            try claimAndPublish()
-            try flush(ws)
+            if Self.nowMilliseconds() >= authWindowEnds {
+                try claimAndPublish()
+                try flush(ws)
+            }
             try checkAcknowledgementDeadline()
+            if let sent = authSentAt, Self.nowMilliseconds() - sent > 1000 {
+                // No answer to our AUTH: the relay stays silent on success (nostr-relay does).
+                authSentAt = nil
+                owner?.publish(.ready)
+            }
             let message: WebSocket.Message
             do {
                 message = try ws.receive(timeoutMilliseconds: 25)
@@ -274,8 +293,11 @@ final class TransportLoop: @unchecked Sendable {
                 guard let identity, let challenge = action.challenge else { continue }
                 let auth = try identity.createNip42Authentication(challenge: challenge, relayURL: endpoint.url, createdAt: Self.now())
                 try session.authenticate(auth)
+                authWindowEnds = 0
+                authSentAt = Self.nowMilliseconds()
                 owner?.publish(.authenticating)
             case .authenticated:
+                authSentAt = nil
                 owner?.publish(.ready)
             case .authenticationFailed:
                 emit(.notice("authentication refused: \(action.prefix ?? "") \(action.message ?? "")"))

@@ -1,0 +1,180 @@
+import SoftchatCore
+import SoftchatJSON
+import SoftchatStorage
+import SoftchatTransport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Shared by `publish` and `sync`: connection options from the command line.
+enum NetworkOptions {
+    static func policy(_ parsed: Arguments) -> ManagedTransportPolicy {
+        var policy = ManagedTransportPolicy()
+        if let ca = parsed.options["--ca-file"] { policy.connection.tls = TLSOptions(caFile: ca) }
+        if parsed.has("--no-events-batch") { policy.eventsBatch = .never }
+        return policy
+    }
+
+    static func loadIdentity(_ path: String?) throws -> SoftchatIdentity? {
+        guard let path else { return nil }
+        do {
+            return try SoftchatIdentity.loadSecretKeyFile(path: path)
+        } catch let error as SoftchatError {
+            throw error
+        } catch {
+            throw RuntimeFailure(code: "key_file", message: "\(error)")
+        }
+    }
+
+    /// A progress line on a terminal (rewritten in place), JSON lines otherwise.
+    static func progress(_ json: Bool, _ fields: KeyValuePairs<String, JSONValue>, _ text: String) {
+        if json || !isTerminal(1) {
+            var o = JSONObject()
+            for (k, v) in fields { o.append(k, v) }
+            Output.standard.line(JSONValue.object(o).jsonText)
+        } else {
+            Output.standard.line("\u{1B}[1A\u{1B}[2K" + text)
+        }
+        Output.standard.flush()
+    }
+}
+
+enum PublishCommand {
+    static let help = """
+        usage: softchat publish --relay URL --key FILE --db FILE [--message TEXT] [--json]
+                                [--ca-file PEM] [--no-events-batch] [--timeout SECONDS]
+
+        Publishes through the durable account: the signed events given one per line on stdin
+        (or one kind-14 chat message signed from --message) are committed as publish intents,
+        then the managed transport delivers them. Exits 0 once every intent is terminal and
+        prints the count per state (1 if any was rejected, 3 on timeout, default 60 s).
+        """
+
+    static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
+        let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--message", "--ca-file", "--timeout"],
+            switches: ["--json", "--no-events-batch", "--help", "-h"])
+        if parsed.has("--help") || parsed.has("-h") {
+            Output.standard.line(help)
+            return .success
+        }
+        guard let relay = parsed.options["--relay"], let db = parsed.options["--db"], let keyPath = parsed.options["--key"] else {
+            throw UsageError("publish needs --relay URL, --key FILE and --db FILE")
+        }
+        let identity = try NetworkOptions.loadIdentity(keyPath)!
+        let now = Int64(time(nil))
+        var events: [VerifiedEvent] = []
+        if let message = parsed.options["--message"] {
+            events.append(try identity.sign(UnsignedEvent(createdAt: now, kind: 14, tags: [], content: message)))
+        } else {
+            var reader = LineReader()
+            while let line = reader.next() {
+                if line.isEmpty { continue }
+                events.append(try VerifiedEvent(text: String(decoding: line, as: UTF8.self)))
+            }
+        }
+        guard !events.isEmpty else { throw UsageError("nothing to publish: give events on stdin or --message TEXT") }
+        let account = try SoftchatAccount.open(path: db)
+        defer { account.close() }
+        // Batches of at most 256 events, one durable operation each.
+        var intents: Set<String> = []
+        var offset = 0
+        while offset < events.count {
+            let batch = Array(events[offset..<min(offset + RelayPublishContract.maxPublishBatchEvents.value, events.count)])
+            let operation = "publish-\(batch[0].id.prefix(16))-\(batch.count)"
+            intents.formUnion(try account.outgoing.enqueueSigned(operationId: operation, events: batch, relayUrls: [relay], now: now))
+            offset += batch.count
+        }
+        let json = parsed.has("--json")
+        let transport = try account.startManagedTransport(relayURL: relay, identity: identity, policy: NetworkOptions.policy(parsed))
+        defer { transport.stop() }
+        let timeout = Double(try parsed.int("--timeout") ?? 60)
+        var lastLine = ""
+        let done = try DemoCommand.waitUntil(seconds: timeout) {
+            let counts = try account.delivery.stateCounts(relayURL: relay)
+            let terminal = (counts[.accepted] ?? 0) + (counts[.rejected] ?? 0)
+            let line = "publish \(terminal)/\(intents.count) terminal — accepted \(counts[.accepted] ?? 0), rejected \(counts[.rejected] ?? 0), state \(transport.state)"
+            if line != lastLine {
+                lastLine = line
+                NetworkOptions.progress(json, ["terminal": .integer(Int64(terminal)), "intents": .integer(Int64(intents.count)),
+                                               "state": .string(transport.state.description)], line)
+            }
+            return terminal >= intents.count
+        }
+        let counts = try account.delivery.stateCounts(relayURL: relay)
+        var summary = JSONObject()
+        summary.append("done", .bool(done))
+        for s in DeliveryState.allCases { summary.append(s.rawValue, .integer(Int64(counts[s] ?? 0))) }
+        Output.standard.line(json ? JSONValue.object(summary).jsonText
+            : DeliveryState.allCases.map { "\($0.rawValue) \(counts[$0] ?? 0)" }.joined(separator: ", "))
+        if !done { return .runtimeFailure }
+        return (counts[.rejected] ?? 0) > 0 ? .inputRejected : .success
+    }
+}
+
+enum SyncCommand {
+    static let help = """
+        usage: softchat sync --relay URL --db FILE --filter JSON [--key FILE] [--follow] [--json]
+                             [--ca-file PEM] [--timeout SECONDS]
+
+        Syncs events matching FILTER (one filter object or an array) from the relay into the
+        account, paging past a relay's cap on results, until the end of stored events; with
+        --follow it keeps receiving until interrupted. --key answers NIP-42 when asked.
+        Prints the number of events held for the filter.
+        """
+
+    static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
+        let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--timeout"],
+            switches: ["--json", "--follow", "--help", "-h"])
+        if parsed.has("--help") || parsed.has("-h") {
+            Output.standard.line(help)
+            return .success
+        }
+        guard let relay = parsed.options["--relay"], let db = parsed.options["--db"], let filterText = parsed.options["--filter"] else {
+            throw UsageError("sync needs --relay URL, --db FILE and --filter JSON")
+        }
+        let value: JSONValue
+        do {
+            value = try JSONReader().parse(filterText)
+        } catch {
+            throw SoftchatError.invalidRelayFilter("--filter is not valid JSON: \(error)")
+        }
+        let filtersJSON = (value.arrayValue ?? [value]).map(\.jsonText)
+        let filters = try filtersJSON.map { try RelayFilter.fromJSON($0) }
+        let identity = try NetworkOptions.loadIdentity(parsed.options["--key"])
+        let account = try SoftchatAccount.open(path: db)
+        defer { account.close() }
+        try account.setSubscription(id: "sync", filtersJSON: filtersJSON, relayURL: relay)
+        let synced = SyncFlag()
+        var policy = NetworkOptions.policy(parsed)
+        let json = parsed.has("--json")
+        policy.observer = { event in
+            switch event {
+            case .synced(let sub, _) where sub == "sync": synced.set()
+            case .ingested(let r):
+                NetworkOptions.progress(json, ["inserted": .integer(Int64(r.insertedEventIDs.count)), "duplicates": .integer(Int64(r.duplicateEventIDs.count))],
+                    "sync: +\(r.insertedEventIDs.count) inserted, \(r.duplicateEventIDs.count) duplicates")
+            default: break
+            }
+        }
+        let transport = try account.startManagedTransport(relayURL: relay, identity: identity, policy: policy)
+        defer { transport.stop() }
+        if parsed.has("--follow") {
+            while true { sleep(3600) }
+        }
+        let done = try DemoCommand.waitUntil(seconds: Double(try parsed.int("--timeout") ?? 60)) { synced.isSet }
+        let held = try account.events(matching: filters, now: Int64(time(nil))).count
+        Output.standard.line(json ? JSONValue.object(JSONObject(["synced": .bool(done), "events": .integer(Int64(held))])).jsonText
+            : "synced \(done ? "to the end of stored events" : "NOT to the end (timeout)"): \(held) events held for the filter")
+        return done ? .success : .runtimeFailure
+    }
+}
+
+final class SyncFlag: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    private var value = false
+    init() { pthread_mutex_init(&mutex, nil) }
+    func set() { pthread_mutex_lock(&mutex); value = true; pthread_mutex_unlock(&mutex) }
+    var isSet: Bool { pthread_mutex_lock(&mutex); defer { pthread_mutex_unlock(&mutex) }; return value }
+}
