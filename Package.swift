@@ -93,6 +93,10 @@ let package = Package(
             name: "SoftchatStorageTests", dependencies: ["SoftchatStorage", "SoftchatCore", "SoftchatJSON"],
             swiftSettings: strictSwift),
         .testTarget(
+            name: "SoftchatTransportTests",
+            dependencies: ["SoftchatTransport", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON"],
+            swiftSettings: strictSwift),
+        .testTarget(
             name: "SoftchatRecipeTests", dependencies: ["SoftchatCore"],
             swiftSettings: strictSwift, plugins: ["SoftchatContractPlugin"]),
         .testTarget(

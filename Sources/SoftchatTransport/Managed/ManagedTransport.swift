@@ -109,6 +109,9 @@ final class TransportLoop: @unchecked Sendable {
     var authWindowEnds: Int64 = 0
     /// When our AUTH went out; some relays (nostr-relay) never acknowledge a good one.
     var authSentAt: Int64?
+    /// No new claim before this time (Unix ms) after retryable answers, and the current pause.
+    var claimPausedUntil: Int64 = 0
+    var retryPause: Int64 = 0
 
     /// Backfill paging per subscription.
     struct Page { var original: [String]; var oldest: Int64?; var newInPage = 0; var total = 0; var paging = false }
@@ -241,7 +244,7 @@ final class TransportLoop: @unchecked Sendable {
 
     func claimAndPublish() throws {
         // One claim at a time keeps the session's queue bounded; claim again when it drains.
-        guard inSession.isEmpty else { return }
+        guard inSession.isEmpty, Self.nowMilliseconds() >= claimPausedUntil else { return }
         leaseCounter += 1
         let lease = "\(endpoint.host)-\(getpid())-\(Self.nowMilliseconds())-\(leaseCounter)"
         guard let result = try account.delivery.claim(leaseId: lease, relayUrl: endpoint.url, now: Self.now(), max: policy.claimBatch)
@@ -382,6 +385,12 @@ final class TransportLoop: @unchecked Sendable {
         case .accepted, .rejected, .retryable:
             inSession.remove(id)
             sentAt[id] = nil
+        }
+        if decision.state == .accepted {
+            retryPause = 0
+        } else if decision.state == .retryable && decision.category != .transportLost {
+            retryPause = retryPause == 0 ? policy.retryDelaySeconds * 1000 : min(retryPause * 2, 60_000)
+            claimPausedUntil = Self.nowMilliseconds() + retryPause
         }
         guard let h = holder.removeValue(forKey: id), let claim = claims[h.lease] else { return }
         do {

@@ -48,6 +48,10 @@ public struct ManagedTransportPolicy: Sendable {
     public var acknowledgementTimeoutSeconds: Int64 = 15
     /// Intents claimed (and published) at once, 1–256.
     public var claimBatch = 256
+    /// After a relay answers "retryable" (rate-limited, auth-required, error…), wait this long
+    /// before claiming again, doubling per consecutive retryable answer up to 60 s; an accepted
+    /// event resets it. Keeps a refusing relay from burning the retry budget in a burst.
+    public var retryDelaySeconds: Int64 = 1
     public var session = RelaySessionConfig()
     /// Page stored events past a relay's silent cap on results with `until`, until a page brings
     /// nothing new; then the live subscription resumes.

@@ -107,6 +107,7 @@ public final class WebSocket: @unchecked Sendable {
             switch opcode {
             case .ping:
                 try sendFrame(.pong, payload)
+                continue
             case .pong:
                 continue
             case .close:

@@ -1,0 +1,188 @@
+import Foundation
+import SoftchatCore
+import SoftchatStorage
+import SoftchatTestRelay
+@testable import SoftchatTransport
+import Testing
+
+/// Waits up to `seconds` for `condition`, polling every 20 ms.
+func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
+}
+
+final class Scratch {
+    let dir = NSTemporaryDirectory() + "softchat-transport-" + UUID().uuidString
+    init() { try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+    func account(_ name: String) throws -> SoftchatAccount { try SoftchatAccount.open(path: "\(dir)/\(name).db") }
+    deinit { try? FileManager.default.removeItem(atPath: dir) }
+}
+
+func chatEvents(_ identity: SoftchatIdentity, to recipient: String, count: Int, base: Int64 = 1_764_000_000) throws -> [VerifiedEvent] {
+    try (0..<count).map { i in
+        try identity.sign(UnsignedEvent(createdAt: base + Int64(i), kind: 14, tags: [["p", recipient]], content: "message \(i)"))
+    }
+}
+
+func quickPolicy(_ mode: EventsBatchMode = .auto) -> ManagedTransportPolicy {
+    var p = ManagedTransportPolicy()
+    p.eventsBatch = mode
+    p.session.reconnectBaseDelaySeconds = 1
+    p.session.jitterSeed = 3
+    p.connection.connectTimeoutMilliseconds = 2000
+    return p
+}
+
+@Suite struct ManagedTransportTests {
+    @Test(arguments: [EventsBatchMode.auto, .never])
+    func publishedIntentsAreAcceptedOnceAndSyncedAcrossAConnectionDrop(mode: EventsBatchMode) throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let scratch = Scratch()
+        let alice = SoftchatIdentity.generate(), bob = SoftchatIdentity.generate()
+        let sender = try scratch.account("alice"), receiver = try scratch.account("bob")
+        defer { sender.close(); receiver.close() }
+        let events = try chatEvents(alice, to: bob.publicKeyHex, count: 300)
+        for (k, chunk) in stride(from: 0, to: 300, by: 100).enumerated() {
+            _ = try sender.outgoing.enqueueSigned(operationId: "op\(k)", events: Array(events[chunk..<chunk + 100]), relayUrls: [relay.url], now: 1)
+        }
+        try receiver.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
+        let publishing = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy(mode))
+        let syncing = try receiver.startManagedTransport(relayURL: relay.url, identity: bob, policy: quickPolicy(mode))
+        #expect(try eventually { (try sender.delivery.stateCounts()[.accepted] ?? 0) >= 50 })
+        relay.dropConnections()
+        let chat = try RelayFilter.fromJSON("{\"kinds\":[14]}")
+        let done = try eventually(30) {
+            try sender.delivery.stateCounts()[.accepted] == 300 && receiver.events(matching: [chat], now: 2_000_000_000).count == 300
+        }
+        publishing.stop()
+        syncing.stop()
+        #expect(done)
+        #expect(relay.storedEventCount == 300)
+        #expect(try sender.delivery.stateCounts()[.accepted] == 300)
+        #expect(Set(try receiver.events(matching: [chat], now: 2_000_000_000).map(\.id)) == Set(events.map(\.id)))
+        #expect(try sender.check(now: 10).ok)
+        #expect(try receiver.check(now: 10).ok)
+    }
+
+    @Test func stopReleasesLeasesAndEndsTheStateStream() async throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let scratch = Scratch()
+        let alice = SoftchatIdentity.generate()
+        let account = try scratch.account("alice")
+        defer { account.close() }
+        let transport = try account.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
+        #expect(eventually { transport.state == .ready })
+        transport.stop()
+        var seen: [String] = []
+        for await state in transport.states { seen.append(state.description) }
+        #expect(seen.first == "connecting")
+        #expect(seen.contains("ready"))
+        #expect(seen.last?.hasPrefix("stopped") == true)
+        #expect(try account.check(now: Int64(Date().timeIntervalSince1970)).liveLeases == 0)
+    }
+
+    @Test func nip42IsAnsweredWithTheIdentityForPublishingAndReading() throws {
+        var options = TestRelayOptions()
+        options.requireAuth = true
+        let relay = try TestRelay(options: options)
+        defer { relay.stop() }
+        let scratch = Scratch()
+        let alice = SoftchatIdentity.generate()
+        let account = try scratch.account("alice"), reader = try scratch.account("reader")
+        defer { account.close(); reader.close() }
+        let events = try chatEvents(alice, to: alice.publicKeyHex, count: 10)
+        _ = try account.outgoing.enqueueSigned(operationId: "op", events: events, relayUrls: [relay.url], now: 1)
+        let transport = try account.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
+        defer { transport.stop() }
+        #expect(try eventually { try account.delivery.stateCounts()[.accepted] == 10 })
+        try reader.setSubscription(id: "mine", filtersJSON: ["{\"authors\":[\"\(alice.publicKeyHex)\"]}"])
+        let readerTransport = try reader.startManagedTransport(relayURL: relay.url, identity: SoftchatIdentity.generate(), policy: quickPolicy())
+        defer { readerTransport.stop() }
+        let all = try RelayFilter.fromJSON("{\"kinds\":[14]}")
+        #expect(try eventually { try reader.events(matching: [all], now: 2_000_000_000).count == 10 })
+    }
+
+    @Test func withoutAnIdentityAnAuthRequiringRelayLeavesIntentsRetryableNotAccepted() throws {
+        var options = TestRelayOptions()
+        options.requireAuth = true
+        let relay = try TestRelay(options: options)
+        defer { relay.stop() }
+        let scratch = Scratch()
+        let alice = SoftchatIdentity.generate()
+        let account = try scratch.account("alice")
+        defer { account.close() }
+        _ = try account.outgoing.enqueueSigned(operationId: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 3),
+            relayUrls: [relay.url], now: 1)
+        let transport = try account.startManagedTransport(relayURL: relay.url, identity: nil, policy: quickPolicy())
+        #expect(try eventually(10) { try account.delivery.stateCounts()[.retryable] == 3 })
+        usleep(1_500_000)
+        transport.stop()
+        let counts = try account.delivery.stateCounts()
+        #expect(counts[.accepted] == nil)
+        // The pause between retries keeps a refusing relay from exhausting the budget at once.
+        #expect(counts[.rejected] == nil)
+        #expect(relay.storedEventCount == 0)
+    }
+
+    @Test func backfillPagesPastARelaysSilentCapOnResults() throws {
+        var options = TestRelayOptions()
+        options.reqCap = 40
+        let relay = try TestRelay(options: options)
+        defer { relay.stop() }
+        let scratch = Scratch()
+        let alice = SoftchatIdentity.generate()
+        let sender = try scratch.account("alice"), receiver = try scratch.account("bob")
+        defer { sender.close(); receiver.close() }
+        _ = try sender.outgoing.enqueueSigned(operationId: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 130),
+            relayUrls: [relay.url], now: 1)
+        let publishing = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
+        #expect(try eventually { try sender.delivery.stateCounts()[.accepted] == 130 })
+        publishing.stop()
+        try receiver.setSubscription(id: "all", filtersJSON: ["{\"kinds\":[14]}"])
+        let synced = SyncedFlag()
+        var policy = quickPolicy()
+        policy.observer = { if case .synced = $0 { synced.set() } }
+        let syncing = try receiver.startManagedTransport(relayURL: relay.url, identity: nil, policy: policy)
+        defer { syncing.stop() }
+        #expect(eventually { synced.value })
+        #expect(try receiver.events(matching: [try RelayFilter.fromJSON("{\"kinds\":[14]}")], now: 2_000_000_000).count == 130)
+    }
+
+    @Test func relayInformationIsFetchedWithTheNostrJSONAcceptHeader() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let info = try RelayInformation.fetch(try RelayEndpoint(relay.url))
+        #expect(info.name == "softchat test relay")
+        #expect(info.supportedNIPs.contains(42))
+        #expect(info.maxMessageLength == RelayWireContract.maxFrameBytes.value)
+        #expect(info.acceptsEventsBatch)
+    }
+
+    @Test func aRelayThatIsDownLeadsToBackoffNotAFailure() throws {
+        let listener = try TCPListener()
+        let port = listener.port
+        listener.close()
+        let scratch = Scratch()
+        let account = try scratch.account("alice")
+        defer { account.close() }
+        var policy = quickPolicy()
+        policy.fetchRelayInformation = false
+        let transport = try account.startManagedTransport(relayURL: "ws://127.0.0.1:\(port)", identity: nil, policy: policy)
+        #expect(eventually(5) { if case .backingOff = transport.state { true } else { false } })
+        transport.stop()
+        if case .stopped = transport.state {} else { Issue.record("not stopped: \(transport.state)") }
+    }
+}
+
+final class SyncedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var flag = false
+    func set() { lock.lock(); flag = true; lock.unlock() }
+    var value: Bool { lock.lock(); defer { lock.unlock() }; return flag }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import SoftchatCore
+import SoftchatTestRelay
+@testable import SoftchatTransport
+import Testing
+
+/// A throwaway PKI made with the openssl command line: a test CA, and server certificates that
+/// are valid, expired, for the wrong host, or self-signed (untrusted).
+final class TestPKI: Sendable {
+    let dir: String
+
+    init() throws {
+        dir = NSTemporaryDirectory() + "softchat-pki-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem",
+                 "-days", "2", "-subj", "/CN=Softchat Test CA"])
+        // `openssl ca` takes explicit validity dates, which the expired certificate needs.
+        try "".write(toFile: "\(dir)/index.txt", atomically: true, encoding: .utf8)
+        try "1000\n".write(toFile: "\(dir)/serial", atomically: true, encoding: .utf8)
+        try """
+            [ca]
+            default_ca = test
+            [test]
+            dir = \(dir)
+            database = \(dir)/index.txt
+            serial = \(dir)/serial
+            new_certs_dir = \(dir)
+            certificate = \(dir)/ca.pem
+            private_key = \(dir)/ca.key
+            default_md = sha256
+            policy = anything
+            copy_extensions = copy
+            unique_subject = no
+            [anything]
+            commonName = supplied
+            """.write(toFile: "\(dir)/ca.cnf", atomically: true, encoding: .utf8)
+        try issue("valid", san: "IP:127.0.0.1,DNS:localhost", start: nil, end: nil)
+        try issue("wronghost", san: "DNS:other.example", start: nil, end: nil)
+        try issue("expired", san: "IP:127.0.0.1,DNS:localhost", start: "20200101000000Z", end: "20200102000000Z")
+        try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/selfsigned.key", "-out", "\(dir)/selfsigned.pem",
+                 "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: dir) }
+
+    func certificate(_ name: String) -> String { "\(dir)/\(name).pem" }
+    func key(_ name: String) -> String { "\(dir)/\(name).key" }
+    var caFile: String { "\(dir)/ca.pem" }
+
+    private func issue(_ name: String, san: String, start: String?, end: String?) throws {
+        try run(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key(name), "-out", "\(dir)/\(name).csr",
+                 "-subj", "/CN=\(name)", "-addext", "subjectAltName=\(san)"])
+        var args = ["ca", "-batch", "-config", "\(dir)/ca.cnf", "-in", "\(dir)/\(name).csr", "-out", certificate(name)]
+        if let start, let end { args += ["-startdate", start, "-enddate", end] } else { args += ["-days", "2"] }
+        try run(args)
+    }
+
+    private func run(_ args: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw TransportError(.tls, "openssl \(args.first ?? "") failed") }
+    }
+}
+
+@Suite(.serialized) struct TLSTests {
+    static let pki = Result { try TestPKI() }
+
+    func relay(_ name: String) throws -> TestRelay {
+        let pki = try Self.pki.get()
+        var options = TestRelayOptions()
+        options.certificateFile = pki.certificate(name)
+        options.keyFile = pki.key(name)
+        return try TestRelay(options: options)
+    }
+
+    func connect(_ relay: TestRelay, trusting caFile: String?) throws(TransportError) -> WebSocket {
+        try WebSocketClient.connect(try RelayEndpoint(relay.url),
+            options: ConnectionOptions(tls: TLSOptions(caFile: caFile), connectTimeoutMilliseconds: 3000))
+    }
+
+    @Test func wssWithATrustedCertificateCarriesRelayFrames() throws {
+        let relay = try relay("valid")
+        defer { relay.stop() }
+        #expect(relay.url.hasPrefix("wss://"))
+        let ws = try connect(relay, trusting: try Self.pki.get().caFile)
+        try ws.send(text: #"["REQ","s",{"kinds":[1]}]"#)
+        #expect(try ws.receive(timeoutMilliseconds: 3000) == .text(#"["EOSE","s"]"#))
+        ws.close()
+    }
+
+    @Test func anExpiredCertificateIsRefused() throws {
+        let relay = try relay("expired")
+        defer { relay.stop() }
+        expectCertificateRefusal(try Self.pki.get().caFile, relay, mentioning: "expired")
+    }
+
+    @Test func aCertificateForAnotherHostIsRefused() throws {
+        let relay = try relay("wronghost")
+        defer { relay.stop() }
+        expectCertificateRefusal(try Self.pki.get().caFile, relay, mentioning: "mismatch")
+    }
+
+    @Test func aSelfSignedCertificateIsRefused() throws {
+        let relay = try relay("selfsigned")
+        defer { relay.stop() }
+        expectCertificateRefusal(try Self.pki.get().caFile, relay, mentioning: "self-signed")
+    }
+
+    @Test func theSystemStoreDoesNotTrustTheTestCA() throws {
+        let relay = try relay("valid")
+        defer { relay.stop() }
+        expectCertificateRefusal(nil, relay, mentioning: "certificate")
+    }
+
+    func expectCertificateRefusal(_ caFile: String?, _ relay: TestRelay, mentioning text: String,
+                                  sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            _ = try connect(relay, trusting: caFile)
+            Issue.record("the certificate was accepted", sourceLocation: sourceLocation)
+        } catch {
+            #expect(error.kind == .certificate, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.message.contains(text), "\(error)", sourceLocation: sourceLocation)
+        }
+    }
+}
