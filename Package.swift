@@ -9,6 +9,12 @@ let strictSwift: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+// scripts/fuzz sets SOFTCHAT_FUZZ=1 (with its own --build-path): the parsers and the fuzz
+// executable are then built with libFuzzer and AddressSanitizer; nothing else changes.
+let fuzzing = Context.environment["SOFTCHAT_FUZZ"] == "1"
+let fuzzedSwift: [SwiftSetting] = strictSwift + (fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"]), .define("FUZZING")] : [])
+let fuzzLinker: [LinkerSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+
 let package = Package(
     name: "Softchat",
     platforms: [.macOS(.v15), .iOS(.v18)],
@@ -32,12 +38,15 @@ let package = Package(
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
 
         // MARK: Strict JSON over UTF-8 bytes, shared by the core and the schema loader
-        .target(name: "SoftchatJSON", swiftSettings: strictSwift),
+        .target(name: "SoftchatJSON", swiftSettings: fuzzedSwift),
 
         // MARK: The contract schema: load/validate → model → render
         .target(name: "SoftchatContracts", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
         .target(name: "SoftchatCodegen", dependencies: ["SoftchatContracts"], swiftSettings: strictSwift),
-        .executableTarget(name: "softchat-codegen", dependencies: ["SoftchatCodegen"], swiftSettings: strictSwift),
+        .executableTarget(
+            name: "softchat-codegen", dependencies: ["SoftchatCodegen"], swiftSettings: strictSwift,
+            // Under SOFTCHAT_FUZZ its SoftchatJSON is instrumented: link the sanitizer runtime.
+            linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=address"])] : []),
         .plugin(
             name: "SoftchatContractPlugin", capability: .buildTool(),
             dependencies: ["softchat-codegen"]),
@@ -54,7 +63,7 @@ let package = Package(
         .target(
             name: "SoftchatCore",
             dependencies: ["SoftchatJSON", "CSecp256k1", "COpenSSL"],
-            swiftSettings: strictSwift,
+            swiftSettings: fuzzedSwift,
             plugins: ["SoftchatContractPlugin"]),
 
         // MARK: Storage: the durable SoftchatAccount on SQLite
@@ -66,7 +75,7 @@ let package = Package(
         .target(
             name: "SoftchatTransport",
             dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON", "COpenSSL"],
-            swiftSettings: strictSwift),
+            swiftSettings: fuzzedSwift),
 
         // MARK: The embedded loopback test relay (demo and tests only; no production path uses it)
         .target(
@@ -77,6 +86,12 @@ let package = Package(
         .target(
             name: "SoftchatBenchmarks", dependencies: ["SoftchatCore", "SoftchatJSON", "CSecp256k1"],
             swiftSettings: strictSwift),
+
+        // MARK: libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer; normally a replay runner)
+        .target(name: "CFuzzerDriver"),
+        .executableTarget(
+            name: "softchat-fuzz", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatTransport", "CFuzzerDriver"],
+            path: "Sources/SoftchatFuzz", swiftSettings: fuzzedSwift, linkerSettings: fuzzLinker),
 
         // MARK: The thin CLI
         .executableTarget(

@@ -1,0 +1,141 @@
+// libFuzzer targets for every parser Softchat exposes to untrusted bytes. Built by scripts/fuzz
+// (SOFTCHAT_FUZZ=1: `-sanitize=fuzzer,address`, FUZZING defined) it runs libFuzzer's driver on
+// the target named by SOFTCHAT_FUZZ_TARGET; built normally it is a replay runner:
+// `softchat-fuzz TARGET FILE…` runs saved inputs (seed corpora, findings) through the same code.
+import SoftchatCore
+import SoftchatJSON
+import SoftchatTransport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One fuzz target: bytes in; crashes, traps and sanitizer reports are the findings.
+enum FuzzTarget: String, CaseIterable {
+    case json, event, filter, clientFrame = "client-frame", relayFrame = "relay-frame", nip11, websocket, session
+
+    func run(_ data: UnsafeRawBufferPointer) {
+        let bytes = Array(data.bindMemory(to: UInt8.self))
+        let text = String(decoding: bytes, as: UTF8.self)
+        switch self {
+        case .json:
+            if let value = try? JSONReader().parse(bytes) {
+                // What the reader accepts, the writer must write back to the same value.
+                let again = try? JSONReader().parse(value.jsonText)
+                precondition(again == value, "JSON round-trip changed the value")
+            }
+        case .event:
+            if let e = try? VerifiedEvent(text: text) {
+                precondition((try? VerifiedEvent(text: e.jsonText)) == e, "event round-trip failed")
+            }
+        case .filter:
+            if let f = try? RelayFilter.fromJSON(text) {
+                precondition((try? RelayFilter.fromJSON(f.toJSON())) == f, "filter round-trip failed")
+            }
+        case .clientFrame:
+            if let f = try? parseClientRelayFrame(text) {
+                precondition((try? parseClientRelayFrame(f.toJSON())) == f, "client frame round-trip failed")
+            }
+        case .relayFrame:
+            if let f = try? parseRelayResponseFrame(text) {
+                precondition((try? parseRelayResponseFrame(f.toJSON())) == f, "relay frame round-trip failed")
+            }
+        case .nip11:
+            if let doc = try? JSONReader().parse(bytes) {
+                let info = RelayInformation(document: doc)
+                _ = (info.maxMessageLength, info.maxFilters, info.maxLimit, info.authRequired, info.supportedNIPs, info.acceptsEventsBatch)
+            }
+        case .websocket:
+            // The bytes are what a server sent after the handshake.
+            let ws = WebSocket(stream: ReplayStream(bytes), role: .client, leftover: [], maxMessageBytes: 65536)
+            for _ in 0..<64 {
+                guard let message = try? ws.receive(timeoutMilliseconds: 0) else { break }
+                if case .close = message { break }
+            }
+        case .session:
+            // Each line is relay text fed to a connected session with one subscription.
+            let session = RelaySession()
+            _ = try? session.connect()
+            _ = try? session.transportConnected(now: 1)
+            try? session.subscribe(id: "s", filtersJSON: [#"{"kinds":[1,14]}"#])
+            for line in text.split(separator: "\n", omittingEmptySubsequences: true).prefix(64) {
+                if let actions = try? session.receive(String(line)) {
+                    for a in actions where a.kind == .persistEvent { try? session.confirmIngested(a.event!.id) }
+                }
+                _ = try? session.drainOutbound()
+            }
+            let snapshot = session.snapshot()
+            precondition(snapshot.awaitingPersistence <= RelayIngestionContract.maxAwaitingPersistence.value)
+        }
+    }
+}
+
+/// A ByteStream that hands out fixed bytes, then end of stream; writes go nowhere.
+final class ReplayStream: ByteStream {
+    private var bytes: [UInt8]
+    private var offset = 0
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
+        let n = min(buffer.count, bytes.count - offset)
+        for i in 0..<n { buffer[i] = bytes[offset + i] }
+        offset += n
+        return n
+    }
+    func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {}
+    func hasBufferedInput() -> Bool { offset < bytes.count }
+    func close() {}
+}
+
+nonisolated(unsafe) var selectedTarget: FuzzTarget = {
+    let name = getenv("SOFTCHAT_FUZZ_TARGET").map { String(cString: $0) } ?? "json"
+    guard let target = FuzzTarget(rawValue: name) else {
+        fatalError("SOFTCHAT_FUZZ_TARGET=\(name) is not one of \(FuzzTarget.allCases.map(\.rawValue))")
+    }
+    return target
+}()
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    selectedTarget.run(UnsafeRawBufferPointer(start: data, count: size))
+    return 0
+}
+
+#if FUZZING
+import CFuzzerDriver
+
+/// SwiftPM renames an executable's main to `<product>_main`; under libFuzzer that entry hands
+/// control to libFuzzer's driver with our target.
+@_cdecl("softchat_fuzz_main")
+public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+    var count = argc
+    var values = argv
+    return LLVMFuzzerRunDriver(&count, &values) { data, size in fuzzOneInput(data, size) }
+}
+#else
+@main
+struct ReplayRunner {
+    static func main() {
+        let args = CommandLine.arguments
+        guard args.count >= 3, let target = FuzzTarget(rawValue: args[1]) else {
+            print("usage: softchat-fuzz TARGET FILE…   targets: \(FuzzTarget.allCases.map(\.rawValue).joined(separator: " "))")
+            exit(2)
+        }
+        var ran = 0
+        for path in args.dropFirst(2) {
+            guard let f = fopen(path, "rb") else { continue }
+            var data: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = fread(&chunk, 1, chunk.count, f)
+                data += chunk[0..<n]
+                if n < chunk.count { break }
+            }
+            fclose(f)
+            data.withUnsafeBytes { target.run($0) }
+            ran += 1
+        }
+        print("\(target.rawValue): \(ran) inputs replayed without a finding")
+    }
+}
+#endif
