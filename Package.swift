@@ -84,7 +84,8 @@ let package = Package(
 
         // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat bench`
         .target(
-            name: "SoftchatBenchmarks", dependencies: ["SoftchatCore", "SoftchatJSON", "CSecp256k1"],
+            name: "SoftchatBenchmarks",
+            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatTestRelay", "CSecp256k1", "CSQLite"],
             swiftSettings: strictSwift),
 
         // MARK: libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer; normally a replay runner)

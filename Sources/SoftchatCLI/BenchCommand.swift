@@ -1,14 +1,27 @@
 import SoftchatBenchmarks
 import SoftchatJSON
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 enum BenchCommand {
     static let help = """
-        usage: softchat bench [events|all] [--json] [--quick]
+        usage: softchat bench [events|wire|session|account|transport|all] [--json] [--quick]
 
-        Measures throughput beside a baseline measured in the same process and prints the
-        ratio. events: parse+verify of a deterministic corpus (20,000 events with ~200-byte
-        content, 1,000 with ~50 KB) and signing, beside raw libsecp256k1 + SHA-256.
-        --quick runs a small corpus once (a smoke test, not a measurement).
+        Each figure is printed beside a baseline measured in the same process, with the ratio
+        and the peak memory so far:
+          events     parse+verify of 20,000 events (~200 B content) and 1,000 (~50 KB), and
+                     signing, beside raw libsecp256k1 verify + SHA-256 (sign32 for signing)
+          wire       relay EVENT frames parse+verify, filter matching, EVENTS batches (all cores)
+          session    receive → persistEvent → confirmIngested beside parse+verify alone
+          account    durable ingestion in batches of 256 beside raw SQLite inserts of the same
+                     rows with the same durability; chat-history query latency
+          transport  publish → OK round trips on loopback, single EVENTs vs EVENTS batches,
+                     beside a loopback REQ → EOSE round trip
+        --quick runs small corpora once (a smoke test, not a measurement). Build with
+        `swift build -c release` for figures worth reporting.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
@@ -18,12 +31,33 @@ enum BenchCommand {
             return .success
         }
         let which = parsed.positional.first ?? "all"
-        guard ["events", "all"].contains(which), parsed.positional.count <= 1 else {
-            throw UsageError("unknown benchmark \"\(which)\" (events, all)")
+        let all = ["events", "wire", "session", "account", "transport"]
+        guard all.contains(which) || which == "all", parsed.positional.count <= 1 else {
+            throw UsageError("unknown benchmark \"\(which)\" (\(all.joined(separator: ", ")), all)")
         }
-        let results = EventBenchmarks.run(quick: parsed.has("--quick"))
+        let quick = parsed.has("--quick")
+        for name in which == "all" ? all : [which] {
+            let results: [BenchResult]
+            switch name {
+            case "events": results = EventBenchmarks.run(quick: quick)
+            case "wire": results = WireBenchmarks.run(quick: quick)
+            case "session": results = SessionBenchmarks.run(quick: quick)
+            case "account":
+                var template = Array("/tmp/softchat-bench-XXXXXX".utf8CString)
+                guard let dir = mkdtemp(&template) else { throw RuntimeFailure(code: "tempdir", message: "mkdtemp failed") }
+                let path = String(cString: dir)
+                results = AccountBenchmarks.run(quick: quick, directory: path)
+                rmdir(path)
+            default: results = TransportBenchmarks.run(quick: quick)
+            }
+            print(results, json: parsed.has("--json"))
+        }
+        return .success
+    }
+
+    static func print(_ results: [BenchResult], json: Bool) {
         for r in results {
-            if parsed.has("--json") {
+            if json {
                 var o = JSONObject()
                 o.append("bench", .string(r.name))
                 o.append("items", .integer(Int64(r.items)))
@@ -34,7 +68,7 @@ enum BenchCommand {
                 o.append("peakMiB", .number(format(r.peakMiB, 1)))
                 Output.standard.line(JSONValue.object(o).jsonText)
             } else {
-                var text = "\(r.name): \(Int(r.perSecond)) /s"
+                var text = r.items == 1 ? "\(r.name): \(format(r.seconds * 1000, 3)) ms" : "\(r.name): \(Int(r.perSecond)) /s"
                 if let b = r.baselinePerSecond, let name = r.baselineName, let ratio = r.ratio {
                     text += " — baseline \(name): \(Int(b)) /s — ratio \(format(ratio, 3))"
                 }
@@ -43,7 +77,6 @@ enum BenchCommand {
             }
             Output.standard.flush()
         }
-        return .success
     }
 
     static func format(_ x: Double, _ digits: Int) -> String {
