@@ -1,18 +1,25 @@
 import CSecp256k1
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import SoftchatCore
 import SoftchatJSON
 
 /// `softchat bench events`: signing and parse+verify throughput on the deterministic corpus,
 /// each beside raw libsecp256k1 verify + SHA-256 of the same events measured in this run.
 public enum EventBenchmarks {
-    public static func run(quick: Bool) -> [BenchResult] {
+    /// `smallFile`/`largeFile`: JSON-lines corpora to measure instead of the generated ones
+    /// (scripts/bench-peers passes the peers kit's files, so both sides read the same bytes).
+    public static func run(quick: Bool, smallFile: String? = nil, largeFile: String? = nil) -> [BenchResult] {
         let smallCount = quick ? 500 : 20_000
         let largeCount = quick ? 20 : 1_000
         let reps = quick ? 1 : 3
         var results: [BenchResult] = []
 
-        let small = BenchCorpus.events(count: smallCount, contentBytes: 200)
-        let large = BenchCorpus.events(count: largeCount, contentBytes: 50_000, seed: 2)
+        let small = smallFile.map(loadCorpus) ?? BenchCorpus.events(count: smallCount, contentBytes: 200)
+        let large = largeFile.map(loadCorpus) ?? BenchCorpus.events(count: largeCount, contentBytes: 50_000, seed: 2)
 
         for (label, corpus) in [("small (~200 B content)", small), ("large (~50 KB content)", large)] {
             let lines = corpus.map(\.jsonText)
@@ -43,6 +50,30 @@ public enum EventBenchmarks {
             baselineName: "raw schnorrsig_sign32", baselinePerSecond: Double(drafts.count) / rawSignSeconds,
             peakMiB: peakMemoryMiB()))
         return results
+    }
+}
+
+/// Reads and verifies a JSON-lines corpus (one event per line).
+func loadCorpus(_ path: String) -> [VerifiedEvent] {
+    guard let f = fopen(path, "rb") else { fatalError("cannot open \(path)") }
+    defer { fclose(f) }
+    var out: [VerifiedEvent] = []
+    var line: UnsafeMutablePointer<CChar>? = nil
+    var capacity = 0
+    while getline(&line, &capacity, f) > 0 {
+        let text = String(cString: line!).trimmingNewline
+        if text.isEmpty { continue }
+        out.append(try! VerifiedEvent(text: text))
+    }
+    free(line)
+    return out
+}
+
+extension String {
+    var trimmingNewline: String {
+        var s = Substring(self)
+        while s.last == "\n" || s.last == "\r" { s.removeLast() }
+        return String(s)
     }
 }
 

@@ -20,12 +20,14 @@ enum BenchCommand {
                      rows with the same durability; chat-history query latency
           transport  publish → OK round trips on loopback, single EVENTs vs EVENTS batches,
                      beside a loopback REQ → EOSE round trip
+        --small FILE / --large FILE measure these JSON-lines corpora in `events` instead of the
+        generated ones (scripts/bench-peers uses the peers kit's files).
         --quick runs small corpora once (a smoke test, not a measurement). Build with
         `swift build -c release` for figures worth reporting.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: [], switches: ["--json", "--quick", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--small", "--large"], switches: ["--json", "--quick", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -39,7 +41,8 @@ enum BenchCommand {
         for name in which == "all" ? all : [which] {
             let results: [BenchResult]
             switch name {
-            case "events": results = EventBenchmarks.run(quick: quick)
+            case "events":
+                results = EventBenchmarks.run(quick: quick, smallFile: parsed.options["--small"], largeFile: parsed.options["--large"])
             case "wire": results = WireBenchmarks.run(quick: quick)
             case "session": results = SessionBenchmarks.run(quick: quick)
             case "account":

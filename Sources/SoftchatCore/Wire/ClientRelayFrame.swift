@@ -95,13 +95,14 @@ private func parseEventsBatch(_ r: FrameReader) throws(SoftchatError) -> [Verifi
         }
         unverified.append(event)
     }
+    let results = EventVerifier.verifyInParallel(unverified)
     var verified: [VerifiedEvent] = []
     verified.reserveCapacity(count)
-    for (k, event) in unverified.enumerated() {
-        do throws(EventIssue) {
-            verified.append(try EventVerifier.verify(event))
-        } catch {
-            throw .invalidRelayBatch("EVENTS element \(k + 1) (event \(event.id)): \(error.message)")
+    for (k, result) in results.enumerated() {
+        switch result {
+        case .success(let e): verified.append(e)
+        case .failure(let issue):
+            throw .invalidRelayBatch("EVENTS element \(k + 1) (event \(unverified[k].id)): \(issue.message)")
         }
     }
     return verified
