@@ -27,6 +27,7 @@ enum AccountCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
+        if args.first == "torture" { return try AccountTortureCommand.run(args.dropFirst()) }
         let parsed = try Arguments(args, valued: ["--db", "--batch", "--now", "--relay", "--operation", "--lease", "--max"],
             switches: ["--json", "--help", "-h"], repeatable: ["--relay"])
         if parsed.has("--help") || parsed.has("-h") || parsed.positional.isEmpty {

@@ -65,10 +65,16 @@ public struct AccountDelivery: Sendable {
             guard !ids.isEmpty else { return nil }
             try db.statement("INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at) VALUES (?, ?, ?, 0, ?)")
                 .bind(.text(leaseId), .text(relayUrl), .int(expiresAt), .int(now)).run()
+            // A lease whose work is taken again (it expired) is stale from now on: it can no
+            // longer write, apply or release anything.
+            let supersede = try db.statement(
+                "UPDATE delivery_leases SET released = 1 WHERE released = 0 AND lease_id = (SELECT lease_id FROM publish_intents WHERE intent_id = ?)")
             let take = try db.statement("UPDATE publish_intents SET lease_id = ?, state = 'pending', updated_at = ? WHERE intent_id = ?")
             let payload = try db.statement("SELECT i.event_id, e.json FROM publish_intents i JOIN events e ON e.id = i.event_id WHERE i.intent_id = ?")
             var payloads: [DeliveryPayload] = []
             for id in ids {
+                try supersede.bind(.text(id)).run()
+                supersede.reset()
                 try take.bind(.text(leaseId), .int(now), .text(id)).run()
                 take.reset()
                 try payload.bind(.text(id))
@@ -145,7 +151,7 @@ public struct AccountDelivery: Sendable {
             throw SoftchatError.invalidDeliveryState("claim \(claim.leaseID) does not exist for \(claim.relayURL)", operation: .relayPublish)
         }
         guard s.int64(1) == 0 else {
-            throw SoftchatError.invalidDeliveryState("claim \(claim.leaseID) was released; it is stale", operation: .relayPublish)
+            throw SoftchatError.invalidDeliveryState("claim \(claim.leaseID) was released, or expired and its work was claimed again; it is stale", operation: .relayPublish)
         }
     }
 

@@ -48,6 +48,10 @@ public struct AccountIncoming: Sendable {
     }
 
     func ingest(inputs: [IngestInput], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
+        // A forged copy carrying a genuine event's id must not take the id's one receipt slot
+        // ahead of the genuine event in the same batch (it would never be stored).
+        let verifiedIDs = Set(inputs.compactMap { if case .verified(let e) = $0 { e.id } else { nil } })
+        let inputs = inputs.filter { if case .unverifiable(let key, _, _, _) = $0 { !verifiedIDs.contains(key) } else { true } }
         let outcome = try store.write("ingest") { db in
             var writer = EventWriter(db: db, receivedAt: receivedAt)
             for input in inputs { try writer.add(input) }

@@ -51,11 +51,14 @@ public struct AccountOutgoing: Sendable {
             for e in events {
                 if !(try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(e.id)).step()) {
                     try writer.add(e)
-                    // Our own replaceable event may lose to a newer stored one; the intent still needs its row.
-                    if !(try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(e.id)).step()) {
-                        try db.statement("INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, NULL, NULL, 1, ?, ?)")
-                            .bind(.text(e.id), .text(e.pubkey), .int(e.createdAt), .int(Int64(e.kind)), .int(now), .text(e.jsonText)).run()
-                    }
+                }
+            }
+            // Our own replaceable event may lose to a newer stored one — or to a newer version
+            // later in this same batch, which removes its row; the intent still needs its row.
+            for e in events {
+                if !(try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(e.id)).step()) {
+                    try db.statement("INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, NULL, NULL, 1, ?, ?)")
+                        .bind(.text(e.id), .text(e.pubkey), .int(e.createdAt), .int(Int64(e.kind)), .int(now), .text(e.jsonText)).run()
                 }
             }
             var sequence = try db.scalarInt("SELECT COALESCE(MAX(sequence), 0) FROM publish_intents")

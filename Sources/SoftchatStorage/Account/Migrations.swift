@@ -1,3 +1,5 @@
+import SoftchatCore
+
 /// The account schema as versioned steps (`PRAGMA user_version`). A database at version N runs
 /// steps N+1… in one transaction each; tests open a database left at every earlier version and
 /// check the upgrade.
@@ -102,8 +104,10 @@ enum Migrations {
     static func migrate(_ db: SQLiteConnection, upTo target: Int = latestVersion) throws {
         let current = Int(try db.scalarInt("PRAGMA user_version"))
         guard current <= latestVersion else {
-            throw SQLiteError(code: 0, extendedCode: 0,
-                message: "database version \(current) is newer than this build understands (\(latestVersion))", operation: "migrate")
+            // Not an SQLite failure, and not retryable: only a newer build can open this file.
+            throw SoftchatError.invalidPersistenceResult(
+                "migrate \(db.path): database version \(current) is newer than this build understands (\(latestVersion))",
+                operation: .relayIngestion)
         }
         guard current < target else { return }
         for version in (current + 1)...target {

@@ -77,12 +77,15 @@ final class AccountStore: Sendable {
             try w.execute("PRAGMA foreign_keys = ON")
             try w.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
             try Migrations.migrate(w, upTo: version)
+            w.resetStatements()
             let r = try SQLiteConnection(path: path, readOnly: true)
             try r.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
             writer = SerialConnection(w)
             reader = SerialConnection(r)
         } catch let error as SQLiteError {
             throw Self.storageError(error, "open")
+        } catch let error as SoftchatError {
+            throw error
         } catch {
             throw .invalidPersistenceResult("open \(path): \(error)", operation: .relayIngestion)
         }
@@ -118,6 +121,8 @@ final class AccountStore: Sendable {
     func read<R>(_ call: String, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
         let result: Result<R, SoftchatError> = reader.with { db in
             guard let db else { return .failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)) }
+            // End the read transaction with the call, so the next read sees the latest commit.
+            defer { db.resetStatements() }
             do {
                 return .success(try body(db))
             } catch let e as SoftchatError {

@@ -70,12 +70,28 @@ final class SQLiteConnection {
         return statement
     }
 
+    /// Resets every statement of this connection that is still mid-result (stepped to a row and
+    /// left there, as `step()`-then-return and `scalarInt` do). Such a statement keeps a read
+    /// transaction open after the call: the connection would keep reading an old snapshot, a
+    /// later `BEGIN IMMEDIATE` would fail with SQLITE_BUSY_SNAPSHOT once another connection
+    /// wrote, and the WAL could not be checkpointed past it.
+    func resetStatements() {
+        var next = sqlite3_next_stmt(handle, nil)
+        while let s = next {
+            if sqlite3_stmt_busy(s) != 0 { sqlite3_reset(s) }
+            next = sqlite3_next_stmt(handle, s)
+        }
+    }
+
     /// Runs `body` in one IMMEDIATE transaction: committed if it returns, rolled back if it
     /// throws, so nothing is ever half-applied.
     func transaction<R>(_ operation: String, _ body: () throws -> R) throws -> R {
+        resetStatements()
         try execute("BEGIN IMMEDIATE")
+        defer { resetStatements() }
         do {
             let result = try body()
+            resetStatements()  // a statement still in progress would make COMMIT fail
             do {
                 try execute("COMMIT")
             } catch {

@@ -1,0 +1,133 @@
+import Foundation
+import SoftchatCore
+import SoftchatJSON
+@testable import SoftchatStorage
+import Testing
+
+/// SplitMix64, seeded, so the storage property tests generate the same cases on every run.
+struct StorageRNG: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &self) < percent }
+    mutating func pick<T>(_ values: [T]) -> T { values[Int.random(in: 0..<values.count, using: &self)] }
+}
+
+/// Deterministic identities: the secret key is the SHA-256 of a label.
+enum StorageKeys {
+    static func identity(_ label: String) -> SoftchatIdentity {
+        try! SoftchatIdentity.importSecretHex(Hex.encode(SHA256.hash(Array("softchat storage test \(label)".utf8))))
+    }
+    static let alice = identity("alice")
+    static let bob = identity("bob")
+    static let carol = identity("carol")
+    static let relayA = "wss://a.relay.example"
+    static let relayB = "wss://b.relay.example"
+}
+
+/// The base time every storage test counts from.
+let t0: Int64 = 1_700_000_000
+
+/// A signed event (fresh signature; the id depends only on the fields).
+func signed(_ identity: SoftchatIdentity = StorageKeys.alice, kind: Int = 1, tags: [[String]] = [],
+            content: String = "hello", createdAt: Int64 = t0) -> VerifiedEvent {
+    try! identity.sign(UnsignedEvent(createdAt: createdAt, kind: kind, tags: tags, content: content))
+}
+
+/// A fresh account in its own temporary directory, kept alive as long as the value is.
+final class TestAccount {
+    let directory = TemporaryDirectory()
+    let account: SoftchatAccount
+    var path: String { account.path }
+
+    init(policy: AccountPolicy = AccountPolicy()) throws {
+        account = try SoftchatAccount.open(path: directory.file("account.sqlite"), policy: policy)
+    }
+
+    deinit { account.close() }
+
+    /// Ids of everything served by a filter list, newest first.
+    func served(_ filtersJSON: [String] = ["{}"], limit: Int? = nil, now: Int64 = t0) throws -> [String] {
+        try account.events(matching: filtersJSON.map { try RelayFilter.fromJSON($0) }, limit: limit, now: now).map(\.id)
+    }
+
+    /// One integer from the database through the writer connection (sees the latest commit).
+    func scalar(_ sql: String) throws -> Int64 {
+        try account.store.write("test scalar") { db in try db.scalarInt(sql) }
+    }
+
+    /// Row counts of every account table, for "nothing changed" checks.
+    func tableCounts() throws -> [String: Int64] {
+        var out: [String: Int64] = [:]
+        for table in ["events", "event_tags", "quarantine", "deletions", "ingest_receipts", "publish_operations",
+                      "publish_intents", "delivery_leases", "sync_cursors", "subscription_policy"] {
+            out[table] = try scalar("SELECT COUNT(*) FROM \(table)")
+        }
+        return out
+    }
+
+    /// A fingerprint of every intent and lease row, so a refused call can be shown to change nothing.
+    func deliverySnapshot() throws -> [String] {
+        try account.store.write("test snapshot") { db in
+            var rows: [String] = []
+            let intents = try db.statement(
+                "SELECT intent_id, state, IFNULL(category, ''), attempts, IFNULL(lease_id, ''), updated_at FROM publish_intents ORDER BY intent_id")
+            while try intents.step() {
+                rows.append("\(intents.text(0)) \(intents.text(1)) \(intents.text(2)) \(intents.int64(3)) \(intents.text(4)) \(intents.int64(5))")
+            }
+            let leases = try db.statement("SELECT lease_id, relay_url, expires_at, released FROM delivery_leases ORDER BY lease_id")
+            while try leases.step() {
+                rows.append("lease \(leases.text(0)) \(leases.text(1)) \(leases.int64(2)) \(leases.int64(3))")
+            }
+            return rows
+        }
+    }
+
+    /// (state, category, attempts) of one intent.
+    func intent(_ id: String) throws -> (state: String, category: String?, attempts: Int64)? {
+        try account.store.write("test intent") { db in
+            let s = try db.statement("SELECT state, category, attempts FROM publish_intents WHERE intent_id = ?").bind(.text(id))
+            guard try s.step() else { return nil }
+            return (s.text(0), s.optionalText(1), s.int64(2))
+        }
+    }
+}
+
+/// Runs `body`, which must throw a `SoftchatError` with `code` whose message contains every
+/// string in `mentioning`; returns the error for further checks.
+@discardableResult
+func expectSoftchatError(_ code: SoftchatErrorCode, mentioning: [String] = [],
+                         sourceLocation: SourceLocation = #_sourceLocation,
+                         _ body: () throws -> Void) -> SoftchatError? {
+    do {
+        try body()
+        Issue.record("expected \(code.rawValue), but nothing was thrown", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as SoftchatError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        for text in mentioning {
+            #expect(error.message.contains(text), "message \"\(error.message)\" lacks \"\(text)\"", sourceLocation: sourceLocation)
+        }
+        return error
+    } catch {
+        Issue.record("expected SoftchatError \(code.rawValue), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// A relay decision for a claimed intent.
+func decision(_ state: DeliveryState, for eventID: String = "") -> DeliveryDecision {
+    switch state {
+    case .accepted: DeliveryDecision(eventID: eventID, state: .accepted, category: .accepted, message: "")
+    case .rejected: DeliveryDecision(eventID: eventID, state: .rejected, category: .invalid, message: "invalid: test")
+    case .retryable: DeliveryDecision(eventID: eventID, state: .retryable, category: .rateLimited, message: "rate-limited: test")
+    case .pending, .inFlight: DeliveryDecision(eventID: eventID, state: state, category: .unknown, message: "")
+    }
+}
