@@ -175,7 +175,8 @@ private struct Parser {
         try enter()
         index += 1  // {
         var members: [JSONObject.Member] = []
-        var seen: Set<String>? = nil
+        // Keys compare as code points (RFC 8259), not as canonically equivalent Strings.
+        var seen: Set<[UInt8]>? = nil
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -190,10 +191,10 @@ private struct Parser {
             let key = try parseString()
             // Small objects (every Nostr object) compare linearly; big ones switch to a set.
             if members.count < 16 {
-                for m in members where m.key == key { throw JSONError(.duplicateKey(key), at: keyOffset) }
+                for m in members where m.key.utf8.elementsEqual(key.utf8) { throw JSONError(.duplicateKey(key), at: keyOffset) }
             } else {
-                if seen == nil { seen = Set(members.map(\.key)) }
-                if !seen!.insert(key).inserted { throw JSONError(.duplicateKey(key), at: keyOffset) }
+                if seen == nil { seen = Set(members.map { Array($0.key.utf8) }) }
+                if !seen!.insert(Array(key.utf8)).inserted { throw JSONError(.duplicateKey(key), at: keyOffset) }
             }
             skipWhitespace()
             guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }

@@ -96,8 +96,9 @@ public struct JSONObject: Sendable, Hashable, Sequence {
         members.append(Member(key: key, value: value))
     }
 
+    /// The member named exactly `key` (code points compared, as JSON names are).
     public subscript(key: String) -> JSONValue? {
-        for m in members where m.key == key { return m.value }
+        for m in members where m.key.utf8.elementsEqual(key.utf8) { return m.value }
         return nil
     }
 

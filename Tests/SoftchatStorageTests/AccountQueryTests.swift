@@ -268,12 +268,11 @@ import Testing
         #expect(try t.account.events(matching: [exact], now: t0).map(\.id) == [e.id])
         #expect(try t.account.events(matching: [decomposed], now: t0).isEmpty)
         #expect(try t.account.events(matching: [kelvinAsK], now: t0).isEmpty)
-        // The storage compares bytes (NIP-01: exact match); RelayFilter.matches compares with
-        // Swift's String ==, which is canonical equivalence, so the two disagree here.
-        withKnownIssue("RelayFilter.matches treats canonically equivalent strings as equal; SQLite and relays compare bytes") {
-            #expect(!decomposed.matches(e))
-            #expect(!kelvinAsK.matches(e))
-        }
+        // Storage and RelayFilter.matches both compare bytes (NIP-01: exact match), not
+        // canonical equivalence as Swift's String == would.
+        #expect(exact.matches(e))
+        #expect(!decomposed.matches(e))
+        #expect(!kelvinAsK.matches(e))
     }
 
     // MARK: Reads see every commit

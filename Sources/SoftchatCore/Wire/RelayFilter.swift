@@ -26,7 +26,9 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
     private let exactAuthors: Set<String>?
     private let authorPrefixes: [String]
     private let kindSet: Set<Int>?
-    private let tagSets: [(name: String, values: Set<String>)]
+    /// Tag names and values as UTF-8 bytes: NIP-01 matches strings exactly, while Swift's
+    /// String equality treats canonically equivalent text ("é" and "e\u{301}") as equal.
+    private let tagSets: [(name: [UInt8], values: Set<[UInt8]>)]
 
     /// Parses filter JSON text (`invalid_relay_filter` on any problem).
     public static func fromJSON(_ text: String) throws(SoftchatError) -> RelayFilter {
@@ -90,7 +92,7 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
         exactAuthors = authors.map { Set($0.filter { $0.utf8.count == 64 }) }
         authorPrefixes = authors?.filter { $0.utf8.count < 64 } ?? []
         kindSet = kinds.map(Set.init)
-        tagSets = tagConditions.map { (String($0.letter), Set($0.values)) }
+        tagSets = tagConditions.map { (Array(String($0.letter).utf8), Set($0.values.map { Array($0.utf8) })) }
     }
 
     private static func strings(_ value: JSONValue, key: String, fail: (String) -> SoftchatError) throws(SoftchatError) -> [String] {
@@ -119,7 +121,9 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
         if let since, event.createdAt < since { return false }
         if let until, event.createdAt > until { return false }
         for condition in tagSets {
-            guard event.tags.contains(where: { $0.count >= 2 && $0[0] == condition.name && condition.values.contains($0[1]) })
+            guard event.tags.contains(where: { tag in
+                tag.count >= 2 && tag[0].utf8.elementsEqual(condition.name) && condition.values.contains(Array(tag[1].utf8))
+            })
             else { return false }
         }
         return true
