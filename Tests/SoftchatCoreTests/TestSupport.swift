@@ -113,3 +113,89 @@ extension VerifiedEvent {
     /// The event's JSON with its content changed, so the id no longer matches.
     var tamperedContentJSON: JSONValue { jsonValue.setting("content", .string(content + "!")) }
 }
+
+// MARK: Session test helpers (Session*Tests, PublishTests, SessionModelTests)
+
+/// Signed events and relay text for the RelaySession tests. Keys are the deterministic wire keys.
+enum SessionFixtures {
+    static let relay = "wss://relay.example.com"
+    static let baseTime: Int64 = 1_700_000_000
+
+    /// A signed note; `n` makes the content (and so the id) unique.
+    static func note(_ n: Int, kind: Int = 1, createdAt: Int64 = baseTime, by author: SoftchatIdentity = WireKeys.alice,
+                     tags: [[String]] = [], content: String? = nil) -> VerifiedEvent {
+        try! author.sign(UnsignedEvent(createdAt: createdAt, kind: kind, tags: tags, content: content ?? "note \(n)"))
+    }
+
+    /// 1,100 distinct kind-1 notes, signed once per test run, for the 1,024/1,025 bounds.
+    static let many: [VerifiedEvent] = (0..<1100).map { note(10_000 + $0, createdAt: baseTime + Int64($0 % 500)) }
+
+    /// NIP-42 answer for `challenge` by `identity`.
+    static func auth(_ challenge: String, by identity: SoftchatIdentity = WireKeys.alice) -> VerifiedEvent {
+        try! identity.createNip42Authentication(challenge: challenge, relayURL: relay, createdAt: baseTime)
+    }
+
+    static func event(_ sub: String, _ e: VerifiedEvent) -> String { wireFrame("EVENT", .string(sub), e.jsonValue) }
+    static func event(_ sub: String, json: JSONValue) -> String { wireFrame("EVENT", .string(sub), json) }
+    static func ok(_ id: String, _ accepted: Bool, _ message: String = "") -> String {
+        wireFrame("OK", .string(id), .bool(accepted), .string(message))
+    }
+    static func closed(_ sub: String, _ message: String) -> String { wireFrame("CLOSED", .string(sub), .string(message)) }
+    static func authChallenge(_ challenge: String) -> String { wireFrame("AUTH", .string(challenge)) }
+    static func countAnswer(_ id: String, _ n: Int64) -> String { wireFrame("COUNT", .string(id), .object(JSONObject(["count": .integer(n)]))) }
+    static let kind1 = #"{"kinds":[1]}"#
+}
+
+extension RelaySession {
+    /// A session that went connect → transportConnected.
+    static func connected(_ config: RelaySessionConfig = RelaySessionConfig(), now: Int64? = nil) throws -> RelaySession {
+        let session = try RelaySession(config: config)
+        _ = try session.connect()
+        try session.transportConnected(now: now)
+        return session
+    }
+
+    /// Drains until nothing is left, without confirming anything.
+    func drainAll() throws -> [OutboundRelayFrame] {
+        var all: [OutboundRelayFrame] = []
+        while true {
+            let batch = try drainOutbound(max: 256)
+            if batch.isEmpty { return all }
+            all += batch
+        }
+    }
+
+    /// transportLost (when a transport is active), connect, transportConnected.
+    func reconnect(readyAt: Int64? = nil) throws {
+        if ["ready", "authenticating", "connecting"].contains(snapshot().state) { _ = try transportLost(now: nil) }
+        _ = try connect()
+        try transportConnected(now: readyAt)
+    }
+
+    /// Drains everything and confirms every frame written, as a host does; returns the frames' text.
+    @discardableResult
+    func sendAll() throws -> [String] {
+        let frames = try drainAll()
+        for f in frames { try confirmSent(f.deliveryEventIDs) }
+        return frames.map(\.frame)
+    }
+}
+
+extension Array where Element == RelaySessionAction {
+    var kinds: [RelaySessionActionKind] { map(\.kind) }
+    /// `(eventId, state, category)` of every deliveryChanged, in order.
+    var decisions: [DeliveryDecision] { compactMap(\.decision) }
+}
+
+/// The verb of a client frame's text (`["REQ",…` → "REQ").
+func clientVerb(_ frame: String) -> String {
+    (try? parseClientRelayFrame(frame))?.verb ?? "?"
+}
+
+/// A call that must fail with `code` and leave the session's snapshot exactly as it was.
+func expectSessionRejected(_ code: SoftchatErrorCode, _ session: RelaySession, mentioning: [String] = [],
+                    sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) {
+    let before = session.snapshot()
+    expectSoftchatError(code, mentioning: mentioning, sourceLocation: sourceLocation, body)
+    #expect(session.snapshot() == before, "a rejected call changed the snapshot", sourceLocation: sourceLocation)
+}
