@@ -29,13 +29,10 @@ public final class RelaySession: Sendable {
     }
 
     private func run<R>(_ body: (inout SessionMachine) throws(SoftchatError) -> R) throws(SoftchatError) -> R {
-        try machine.withLock { (m: inout SessionMachine) throws(SoftchatError) -> R in
-            // Work on a copy and commit it only on success: a failed call changes nothing.
-            var copy = m
-            let result = try body(&copy)
-            m = copy
-            return result
-        }
+        // Every machine method validates completely before it mutates, so a call that throws
+        // leaves the state as it was (the model test checks this after every rejected call).
+        // No defensive copy: copying the state would make each call cost O(state).
+        try machine.withLock { (m: inout SessionMachine) throws(SoftchatError) -> R in try body(&m) }
     }
 
     // MARK: Lifecycle
