@@ -21,6 +21,7 @@ let package = Package(
     products: [
         .library(name: "SoftchatCore", targets: ["SoftchatCore"]),
         .library(name: "SoftchatStorage", targets: ["SoftchatStorage"]),
+        .library(name: "SoftchatTransport", targets: ["SoftchatTransport"]),
         .executable(name: "softchat", targets: ["SoftchatCLI"]),
         .plugin(name: "SoftchatContractPlugin", targets: ["SoftchatContractPlugin"]),
         .plugin(name: "GenerateBindings", targets: ["GenerateBindings"]),

@@ -16,7 +16,7 @@ import Darwin
 /// recovery; a summary ends it.
 enum DemoCommand {
     static let help = """
-        usage: softchat demo [--relay URL] [--messages N] [--json] [--keep]
+        usage: softchat demo [--relay URL] [--transport ws|noise] [--messages N] [--json] [--keep]
 
         Runs Softchat end to end on this machine: the embedded loopback relay (or the relay at
         URL), two identities with SQLite accounts in a temporary folder, N kind-14 chat
@@ -25,10 +25,13 @@ enum DemoCommand {
         receipt is printed, every connection is dropped after the first batch to show
         recovery, and a summary ends the run (sent, accepted, received, duplicates, time).
         --keep leaves the temporary folder in place and prints its path.
+        --transport noise serves the embedded relay over Noise (noise://…?pattern=IK&key=…:
+        WebSocket inside a Noise_IK_25519_ChaChaPoly_SHA256 channel, the relay pinned by its
+        static key); each account's Noise static key is created beside its database.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--relay", "--messages"], switches: ["--json", "--keep", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--relay", "--messages", "--transport"], switches: ["--json", "--keep", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -37,23 +40,31 @@ enum DemoCommand {
         guard total >= 3 && total <= 3 * RelayPublishContract.maxPublishBatchEvents.value else {
             throw UsageError("--messages must be 3 to \(3 * RelayPublishContract.maxPublishBatchEvents.value)")
         }
+        let transportKind = parsed.options["--transport"] ?? "ws"
+        guard transportKind == "ws" || transportKind == "noise" else { throw UsageError("--transport must be ws or noise") }
         let printer = DemoPrinter(json: parsed.has("--json"))
         let started = monotonic()
 
         var relay: TestRelay? = nil
         let relayURL: String
         if let given = parsed.options["--relay"] {
+            if transportKind == "noise" && !given.lowercased().hasPrefix("noise://") {
+                throw UsageError("--transport noise needs a noise:// --relay URL (or no --relay: the embedded relay)")
+            }
             relayURL = given
             printer.say("relay", ["url": .string(given), "embedded": false], "relay      \(given)")
         } else {
+            var options = TestRelayOptions()
+            if transportKind == "noise" { options.noise = TestRelayNoise(patterns: [.IK, .XX]) }
             do {
-                relay = try TestRelay()
+                relay = try TestRelay(options: options)
             } catch {
                 throw RuntimeFailure(code: "relay_failed", message: "cannot start the embedded relay: \(error)")
             }
             relayURL = relay!.url
-            printer.say("relay", ["url": .string(relayURL), "embedded": true],
-                "relay      embedded loopback relay at \(relayURL) (NIP-01, NIP-11, NIP-42, NIP-45, EVENTS batches)")
+            printer.say("relay", ["url": .string(relayURL), "embedded": true, "transport": .string(transportKind)],
+                "relay      embedded loopback relay at \(relayURL) (NIP-01, NIP-11, NIP-42, NIP-45, EVENTS batches"
+                    + (transportKind == "noise" ? "; WebSocket over Noise_IK_25519_ChaChaPoly_SHA256, prologue softchat-relay/1)" : ")"))
         }
         defer { relay?.stop() }
 
@@ -241,7 +252,9 @@ final class TemporaryFolder {
 
     deinit {
         guard !keep else { return }
-        for name in ["alice.db", "alice.db-wal", "alice.db-shm", "bob.db", "bob.db-wal", "bob.db-shm"] { unlink(path + "/" + name) }
+        for name in ["alice.db", "alice.db-wal", "alice.db-shm", "alice.db.noise-key", "bob.db", "bob.db-wal", "bob.db-shm", "bob.db.noise-key"] {
+            unlink(path + "/" + name)
+        }
         rmdir(path)
     }
 }

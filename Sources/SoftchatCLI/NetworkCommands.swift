@@ -10,11 +10,26 @@ import Darwin
 
 /// Shared by `publish` and `sync`: connection options from the command line.
 enum NetworkOptions {
-    static func policy(_ parsed: Arguments) -> ManagedTransportPolicy {
+    static func policy(_ parsed: Arguments) throws -> ManagedTransportPolicy {
         var policy = ManagedTransportPolicy()
         if let ca = parsed.options["--ca-file"] { policy.connection.tls = TLSOptions(caFile: ca) }
+        // noise:// relays: the client's Noise static key (default: <db>.noise-key, created on
+        // first use by the managed transport). Never the Nostr key file.
+        if let noiseKey = parsed.options["--noise-key"] {
+            if let key = parsed.options["--key"], realPath(key) == realPath(noiseKey) {
+                throw UsageError("--noise-key must not be the Nostr --key file: the Noise static key is a separate X25519 secret")
+            }
+            policy.connection.noiseStaticKeyFile = noiseKey
+        }
         if parsed.has("--no-events-batch") { policy.eventsBatch = .never }
         return policy
+    }
+
+    /// The canonical path of an existing file (the path itself otherwise).
+    static func realPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     static func loadIdentity(_ path: String?) throws -> SoftchatIdentity? {
@@ -44,16 +59,19 @@ enum NetworkOptions {
 enum PublishCommand {
     static let help = """
         usage: softchat publish --relay URL --key FILE --db FILE [--message TEXT] [--json]
-                                [--ca-file PEM] [--no-events-batch] [--timeout SECONDS]
+                                [--ca-file PEM] [--noise-key FILE] [--no-events-batch] [--timeout SECONDS]
 
         Publishes through the durable account: the signed events given one per line on stdin
         (or one kind-14 chat message signed from --message) are committed as publish intents,
         then the managed transport delivers them. Exits 0 once every intent is terminal and
         prints the count per state (1 if any was rejected, 3 on timeout, default 60 s).
+        URL is ws://, wss:// or noise://host:port?pattern=IK&key=<relay static key, 64 hex>
+        (pattern XX when absent; with XX a key pins the relay's key). For noise://, --noise-key
+        is this client's X25519 static key file (default <db>.noise-key, created mode 0600).
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--message", "--ca-file", "--timeout"],
+        let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--message", "--ca-file", "--noise-key", "--timeout"],
             switches: ["--json", "--no-events-batch", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
@@ -87,7 +105,7 @@ enum PublishCommand {
             offset += batch.count
         }
         let json = parsed.has("--json")
-        let transport = try account.startManagedTransport(relayURL: relay, identity: identity, policy: NetworkOptions.policy(parsed))
+        let transport = try account.startManagedTransport(relayURL: relay, identity: identity, policy: try NetworkOptions.policy(parsed))
         defer { transport.stop() }
         let timeout = Double(try parsed.int("--timeout") ?? 60)
         var lastLine = ""
@@ -116,16 +134,17 @@ enum PublishCommand {
 enum SyncCommand {
     static let help = """
         usage: softchat sync --relay URL --db FILE --filter JSON [--key FILE] [--follow] [--json]
-                             [--ca-file PEM] [--timeout SECONDS]
+                             [--ca-file PEM] [--noise-key FILE] [--timeout SECONDS]
 
         Syncs events matching FILTER (one filter object or an array) from the relay into the
         account, paging past a relay's cap on results, until the end of stored events; with
         --follow it keeps receiving until interrupted. --key answers NIP-42 when asked.
-        Prints the number of events held for the filter.
+        Prints the number of events held for the filter. URL may be noise:// (see publish);
+        --noise-key defaults to <db>.noise-key.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--timeout"],
+        let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--noise-key", "--timeout"],
             switches: ["--json", "--follow", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
@@ -147,7 +166,7 @@ enum SyncCommand {
         defer { account.close() }
         try account.setSubscription(id: "sync", filtersJSON: filtersJSON, relayURL: relay)
         let synced = SyncFlag()
-        var policy = NetworkOptions.policy(parsed)
+        var policy = try NetworkOptions.policy(parsed)
         let json = parsed.has("--json")
         policy.observer = { event in
             switch event {

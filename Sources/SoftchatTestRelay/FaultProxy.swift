@@ -50,7 +50,7 @@ public final class FaultProxy: @unchecked Sendable {
         listener = try TCPListener()
         port = listener.port
         group.enter()
-        DispatchQueue.global().async { [self] in
+        DispatchQueue(label: "softchat.test-relay").async { [self] in  // own thread: the loop blocks
             acceptLoop()
             group.leave()
         }
@@ -80,7 +80,7 @@ public final class FaultProxy: @unchecked Sendable {
         while isRunning {
             guard let tcp = try? listener.accept(timeoutMilliseconds: 50) else { continue }
             group.enter()
-            DispatchQueue.global().async { [self] in
+            DispatchQueue(label: "softchat.test-relay").async { [self] in  // own thread: the loop blocks
                 relay(tcp)
                 group.leave()
             }

@@ -21,8 +21,23 @@ public struct TestRelayOptions: Sendable {
     /// PEM certificate chain and key: serve wss instead of ws.
     public var certificateFile: String? = nil
     public var keyFile: String? = nil
+    /// Serve WebSocket over Noise (noise://) as the responder with this static key and these
+    /// patterns, instead of plain ws.
+    public var noise: TestRelayNoise? = nil
 
     public init() {}
+}
+
+/// The embedded relay's Noise responder: its static key pair and the handshake patterns it
+/// accepts (tried in order on the client's first message; see `NoiseStream(server:)`).
+public struct TestRelayNoise: Sendable {
+    public var staticKey: NoiseKeyPair
+    public var patterns: [NoiseHandshakePattern]
+
+    public init(staticKey: NoiseKeyPair = .generate(), patterns: [NoiseHandshakePattern] = [.IK, .XX]) {
+        self.staticKey = staticKey
+        self.patterns = patterns
+    }
 }
 
 /// A small NIP-01 relay on 127.0.0.1 for the demo and tests: EVENT, EVENTS (one OK per event),
@@ -33,7 +48,23 @@ public final class TestRelay: @unchecked Sendable {
     // @unchecked: all mutable state sits behind `lock`.
     public let options: TestRelayOptions
     public let port: Int
-    public var url: String { "\(options.certificateFile != nil ? "wss" : "ws")://127.0.0.1:\(port)" }
+    /// ws://, wss:// or, with Noise, `noise://127.0.0.1:PORT?pattern=P&key=<its static public
+    /// key>` for its first accepted pattern P.
+    public var url: String {
+        if let noise = options.noise { return noiseURL(pattern: noise.patterns.first ?? .XX) }
+        return "\(options.certificateFile != nil ? "wss" : "ws")://127.0.0.1:\(port)"
+    }
+
+    /// The noise:// URL of this relay for `pattern`, with its static key when the pattern has
+    /// one (pinned for XX, required for IK and NK).
+    public func noiseURL(pattern: NoiseHandshakePattern) -> String {
+        let key = options.noise.map { "&key=" + $0.staticKey.publicKeyHex } ?? ""
+        return "noise://127.0.0.1:\(port)?pattern=\(pattern.name)" + (pattern.responderHasStatic ? key : "")
+    }
+
+    /// Why Noise connections to this relay were refused or ended (handshake failures,
+    /// transport messages that failed authentication), oldest first.
+    public var noiseFailures: [String] { lock.with { noiseFailureLog } }
 
     private let listener: TCPListener
     private let lock = RelayLock()
@@ -44,13 +75,14 @@ public final class TestRelay: @unchecked Sendable {
     private var running = true
     private let group = DispatchGroup()
     private var acceptedFrames = 0
+    private var noiseFailureLog: [String] = []
 
     public init(options: TestRelayOptions = TestRelayOptions(), port: Int = 0) throws(TransportError) {
         self.options = options
         listener = try TCPListener(port: port)
         self.port = listener.port
         group.enter()
-        DispatchQueue.global().async { [self] in
+        DispatchQueue(label: "softchat.test-relay").async { [self] in  // own thread: the loop blocks
             acceptLoop()
             group.leave()
         }
@@ -88,16 +120,30 @@ public final class TestRelay: @unchecked Sendable {
                 return nextConnectionID
             }
             group.enter()
-            DispatchQueue.global().async { [self] in
+            DispatchQueue(label: "softchat.test-relay").async { [self] in  // own thread: the loop blocks
                 serve(tcp, id: id)
                 group.leave()
             }
         }
     }
 
+    private func recordNoiseFailure(_ error: TransportError) {
+        lock.with { noiseFailureLog.append(error.description) }
+    }
+
     private func serve(_ tcp: TCPStream, id: Int) {
         var stream: any ByteStream = tcp
-        if let cert = options.certificateFile, let key = options.keyFile {
+        defer {
+            if let noise = stream as? NoiseStream, let failure = noise.failure { recordNoiseFailure(failure) }
+        }
+        if let noise = options.noise {
+            do {
+                stream = try NoiseStream(server: tcp, patterns: noise.patterns, localStatic: noise.staticKey, timeoutMilliseconds: 5000)
+            } catch {
+                recordNoiseFailure(error)
+                return
+            }
+        } else if let cert = options.certificateFile, let key = options.keyFile {
             guard let tls = try? TLSStream(server: tcp, certificateFile: cert, keyFile: key, timeoutMilliseconds: 5000) else {
                 tcp.close()
                 return

@@ -52,7 +52,18 @@ func quickPolicy(_ mode: EventsBatchMode = .auto) -> ManagedTransportPolicy {
         }
         try receiver.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
         let publishing = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy(mode))
-        let syncing = try receiver.startManagedTransport(relayURL: relay.url, identity: bob, policy: quickPolicy(mode))
+        let log = EventLog()
+        var receiverPolicy = quickPolicy(mode)
+        receiverPolicy.observer = { event in
+            switch event {
+            case .ingested(let r): log.add("ingested \(r.insertedEventIDs.count)/\(r.duplicateEventIDs.count)")
+            case .synced(let s, let n): log.add("synced \(s) \(n)")
+            case .state(let s): log.add("\(s)")
+            case .notice(let t): log.add("notice \(t)")
+            default: break
+            }
+        }
+        let syncing = try receiver.startManagedTransport(relayURL: relay.url, identity: bob, policy: receiverPolicy)
         #expect(try eventually { (try sender.delivery.stateCounts()[.accepted] ?? 0) >= 50 })
         relay.dropConnections()
         let chat = try RelayFilter.fromJSON("{\"kinds\":[14]}")
@@ -61,7 +72,9 @@ func quickPolicy(_ mode: EventsBatchMode = .auto) -> ManagedTransportPolicy {
         }
         publishing.stop()
         syncing.stop()
-        #expect(done)
+        let counts = try sender.delivery.stateCounts()
+        let received = try receiver.events(matching: [chat], now: 2_000_000_000).count
+        #expect(done, "accepted \(counts), received \(received), relay \(relay.storedEventCount), \(log.lines)")
         #expect(relay.storedEventCount == 300)
         #expect(try sender.delivery.stateCounts()[.accepted] == 300)
         #expect(Set(try receiver.events(matching: [chat], now: 2_000_000_000).map(\.id)) == Set(events.map(\.id)))
@@ -185,4 +198,11 @@ final class SyncedFlag: @unchecked Sendable {
     private var flag = false
     func set() { lock.lock(); flag = true; lock.unlock() }
     var value: Bool { lock.lock(); defer { lock.unlock() }; return flag }
+}
+
+final class EventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: [String] = []
+    func add(_ s: String) { lock.lock(); entries.append(s); lock.unlock() }
+    var lines: String { lock.lock(); defer { lock.unlock() }; return entries.suffix(40).joined(separator: " | ") }
 }

@@ -35,7 +35,7 @@ func connectedPair(maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value)
     let server = try RawServer()
     nonisolated(unsafe) var accepted: Result<WebSocket, any Error>? = nil
     let done = DispatchSemaphore(value: 0)
-    DispatchQueue.global().async {
+    DispatchQueue(label: "softchat.test").async {
         accepted = Result { try server.acceptWebSocket() }
         done.signal()
     }
@@ -115,14 +115,14 @@ func connectedPair(maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value)
 
     @Test func closeHandshakeReturnsTheCodeAndReason() throws {
         let (client, server) = try connectedPair()
-        DispatchQueue.global().async { server.close(code: 4001, reason: "bye", waitMilliseconds: 1000) }
+        DispatchQueue(label: "softchat.test").async { server.close(code: 4001, reason: "bye", waitMilliseconds: 1000) }
         #expect(try client.receive(timeoutMilliseconds: 2000) == .close(code: 4001, reason: "bye"))
         #expect(client.isClosed)
     }
 
     @Test func aWrongAcceptKeyFailsTheHandshake() throws {
         let server = try RawServer()
-        DispatchQueue.global().async {
+        DispatchQueue(label: "softchat.test").async {
             guard let tcp = try? server.acceptRaw() else { return }
             _ = try? WebSocketClient.readHead(tcp, timeoutMilliseconds: 2000)
             try? tcp.write(Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAA\r\n\r\n".utf8))
@@ -156,7 +156,7 @@ func connectedPair(maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value)
     func startRawHandshake(_ server: RawServer, maxMessageBytes: Int = 524_288) throws -> RawPair {
         nonisolated(unsafe) var serverSide: TCPStream? = nil
         let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        DispatchQueue(label: "softchat.test").async {
             defer { done.signal() }
             guard let tcp = try? server.acceptRaw(), let (head, _) = try? WebSocketClient.readHead(tcp, timeoutMilliseconds: 2000),
                 let key = head.header("sec-websocket-key")

@@ -12,10 +12,15 @@ extension SoftchatAccount {
     /// Runs one relay's loop against this account on its own serial thread: claims durable
     /// publish work and publishes it, commits ingestion before `confirmIngested`, persists every
     /// delivery change, answers NIP-42 with `identity`, reconnects on the session's schedule, and
-    /// resubscribes from the account's subscription policy and cursors.
+    /// resubscribes from the account's subscription policy and cursors. For a noise:// relay
+    /// the client's Noise static key defaults to `<account database>.noise-key`.
     public func startManagedTransport(relayURL: String, identity: SoftchatIdentity?,
                                       policy: ManagedTransportPolicy = ManagedTransportPolicy()) throws(TransportError) -> ManagedTransport {
         let endpoint = try RelayEndpoint(relayURL)
+        var policy = policy
+        if endpoint.noise != nil && policy.connection.noiseStaticKeyFile == nil && !path.isEmpty && path != ":memory:" {
+            policy.connection.noiseStaticKeyFile = path + ".noise-key"
+        }
         return ManagedTransport(account: self, endpoint: endpoint, identity: identity, policy: policy)
     }
 }
@@ -101,6 +106,8 @@ final class TransportLoop: @unchecked Sendable {
     /// Delivery bookkeeping: which claim holds each event's intent right now.
     var claims: [String: DeliveryClaim] = [:]
     var holder: [String: (lease: String, intent: String)] = [:]
+    /// Events whose intent is durably in flight (markSocketWritten done) under their claim.
+    var written: Set<String> = []
     /// Events the session holds as pending or in flight (it reports every change).
     var inSession: Set<String> = []
     var sentAt: [String: Int64] = [:]
@@ -114,7 +121,17 @@ final class TransportLoop: @unchecked Sendable {
     var retryPause: Int64 = 0
 
     /// Backfill paging per subscription.
-    struct Page { var original: [String]; var oldest: Int64?; var newInPage = 0; var total = 0; var paging = false }
+    struct Page {
+        var original: [String]
+        var oldest: Int64?
+        var newest: Int64?
+        var newInPage = 0
+        var total = 0
+        var paging = false
+        /// Stored events arrive newest first: the durable cursor may only move once the
+        /// subscription has been synced to its end, or a crash mid-sync would skip older events.
+        var complete = false
+    }
     var pages: [String: Page] = [:]
 
     init(account: SoftchatAccount, endpoint: RelayEndpoint, identity: SoftchatIdentity?, policy: ManagedTransportPolicy) {
@@ -253,6 +270,7 @@ final class TransportLoop: @unchecked Sendable {
         var fresh: [VerifiedEvent] = []
         for payload in result.payloads {
             holder[payload.eventID] = (lease, payload.intentID)
+            written.remove(payload.eventID)
             if inSession.contains(payload.eventID) { continue }
             fresh.append(try VerifiedEvent(storedJSON: payload.eventJSON))
         }
@@ -267,7 +285,11 @@ final class TransportLoop: @unchecked Sendable {
             if !frame.deliveryEventIDs.isEmpty {
                 // Durable first: the intents are in flight before the session says so.
                 var byLease: [String: [String]] = [:]
-                for id in frame.deliveryEventIDs { if let h = holder[id] { byLease[h.lease, default: []].append(h.intent) } }
+                // An event re-sent after authentication is already in flight durably.
+                for id in frame.deliveryEventIDs where !written.contains(id) {
+                    if let h = holder[id] { byLease[h.lease, default: []].append(h.intent) }
+                    written.insert(id)
+                }
                 for (lease, intents) in byLease { if let claim = claims[lease] { try account.delivery.markSocketWritten(claim, intentIds: intents) } }
                 let now = Self.now()
                 for id in frame.deliveryEventIDs { sentAt[id] = now }
@@ -326,17 +348,24 @@ final class TransportLoop: @unchecked Sendable {
         try validateIngestionResult(batch: IngestionBatch(events: events), result: outcome.receipt.ingestionResult)
         for e in events { try session.confirmIngested(e.id) }
         var newest: [String: Int64] = [:]
-        for (sub, e) in received {
+        let inserted = Set(outcome.receipt.insertedEventIDs)
+        for (id, e) in received {
+            let sub = liveSubscription(of: id)
             newest[sub] = max(newest[sub] ?? Int64.min, e.createdAt)
             if var page = pages[sub] {
                 page.total += 1
-                if outcome.receipt.insertedEventIDs.contains(e.id) { page.newInPage += 1 }
-                page.oldest = min(page.oldest ?? e.createdAt, e.createdAt)
+                // Page accounting counts stored events (pages, and the live REQ until its EOSE),
+                // not live ones arriving after the subscription is synced.
+                if id != sub || !page.complete {
+                    if inserted.contains(e.id) { page.newInPage += 1 }
+                    page.oldest = min(page.oldest ?? e.createdAt, e.createdAt)
+                }
+                page.newest = max(page.newest ?? e.createdAt, e.createdAt)
                 pages[sub] = page
             }
         }
         let now = Self.now()
-        for (sub, createdAt) in newest where pages[sub]?.paging != true {
+        for (sub, createdAt) in newest where pages[sub]?.complete == true {
             try account.advanceSyncCursor(relayURL: endpoint.url, subscriptionID: sub, createdAt: createdAt, now: now)
         }
         emit(.ingested(outcome.receipt))
@@ -344,33 +373,44 @@ final class TransportLoop: @unchecked Sendable {
 
     /// Backfill: while a page brings new events, ask for the next older page with `until`;
     /// when one brings nothing new, resume the live subscription and report the sync done.
-    func endOfStoredEvents(_ sub: String) throws {
-        guard var page = pages[sub] else { return }
+    func endOfStoredEvents(_ id: String) throws {
+        let live = liveSubscription(of: id)
+        guard var page = pages[live] else { return }
+        let isPage = id != live
         if policy.backfill, page.newInPage > 0, let oldest = page.oldest {
+            // More may lie beyond the relay's cap: ask for the next older page under a separate
+            // id, so the live subscription (and live events already in flight) stay untouched.
             page.paging = true
             page.newInPage = 0
-            pages[sub] = page
+            pages[live] = page
             let older = try page.original.map { text throws(SoftchatError) -> String in
                 var members = try RelayFilter.fromJSON(text).json.members
-                members.removeAll { $0.key == "until" }
+                members.removeAll { $0.key == "until" || $0.key == "since" }
                 members.append(JSONObject.Member(key: "until", value: .integer(oldest)))
                 return JSONValue.object(JSONObject(members: members)).jsonText
             }
-            try session.subscribe(id: sub, filtersJSON: older)
+            try session.subscribe(id: pageID(live), filtersJSON: older)
             return
         }
-        if page.paging {
-            page.paging = false
-            pages[sub] = page
-            // Live again, from the newest event the account holds for this subscription.
-            var live = page.original
-            if let cursor = try account.syncCursor(relayURL: endpoint.url, subscriptionID: sub) {
-                let since = cursor - policy.session.sinceOverlapSeconds
-                live = try live.map { text throws(SoftchatError) in try RelayFilter.fromJSON(text).withSince(since).toJSON() }
-            }
-            try session.subscribe(id: sub, filtersJSON: live)
+        if isPage || page.paging {
+            try session.unsubscribe(id: pageID(live))
         }
-        emit(.synced(subscriptionID: sub, events: page.total))
+        // Synced to the end: now the cursor may move to the newest event received.
+        page.paging = false
+        page.complete = true
+        pages[live] = page
+        if let newest = page.newest {
+            try account.advanceSyncCursor(relayURL: endpoint.url, subscriptionID: live, createdAt: newest, now: Self.now())
+        }
+        emit(.synced(subscriptionID: live, events: page.total))
+    }
+
+    /// The id backfill pages use for `live` (within the 64-character limit).
+    func pageID(_ live: String) -> String { String(live.prefix(58)) + "~page" }
+
+    func liveSubscription(of id: String) -> String {
+        guard id.hasSuffix("~page") else { return id }
+        return pages.keys.first { pageID($0) == id } ?? id
     }
 
     /// Persists one delivery decision against the claim that holds the event's intent.
@@ -388,10 +428,20 @@ final class TransportLoop: @unchecked Sendable {
         }
         if decision.state == .accepted {
             retryPause = 0
-        } else if decision.state == .retryable && decision.category != .transportLost {
+        } else if decision.state == .retryable && decision.category != .transportLost && decision.category != .timeout {
+            // The relay itself said "later" (rate-limited, auth-required, error): back off.
+            // Timeouts and lost connections already waited or are handled by reconnecting.
             retryPause = retryPause == 0 ? policy.retryDelaySeconds * 1000 : min(retryPause * 2, 60_000)
             claimPausedUntil = Self.nowMilliseconds() + retryPause
         }
+        if decision.state == .retryable && decision.category == .authRequired && identity != nil {
+            // The session sends it again once after authenticating; keep the intent in flight
+            // under its lease so that answer lands on it. If authentication never comes, the
+            // lease expires and a later claim takes the intent back.
+            emit(.delivery(intentID: holder[id]?.intent ?? "", decision: decision))
+            return
+        }
+        written.remove(id)
         guard let h = holder.removeValue(forKey: id), let claim = claims[h.lease] else { return }
         do {
             try account.delivery.applyResults(claim, results: [DeliveryResult(intentID: h.intent, decision: decision)])
@@ -414,6 +464,16 @@ final class TransportLoop: @unchecked Sendable {
     /// After the connection ended: persist what the session says changed, return the delay.
     func lost() -> Int64? {
         sentAt.removeAll()
+        // The next connection re-sends each REQ; its stored events are a new sync to complete
+        // (and page past a cap) before the cursor moves again. Pages in progress start over.
+        for (id, var page) in pages {
+            if page.paging { try? session.unsubscribe(id: pageID(id)) }
+            page.complete = false
+            page.paging = false
+            page.newInPage = 0
+            page.oldest = nil
+            pages[id] = page
+        }
         guard let actions = try? session.transportLost(now: Self.now()) else { return nil }
         var delay: Int64 = 1000
         for action in actions {
@@ -435,6 +495,7 @@ final class TransportLoop: @unchecked Sendable {
         for claim in claims.values { try? account.delivery.release(claim) }
         claims.removeAll()
         holder.removeAll()
+        written.removeAll()
         session?.close()
     }
 }

@@ -1,6 +1,8 @@
 public import SoftchatCore
 
-/// Where a relay is and how to reach it: `ws://`, `wss://` (and, later, `noise://`).
+/// Where a relay is and how to reach it: `ws://`, `wss://`, or
+/// `noise://host:port?pattern=IK&key=<64 hex>` (WebSocket over a Noise channel; see
+/// `NoiseRelayParameters`).
 public struct RelayEndpoint: Sendable, Hashable, CustomStringConvertible {
     public let url: String
     public let secure: Bool
@@ -8,13 +10,26 @@ public struct RelayEndpoint: Sendable, Hashable, CustomStringConvertible {
     public let port: Int
     /// Path and query sent in the HTTP request line.
     public let resource: String
+    /// For `noise://` URLs: the handshake pattern and the relay's static key.
+    public let noise: NoiseRelayParameters?
 
     public init(_ url: String) throws(TransportError) {
+        if url.lowercased().hasPrefix("noise://") {
+            let parsed = try NoiseRelayParameters.parse(url)
+            self.url = url
+            secure = false
+            host = parsed.host
+            port = parsed.port
+            resource = parsed.resource
+            noise = parsed.noise
+            return
+        }
+        noise = nil
         let parsed: RelayURL
         do {
             parsed = try RelayURL(url)
         } catch {
-            throw TransportError(.connect, "\"\(url)\" is not a ws:// or wss:// relay URL")
+            throw TransportError(.connect, "\"\(url)\" is not a ws://, wss:// or noise:// relay URL")
         }
         self.url = url
         secure = parsed.isSecure
@@ -23,8 +38,12 @@ public struct RelayEndpoint: Sendable, Hashable, CustomStringConvertible {
         resource = parsed.path
     }
 
-    /// `Host:` header value: the port only when it is not the scheme's default.
-    var hostHeader: String { (secure ? port == 443 : port == 80) ? host : "\(host):\(port)" }
+    /// `Host:` header value: the port only when it is not the scheme's default (noise://
+    /// has no default port: always host:port).
+    var hostHeader: String {
+        if noise != nil { return "\(host):\(port)" }
+        return (secure ? port == 443 : port == 80) ? host : "\(host):\(port)"
+    }
 
     public var description: String { url }
 }
@@ -34,12 +53,18 @@ public struct ConnectionOptions: Sendable, Hashable {
     public var tls: TLSOptions
     public var connectTimeoutMilliseconds: Int32
     public var maxMessageBytes: Int
+    /// For noise:// relays: the file holding this client's 32-byte X25519 static secret,
+    /// created (mode 0600) on first use — by default `<account database>.noise-key` beside the
+    /// account (the managed transport fills it in). Never the Nostr secret. When nil, each
+    /// connection uses a fresh static key.
+    public var noiseStaticKeyFile: String?
 
     public init(tls: TLSOptions = TLSOptions(), connectTimeoutMilliseconds: Int32 = 10_000,
-                maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) {
+                maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, noiseStaticKeyFile: String? = nil) {
         self.tls = tls
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.maxMessageBytes = maxMessageBytes
+        self.noiseStaticKeyFile = noiseStaticKeyFile
     }
 }
 
@@ -71,8 +96,19 @@ public enum WebSocketClient {
         }
     }
 
+    /// TCP, then TLS for wss:// or the Noise handshake for noise://.
     static func openStream(_ endpoint: RelayEndpoint, options: ConnectionOptions) throws(TransportError) -> any ByteStream {
         let tcp = try TCPStream.connect(host: endpoint.host, port: endpoint.port, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+        if let noise = endpoint.noise {
+            do {
+                let localStatic = noise.pattern.initiatorSendsStatic ? try options.noiseStaticKey() : nil
+                return try NoiseStream(client: tcp, pattern: noise.pattern, localStatic: localStatic,
+                                       remoteStatic: noise.relayStaticKey, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+            } catch {
+                tcp.close()
+                throw error
+            }
+        }
         guard endpoint.secure else { return tcp }
         do {
             return try TLSStream(client: tcp, host: endpoint.host, options: options.tls, timeoutMilliseconds: options.connectTimeoutMilliseconds)

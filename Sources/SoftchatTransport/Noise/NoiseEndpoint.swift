@@ -1,0 +1,99 @@
+/// The Noise part of a `noise://host:port[/path]?pattern=IK&key=<64 hex>` relay URL.
+///
+/// - `pattern`: the handshake pattern (default XX); one of `NoiseStream.streamPatterns`.
+/// - `key`: the relay's static X25519 public key. Required by patterns that know it in
+///   advance (NK, XK, IK); with patterns that transmit it (NX, XX, IX) it pins it, and a relay
+///   presenting another key is refused.
+public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible {
+    public let pattern: NoiseHandshakePattern
+    public let relayStaticKey: [UInt8]?
+
+    public init(pattern: NoiseHandshakePattern, relayStaticKey: [UInt8]?) throws(TransportError) {
+        try NoiseStream.checkStreamPattern(pattern, kind: .connect)
+        if let key = relayStaticKey, key.count != 32 {
+            throw TransportError(.connect, "a Noise relay key is 32 bytes (64 hex characters), not \(key.count)")
+        }
+        let responderHasStatic = pattern.responderHasStatic
+        if pattern.responderPreMessage.contains(.s) && relayStaticKey == nil {
+            throw TransportError(.connect, "Noise pattern \(pattern.name) needs the relay's static key: add key=<64 hex> to the URL")
+        }
+        if relayStaticKey != nil && !responderHasStatic {
+            throw TransportError(.connect, "Noise pattern \(pattern.name) has no relay static key to pin; drop key= or use XX or IK")
+        }
+        self.pattern = pattern
+        self.relayStaticKey = relayStaticKey
+    }
+
+    public var description: String {
+        "pattern=\(pattern.name)" + (relayStaticKey.map { "&key=\(NoiseHex.encode($0))" } ?? "")
+    }
+
+    /// Parses a `noise://` URL into host, port, resource and parameters.
+    static func parse(_ url: String) throws(TransportError) -> (host: String, port: Int, resource: String, noise: NoiseRelayParameters) {
+        func refuse(_ why: String) -> TransportError { TransportError(.connect, "\"\(url)\" is not a valid noise:// relay URL: \(why)") }
+        guard url.lowercased().hasPrefix("noise://") else { throw refuse("the scheme is not noise") }
+        var rest = Substring(url.dropFirst("noise://".count))
+        var query = ""
+        if let q = rest.firstIndex(of: "?") {
+            query = String(rest[rest.index(after: q)...])
+            rest = rest[..<q]
+        }
+        var path = "/"
+        if let slash = rest.firstIndex(of: "/") {
+            path = String(rest[slash...])
+            rest = rest[..<slash]
+        }
+        var authority = String(rest)
+        guard !authority.isEmpty, !authority.contains("@") else { throw refuse("no host") }
+        let portColon: String.Index?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw refuse("an unclosed IPv6 host") }
+            portColon = authority[close...].firstIndex(of: ":")
+        } else {
+            portColon = authority.lastIndex(of: ":")
+        }
+        guard let colon = portColon, let port = Int(authority[authority.index(after: colon)...]), port > 0, port < 65536 else {
+            throw refuse("a port is required (noise://host:port)")
+        }
+        authority = String(authority[..<colon])
+        guard !authority.isEmpty else { throw refuse("no host") }
+        var patternName = "XX"
+        var key: [UInt8]? = nil
+        for item in query.split(separator: "&") where !item.isEmpty {
+            let pair = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(pair[0])
+            let value = pair.count > 1 ? String(pair[1]) : ""
+            switch name {
+            case "pattern":
+                patternName = value
+            case "key":
+                guard value.utf8.count == 64, let bytes = NoiseHex.decode(value) else {
+                    throw refuse("key must be the relay's static public key as 64 hex characters")
+                }
+                key = bytes
+            default:
+                throw refuse("unknown parameter \"\(name)\" (only pattern and key)")
+            }
+        }
+        let pattern: NoiseHandshakePattern
+        do {
+            pattern = try NoiseHandshakePattern(patternName)
+        } catch {
+            throw refuse(error.message)
+        }
+        return (authority.lowercased(), port, path, try NoiseRelayParameters(pattern: pattern, relayStaticKey: key))
+    }
+}
+
+extension ConnectionOptions {
+    /// The client's Noise static key: loaded (or created, mode 0600) from
+    /// `noiseStaticKeyFile`, or a fresh key for this connection when no file is set.
+    func noiseStaticKey() throws(TransportError) -> NoiseKeyPair {
+        guard let path = noiseStaticKeyFile else { return NoiseKeyPair.generate() }
+        do {
+            return try NoiseKeyPair.loadOrCreate(path: path)
+        } catch {
+            throw TransportError(.handshake, error.message)
+        }
+    }
+}
