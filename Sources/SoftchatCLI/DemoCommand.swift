@@ -24,14 +24,16 @@ enum DemoCommand {
         account while bob syncs them into his; each delivery state change and ingestion
         receipt is printed, every connection is dropped after the first batch to show
         recovery, and a summary ends the run (sent, accepted, received, duplicates, time).
-        --keep leaves the temporary folder in place and prints its path.
+        --keep leaves the temporary folder in place and prints its path; --keys-out DIR writes
+        the two identities' secret keys to DIR/alice.key and DIR/bob.key (mode 0600).
+        --auth makes the embedded relay require NIP-42 authentication.
         --transport noise serves the embedded relay over Noise (noise://…?pattern=IK&key=…:
         WebSocket inside a Noise_IK_25519_ChaChaPoly_SHA256 channel, the relay pinned by its
         static key); each account's Noise static key is created beside its database.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--relay", "--messages", "--transport"], switches: ["--json", "--keep", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--relay", "--messages", "--keys-out", "--transport"], switches: ["--json", "--keep", "--auth", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -56,6 +58,7 @@ enum DemoCommand {
         } else {
             var options = TestRelayOptions()
             if transportKind == "noise" { options.noise = TestRelayNoise(patterns: [.IK, .XX]) }
+            options.requireAuth = parsed.has("--auth")
             do {
                 relay = try TestRelay(options: options)
             } catch {
@@ -71,6 +74,15 @@ enum DemoCommand {
         let folder = try TemporaryFolder(keep: parsed.has("--keep"))
         let alice = SoftchatIdentity.generate()
         let bob = SoftchatIdentity.generate()
+        if let dir = parsed.options["--keys-out"] {
+            // The demo's identities as 0600 key files, for keeping them (or auditing the output).
+            do {
+                try alice.writeSecretKeyFile(path: dir + "/alice.key")
+                try bob.writeSecretKeyFile(path: dir + "/bob.key")
+            } catch {
+                throw RuntimeFailure(code: "key_file", message: error.description)
+            }
+        }
         let aliceAccount = try SoftchatAccount.open(path: folder.path + "/alice.db")
         let bobAccount = try SoftchatAccount.open(path: folder.path + "/bob.db")
         defer {

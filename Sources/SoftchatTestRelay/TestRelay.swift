@@ -75,6 +75,7 @@ public final class TestRelay: @unchecked Sendable {
     private var running = true
     private let group = DispatchGroup()
     private var acceptedFrames = 0
+    private var challenges: [String] = []
     private var noiseFailureLog: [String] = []
 
     public init(options: TestRelayOptions = TestRelayOptions(), port: Int = 0) throws(TransportError) {
@@ -105,6 +106,9 @@ public final class TestRelay: @unchecked Sendable {
     }
 
     public var storedEventCount: Int { lock.with { events.count } }
+    /// Every NIP-42 challenge the relay issued (for secret-hygiene tests that scan for them).
+    public var issuedChallenges: [String] { lock.with { challenges } }
+    fileprivate func recordChallenge(_ c: String) { lock.with { challenges.append(c) } }
     public var storedEventIDs: Set<String> { lock.with { eventIDs } }
     public var connectionCount: Int { lock.with { connections.count } }
     /// Client frames accepted so far (all connections).
@@ -257,6 +261,7 @@ private final class Connection: @unchecked Sendable {
         var bytes = [UInt8](repeating: 0, count: 16)
         for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
         challenge = bytes.map { String($0, radix: 16) }.joined()
+        relay.recordChallenge(challenge)
     }
 
     func cut() {
