@@ -45,7 +45,10 @@ extension SoftchatAccount {
         if let ids = filter.ids { hexCondition("e.id", ids) }
         if let authors = filter.authors { hexCondition("e.pubkey", authors) }
         if let kinds = filter.kinds {
-            sql += " AND e.kind IN (\(Array(repeating: "?", count: kinds.count).joined(separator: ",")))"
+            // With a tag condition, the tag index is the selective one: `+` keeps SQLite from
+            // scanning every event of the kind instead (it has no statistics to know better).
+            let column = filter.tagConditions.isEmpty ? "e.kind" : "+e.kind"
+            sql += " AND \(column) IN (\(Array(repeating: "?", count: kinds.count).joined(separator: ",")))"
             args += kinds.map { .int(Int64($0)) }
         }
         if let since = filter.since {
@@ -57,7 +60,9 @@ extension SoftchatAccount {
             args.append(.int(until))
         }
         for condition in filter.tagConditions {
-            sql += " AND EXISTS (SELECT 1 FROM event_tags t WHERE t.event_id = e.id AND t.name = ? AND t.value IN ("
+            // An IN over the tag index yields the candidate ids first (few for a chat filter),
+            // instead of testing every event of the kind in time order.
+            sql += " AND e.id IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN ("
                 + Array(repeating: "?", count: condition.values.count).joined(separator: ",") + "))"
             args.append(.text(String(condition.letter)))
             args += condition.values.map(SQLValue.text)
