@@ -23,6 +23,8 @@ let package = Package(
         .library(name: "SoftchatStorage", targets: ["SoftchatStorage"]),
         .library(name: "SoftchatTransport", targets: ["SoftchatTransport"]),
         .executable(name: "softchat", targets: ["SoftchatCLI"]),
+        // The C ABI (generated/c/softchat.h) the Kotlin/JNA and Node-API facades load.
+        .library(name: "SoftchatFFI", type: .dynamic, targets: ["SoftchatFFI"]),
         .plugin(name: "SoftchatContractPlugin", targets: ["SoftchatContractPlugin"]),
         .plugin(name: "GenerateBindings", targets: ["GenerateBindings"]),
     ],
@@ -71,6 +73,12 @@ let package = Package(
         .target(
             name: "SoftchatStorage", dependencies: ["SoftchatCore", "SoftchatJSON", "CSQLite"],
             swiftSettings: strictSwift),
+
+        // MARK: The C ABI over the core and storage: @_cdecl exports generated from Schema/
+        // (SoftchatContractPlugin), hand-written handle boxes and codecs (Sources/SoftchatFFI)
+        .target(
+            name: "SoftchatFFI", dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON"],
+            swiftSettings: strictSwift, plugins: ["SoftchatContractPlugin"]),
 
         // MARK: Transport: TCP/TLS streams, WebSocket (RFC 6455), the managed relay loop
         .target(

@@ -1,6 +1,6 @@
 // Build-tool plugin: regenerates SoftchatCore's contract surface (errors, bounds, metadata),
-// or a recipe test target's recipe code, from Schema/ whenever a schema file changes.
-// Generated Swift is never checked in.
+// a recipe test target's recipe code, or the SoftchatFFI library's C ABI exports, from
+// Schema/ whenever a schema file changes. Generated Swift is never checked in.
 import Foundation
 import PackagePlugin
 
@@ -12,14 +12,23 @@ struct SoftchatContractPlugin: BuildToolPlugin {
             .filter { $0.pathExtension == "json" }
             .sorted { $0.path < $1.path }
         // Test targets whose name ends in "RecipeTests" get the schema's Swift recipes as code;
-        // every other target gets the contract surface.
-        let recipes = target.name.hasSuffix("RecipeTests")
-        let fileName = recipes ? "SchemaRecipes.swift" : "SoftchatContractSurface.swift"
+        // the SoftchatFFI library gets the C ABI's @_cdecl exports; every other target gets the
+        // contract surface.
+        let command: String
+        let fileName: String
+        let displayName: String
+        if target.name.hasSuffix("RecipeTests") {
+            (command, fileName, displayName) = ("recipes", "SchemaRecipes.swift", "Generating Swift recipes from Schema/")
+        } else if target.name == "SoftchatFFI" {
+            (command, fileName, displayName) = ("ffi", "SoftchatFFIExports.swift", "Generating the C ABI exports from Schema/")
+        } else {
+            (command, fileName, displayName) = ("swift", "SoftchatContractSurface.swift", "Generating the Softchat contract surface from Schema/")
+        }
         return [
             .buildCommand(
-                displayName: recipes ? "Generating Swift recipes from Schema/" : "Generating the Softchat contract surface from Schema/",
+                displayName: displayName,
                 executable: try context.tool(named: "softchat-codegen").url,
-                arguments: [recipes ? "recipes" : "swift", "--schema", schema.path, "--output", context.pluginWorkDirectoryURL.path],
+                arguments: [command, "--schema", schema.path, "--output", context.pluginWorkDirectoryURL.path],
                 inputFiles: inputs,
                 outputFiles: [context.pluginWorkDirectoryURL.appending(path: fileName)])
         ]

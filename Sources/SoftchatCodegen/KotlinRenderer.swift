@@ -1,8 +1,8 @@
 public import SoftchatContracts
 
-/// Renders the Kotlin (Android) facade: contract constants and error codes, plus the API
-/// declarations of the `android` symbol set. Until the C ABI exists the API bodies throw
-/// `UnsupportedOperationException("… is not linked …")`: loud, never silent.
+/// Renders the Kotlin (Android) facade: contract constants and error codes, the API of the
+/// `android` symbol set calling the C ABI through JNA (`SoftchatNative`), and the small JSON
+/// codec the ABI's JSON results need. Kotlin 1.3-compatible (no trailing commas, `values()`).
 public struct KotlinRenderer {
     public let set: ContractSet
     public init(set: ContractSet) { self.set = set }
@@ -13,7 +13,7 @@ public struct KotlinRenderer {
         "typealias", "val", "var", "when", "while"]
 
     public func render() -> [GeneratedFile] {
-        [renderContracts(), renderAPI()]
+        [renderContracts(), renderAPI(), renderCodecs(), renderNative(), renderJSON()]
     }
 
     func header(_ w: inout SourceWriter) {
@@ -38,7 +38,7 @@ public struct KotlinRenderer {
             }
             w.line()
             w.block("companion object {") { w in
-                w.line("fun fromCode(code: String): SoftchatErrorCode? = entries.firstOrNull { it.code == code }")
+                w.line("fun fromCode(code: String): SoftchatErrorCode? = values().firstOrNull { it.code == code }")
             }
         }
         w.line()
@@ -108,25 +108,377 @@ public struct KotlinRenderer {
         f.params.map { "\(ident($0.name)): \(typeName($0.type))\(defaultLiteral($0))" }.joined(separator: ", ")
     }
 
+    var model: FFIModel { FFIModel(set: set) }
+
+    /// The JNA parameter list of an entry point (handles as Pointer, text as String).
+    func jnaParams(_ e: FFIModel.EntryPoint) -> String {
+        let c = CABIRenderer(set: set)
+        return c.cArguments(e).map { arg in
+            let type = arg.name == "error" ? "PointerByReference" : (arg.type.hasPrefix("const char") ? "String?" : "Pointer?")
+            return "\(arg.name): \(type)"
+        }.joined(separator: ", ")
+    }
+
+    func renderNative() -> GeneratedFile {
+        var w = SourceWriter()
+        header(&w)
+        w.line("import com.sun.jna.Library")
+        w.line("import com.sun.jna.Native")
+        w.line("import com.sun.jna.Pointer")
+        w.line("import com.sun.jna.ptr.PointerByReference")
+        w.line()
+        w.line("// The C ABI of generated/c/softchat.h as a JNA interface, and the loader that refuses a library")
+        w.line("// built from another schema. Internal: the public API is SoftchatApi.kt.")
+        w.line()
+        w.line("@Suppress(\"FunctionName\")")
+        w.block("internal interface SoftchatNativeLibrary : Library {") { w in
+            w.line("fun softchat_contract_checksum(): String")
+            w.line("fun softchat_string_free(string: Pointer?)")
+            w.line("fun softchat_error_free(error: Pointer?)")
+            for e in model.entryPoints {
+                let ret = e.returns == nil ? "" : ": Pointer?"
+                w.line("fun \(e.cName)(\(jnaParams(e)))\(ret)")
+            }
+        }
+        w.line()
+        w.line("/** Loads libSoftchatFFI (JNA search path, or the `softchat.library` system property) once. */")
+        w.block("internal object SoftchatNative {") { w in
+            w.block("val lib: SoftchatNativeLibrary by lazy {") { w in
+                w.line("val name = System.getProperty(\"softchat.library\") ?: \"SoftchatFFI\"")
+                w.line("val options = mapOf(Library.OPTION_STRING_ENCODING to \"UTF-8\")")
+                w.line("val loaded = Native.load(name, SoftchatNativeLibrary::class.java, options)")
+                w.line("val actual = loaded.softchat_contract_checksum()")
+                w.block("if (actual != SoftchatContractCatalog.CHECKSUM) {") { w in
+                    w.line("throw IllegalStateException(")
+                    w.line("    \"softchat: native library $name was built from schema checksum $actual, but this facade was \" +")
+                    w.line("        \"generated from ${SoftchatContractCatalog.CHECKSUM}; rebuild both from the same Schema/\")")
+                }
+                w.line("loaded")
+            }
+            w.line()
+            w.line("val cleaner: java.lang.ref.Cleaner = java.lang.ref.Cleaner.create()")
+            w.line()
+            w.line("/** Runs one C call; a reported softchat_error becomes a SoftchatException with its stable code. */")
+            w.block("fun <T> call(symbol: String, body: (PointerByReference) -> T): T {") { w in
+                w.line("val error = PointerByReference()")
+                w.line("val result = body(error)")
+                w.line("val e = error.value")
+                w.block("if (e != null) {") { w in
+                    w.line("val code = e.getPointer(0L).getString(0L, \"UTF-8\")")
+                    w.line("val message = e.getPointer(Native.POINTER_SIZE.toLong()).getString(0L, \"UTF-8\")")
+                    w.line("lib.softchat_error_free(e)")
+                    w.line("val known = SoftchatErrorCode.fromCode(code) ?: throw IllegalStateException(\"softchat: unknown error code $code: $message\")")
+                    w.line("throw SoftchatException(known, message, symbol)")
+                }
+                w.line("return result")
+            }
+            w.line()
+            w.line("/** Reads and frees a result string. */")
+            w.block("fun take(pointer: Pointer?): Any? {") { w in
+                w.line("if (pointer == null) throw IllegalStateException(\"softchat: a call returned no result and no error\")")
+                w.line("val text = pointer.getString(0L, \"UTF-8\")")
+                w.line("lib.softchat_string_free(pointer)")
+                w.line("return SoftchatJson.parse(text)")
+            }
+        }
+        return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatNative.kt", contents: w.text)
+    }
+
+    func renderJSON() -> GeneratedFile {
+        var w = SourceWriter()
+        header(&w)
+        w.line("// A small strict JSON reader and writer for the values that cross the C ABI: objects as")
+        w.line("// LinkedHashMap, arrays as List, integers as Long, other numbers as Double.")
+        w.line()
+        for l in Self.jsonSource { w.line(l) }
+        return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatJson.kt", contents: w.text)
+    }
+
+    static let jsonSource: [String] = #"""
+internal object SoftchatJson {
+    fun parse(text: String): Any? {
+        val r = Reader(text)
+        r.skip()
+        val v = r.value()
+        r.skip()
+        if (r.i != text.length) throw IllegalArgumentException("softchat: trailing data in JSON at ${r.i}")
+        return v
+    }
+
+    fun write(value: Any?): String = StringBuilder().also { write(value, it) }.toString()
+
+    private fun write(value: Any?, out: StringBuilder) {
+        when (value) {
+            null -> out.append("null")
+            is Boolean -> out.append(if (value) "true" else "false")
+            is Long, is Int -> out.append(value.toString())
+            is Double -> out.append(value.toString())
+            is String -> {
+                out.append('"')
+                for (ch in value) {
+                    when {
+                        ch == '"' -> out.append("\\\"")
+                        ch == '\\' -> out.append("\\\\")
+                        ch == '\n' -> out.append("\\n")
+                        ch == '\r' -> out.append("\\r")
+                        ch == '\t' -> out.append("\\t")
+                        ch < ' ' -> out.append(String.format("\\u%04x", ch.toInt()))
+                        else -> out.append(ch)
+                    }
+                }
+                out.append('"')
+            }
+            is Map<*, *> -> {
+                out.append('{')
+                var first = true
+                for ((k, v) in value) {
+                    if (!first) out.append(',')
+                    first = false
+                    write(k as String, out)
+                    out.append(':')
+                    write(v, out)
+                }
+                out.append('}')
+            }
+            is List<*> -> {
+                out.append('[')
+                value.forEachIndexed { i, v ->
+                    if (i > 0) out.append(',')
+                    write(v, out)
+                }
+                out.append(']')
+            }
+            else -> throw IllegalArgumentException("softchat: cannot encode ${value.javaClass} as JSON")
+        }
+    }
+
+    private class Reader(val s: String) {
+        var i = 0
+
+        fun skip() {
+            while (i < s.length && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++
+        }
+
+        fun fail(what: String): Nothing = throw IllegalArgumentException("softchat: bad JSON at $i: $what")
+
+        fun value(): Any? {
+            if (i >= s.length) fail("unexpected end")
+            return when (s[i]) {
+                '{' -> obj()
+                '[' -> arr()
+                '"' -> str()
+                't' -> lit("true", true)
+                'f' -> lit("false", false)
+                'n' -> lit("null", null)
+                else -> num()
+            }
+        }
+
+        fun lit(word: String, v: Any?): Any? {
+            if (!s.startsWith(word, i)) fail("expected $word")
+            i += word.length
+            return v
+        }
+
+        fun num(): Any {
+            val start = i
+            while (i < s.length && (s[i].isDigit() || s[i] == '-' || s[i] == '+' || s[i] == '.' || s[i] == 'e' || s[i] == 'E')) i++
+            val t = s.substring(start, i)
+            if (t.isEmpty()) fail("unexpected character")
+            return t.toLongOrNull() ?: t.toDouble()
+        }
+
+        fun str(): String {
+            i++
+            val b = StringBuilder()
+            while (true) {
+                if (i >= s.length) fail("unterminated string")
+                val c = s[i++]
+                when (c) {
+                    '"' -> return b.toString()
+                    '\\' -> {
+                        val e = s[i++]
+                        when (e) {
+                            '"' -> b.append('"')
+                            '\\' -> b.append('\\')
+                            '/' -> b.append('/')
+                            'b' -> b.append('\b')
+                            'f' -> b.append('\u000c')
+                            'n' -> b.append('\n')
+                            'r' -> b.append('\r')
+                            't' -> b.append('\t')
+                            'u' -> {
+                                b.append(s.substring(i, i + 4).toInt(16).toChar())
+                                i += 4
+                            }
+                            else -> fail("bad escape")
+                        }
+                    }
+                    else -> b.append(c)
+                }
+            }
+        }
+
+        fun obj(): Map<String, Any?> {
+            i++
+            val m = LinkedHashMap<String, Any?>()
+            skip()
+            if (s[i] == '}') {
+                i++
+                return m
+            }
+            while (true) {
+                skip()
+                val k = str()
+                skip()
+                if (s[i++] != ':') fail("expected :")
+                skip()
+                m[k] = value()
+                skip()
+                when (s[i++]) {
+                    ',' -> {}
+                    '}' -> return m
+                    else -> fail("expected , or }")
+                }
+            }
+        }
+
+        fun arr(): List<Any?> {
+            i++
+            val a = ArrayList<Any?>()
+            skip()
+            if (s[i] == ']') {
+                i++
+                return a
+            }
+            while (true) {
+                skip()
+                a.add(value())
+                skip()
+                when (s[i++]) {
+                    ',' -> {}
+                    ']' -> return a
+                    else -> fail("expected , or ]")
+                }
+            }
+        }
+    }
+}
+
+internal fun jsonField(v: Any?, key: String): Any? =
+    (v as? Map<*, *> ?: throw IllegalStateException("softchat: expected a JSON object for $key")).get(key)
+
+internal fun jsonString(v: Any?): String = v as? String ?: throw IllegalStateException("softchat: expected a string, got $v")
+
+internal fun jsonLong(v: Any?): Long = (v as? Long) ?: (v as? Int)?.toLong() ?: throw IllegalStateException("softchat: expected an integer, got $v")
+
+internal fun jsonBool(v: Any?): Boolean = v as? Boolean ?: throw IllegalStateException("softchat: expected a boolean, got $v")
+
+@Suppress("UNCHECKED_CAST")
+internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalStateException("softchat: expected an array, got $v")
+"""#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+
+    // MARK: JSON codecs over the schema's types
+
+    func decode(_ ref: TypeRef, _ expr: String) -> String {
+        switch ref {
+        case .string, .json: return "jsonString(\(expr))"
+        case .bool: return "jsonBool(\(expr))"
+        case .int64: return "jsonLong(\(expr))"
+        case .list(let t): return "jsonList(\(expr)).map { \(decode(t, "it")) }"
+        case .optional(let t): return "\(expr)?.let { \(decode(t, "it")) }"
+        case .named(let n):
+            guard let t = set.type(named: n) else { return expr }
+            switch t.kind {
+            case .enum:
+                return "\(typeName(ref)).fromValue(jsonString(\(expr))) ?: throw IllegalStateException(\"softchat: unknown \(n) value\")"
+            case .record: return "decode\(n)(\(expr))"
+            case .object: return "\(n)(SoftchatJson.write(\(expr)))"
+            }
+        }
+    }
+
+    func encode(_ ref: TypeRef, _ expr: String) -> String {
+        switch ref {
+        case .string, .json, .bool, .int64: return expr
+        case .list(let t): return "\(expr).map { \(encode(t, "it")) }"
+        case .optional(let t): return "\(expr)?.let { \(encode(t, "it")) }"
+        case .named(let n):
+            guard let t = set.type(named: n) else { return expr }
+            switch t.kind {
+            case .enum: return "\(expr).value"
+            case .record: return "encode\(n)(\(expr))"
+            case .object: return "SoftchatJson.parse(\(expr).json)"
+            }
+        }
+    }
+
+    /// How an argument crosses: text as is, handles as their pointer, the rest as JSON text.
+    func argument(_ p: Param) -> String {
+        if model.isHandle(p.type) { return "\(ident(p.name)).handle" }
+        if FFIModel.isRaw(p.type) { return ident(p.name) }
+        return "SoftchatJson.write(\(encode(p.type, ident(p.name))))"
+    }
+
+    /// The Kotlin expression of one C call, decoding its result.
+    func call(_ e: FFIModel.EntryPoint, receiver: String?) -> String {
+        var args: [String] = []
+        if let receiver { args.append(receiver) }
+        args += e.params.map(argument)
+        args.append("e")
+        let native = "SoftchatNative.lib.\(e.cName)(\(args.joined(separator: ", ")))"
+        let invoke = "SoftchatNative.call(\(quoted(e.symbol))) { e -> \(native) }"
+        guard let r = e.returns else { return invoke }
+        if model.isHandle(r), case .named(let n) = r {
+            return "\(n)(\(invoke) ?: throw IllegalStateException(\"softchat: \(e.cName) returned no handle\"))"
+        }
+        return decode(r, "SoftchatNative.take(\(invoke))")
+    }
+
+    func entry(_ typeName: String?, _ member: String, kind: FFIModel.Kind? = nil) -> FFIModel.EntryPoint {
+        model.entryPoints.first { $0.type == typeName && $0.member == member && (kind == nil || $0.kind == kind) }!
+    }
+
     func renderAPI() -> GeneratedFile {
         var w = SourceWriter()
         header(&w)
-        w.line("// The android symbol set of the schema. The bodies fail loudly until the native library")
-        w.line("// (C ABI over the Swift core) is linked in by the facades issue.")
+        w.line("import com.sun.jna.Pointer")
         w.line()
-        w.line("@PublishedApi internal fun notLinked(symbol: String): Nothing =")
-        w.line("    throw UnsupportedOperationException(\"softchat: $symbol is not linked to the native Softchat core yet\")")
-        w.line()
+        w.line("// The android symbol set of the schema, over the C ABI (generated/c/softchat.h) through JNA.")
+        w.line("// Records are data classes; RelaySession, SoftchatIdentity and SoftchatAccount own native handles")
+        w.line("// released when collected; errors are SoftchatException with the stable code.")
         for t in set.allTypes where nestedEnumOwner(t) == nil {
-            renderType(t, &w)
             w.line()
+            renderType(t, &w)
         }
         for f in set.allFunctions {
-            w.doc(f.doc)
-            w.line("fun \(f.name)(\(params(f)))\(f.returns.map { ": " + typeName($0) } ?? "") = notLinked(\(quoted(f.name)))")
             w.line()
+            w.doc(f.doc)
+            let e = entry(nil, f.name)
+            w.line("fun \(f.name)(\(params(f)))\(f.returns.map { ": " + typeName($0) } ?? "") = \(call(e, receiver: nil))")
         }
         return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatApi.kt", contents: w.text)
+    }
+
+    /// The records' JSON codecs, in their own file so SoftchatApi.kt declares only public API.
+    func renderCodecs() -> GeneratedFile {
+        var w = SourceWriter()
+        header(&w)
+        w.line("// JSON codecs of the records for the C ABI (keys are the schema's names). Internal.")
+        for t in set.allTypes where t.kind == .record {
+            w.line()
+            let args = t.fields.map { decode($0.type, "jsonField(v, \(quoted($0.name)))") }
+            w.line("internal fun decode\(t.name)(v: Any?): \(t.name) = \(t.name)(")
+            for (i, a) in args.enumerated() { w.line("    \(a)\(i + 1 < args.count ? "," : "")") }
+            w.line(")")
+            w.line()
+            w.line("internal fun encode\(t.name)(x: \(t.name)): Map<String, Any?> = linkedMapOf(")
+            for (i, f) in t.fields.enumerated() {
+                w.line("    \(quoted(f.name)) to \(encode(f.type, "x." + ident(f.name)))\(i + 1 < t.fields.count ? "," : "")")
+            }
+            w.line(")")
+        }
+        return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatCodecs.kt", contents: w.text)
     }
 
     func renderEnum(_ t: TypeDecl, name: String, _ w: inout SourceWriter) {
@@ -137,9 +489,16 @@ public struct KotlinRenderer {
             }
             w.line()
             w.block("companion object {") { w in
-                w.line("fun fromValue(value: String): \(name)? = entries.firstOrNull { it.value == value }")
+                w.line("fun fromValue(value: String): \(name)? = values().firstOrNull { it.value == value }")
             }
         }
+    }
+
+    func renderMember(_ t: TypeDecl, _ m: FunctionDecl, receiver: String?, override: Bool, _ w: inout SourceWriter) {
+        w.doc(m.doc)
+        let e = entry(t.name, m.name, kind: m.isStatic ? .staticMethod : .method)
+        let ret = m.returns.map { ": " + typeName($0) } ?? ": Unit"
+        w.line("\(override ? "override " : "")fun \(ident(m.name))(\(params(m)))\(ret) = \(call(e, receiver: m.isStatic ? nil : receiver))")
     }
 
     func renderType(_ t: TypeDecl, _ w: inout SourceWriter) {
@@ -151,7 +510,7 @@ public struct KotlinRenderer {
             let nested = set.allTypes.first { nestedEnumOwner($0)?.name == t.name }
             let fields = t.fields.map { "val \(ident($0.name)): \(typeName($0.type))" }.joined(separator: ",\n    ")
             if let nested {
-                w.line("data class \(t.name)(\n    \(fields),\n) {")
+                w.line("data class \(t.name)(\n    \(fields)\n) {")
                 w.line("    /** Kinds of \(t.name). */")
                 var inner = SourceWriter()
                 renderEnum(nested, name: "Kind", &inner)
@@ -160,33 +519,76 @@ public struct KotlinRenderer {
                 }
                 w.line("}")
             } else {
-                w.line("data class \(t.name)(\n    \(fields),\n)")
+                w.line("data class \(t.name)(\n    \(fields)\n)")
             }
         case .object:
-            let ctor = t.constructors.first.map { "(\(params($0)))" } ?? " private constructor()"
             let closeable = t.methods.contains { $0.name == "close" && $0.params.isEmpty && $0.returns == nil }
-            w.block("class \(t.name)\(ctor)\(closeable ? " : AutoCloseable" : "") {") { w in
-                for p in t.properties {
-                    w.doc(p.doc)
-                    w.line("val \(ident(p.name)): \(typeName(p.type)) get() = notLinked(\(quoted("\(t.name).\(p.name)")))")
-                }
-                for m in t.methods where !m.isStatic {
-                    w.doc(m.doc)
-                    let override = closeable && m.name == "close" ? "override " : ""
-                    let ret = m.returns.map { ": " + typeName($0) } ?? ": Unit"
-                    w.line("\(override)fun \(ident(m.name))(\(params(m)))\(ret) = notLinked(\(quoted("\(t.name).\(m.name)")))")
-                }
-                let statics = t.methods.filter(\.isStatic)
-                if !statics.isEmpty {
-                    w.block("companion object {") { w in
-                        for m in statics {
-                            w.doc(m.doc)
-                            w.line("fun \(ident(m.name))(\(params(m)))\(m.returns.map { ": " + typeName($0) } ?? ": Unit") = notLinked(\(quoted("\(t.name).\(m.name)")))")
+            let statics = t.methods.filter(\.isStatic)
+            switch model.role(t.name) ?? .handle {
+            case .handle:
+                w.block("class \(t.name) internal constructor(internal val handle: Pointer)\(closeable ? " : java.io.Closeable" : "") {") { w in
+                    w.block("init {") { w in
+                        w.line("val h = handle")
+                        w.line("SoftchatNative.cleaner.register(this, Runnable { SoftchatNative.lib.\(FFIModel.cPrefix(t.name))_free(h) })")
+                    }
+                    for (i, c) in t.constructors.enumerated() {
+                        let e = model.entryPoints.filter { $0.type == t.name && $0.kind == .constructor }[i]
+                        w.line()
+                        w.line("constructor(\(params(c))) : this(")
+                        w.line("    SoftchatNative.call(\(quoted(t.name))) { e -> SoftchatNative.lib.\(e.cName)(\((e.params.map(argument) + ["e"]).joined(separator: ", "))) }")
+                        w.line("        ?: throw IllegalStateException(\"softchat: \(e.cName) returned no handle\")")
+                        w.line(")")
+                    }
+                    for p in t.properties {
+                        w.line()
+                        w.doc(p.doc)
+                        if case .view = model.role(p.type.namedTypes.first ?? "") {
+                            w.line("val \(ident(p.name)): \(typeName(p.type)) get() = \(typeName(p.type))(this)")
+                        } else {
+                            let e = entry(t.name, p.name, kind: .property)
+                            w.line("val \(ident(p.name)): \(typeName(p.type)) get() = \(call(e, receiver: "handle"))")
                         }
                     }
+                    for m in t.methods where !m.isStatic {
+                        w.line()
+                        renderMember(t, m, receiver: "handle", override: closeable && m.name == "close", &w)
+                    }
+                    renderCompanion(t, statics, &w)
+                }
+            case .view(let owner, _):
+                w.block("class \(t.name) internal constructor(private val owner: \(owner)) {") { w in
+                    for (i, m) in t.methods.enumerated() {
+                        if i > 0 { w.line() }
+                        renderMember(t, m, receiver: "owner.handle", override: false, &w)
+                    }
+                }
+            case .value:
+                w.block("class \(t.name) internal constructor(internal val json: String) {") { w in
+                    for m in t.methods where !m.isStatic {
+                        renderMember(t, m, receiver: "json", override: false, &w)
+                        w.line()
+                    }
+                    w.line("override fun equals(other: Any?): Boolean = other is \(t.name) && other.json == json")
+                    w.line("override fun hashCode(): Int = json.hashCode()")
+                    w.line("override fun toString(): String = json")
+                    renderCompanion(t, statics, &w)
+                }
+            case .namespace:
+                w.block("class \(t.name) private constructor() {") { w in
+                    renderCompanion(t, statics, &w)
                 }
             }
         }
     }
-}
 
+    func renderCompanion(_ t: TypeDecl, _ statics: [FunctionDecl], _ w: inout SourceWriter) {
+        guard !statics.isEmpty else { return }
+        w.line()
+        w.block("companion object {") { w in
+            for (i, m) in statics.enumerated() {
+                if i > 0 { w.line() }
+                renderMember(t, m, receiver: nil, override: false, &w)
+            }
+        }
+    }
+}

@@ -192,9 +192,10 @@ public struct BindingsRenderer {
     public init(set: ContractSet) { self.set = set }
 
     /// Directories whose every file `generate-bindings` owns (stale files there are removed).
-    public static let ownedDirectories = ["generated/kotlin", "generated/typescript", MarkdownRenderer.directory]
+    public static let ownedDirectories = ["generated/c", "generated/kotlin", "generated/typescript", MarkdownRenderer.directory]
 
     public func render() -> [GeneratedFile] {
-        KotlinRenderer(set: set).render() + TypeScriptRenderer(set: set).render() + MarkdownRenderer(set: set).render()
+        [CABIRenderer(set: set).renderHeader()] + KotlinRenderer(set: set).render() + TypeScriptRenderer(set: set).render()
+            + MarkdownRenderer(set: set).render()
     }
 }

@@ -1,14 +1,14 @@
 public import SoftchatContracts
 
-/// Renders the TypeScript facade: contract constants and error codes, plus the API
-/// declarations of the `typescript` symbol set. Until the Node-API addon exists the API
-/// bodies throw `Error("… is not linked …")`: loud, never silent.
+/// Renders the TypeScript facade: contract constants and error codes, the API of the
+/// `typescript` symbol set over the Node-API addon (NodeAddonRenderer), and the loader that
+/// checks the addon's contract checksum. tsc compiles it to .js and .d.ts (not checked in).
 public struct TypeScriptRenderer {
     public let set: ContractSet
     public init(set: ContractSet) { self.set = set }
 
     public func render() -> [GeneratedFile] {
-        [renderContracts(), renderAPI(), renderIndex()]
+        [renderContracts(), renderAPI(), renderNative(), renderIndex(), NodeAddonRenderer(set: set).render()]
     }
 
     func header(_ w: inout SourceWriter) {
@@ -70,6 +70,8 @@ public struct TypeScriptRenderer {
         return GeneratedFile(path: "generated/typescript/contracts.ts", contents: w.text)
     }
 
+    var model: FFIModel { FFIModel(set: set) }
+
     func typeName(_ ref: TypeRef) -> String {
         switch ref {
         case .string, .json: "string"
@@ -89,15 +91,76 @@ public struct TypeScriptRenderer {
         }.joined(separator: ", ")
     }
 
+    /// Whether values of this type hold a value object somewhere (and so need decoding).
+    func needsDecoding(_ ref: TypeRef, _ seen: Set<String> = []) -> Bool {
+        switch ref {
+        case .string, .json, .bool, .int64: return false
+        case .list(let t), .optional(let t): return needsDecoding(t, seen)
+        case .named(let n):
+            guard let t = set.type(named: n), !seen.contains(n) else { return false }
+            switch t.kind {
+            case .enum: return false
+            case .object: return true
+            case .record: return t.fields.contains { needsDecoding($0.type, seen.union([n])) }
+            }
+        }
+    }
+
+    func decode(_ ref: TypeRef, _ expr: String) -> String {
+        guard needsDecoding(ref) else { return "\(expr) as \(typeName(ref))" }
+        switch ref {
+        case .list(let t): return "(\(expr) as unknown[]).map((v) => \(decode(t, "v")))"
+        case .optional(let t): return "(\(expr) == null ? null : \(decode(t, expr)))"
+        case .named(let n):
+            if set.type(named: n)?.kind == .object { return "\(n)._wrap(JSON.stringify(\(expr)))" }
+            return "decode\(n)(\(expr))"
+        default: return "\(expr) as \(typeName(ref))"
+        }
+    }
+
+    /// How an argument crosses: text as is, handles as their external, the rest as JSON text.
+    func argument(_ p: Param) -> String {
+        let value = p.defaultValue.map { "(\(p.name) ?? \($0.jsonText))" } ?? p.name
+        if model.isHandle(p.type) { return "\(p.name).handle" }
+        if FFIModel.isRaw(p.type) { return value }
+        return "encode(\(value))"
+    }
+
+    func call(_ e: FFIModel.EntryPoint, receiver: String?) -> String {
+        var args: [String] = []
+        if let receiver { args.append(receiver) }
+        args += e.params.map(argument)
+        let invoke = "call(\(quoted(e.symbol)), () => native().\(e.cName)(\(args.joined(separator: ", "))))"
+        guard let r = e.returns else { return invoke }
+        if model.isHandle(r), case .named(let n) = r { return "wrap(\(n), \(invoke))" }
+        return decode(r, "JSON.parse(\(invoke) as string)")
+    }
+
+    func entry(_ typeName: String?, _ member: String, kind: FFIModel.Kind? = nil) -> FFIModel.EntryPoint {
+        model.entryPoints.first { $0.type == typeName && $0.member == member && (kind == nil || $0.kind == kind) }!
+    }
+
+    func renderMember(_ t: TypeDecl, _ m: FunctionDecl, receiver: String?, _ w: inout SourceWriter) {
+        w.doc(m.doc)
+        let e = entry(t.name, m.name, kind: m.isStatic ? .staticMethod : .method)
+        var ret = m.returns.map(typeName) ?? "void"
+        let body = call(e, receiver: m.isStatic ? nil : receiver)
+        if m.isAsync {
+            ret = "Promise<\(ret)>"
+            w.line("\(m.isStatic ? "static " : "")async \(m.name)(\(params(m))): \(ret) { \(m.returns == nil ? "" : "return ")\(body); }")
+        } else {
+            w.line("\(m.isStatic ? "static " : "")\(m.name)(\(params(m))): \(ret) { \(m.returns == nil ? "" : "return ")\(body); }")
+        }
+    }
+
     func renderAPI() -> GeneratedFile {
         var w = SourceWriter(indent: "  ")
         header(&w)
-        w.line("// The typescript symbol set of the schema. The bodies fail loudly until the Node-API addon")
-        w.line("// over the Swift core's C ABI is linked in by the facades issue.")
+        w.line("// The typescript symbol set of the schema, over the Node-API addon (native/softchat_addon.c)")
+        w.line("// that calls the C ABI (generated/c/softchat.h). Records are plain objects in the schema's")
+        w.line("// names; handle classes free their native handle when collected; errors are SoftchatError.")
         w.line()
-        w.block("function notLinked(symbol: string): never {") { w in
-            w.line("throw new Error(`softchat: ${symbol} is not linked to the native Softchat core yet`);")
-        }
+        w.line("import { call, encode, native, wrap, wrapView, type Handle } from \"./native\";")
         for t in set.allTypes {
             w.line()
             w.doc(t.doc)
@@ -115,32 +178,193 @@ public struct TypeScriptRenderer {
                     }
                 }
             case .object:
-                w.block("export class \(t.name) {") { w in
-                    if let ctor = t.constructors.first {
-                        w.line("// eslint-disable-next-line @typescript-eslint/no-unused-vars")
-                        w.line("constructor(\(params(ctor))) {}")
-                    } else {
-                        w.line("private constructor() {}")
-                    }
-                    for p in t.properties {
-                        w.doc(p.doc)
-                        w.line("get \(p.name)(): \(typeName(p.type)) { return notLinked(\(quoted("\(t.name).\(p.name)"))); }")
-                    }
-                    for m in t.methods {
-                        w.doc(m.doc)
-                        var ret = m.returns.map(typeName) ?? "void"
-                        if m.isAsync { ret = "Promise<\(ret)>" }
-                        w.line("\(m.isStatic ? "static " : "")\(m.name)(\(params(m))): \(ret) { return notLinked(\(quoted("\(t.name).\(m.name)"))); }")
-                    }
-                }
+                renderObject(t, &w)
             }
         }
         for f in set.allFunctions {
             w.line()
             w.doc(f.doc)
-            w.line("export function \(f.name)(\(params(f))): \(f.returns.map(typeName) ?? "void") { return notLinked(\(quoted(f.name))); }")
+            let e = entry(nil, f.name)
+            w.line("export function \(f.name)(\(params(f))): \(f.returns.map(typeName) ?? "void") { \(f.returns == nil ? "" : "return ")\(call(e, receiver: nil)); }")
+        }
+        let decoded = set.allTypes.filter { $0.kind == .record && needsDecoding(.named($0.name)) }
+        if !decoded.isEmpty {
+            w.line()
+            w.line("// Records that hold value objects are rebuilt from their JSON.")
+            for t in decoded {
+                w.line()
+                w.block("function decode\(t.name)(v: unknown): \(t.name) {") { w in
+                    w.line("const o = v as Record<string, unknown>;")
+                    w.block("return {", closer: "};") { w in
+                        for f in t.fields { w.line("\(f.name): \(decode(f.type, "o[\(quoted(f.name))]")),") }
+                    }
+                }
+            }
         }
         return GeneratedFile(path: "generated/typescript/api.ts", contents: w.text)
+    }
+
+    func renderObject(_ t: TypeDecl, _ w: inout SourceWriter) {
+        let statics = t.methods.filter(\.isStatic)
+        switch model.role(t.name) ?? .handle {
+        case .handle:
+            w.block("export class \(t.name) {") { w in
+                w.line("/** @internal */")
+                w.line("handle!: Handle;")
+                let ctors = model.entryPoints.filter { $0.type == t.name && $0.kind == .constructor }
+                if !ctors.isEmpty {
+                    w.line()
+                    for c in t.constructors where t.constructors.count > 1 { w.line("constructor(\(params(c)));") }
+                    // One implementation: the constructor chosen by the arguments given.
+                    let all = t.constructors.flatMap(\.params)
+                    var unique: [Param] = []
+                    for p in all where !unique.contains(where: { $0.name == p.name }) { unique.append(p) }
+                    let implParams = unique.map { "\($0.name)?: \(typeName($0.type))" }.joined(separator: ", ")
+                    w.block("constructor(\(t.constructors.count > 1 ? implParams : params(t.constructors[0]))) {") { w in
+                        for (i, c) in t.constructors.enumerated() {
+                            let e = ctors[i]
+                            let test = c.params.isEmpty ? "arguments.length === 0" : c.params.map { "\($0.name) !== undefined" }.joined(separator: " && ")
+                            let invoke = "call(\(quoted(t.name)), () => native().\(e.cName)(\(c.params.map(argument).joined(separator: ", "))))"
+                            if t.constructors.count == 1 {
+                                w.line("this.handle = \(invoke);")
+                            } else {
+                                w.block("\(i == 0 ? "" : "} else ")if (\(test)) {", closer: "") { w in w.line("this.handle = \(invoke);") }
+                            }
+                        }
+                        if t.constructors.count > 1 {
+                            w.line("} else {")
+                            w.line("  throw new TypeError(\(quoted("softchat: no \(t.name) constructor takes these arguments")));")
+                            w.line("}")
+                        }
+                    }
+                } else {
+                    w.line()
+                    w.line("private constructor() {}")
+                }
+                for p in t.properties {
+                    w.line()
+                    w.doc(p.doc)
+                    if case .view = model.role(p.type.namedTypes.first ?? "") {
+                        w.line("get \(p.name)(): \(typeName(p.type)) { return wrapView(\(typeName(p.type)), this); }")
+                    } else {
+                        w.line("get \(p.name)(): \(typeName(p.type)) { return \(call(entry(t.name, p.name, kind: .property), receiver: "this.handle")); }")
+                    }
+                }
+                for m in t.methods {
+                    w.line()
+                    renderMember(t, m, receiver: "this.handle", &w)
+                }
+            }
+        case .view(let owner, _):
+            w.block("export class \(t.name) {") { w in
+                w.line("/** @internal */")
+                w.line("owner!: \(owner);")
+                w.line()
+                w.line("private constructor() {}")
+                for m in t.methods {
+                    w.line()
+                    renderMember(t, m, receiver: "this.owner.handle", &w)
+                }
+            }
+        case .value:
+            w.block("export class \(t.name) {") { w in
+                w.line("/** @internal */")
+                w.line("json!: string;")
+                w.line()
+                w.line("private constructor() {}")
+                w.line()
+                w.line("/** @internal */")
+                w.block("static _wrap(json: string): \(t.name) {") { w in
+                    w.line("const o = Object.create(\(t.name).prototype) as \(t.name);")
+                    w.line("o.json = json;")
+                    w.line("return o;")
+                }
+                for m in t.methods {
+                    w.line()
+                    renderMember(t, m, receiver: "this.json", &w)
+                }
+            }
+        case .namespace:
+            w.block("export class \(t.name) {") { w in
+                w.line("private constructor() {}")
+                for m in statics {
+                    w.line()
+                    renderMember(t, m, receiver: nil, &w)
+                }
+            }
+        }
+    }
+
+    func renderNative() -> GeneratedFile {
+        var w = SourceWriter(indent: "  ")
+        header(&w)
+        w.line("// Loads the Node-API addon (SOFTCHAT_ADDON, or softchat_addon.node beside this file), refuses a")
+        w.line("// library built from another schema, and turns the addon's errors into SoftchatError.")
+        w.line()
+        w.line("import { SOFTCHAT_CONTRACT_CHECKSUM, SoftchatError, SoftchatErrorCodes, type SoftchatErrorCode } from \"./contracts\";")
+        w.line()
+        w.line("declare const require: (id: string) => unknown;")
+        w.line("declare const process: { env: Record<string, string | undefined> };")
+        w.line("declare const __dirname: string;")
+        w.line()
+        w.line("/** A native handle (a Node-API external). */")
+        w.line("export type Handle = unknown;")
+        w.line()
+        w.line("type Addon = Record<string, (...args: unknown[]) => unknown>;")
+        w.line("let addon: Addon | undefined;")
+        w.line()
+        w.block("export function native(): Addon {") { w in
+            w.line("if (addon !== undefined) return addon;")
+            w.line("const path = process.env.SOFTCHAT_ADDON ?? `${__dirname}/softchat_addon.node`;")
+            w.line("const loaded = require(path) as Addon;")
+            w.line("const actual = loaded.softchat_contract_checksum();")
+            w.block("if (actual !== SOFTCHAT_CONTRACT_CHECKSUM) {") { w in
+                w.line("throw new Error(")
+                w.line("  `softchat: native addon ${path} was built from schema checksum ${String(actual)}, but this facade was ` +")
+                w.line("    `generated from ${SOFTCHAT_CONTRACT_CHECKSUM}; rebuild both from the same Schema/`,")
+                w.line(");")
+            }
+            w.line("addon = loaded;")
+            w.line("return loaded;")
+        }
+        w.line()
+        w.line("const codes = new Set<string>(Object.values(SoftchatErrorCodes).map((e) => e.code));")
+        w.line()
+        w.line("/** Runs one addon call; an error carrying a Softchat code becomes a SoftchatError. */")
+        w.block("export function call<T>(symbol: string, body: () => T): T {") { w in
+            w.block("try {") { w in
+                w.line("return body();")
+            }
+            w.block("catch (e) {") { w in
+                w.line("const code = (e as { code?: unknown }).code;")
+                w.block("if (typeof code === \"string\" && codes.has(code)) {") { w in
+                    w.line("throw new SoftchatError(code as SoftchatErrorCode, (e as Error).message, symbol);")
+                }
+                w.line("throw e;")
+            }
+        }
+        w.line()
+        w.line("/** JSON text of an argument; value objects (which keep their JSON) are inlined. */")
+        w.block("export function encode(value: unknown): string {") { w in
+            w.line("return JSON.stringify(value, (_key, v: unknown) =>")
+            w.line("  v !== null && typeof v === \"object\" && typeof (v as { json?: unknown }).json === \"string\" && !Array.isArray(v)")
+            w.line("    && Object.keys(v).length === 1 ? JSON.parse((v as { json: string }).json) : v);")
+        }
+        w.line()
+        w.line("/** An instance of a handle class around a handle returned by a factory. */")
+        w.block("export function wrap<T extends object>(cls: { prototype: T }, handle: unknown): T {") { w in
+            w.line("const o = Object.create(cls.prototype) as T & { handle: unknown };")
+            w.line("o.handle = handle;")
+            w.line("return o;")
+        }
+        w.line()
+        w.line("/** A view (`account.incoming`) over its owner's handle. */")
+        w.block("export function wrapView<T extends object>(cls: { prototype: T }, owner: unknown): T {") { w in
+            w.line("const o = Object.create(cls.prototype) as T & { owner: unknown };")
+            w.line("o.owner = owner;")
+            w.line("return o;")
+        }
+        return GeneratedFile(path: "generated/typescript/native.ts", contents: w.text)
     }
 
     func renderIndex() -> GeneratedFile {

@@ -2,6 +2,7 @@
 //
 //   softchat-codegen swift    --schema DIR --output DIR       Swift surface (build plugin)
 //   softchat-codegen recipes  --schema DIR --output DIR       Swift recipes as test code
+//   softchat-codegen ffi      --schema DIR --output DIR       the C ABI's Swift exports (build plugin)
 //   softchat-codegen bindings --schema DIR --root DIR [--check]  generated/ and docs/reference/
 //   softchat-codegen validate --schema DIR                     diagnostics only
 //   softchat-codegen site     --schema DIR --docs DIR --output DIR   the static HTML site
@@ -19,6 +20,7 @@ func fail(_ message: String, status: Int32) -> Never {
 let usage = """
     usage: softchat-codegen swift --schema DIR --output DIR
            softchat-codegen recipes --schema DIR --output DIR
+           softchat-codegen ffi --schema DIR --output DIR
            softchat-codegen bindings --schema DIR --root DIR [--check]
            softchat-codegen validate --schema DIR
            softchat-codegen site --schema DIR --docs DIR --output DIR
@@ -76,6 +78,13 @@ case "recipes":
         _ = try write(SwiftRecipeRenderer(set: set).render(), under: output)
     } catch {
         fail("softchat-codegen: cannot write the recipes: \(error)", status: 3)
+    }
+case "ffi":
+    guard let output = options["--output"] else { fail(usage, status: 2) }
+    do {
+        _ = try write(CABIRenderer(set: set).renderSwiftExports(), under: output)
+    } catch {
+        fail("softchat-codegen: cannot write the FFI exports: \(error)", status: 3)
     }
 case "bindings":
     guard let root = options["--root"] else { fail(usage, status: 2) }

@@ -2,17 +2,17 @@
 // edit Schema/*.json and run `swift package --allow-writing-to-package-directory generate-bindings`.
 package softchat
 
-// The android symbol set of the schema. The bodies fail loudly until the native library
-// (C ABI over the Swift core) is linked in by the facades issue.
+import com.sun.jna.Pointer
 
-@PublishedApi internal fun notLinked(symbol: String): Nothing =
-    throw UnsupportedOperationException("softchat: $symbol is not linked to the native Softchat core yet")
+// The android symbol set of the schema, over the C ABI (generated/c/softchat.h) through JNA.
+// Records are data classes; RelaySession, SoftchatIdentity and SoftchatAccount own native handles
+// released when collected; errors are SoftchatException with the stable code.
 
 /** One echo. */
 data class Echo(
     val kind: Echo.Kind,
     val text: String,
-    val replyIds: List<String>?,
+    val replyIds: List<String>?
 ) {
     /** Kinds of Echo. */
     enum class Kind(val value: String) {
@@ -22,25 +22,37 @@ data class Echo(
         RATE_LIMITED("rate-limited");
 
         companion object {
-            fun fromValue(value: String): Kind? = entries.firstOrNull { it.value == value }
+            fun fromValue(value: String): Kind? = values().firstOrNull { it.value == value }
         }
     }
 }
 
 /** Makes echoes. */
-class Echoer() : AutoCloseable {
+class Echoer internal constructor(internal val handle: Pointer) : java.io.Closeable {
+    init {
+        val h = handle
+        SoftchatNative.cleaner.register(this, Runnable { SoftchatNative.lib.softchat_echoer_free(h) })
+    }
+
+    constructor() : this(
+        SoftchatNative.call("Echoer") { e -> SoftchatNative.lib.softchat_echoer_new(e) }
+            ?: throw IllegalStateException("softchat: softchat_echoer_new returned no handle")
+    )
+
     /** Echoes so far. */
-    val count: Long get() = notLinked("Echoer.count")
+    val count: Long get() = jsonLong(SoftchatNative.take(SoftchatNative.call("Echoer.count") { e -> SoftchatNative.lib.softchat_echoer_count(handle, e) }))
+
     /** Echo once. */
-    fun echoText(text: String, max: Long = 8L): Echo = notLinked("Echoer.echoText")
+    fun echoText(text: String, max: Long = 8L): Echo = decodeEcho(SoftchatNative.take(SoftchatNative.call("Echoer.echoText") { e -> SoftchatNative.lib.softchat_echoer_echo_text(handle, text, SoftchatJson.write(max), e) }))
+
     /** Release. */
-    override fun close(): Unit = notLinked("Echoer.close")
+    override fun close(): Unit = SoftchatNative.call("Echoer.close") { e -> SoftchatNative.lib.softchat_echoer_close(handle, e) }
+
     companion object {
         /** Parse. */
-        fun fromJson(json: String): Echoer = notLinked("Echoer.fromJson")
+        fun fromJson(json: String): Echoer = Echoer(SoftchatNative.call("Echoer.fromJson") { e -> SoftchatNative.lib.softchat_echoer_from_json(json, e) } ?: throw IllegalStateException("softchat: softchat_echoer_from_json returned no handle"))
     }
 }
 
 /** Make one. */
-fun makeEchoer(relayUrl: String): Echoer = notLinked("makeEchoer")
-
+fun makeEchoer(relayUrl: String): Echoer = Echoer(SoftchatNative.call("makeEchoer") { e -> SoftchatNative.lib.softchat_make_echoer(relayUrl, e) } ?: throw IllegalStateException("softchat: softchat_make_echoer returned no handle"))

@@ -15,7 +15,7 @@ enum class SoftchatErrorCode(val code: String, val retryRule: SoftchatRetryRule)
     ECHO_BUSY("echo_busy", SoftchatRetryRule.RETRYABLE);
 
     companion object {
-        fun fromCode(code: String): SoftchatErrorCode? = entries.firstOrNull { it.code == code }
+        fun fromCode(code: String): SoftchatErrorCode? = values().firstOrNull { it.code == code }
     }
 }
 

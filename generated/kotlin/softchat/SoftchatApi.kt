@@ -2,11 +2,11 @@
 // edit Schema/*.json and run `swift package --allow-writing-to-package-directory generate-bindings`.
 package softchat
 
-// The android symbol set of the schema. The bodies fail loudly until the native library
-// (C ABI over the Swift core) is linked in by the facades issue.
+import com.sun.jna.Pointer
 
-@PublishedApi internal fun notLinked(symbol: String): Nothing =
-    throw UnsupportedOperationException("softchat: $symbol is not linked to the native Softchat core yet")
+// The android symbol set of the schema, over the C ABI (generated/c/softchat.h) through JNA.
+// Records are data classes; RelaySession, SoftchatIdentity and SoftchatAccount own native handles
+// released when collected; errors are SoftchatException with the stable code.
 
 /**
  * A Nostr event whose id hash and BIP-340 signature have been verified, so every other API can
@@ -19,7 +19,7 @@ data class VerifiedEvent(
     val kind: Long,
     val tags: List<List<String>>,
     val content: String,
-    val sig: String,
+    val sig: String
 )
 
 /**
@@ -31,17 +31,18 @@ data class UnsignedEvent(
     val createdAt: Long,
     val kind: Long,
     val tags: List<List<String>>,
-    val content: String,
+    val content: String
 )
 
 /** Entry point that turns signed event JSON, such as a stored delivery payload, back into a VerifiedEvent. */
 class SignedNostrEvent private constructor() {
+
     companion object {
         /**
          * Parses one signed event JSON object and verifies its id and signature, so only verified events
          * reach publish.
          */
-        fun parse(json: String): VerifiedEvent = notLinked("SignedNostrEvent.parse")
+        fun parse(json: String): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("SignedNostrEvent.parse") { e -> SoftchatNative.lib.softchat_signed_nostr_event_parse(json, e) }))
     }
 }
 
@@ -49,29 +50,39 @@ class SignedNostrEvent private constructor() {
  * A secret signing key held inside the core, so hosts sign events and NIP-42 challenges without
  * handling key bytes.
  */
-class SoftchatIdentity private constructor() {
+class SoftchatIdentity internal constructor(internal val handle: Pointer) {
+    init {
+        val h = handle
+        SoftchatNative.cleaner.register(this, Runnable { SoftchatNative.lib.softchat_identity_free(h) })
+    }
+
     /** The identity's x-only public key as 64 lowercase hex characters, safe to share. */
-    val publicKeyHex: String get() = notLinked("SoftchatIdentity.publicKeyHex")
+    val publicKeyHex: String get() = jsonString(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.publicKeyHex") { e -> SoftchatNative.lib.softchat_identity_public_key_hex(handle, e) }))
+
     /** Computes the id of an event draft and signs it, returning a verified event ready to publish. */
-    fun sign(event: UnsignedEvent): VerifiedEvent = notLinked("SoftchatIdentity.sign")
+    fun sign(event: UnsignedEvent): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.sign") { e -> SoftchatNative.lib.softchat_identity_sign(handle, SoftchatJson.write(encodeUnsignedEvent(event)), e) }))
+
     /**
      * Signs the kind-22242 NIP-42 event for exactly this relay URL and challenge, which must not be
      * reused for another relay or time window.
      */
-    fun createNip42Authentication(challenge: String, relayUrl: String, createdAt: Long): VerifiedEvent = notLinked("SoftchatIdentity.createNip42Authentication")
+    fun createNip42Authentication(challenge: String, relayUrl: String, createdAt: Long): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.createNip42Authentication") { e -> SoftchatNative.lib.softchat_identity_create_nip42_authentication(handle, challenge, relayUrl, SoftchatJson.write(createdAt), e) }))
+
     /**
      * Zeroes the secret key at the host's authority boundary, after which signing fails with
      * invalid_relay_authentication.
      */
-    fun erase(): Unit = notLinked("SoftchatIdentity.erase")
+    fun erase(): Unit = SoftchatNative.call("SoftchatIdentity.erase") { e -> SoftchatNative.lib.softchat_identity_erase(handle, e) }
+
     companion object {
         /** Creates an identity from a fresh random secret key. */
-        fun generate(): SoftchatIdentity = notLinked("SoftchatIdentity.generate")
+        fun generate(): SoftchatIdentity = SoftchatIdentity(SoftchatNative.call("SoftchatIdentity.generate") { e -> SoftchatNative.lib.softchat_identity_generate(e) } ?: throw IllegalStateException("softchat: softchat_identity_generate returned no handle"))
+
         /**
          * Creates an identity from a 64-character hex secret key, rejecting a key that is not a valid
          * secp256k1 scalar.
          */
-        fun importSecretHex(secretHex: String): SoftchatIdentity = notLinked("SoftchatIdentity.importSecretHex")
+        fun importSecretHex(secretHex: String): SoftchatIdentity = SoftchatIdentity(SoftchatNative.call("SoftchatIdentity.importSecretHex") { e -> SoftchatNative.lib.softchat_identity_import_secret_hex(secretHex, e) } ?: throw IllegalStateException("softchat: softchat_identity_import_secret_hex returned no handle"))
     }
 }
 
@@ -79,17 +90,23 @@ class SoftchatIdentity private constructor() {
  * A validated NIP-01 filter that keeps exact prefix, time, limit and generic tag semantics and
  * round-trips to the same JSON.
  */
-class RelayFilter private constructor() {
+class RelayFilter internal constructor(internal val json: String) {
     /** Encodes the filter back to JSON with its values kept exactly, so parse and encode round-trip. */
-    fun toJson(): String = notLinked("RelayFilter.toJson")
+    fun toJson(): String = jsonString(SoftchatNative.take(SoftchatNative.call("RelayFilter.toJson") { e -> SoftchatNative.lib.softchat_relay_filter_to_json(json, e) }))
+
     /**
      * Reports whether an event meets every present condition of this filter, with values within a list
      * ORed and limit ignored for live matching.
      */
-    fun matches(event: VerifiedEvent): Boolean = notLinked("RelayFilter.matches")
+    fun matches(event: VerifiedEvent): Boolean = jsonBool(SoftchatNative.take(SoftchatNative.call("RelayFilter.matches") { e -> SoftchatNative.lib.softchat_relay_filter_matches(json, SoftchatJson.write(encodeVerifiedEvent(event)), e) }))
+
+    override fun equals(other: Any?): Boolean = other is RelayFilter && other.json == json
+    override fun hashCode(): Int = json.hashCode()
+    override fun toString(): String = json
+
     companion object {
         /** Parses and validates one filter JSON object, rejecting unknown or duplicate keys. */
-        fun fromJson(json: String): RelayFilter = notLinked("RelayFilter.fromJson")
+        fun fromJson(json: String): RelayFilter = RelayFilter(SoftchatJson.write(SoftchatNative.take(SoftchatNative.call("RelayFilter.fromJson") { e -> SoftchatNative.lib.softchat_relay_filter_from_json(json, e) })))
     }
 }
 
@@ -109,7 +126,7 @@ enum class ClientFrameVerb(val value: String) {
     EVENTS("EVENTS");
 
     companion object {
-        fun fromValue(value: String): ClientFrameVerb? = entries.firstOrNull { it.value == value }
+        fun fromValue(value: String): ClientFrameVerb? = values().firstOrNull { it.value == value }
     }
 }
 
@@ -131,7 +148,7 @@ enum class RelayFrameVerb(val value: String) {
     COUNT("COUNT");
 
     companion object {
-        fun fromValue(value: String): RelayFrameVerb? = entries.firstOrNull { it.value == value }
+        fun fromValue(value: String): RelayFrameVerb? = values().firstOrNull { it.value == value }
     }
 }
 
@@ -143,7 +160,7 @@ data class ClientRelayFrame(
     val verb: ClientFrameVerb,
     val subscriptionId: String?,
     val events: List<VerifiedEvent>,
-    val filters: List<RelayFilter>,
+    val filters: List<RelayFilter>
 )
 
 /**
@@ -153,7 +170,7 @@ data class ClientRelayFrame(
 data class CountResult(
     val count: Long,
     val approximate: Boolean,
-    val hll: String?,
+    val hll: String?
 )
 
 /**
@@ -169,7 +186,7 @@ data class RelayResponseFrame(
     val prefix: String?,
     val message: String?,
     val challenge: String?,
-    val count: CountResult?,
+    val count: CountResult?
 )
 
 /**
@@ -183,7 +200,7 @@ data class RelaySessionConfig(
     val reconnectResetAfterSeconds: Long,
     val jitterSeed: Long,
     val sinceOverlapSeconds: Long,
-    val correlateUnnamedAcknowledgements: Boolean,
+    val correlateUnnamedAcknowledgements: Boolean
 )
 
 /**
@@ -192,7 +209,7 @@ data class RelaySessionConfig(
  */
 data class OutboundRelayFrame(
     val frame: String,
-    val deliveryEventIds: List<String>,
+    val deliveryEventIds: List<String>
 )
 
 /**
@@ -211,7 +228,7 @@ data class RelaySessionAction(
     val count: CountResult?,
     val decision: DeliveryDecision?,
     val delayMilliseconds: Long?,
-    val attempt: Long?,
+    val attempt: Long?
 ) {
     /** Kinds of RelaySessionAction. */
     enum class Kind(val value: String) {
@@ -261,7 +278,7 @@ data class RelaySessionAction(
         SCHEDULE_RECONNECT("scheduleReconnect");
 
         companion object {
-            fun fromValue(value: String): Kind? = entries.firstOrNull { it.value == value }
+            fun fromValue(value: String): Kind? = values().firstOrNull { it.value == value }
         }
     }
 }
@@ -277,76 +294,106 @@ data class RelaySessionSnapshot(
     val pendingPublishes: Long,
     val awaitingPersistence: Long,
     val reconnectAttempt: Long,
-    val authenticated: Boolean,
+    val authenticated: Boolean
 )
 
 /**
  * The serialized, sans-I/O relay state machine: the host feeds it calls, socket text and time, and
  * executes the ordered actions and frames it returns.
  */
-class RelaySession() : AutoCloseable {
+class RelaySession internal constructor(internal val handle: Pointer) : java.io.Closeable {
+    init {
+        val h = handle
+        SoftchatNative.cleaner.register(this, Runnable { SoftchatNative.lib.softchat_relay_session_free(h) })
+    }
+
+    constructor() : this(
+        SoftchatNative.call("RelaySession") { e -> SoftchatNative.lib.softchat_relay_session_new(e) }
+            ?: throw IllegalStateException("softchat: softchat_relay_session_new returned no handle")
+    )
+
+    constructor(config: RelaySessionConfig) : this(
+        SoftchatNative.call("RelaySession") { e -> SoftchatNative.lib.softchat_relay_session_new_with_config(SoftchatJson.write(encodeRelaySessionConfig(config)), e) }
+            ?: throw IllegalStateException("softchat: softchat_relay_session_new_with_config returned no handle")
+    )
+
     /** Starts or restarts a connection and returns the openTransport action for the host to execute. */
-    fun connect(): List<RelaySessionAction> = notLinked("RelaySession.connect")
+    fun connect(): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.connect") { e -> SoftchatNative.lib.softchat_relay_session_connect(handle, e) })).map { decodeRelaySessionAction(it) }
+
     /** Reports that the socket is open, so queued subscriptions and publishes become ready to drain. */
-    fun transportConnected(now: Long? = null): List<RelaySessionAction> = notLinked("RelaySession.transportConnected")
+    fun transportConnected(now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.transportConnected") { e -> SoftchatNative.lib.softchat_relay_session_transport_connected(handle, SoftchatJson.write(now?.let { it }), e) })).map { decodeRelaySessionAction(it) }
+
     /**
      * Adds or replaces the subscription with this id and queues its REQ, which is sent again after
      * every reconnect.
      */
-    fun subscribe(id: String, filtersJson: List<String>): Unit = notLinked("RelaySession.subscribe")
+    fun subscribe(id: String, filtersJson: List<String>): Unit = SoftchatNative.call("RelaySession.subscribe") { e -> SoftchatNative.lib.softchat_relay_session_subscribe(handle, id, SoftchatJson.write(filtersJson.map { it }), e) }
+
     /** Removes the subscription with this id and queues its CLOSE. */
-    fun unsubscribe(id: String): Unit = notLinked("RelaySession.unsubscribe")
+    fun unsubscribe(id: String): Unit = SoftchatNative.call("RelaySession.unsubscribe") { e -> SoftchatNative.lib.softchat_relay_session_unsubscribe(handle, id, e) }
+
     /** Queues a NIP-45 COUNT under this id, answered by a countResult action. */
-    fun count(id: String, filtersJson: List<String>): Unit = notLinked("RelaySession.count")
+    fun count(id: String, filtersJson: List<String>): Unit = SoftchatNative.call("RelaySession.count") { e -> SoftchatNative.lib.softchat_relay_session_count(handle, id, SoftchatJson.write(filtersJson.map { it }), e) }
+
     /**
      * Queues 1 to 256 unique verified events as pending deliveries, as one EVENT or one EVENTS frame
      * (consecutive EVENT frames without EVENTS support).
      */
-    fun publish(events: List<VerifiedEvent>): Unit = notLinked("RelaySession.publish")
+    fun publish(events: List<VerifiedEvent>): Unit = SoftchatNative.call("RelaySession.publish") { e -> SoftchatNative.lib.softchat_relay_session_publish(handle, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), e) }
+
     /**
      * Hands out up to max queued frames for the socket; draining is not writing, so unconfirmed frames
      * are queued again on transportLost.
      */
-    fun drainOutbound(max: Long = 256L): List<OutboundRelayFrame> = notLinked("RelaySession.drainOutbound")
+    fun drainOutbound(max: Long = 256L): List<OutboundRelayFrame> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.drainOutbound") { e -> SoftchatNative.lib.softchat_relay_session_drain_outbound(handle, SoftchatJson.write(max), e) })).map { decodeOutboundRelayFrame(it) }
+
     /** Reports that a drained frame was written to the socket, moving its published events to inFlight. */
-    fun confirmSent(deliveryEventIds: List<String>): Unit = notLinked("RelaySession.confirmSent")
+    fun confirmSent(deliveryEventIds: List<String>): Unit = SoftchatNative.call("RelaySession.confirmSent") { e -> SoftchatNative.lib.softchat_relay_session_confirm_sent(handle, SoftchatJson.write(deliveryEventIds.map { it }), e) }
+
     /**
      * Validates one complete relay frame and returns its actions in order; an invalid frame or a full
      * ingestion queue changes nothing.
      */
-    fun receive(text: String): List<RelaySessionAction> = notLinked("RelaySession.receive")
+    fun receive(text: String): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.receive") { e -> SoftchatNative.lib.softchat_relay_session_receive(handle, text, e) })).map { decodeRelaySessionAction(it) }
+
     /**
      * Reports that the event handed out by persistEvent is durably committed, releasing its
      * awaiting-persistence slot.
      */
-    fun confirmIngested(eventId: String): Unit = notLinked("RelaySession.confirmIngested")
+    fun confirmIngested(eventId: String): Unit = SoftchatNative.call("RelaySession.confirmIngested") { e -> SoftchatNative.lib.softchat_relay_session_confirm_ingested(handle, eventId, e) }
+
     /**
      * Sends the host-signed NIP-42 event for the latest challenge, answering each pubkey and challenge
      * pair at most once.
      */
-    fun authenticate(event: VerifiedEvent): List<RelaySessionAction> = notLinked("RelaySession.authenticate")
+    fun authenticate(event: VerifiedEvent): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.authenticate") { e -> SoftchatNative.lib.softchat_relay_session_authenticate(handle, SoftchatJson.write(encodeVerifiedEvent(event)), e) })).map { decodeRelaySessionAction(it) }
+
     /**
      * Reports that the host's acknowledgement deadline passed, turning events still in flight into
      * retryable timeout decisions.
      */
-    fun acknowledgementTimedOut(now: Long): List<RelaySessionAction> = notLinked("RelaySession.acknowledgementTimedOut")
+    fun acknowledgementTimedOut(now: Long): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.acknowledgementTimedOut") { e -> SoftchatNative.lib.softchat_relay_session_acknowledgement_timed_out(handle, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
+
     /**
      * Reports that the socket closed or failed, returning delivery changes for events in flight and
      * then a scheduleReconnect action.
      */
-    fun transportLost(now: Long? = null): List<RelaySessionAction> = notLinked("RelaySession.transportLost")
+    fun transportLost(now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.transportLost") { e -> SoftchatNative.lib.softchat_relay_session_transport_lost(handle, SoftchatJson.write(now?.let { it }), e) })).map { decodeRelaySessionAction(it) }
+
     /**
      * Stops the connection safely and returns the closeTransport action; call it before close while a
      * transport is active.
      */
-    fun cancel(): List<RelaySessionAction> = notLinked("RelaySession.cancel")
+    fun cancel(): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.cancel") { e -> SoftchatNative.lib.softchat_relay_session_cancel(handle, e) })).map { decodeRelaySessionAction(it) }
+
     /**
      * Releases the session; idempotent, and every later call except snapshot fails with
      * invalid_relay_session.
      */
-    override fun close(): Unit = notLinked("RelaySession.close")
+    override fun close(): Unit = SoftchatNative.call("RelaySession.close") { e -> SoftchatNative.lib.softchat_relay_session_close(handle, e) }
+
     /** Returns the redacted diagnostic snapshot, valid in every state including after close. */
-    fun snapshot(): RelaySessionSnapshot = notLinked("RelaySession.snapshot")
+    fun snapshot(): RelaySessionSnapshot = decodeRelaySessionSnapshot(SoftchatNative.take(SoftchatNative.call("RelaySession.snapshot") { e -> SoftchatNative.lib.softchat_relay_session_snapshot(handle, e) }))
 }
 
 /**
@@ -366,7 +413,7 @@ enum class DeliveryState(val value: String) {
     RETRYABLE("retryable");
 
     companion object {
-        fun fromValue(value: String): DeliveryState? = entries.firstOrNull { it.value == value }
+        fun fromValue(value: String): DeliveryState? = values().firstOrNull { it.value == value }
     }
 }
 
@@ -415,7 +462,7 @@ enum class DeliveryCategory(val value: String) {
     EXHAUSTED("exhausted");
 
     companion object {
-        fun fromValue(value: String): DeliveryCategory? = entries.firstOrNull { it.value == value }
+        fun fromValue(value: String): DeliveryCategory? = values().firstOrNull { it.value == value }
     }
 }
 
@@ -427,7 +474,7 @@ data class DeliveryDecision(
     val eventId: String,
     val state: DeliveryState,
     val category: DeliveryCategory,
-    val message: String,
+    val message: String
 )
 
 /**
@@ -437,86 +484,98 @@ data class DeliveryDecision(
 data class DeliveryClaim(
     val leaseId: String,
     val relayUrl: String,
-    val expiresAt: Long,
+    val expiresAt: Long
 )
 
 /** One claimed publish intent with the signed event to send. */
 data class DeliveryPayload(
     val intentId: String,
     val eventId: String,
-    val eventJson: String,
+    val eventJson: String
 )
 
 /** The lease and payloads returned by a successful claim. */
 data class DeliveryClaimResult(
     val claim: DeliveryClaim,
-    val payloads: List<DeliveryPayload>,
+    val payloads: List<DeliveryPayload>
 )
 
 /** A relay decision correlated with the publish intent it settles. */
 data class DeliveryResult(
     val intentId: String,
-    val decision: DeliveryDecision,
+    val decision: DeliveryDecision
 )
 
 /**
  * The account's durable publish-intent store: commit signed events and their target relays before
  * anything is sent.
  */
-class AccountOutgoing private constructor() {
+class AccountOutgoing internal constructor(private val owner: SoftchatAccount) {
     /**
      * Stores the events and one pending intent per event and relay in one transaction, idempotent by
      * operation id, and returns the intent ids.
      */
-    fun enqueueSigned(operationId: String, events: List<VerifiedEvent>, relayUrls: List<String>, now: Long): List<String> = notLinked("AccountOutgoing.enqueueSigned")
+    fun enqueueSigned(operationId: String, events: List<VerifiedEvent>, relayUrls: List<String>, now: Long): List<String> = jsonList(SoftchatNative.take(SoftchatNative.call("AccountOutgoing.enqueueSigned") { e -> SoftchatNative.lib.softchat_account_outgoing_enqueue_signed(owner.handle, operationId, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), SoftchatJson.write(relayUrls.map { it }), SoftchatJson.write(now), e) })).map { jsonString(it) }
 }
 
 /**
  * The account's delivery leases, so only terminal relay results change durable state and crashed
  * work is reclaimed.
  */
-class AccountDelivery private constructor() {
+class AccountDelivery internal constructor(private val owner: SoftchatAccount) {
     /**
      * Leases up to max pending or retryable intents for one relay, reclaiming expired leases, or
      * returns null when there is no work.
      */
-    fun claim(leaseId: String, relayUrl: String, now: Long, max: Long = 256L): DeliveryClaimResult? = notLinked("AccountDelivery.claim")
+    fun claim(leaseId: String, relayUrl: String, now: Long, max: Long = 256L): DeliveryClaimResult? = SoftchatNative.take(SoftchatNative.call("AccountDelivery.claim") { e -> SoftchatNative.lib.softchat_account_delivery_claim(owner.handle, leaseId, relayUrl, SoftchatJson.write(now), SoftchatJson.write(max), e) })?.let { decodeDeliveryClaimResult(it) }
+
     /** Moves claimed intents to inFlight after their frame was written to the socket. */
-    fun markSocketWritten(claim: DeliveryClaim, intentIds: List<String>): Unit = notLinked("AccountDelivery.markSocketWritten")
+    fun markSocketWritten(claim: DeliveryClaim, intentIds: List<String>): Unit = SoftchatNative.call("AccountDelivery.markSocketWritten") { e -> SoftchatNative.lib.softchat_account_delivery_mark_socket_written(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), SoftchatJson.write(intentIds.map { it }), e) }
+
     /**
      * Commits correlated relay decisions for claimed intents in one transaction, the only call that
      * sets durable terminal state.
      */
-    fun applyResults(claim: DeliveryClaim, results: List<DeliveryResult>): Unit = notLinked("AccountDelivery.applyResults")
+    fun applyResults(claim: DeliveryClaim, results: List<DeliveryResult>): Unit = SoftchatNative.call("AccountDelivery.applyResults") { e -> SoftchatNative.lib.softchat_account_delivery_apply_results(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), SoftchatJson.write(results.map { encodeDeliveryResult(it) }), e) }
+
     /**
      * Returns a claim's unfinished intents to pending and ends its lease, for example after transport
      * loss.
      */
-    fun release(claim: DeliveryClaim): Unit = notLinked("AccountDelivery.release")
+    fun release(claim: DeliveryClaim): Unit = SoftchatNative.call("AccountDelivery.release") { e -> SoftchatNative.lib.softchat_account_delivery_release(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), e) }
 }
 
 /** One durable SQLite account that owns ingestion receipts, publish intents, delivery leases and recovery. */
-class SoftchatAccount private constructor() : AutoCloseable {
+class SoftchatAccount internal constructor(internal val handle: Pointer) : java.io.Closeable {
+    init {
+        val h = handle
+        SoftchatNative.cleaner.register(this, Runnable { SoftchatNative.lib.softchat_account_free(h) })
+    }
+
     /** Durable ingestion of received events. */
-    val incoming: AccountIncoming get() = notLinked("SoftchatAccount.incoming")
+    val incoming: AccountIncoming get() = AccountIncoming(this)
+
     /** Durable publish intents. */
-    val outgoing: AccountOutgoing get() = notLinked("SoftchatAccount.outgoing")
+    val outgoing: AccountOutgoing get() = AccountOutgoing(this)
+
     /** Delivery leases and terminal results. */
-    val delivery: AccountDelivery get() = notLinked("SoftchatAccount.delivery")
+    val delivery: AccountDelivery get() = AccountDelivery(this)
+
     /** Closes the database; idempotent, and later calls on the account fail. */
-    override fun close(): Unit = notLinked("SoftchatAccount.close")
+    override fun close(): Unit = SoftchatNative.call("SoftchatAccount.close") { e -> SoftchatNative.lib.softchat_account_close(handle, e) }
+
     companion object {
         /**
          * Opens or creates the account database at path and migrates it, so every commit is durable when
          * it returns.
          */
-        fun open(path: String): SoftchatAccount = notLinked("SoftchatAccount.open")
+        fun open(path: String): SoftchatAccount = SoftchatAccount(SoftchatNative.call("SoftchatAccount.open") { e -> SoftchatNative.lib.softchat_account_open(path, e) } ?: throw IllegalStateException("softchat: softchat_account_open returned no handle"))
     }
 }
 
 /** The verified events a host applies in one authoritative transaction before confirming them. */
 data class IngestionBatch(
-    val events: List<VerifiedEvent>,
+    val events: List<VerifiedEvent>
 )
 
 /**
@@ -526,7 +585,7 @@ data class IngestionBatch(
 data class IngestionResult(
     val accepted: List<String>,
     val alreadyPresent: List<String>,
-    val rejected: List<String>,
+    val rejected: List<String>
 )
 
 /**
@@ -536,57 +595,56 @@ data class IngestionResult(
 data class IngestionReceipt(
     val insertedEventIds: List<String>,
     val duplicateEventIds: List<String>,
-    val quarantinedEventIds: List<String>,
+    val quarantinedEventIds: List<String>
 )
 
 /** Why one event was quarantined, for diagnostics and repair. */
 data class QuarantinedEvent(
     val eventId: String,
-    val reason: String,
+    val reason: String
 )
 
 /** What AccountIncoming.ingest returns: the receipt that gates confirmIngested plus quarantine reasons. */
 data class IngestionOutcome(
     val receipt: IngestionReceipt,
-    val quarantined: List<QuarantinedEvent>,
+    val quarantined: List<QuarantinedEvent>
 )
 
 /** The account's durable ingestion, which owns the transaction and validates its own receipt. */
-class AccountIncoming private constructor() {
+class AccountIncoming internal constructor(private val owner: SoftchatAccount) {
     /**
      * Commits received events in one durable transaction and returns a receipt that names every event
      * exactly once.
      */
-    fun ingest(events: List<VerifiedEvent>, receivedAt: Long): IngestionOutcome = notLinked("AccountIncoming.ingest")
+    fun ingest(events: List<VerifiedEvent>, receivedAt: Long): IngestionOutcome = decodeIngestionOutcome(SoftchatNative.take(SoftchatNative.call("AccountIncoming.ingest") { e -> SoftchatNative.lib.softchat_account_incoming_ingest(owner.handle, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), SoftchatJson.write(receivedAt), e) }))
 }
 
 /**
  * Validates client-to-relay frame text (size first, then structure, filters and every event) so
  * untrusted input becomes a typed frame.
  */
-fun parseClientRelayFrame(text: String): ClientRelayFrame = notLinked("parseClientRelayFrame")
+fun parseClientRelayFrame(text: String): ClientRelayFrame = decodeClientRelayFrame(SoftchatNative.take(SoftchatNative.call("parseClientRelayFrame") { e -> SoftchatNative.lib.softchat_parse_client_relay_frame(text, e) }))
 
 /**
  * Validates relay-to-client frame text (size first, then structure and every event) so untrusted
  * socket text becomes a typed frame.
  */
-fun parseRelayResponseFrame(text: String): RelayResponseFrame = notLinked("parseRelayResponseFrame")
+fun parseRelayResponseFrame(text: String): RelayResponseFrame = decodeRelayResponseFrame(SoftchatNative.take(SoftchatNative.call("parseRelayResponseFrame") { e -> SoftchatNative.lib.softchat_parse_relay_response_frame(text, e) }))
 
 /**
  * Builds the signed NIP-42 event for an identity, relay URL and challenge, the function form of
  * SoftchatIdentity.createNip42Authentication.
  */
-fun planNip42Authentication(identity: SoftchatIdentity, challenge: String, relayUrl: String, createdAt: Long): VerifiedEvent = notLinked("planNip42Authentication")
+fun planNip42Authentication(identity: SoftchatIdentity, challenge: String, relayUrl: String, createdAt: Long): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("planNip42Authentication") { e -> SoftchatNative.lib.softchat_plan_nip42_authentication(identity.handle, challenge, relayUrl, SoftchatJson.write(createdAt), e) }))
 
 /**
  * Maps a relay OK frame to a delivery decision from its accepted flag and machine-readable prefix,
  * never from prose.
  */
-fun classifyDeliveryAcknowledgement(ok: RelayResponseFrame): DeliveryDecision = notLinked("classifyDeliveryAcknowledgement")
+fun classifyDeliveryAcknowledgement(ok: RelayResponseFrame): DeliveryDecision = decodeDeliveryDecision(SoftchatNative.take(SoftchatNative.call("classifyDeliveryAcknowledgement") { e -> SoftchatNative.lib.softchat_classify_delivery_acknowledgement(SoftchatJson.write(encodeRelayResponseFrame(ok)), e) }))
 
 /**
  * Rejects a host ingestion result that is not total and disjoint over its batch before any session
  * state advances.
  */
-fun validateIngestionResult(batch: IngestionBatch, result: IngestionResult) = notLinked("validateIngestionResult")
-
+fun validateIngestionResult(batch: IngestionBatch, result: IngestionResult) = SoftchatNative.call("validateIngestionResult") { e -> SoftchatNative.lib.softchat_validate_ingestion_result(SoftchatJson.write(encodeIngestionBatch(batch)), SoftchatJson.write(encodeIngestionResult(result)), e) }

@@ -64,7 +64,7 @@ enum class SoftchatErrorCode(val code: String, val retryRule: SoftchatRetryRule)
     ACCOUNT_STORAGE_FAILED("account_storage_failed", SoftchatRetryRule.RETRYABLE);
 
     companion object {
-        fun fromCode(code: String): SoftchatErrorCode? = entries.firstOrNull { it.code == code }
+        fun fromCode(code: String): SoftchatErrorCode? = values().firstOrNull { it.code == code }
     }
 }
 

@@ -1,0 +1,158 @@
+public import SoftchatContracts
+
+/// The C ABI's view of the schema: which objects cross as opaque handles, which as JSON
+/// values, and one entry point per constructor, method, property and function. Every FFI
+/// renderer (C header, Swift exports, Kotlin/JNA, Node-API addon) walks the same list, so
+/// the four layers cannot disagree about a name, an argument or a result.
+///
+/// Roles, derived from the schema alone:
+/// - a **value object** is an object type some record field holds (`RelayFilter` in
+///   `ClientRelayFrame.filters`): it crosses as its JSON form, and its methods take it as
+///   their first argument;
+/// - a **view** is an object type that is the type of another object's property and has no
+///   constructors or static methods (`AccountIncoming` of `SoftchatAccount.incoming`): its
+///   methods take the owner's handle;
+/// - a **namespace** has no constructors and no instance members (`SignedNostrEvent`): only
+///   its static methods exist;
+/// - every other object is a **handle**: an opaque pointer with an explicit free function.
+public struct FFIModel: Sendable {
+    public enum Role: Sendable, Equatable {
+        case handle
+        case view(owner: String, property: String)
+        case value
+        case namespace
+    }
+
+    /// What one entry point's first argument is.
+    public enum Receiver: Sendable, Equatable {
+        case none
+        /// The handle of this object type (for a view, its owner's).
+        case handle(String)
+        /// The JSON form of this value object.
+        case value(String)
+    }
+
+    public enum Kind: Sendable, Equatable {
+        case constructor, staticMethod, method, property, function, free
+    }
+
+    public struct EntryPoint: Sendable, Equatable {
+        /// `softchat_relay_session_subscribe`.
+        public var cName: String
+        public var kind: Kind
+        /// The declaring object type, nil for a free function.
+        public var type: String?
+        /// The IDL member name (`subscribe`), the function name, or `new` / `free`.
+        public var member: String
+        public var receiver: Receiver
+        public var params: [Param]
+        public var returns: TypeRef?
+        public var throwsCodes: [String]
+        /// `RelaySession.subscribe` or `classifyDeliveryAcknowledgement`: what errors name.
+        public var symbol: String
+    }
+
+    public let set: ContractSet
+    public let roles: [String: Role]
+    public let entryPoints: [EntryPoint]
+
+    public init(set: ContractSet) {
+        self.set = set
+        var roles: [String: Role] = [:]
+        let objects = set.allTypes.filter { $0.kind == .object }
+        let heldByRecords = Set(set.allTypes.filter { $0.kind == .record }.flatMap { $0.fields.flatMap(\.type.namedTypes) })
+        for t in objects {
+            if heldByRecords.contains(t.name) {
+                roles[t.name] = .value
+            } else if t.constructors.isEmpty, !t.methods.contains(where: \.isStatic),
+                let owner = objects.first(where: { o in o.properties.contains { $0.type == .named(t.name) } }),
+                let property = owner.properties.first(where: { $0.type == .named(t.name) })
+            {
+                roles[t.name] = .view(owner: owner.name, property: property.name)
+            } else if t.constructors.isEmpty, t.properties.isEmpty, !t.methods.contains(where: { !$0.isStatic }) {
+                roles[t.name] = .namespace
+            } else {
+                roles[t.name] = .handle
+            }
+        }
+        self.roles = roles
+
+        var points: [EntryPoint] = []
+        for t in objects {
+            let prefix = Self.cPrefix(t.name)
+            let role = roles[t.name]!
+            let receiver: Receiver
+            switch role {
+            case .handle: receiver = .handle(t.name)
+            case .view(let owner, _): receiver = .handle(owner)
+            case .value: receiver = .value(t.name)
+            case .namespace: receiver = .none
+            }
+            if role == .handle {
+                for (i, c) in t.constructors.enumerated() {
+                    let suffix = i == 0 && c.params.isEmpty ? "new" : "new_with_" + c.params.map { Naming.snake($0.name) }.joined(separator: "_and_")
+                    points.append(EntryPoint(
+                        cName: "\(prefix)_\(suffix)", kind: .constructor, type: t.name, member: suffix, receiver: .none,
+                        params: c.params, returns: .named(t.name), throwsCodes: c.throwsCodes, symbol: t.name))
+                }
+            }
+            for p in t.properties where (roles[p.type.namedTypes.first ?? ""].map { if case .view = $0 { false } else { true } } ?? true) {
+                points.append(EntryPoint(
+                    cName: "\(prefix)_\(Naming.snake(p.name))", kind: .property, type: t.name, member: p.name, receiver: receiver,
+                    params: [], returns: p.type, throwsCodes: [], symbol: "\(t.name).\(p.name)"))
+            }
+            for m in t.methods {
+                points.append(EntryPoint(
+                    cName: "\(prefix)_\(Naming.snake(m.name))", kind: m.isStatic ? .staticMethod : .method, type: t.name,
+                    member: m.name, receiver: m.isStatic ? .none : receiver, params: m.params, returns: m.returns,
+                    throwsCodes: m.throwsCodes, symbol: "\(t.name).\(m.name)"))
+            }
+            if role == .handle {
+                points.append(EntryPoint(
+                    cName: "\(prefix)_free", kind: .free, type: t.name, member: "free", receiver: .handle(t.name),
+                    params: [], returns: nil, throwsCodes: [], symbol: "\(t.name).free"))
+            }
+        }
+        for f in set.allFunctions {
+            points.append(EntryPoint(
+                cName: "softchat_" + Naming.snake(f.name), kind: .function, type: nil, member: f.name, receiver: .none,
+                params: f.params, returns: f.returns, throwsCodes: f.throwsCodes, symbol: f.name))
+        }
+        entryPoints = points
+    }
+
+    /// `RelaySession` → `softchat_relay_session`; `SoftchatIdentity` → `softchat_identity`.
+    public static func cPrefix(_ typeName: String) -> String {
+        var snake = Naming.snake(typeName)
+        if snake.hasPrefix("softchat_") { snake.removeFirst("softchat_".count) }
+        return "softchat_" + snake
+    }
+
+    public func role(_ name: String) -> Role? { roles[name] }
+
+    public func isHandle(_ ref: TypeRef) -> Bool {
+        if case .named(let n) = ref, roles[n] == .handle { return true }
+        return false
+    }
+
+    /// Parameters that cross as raw UTF-8 text rather than JSON: `string` and `json`.
+    public static func isRaw(_ ref: TypeRef) -> Bool { ref == .string || ref == .json }
+
+    /// The error code an entry point reports for an argument it cannot decode or a null
+    /// handle: its first declared error, else the catalog's first.
+    public func argumentErrorCode(_ e: EntryPoint) -> String {
+        e.throwsCodes.first ?? set.errors.first?.code ?? "invalid_argument"
+    }
+
+    /// The C name of a parameter (`filtersJson` → `filters_json`).
+    public static func cParam(_ name: String) -> String {
+        let s = Naming.snake(name)
+        return ["default", "int", "char", "const", "struct", "register", "auto", "static"].contains(s) ? s + "_" : s
+    }
+
+    /// The C name of a receiver argument (`session`, `identity`, `account`, `filter`).
+    public static func receiverName(_ typeName: String) -> String {
+        let p = cPrefix(typeName)
+        return String(p.split(separator: "_").last ?? "self")
+    }
+}

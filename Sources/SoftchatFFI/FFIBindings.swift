@@ -1,0 +1,270 @@
+// The hand-written half of the C ABI: which Swift type stands behind each schema type
+// (`FFI.<SchemaName>`), adapters where the Swift spelling differs from the schema's, and the
+// codecs of types whose Swift form is not a memberwise struct of their declared fields
+// (CABIRenderer.handWrittenCodecs). A schema type missing here fails the build.
+import SoftchatCore
+import SoftchatJSON
+import SoftchatStorage
+
+/// The schema's names for the Swift types the exports call.
+enum FFI {
+    // relay.wire
+    typealias VerifiedEvent = SoftchatCore.VerifiedEvent
+    typealias UnsignedEvent = SoftchatCore.UnsignedEvent
+    typealias SignedNostrEvent = SignedNostrEventFFI
+    typealias SoftchatIdentity = IdentityHandle
+    typealias RelayFilter = SoftchatCore.RelayFilter
+    typealias ClientRelayFrame = SoftchatCore.ClientRelayFrame
+    typealias CountResult = SoftchatCore.CountResult
+    typealias RelayResponseFrame = SoftchatCore.RelayResponseFrame
+    // relay.session
+    typealias RelaySessionConfig = SoftchatCore.RelaySessionConfig
+    typealias OutboundRelayFrame = SoftchatCore.OutboundRelayFrame
+    typealias RelaySessionActionKind = SoftchatCore.RelaySessionActionKind
+    typealias RelaySessionAction = SoftchatCore.RelaySessionAction
+    typealias RelaySessionSnapshot = SoftchatCore.RelaySessionSnapshot
+    typealias RelaySession = SoftchatCore.RelaySession
+    // relay.publish
+    typealias DeliveryState = SoftchatCore.DeliveryState
+    typealias DeliveryCategory = SoftchatCore.DeliveryCategory
+    typealias DeliveryDecision = SoftchatCore.DeliveryDecision
+    typealias DeliveryClaim = SoftchatStorage.DeliveryClaim
+    typealias DeliveryPayload = SoftchatStorage.DeliveryPayload
+    typealias DeliveryClaimResult = SoftchatStorage.DeliveryClaimResult
+    typealias DeliveryResult = SoftchatStorage.DeliveryResult
+    typealias AccountOutgoing = SoftchatStorage.AccountOutgoing
+    typealias AccountDelivery = SoftchatStorage.AccountDelivery
+    typealias SoftchatAccount = SoftchatStorage.SoftchatAccount
+    // relay.ingestion
+    typealias IngestionBatch = SoftchatCore.IngestionBatch
+    typealias IngestionResult = SoftchatCore.IngestionResult
+    typealias IngestionReceipt = SoftchatStorage.IngestionReceipt
+    typealias QuarantinedEvent = SoftchatStorage.QuarantinedEvent
+    typealias IngestionOutcome = SoftchatStorage.IngestionOutcome
+    typealias AccountIncoming = SoftchatStorage.AccountIncoming
+
+    // Free functions, spelled as the schema declares them.
+    static func parseClientRelayFrame(_ text: String) throws(SoftchatError) -> ClientRelayFrame {
+        try SoftchatCore.parseClientRelayFrame(text)
+    }
+
+    static func parseRelayResponseFrame(_ text: String) throws(SoftchatError) -> RelayResponseFrame {
+        try SoftchatCore.parseRelayResponseFrame(text)
+    }
+
+    static func planNip42Authentication(identity: IdentityHandle, challenge: String, relayURL: String, createdAt: Int64)
+        throws(SoftchatError) -> VerifiedEvent
+    {
+        try identity.createNip42Authentication(challenge: challenge, relayURL: relayURL, createdAt: createdAt)
+    }
+
+    static func classifyDeliveryAcknowledgement(_ ok: RelayResponseFrame) throws(SoftchatError) -> DeliveryDecision {
+        try SoftchatCore.classifyDeliveryAcknowledgement(ok)
+    }
+
+    static func validateIngestionResult(batch: IngestionBatch, result: IngestionResult) throws(SoftchatError) {
+        try SoftchatCore.validateIngestionResult(batch: batch, result: result)
+    }
+}
+
+/// `SignedNostrEvent.parse(json)`: verifies a NIP-01 event text.
+enum SignedNostrEventFFI {
+    static func parse(_ json: String) throws(SoftchatError) -> VerifiedEvent {
+        try VerifiedEvent(text: json)
+    }
+}
+
+/// The `SoftchatIdentity` handle: the identity until `erase()` drops it (its deinit zeroes
+/// the secret); later signing fails with `invalid_relay_authentication`. Calls arrive
+/// serialized by the handle's lock.
+final class IdentityHandle: @unchecked Sendable {
+    private var identity: SoftchatIdentity?
+    let publicKeyHex: String
+
+    init(_ identity: SoftchatIdentity) {
+        self.identity = identity
+        publicKeyHex = identity.publicKeyHex
+    }
+
+    static func generate() -> IdentityHandle { IdentityHandle(.generate()) }
+
+    static func importSecretHex(secretHex: String) throws(SoftchatError) -> IdentityHandle {
+        IdentityHandle(try .importSecretHex(secretHex))
+    }
+
+    private func live() throws(SoftchatError) -> SoftchatIdentity {
+        guard let identity else { throw .invalidRelayAuthentication("the identity was erased") }
+        return identity
+    }
+
+    func sign(_ event: UnsignedEvent) throws(SoftchatError) -> VerifiedEvent {
+        try live().sign(event)
+    }
+
+    func createNip42Authentication(challenge: String, relayURL: String, createdAt: Int64) throws(SoftchatError) -> VerifiedEvent {
+        try live().createNip42Authentication(challenge: challenge, relayURL: relayURL, createdAt: createdAt)
+    }
+
+    func erase() { identity = nil }
+}
+
+// Account calls whose Swift labels differ from the schema's spelling.
+extension AccountOutgoing {
+    func enqueueSigned(operationID: String, events: [VerifiedEvent], relayUrls: [String], now: Int64)
+        throws(SoftchatError) -> [String]
+    {
+        try enqueueSigned(operationId: operationID, events: events, relayUrls: relayUrls, now: now)
+    }
+}
+
+extension AccountDelivery {
+    func claim(leaseID: String, relayURL: String, now: Int64, max: Int) throws(SoftchatError) -> DeliveryClaimResult? {
+        try claim(leaseId: leaseID, relayUrl: relayURL, now: now, max: max)
+    }
+
+    func markSocketWritten(_ claim: DeliveryClaim, intentIDs: [String]) throws(SoftchatError) {
+        try markSocketWritten(claim, intentIds: intentIDs)
+    }
+}
+
+// MARK: Hand-written codecs (CABIRenderer.handWrittenCodecs and value objects)
+
+extension VerifiedEvent: FFIEncodable, FFIDecodable {
+    /// The schema's record form: NIP-01 fields under the schema's names (`createdAt`).
+    var ffiJSON: JSONValue {
+        .object(JSONObject([
+            "id": .string(id), "pubkey": .string(pubkey), "createdAt": .integer(createdAt),
+            "kind": .integer(Int64(kind)), "tags": .array(tags.map { .array($0.map(JSONValue.string)) }),
+            "content": .string(content), "sig": .string(sig),
+        ]))
+    }
+
+    /// Verifies: the id is recomputed and the signature checked (`invalid_relay_frame` otherwise),
+    /// so a facade cannot hand the core an event that is not what it claims.
+    init(ffi value: JSONValue, code: String) throws {
+        let o = try ffiObject(value, "VerifiedEvent", code: code)
+        var nip01 = JSONObject()
+        for m in o {
+            nip01.append(m.key == "createdAt" ? "created_at" : m.key, m.value)
+        }
+        self = try VerifiedEvent(json: .object(nip01))
+    }
+}
+
+extension CountResult: FFIEncodable {
+    var ffiJSON: JSONValue {
+        .object(JSONObject(["count": .integer(count), "approximate": .bool(approximate), "hll": hll.map { .string($0.hex) } ?? .null]))
+    }
+}
+
+extension RelayFilter: FFIEncodable {
+    /// A value object: its JSON form is the filter object itself.
+    var ffiJSON: JSONValue { .object(json) }
+
+    init(ffiReceiver pointer: UnsafePointer<CChar>?, code: String) throws {
+        guard let pointer else { throw FFIFailure(code: code, message: "null RelayFilter") }
+        self = try RelayFilter.fromJSON(String(cString: pointer))
+    }
+}
+
+extension ClientRelayFrame: FFIEncodable {
+    var ffiJSON: JSONValue {
+        var sub: String? = nil
+        var events: [VerifiedEvent] = []
+        var filters: [RelayFilter] = []
+        switch self {
+        case .event(let e), .auth(let e): events = [e]
+        case .req(let id, let f), .count(let id, let f):
+            sub = id
+            filters = f
+        case .close(let id): sub = id
+        case .events(let e): events = e
+        }
+        return .object(JSONObject([
+            "verb": .string(verb), "subscriptionId": sub.ffiJSON, "events": events.ffiJSON, "filters": filters.ffiJSON,
+        ]))
+    }
+}
+
+extension RelayResponseFrame: FFIEncodable, FFIDecodable {
+    /// `message` is the relay's whole text; `prefix` its machine-readable prefix.
+    var ffiJSON: JSONValue {
+        var o = JSONObject()
+        var sub: String? = nil, event: VerifiedEvent? = nil, eventID: String? = nil, accepted: Bool? = nil
+        var prefix: String? = nil, message: String? = nil, challenge: String? = nil, count: CountResult? = nil
+        switch self {
+        case .event(let s, let e):
+            sub = s
+            event = e
+        case .ok(let id, let a, let m):
+            eventID = id
+            accepted = a
+            prefix = m.prefix
+            message = m.text
+        case .eose(let s): sub = s
+        case .closed(let s, let m):
+            sub = s
+            prefix = m.prefix
+            message = m.text
+        case .notice(let m):
+            prefix = m.prefix
+            message = m.text
+        case .auth(let c): challenge = c
+        case .count(let s, let r):
+            sub = s
+            count = r
+        }
+        o.append("verb", .string(verb))
+        o.append("subscriptionId", sub.ffiJSON)
+        o.append("event", event.ffiJSON)
+        o.append("eventId", eventID.ffiJSON)
+        o.append("accepted", accepted.ffiJSON)
+        o.append("prefix", prefix.ffiJSON)
+        o.append("message", message.ffiJSON)
+        o.append("challenge", challenge.ffiJSON)
+        o.append("count", count.ffiJSON)
+        return .object(o)
+    }
+
+    /// Rebuilds the frame from its record form by re-parsing its wire text, so every rule of
+    /// parseRelayResponseFrame (id syntax, signature) applies to facade-built frames too.
+    init(ffi value: JSONValue, code: String) throws {
+        let o = try ffiObject(value, "RelayResponseFrame", code: code)
+        let verb: String = try ffiField(o, "verb", in: "RelayResponseFrame", code: code)
+        let sub: String? = try ffiField(o, "subscriptionId", in: "RelayResponseFrame", code: code)
+        let message: String? = try ffiField(o, "message", in: "RelayResponseFrame", code: code)
+        var elements: [JSONValue] = [.string(verb)]
+        switch verb {
+        case "OK":
+            let id: String? = try ffiField(o, "eventId", in: "RelayResponseFrame", code: code)
+            let accepted: Bool? = try ffiField(o, "accepted", in: "RelayResponseFrame", code: code)
+            elements += [.string(id ?? ""), .bool(accepted ?? false), .string(message ?? "")]
+        case "EVENT":
+            let event: VerifiedEvent? = try ffiField(o, "event", in: "RelayResponseFrame", code: code)
+            elements += [.string(sub ?? ""), event.map { $0.jsonValue } ?? .null]
+        case "EOSE": elements += [.string(sub ?? "")]
+        case "CLOSED": elements += [.string(sub ?? ""), .string(message ?? "")]
+        case "NOTICE": elements += [.string(message ?? "")]
+        case "AUTH":
+            let challenge: String? = try ffiField(o, "challenge", in: "RelayResponseFrame", code: code)
+            elements += [.string(challenge ?? "")]
+        default:
+            throw FFIFailure(code: code, message: "RelayResponseFrame verb \(verb) cannot be rebuilt")
+        }
+        self = try parseRelayResponseFrame(JSONValue.array(elements).jsonText)
+    }
+}
+
+extension DeliveryClaim: FFIEncodable, FFIDecodable {
+    var ffiJSON: JSONValue {
+        .object(JSONObject(["leaseId": .string(leaseID), "relayUrl": .string(relayURL), "expiresAt": .integer(expiresAt)]))
+    }
+
+    /// Only the lease id and relay matter: whether the lease is live is the account's decision.
+    init(ffi value: JSONValue, code: String) throws {
+        let o = try ffiObject(value, "DeliveryClaim", code: code)
+        self.init(
+            leaseID: try ffiField(o, "leaseId", in: "DeliveryClaim", code: code),
+            relayURL: try ffiField(o, "relayUrl", in: "DeliveryClaim", code: code))
+    }
+}

@@ -1,0 +1,296 @@
+// The Kotlin facade test (scripts/test-facades): runs the page's Android recipes (Recipes.kt,
+// rendered verbatim from Schema/ by the script) against the real Swift core through JNA, fed the
+// recorded relay conversation (Fixture.kt, from Tests/Facades/conversation.json), and checks the
+// actions, delivery decisions and error codes; then checks the public names (Names.kt).
+// Stand-ins: Socket (records text frames), Logger, the database (a SQLite SoftchatAccount in a
+// temporary folder), execute/executeRecovery (record actions) and correlatedRelayResults.
+import softchat.*
+import java.io.File
+import kotlin.reflect.KVisibility
+import kotlin.reflect.full.companionObject
+
+object Report {
+    var passed = 0
+    var failed = 0
+
+    fun check(name: String, condition: () -> Boolean) = check(name, condition(), { "" })
+
+    fun check(name: String, ok: Boolean, detail: () -> String) {
+        if (ok) {
+            passed++
+        } else {
+            failed++
+            println("FAIL kotlin: $name ${detail()}")
+        }
+    }
+
+    fun <T> equal(name: String, actual: T, expected: T) = check(name, actual == expected) { "\n  got      $actual\n  expected $expected" }
+
+    fun expectError(name: String, code: String, body: () -> Unit) {
+        try {
+            body()
+            check(name, false) { "no SoftchatException (expected $code)" }
+        } catch (e: SoftchatException) {
+            equal(name, e.code.code, code)
+        }
+    }
+}
+
+/** The page's `event.id.hex` / `recipient.hex`: ids and keys are hex strings here. */
+val String.hex: String get() = this
+
+class Socket {
+    val sent = mutableListOf<String>()
+    fun sendText(text: String) {
+        sent += text
+    }
+}
+
+class Logger {
+    val lines = mutableListOf<String>()
+    fun debug(value: Any?) {
+        lines += value.toString()
+    }
+}
+
+val recovered = mutableListOf<RelaySessionAction>()
+fun executeRecovery(action: RelaySessionAction) {
+    recovered += action
+}
+
+class Harness(val account: SoftchatAccount, val identity: SoftchatIdentity) {
+    val session = RelaySession()
+    val socket = Socket()
+    val logger = Logger()
+    val executed = mutableListOf<RelaySessionAction>()
+    val frame: String = Fixture.sessionFrame
+    val now: Long = Fixture.now
+    val recipient: String = Fixture.alice
+    val challenge: String = Fixture.challenge
+    val createdAt: Long = Fixture.createdAt
+    val relayUrl: String = Fixture.relayUrl
+    var operationId = ""
+    var event: VerifiedEvent = SignedNostrEvent.parse(Fixture.published[0])
+    var leaseId = ""
+    var batch = IngestionBatch(listOf())
+    var activeClaim: DeliveryClaimResult? = null
+    var auth: VerifiedEvent? = null
+    val operationOf = mutableMapOf<String, String>()
+    val attempts = mutableMapOf<String, Int>()
+    var runDecisions = mutableListOf<DeliveryDecision>()
+    var runStart = 0
+
+    fun execute(actions: List<RelaySessionAction>) {
+        executed += actions
+    }
+
+    fun execute(action: RelaySessionAction) {
+        executed += action
+    }
+
+    /**
+     * The host's correlation of relay OKs with claimed intents: the events written in this run
+     * (read back from the socket with parseClientRelayFrame) get their next recorded OK through
+     * session.receive; each deliveryChanged decision is paired with its intent (enqueueSigned is
+     * idempotent by operation id, so it returns the intent ids again).
+     */
+    val correlatedRelayResults: List<DeliveryResult>
+        get() {
+            val results = mutableListOf<DeliveryResult>()
+            for (text in socket.sent.drop(runStart)) {
+                for (written in parseClientRelayFrame(text).events) {
+                    val n = attempts[written.id] ?: 0
+                    attempts[written.id] = n + 1
+                    val ack = Fixture.acknowledgements.getValue(written.id)[n]
+                    val classified = classifyDeliveryAcknowledgement(parseRelayResponseFrame(ack))
+                    for (action in session.receive(ack)) {
+                        if (action.kind != RelaySessionAction.Kind.DELIVERY_CHANGED) continue
+                        val decision = requireNotNull(action.decision)
+                        Report.equal("classifyDeliveryAcknowledgement agrees with the session for ${written.id.take(8)}", classified, decision)
+                        runDecisions.add(decision)
+                        val intents = account.outgoing.enqueueSigned(operationOf.getValue(decision.eventId), listOf(written), listOf(relayUrl), now)
+                        results += DeliveryResult(intents.single(), decision)
+                    }
+                }
+            }
+            return results
+        }
+}
+
+fun decisionTriples(list: List<DeliveryDecision>) = list.map { listOf(it.eventId, it.state.value, it.category.value) }
+
+fun main() {
+    val dir = createTempDir("softchat-kotlin-facade")
+    val account = SoftchatAccount.open(File(dir, "account.sqlite").path)
+    val identity = SoftchatIdentity.importSecretHex(Fixture.aliceSecretHex)
+    Report.equal("identity public key", identity.publicKeyHex, Fixture.alice)
+    val h = Harness(account, identity)
+
+    // relay.session: a fresh session, connect, drain, and the relay's AUTH challenge.
+    recipeRelaySession(h)
+    Report.equal("session recipe actions", h.executed.map { it.kind.value }, Fixture.expectedSessionRecipeActions)
+    Report.equal("session recipe challenge", h.executed.last().challenge, Fixture.challenge)
+
+    // relay.wire: subscribe on the host's session and sign the NIP-42 answer.
+    h.execute(h.session.connect())
+    h.session.transportConnected()
+    recipeRelayWire(h)
+    Report.equal("wire recipe frames", h.socket.sent.toList(), Fixture.expectedWireRecipeFrames)
+
+    // The relay answers the subscription; persistEvent events form the ingestion batch.
+    val kinds = mutableListOf<List<String>>()
+    val persisted = mutableListOf<VerifiedEvent>()
+    for (text in Fixture.subscriptionFrames) {
+        val actions = h.session.receive(text)
+        kinds += actions.map { it.kind.value }
+        actions.filter { it.kind == RelaySessionAction.Kind.PERSIST_EVENT }.forEach { persisted += requireNotNull(it.event) }
+    }
+    Report.equal("subscription actions", kinds, Fixture.expectedSubscriptionActions)
+    Report.equal("awaiting persistence before ingest", h.session.snapshot().awaitingPersistence, 2L)
+
+    // relay.ingestion: commit, then confirm.
+    h.batch = IngestionBatch(persisted)
+    recipeRelayIngestion(h)
+    Report.equal("ingested ids", persisted.map { it.id }, Fixture.expectedIngested)
+    Report.equal("awaiting persistence after confirm", h.session.snapshot().awaitingPersistence, 0L)
+    Report.equal("second ingest reports duplicates", account.incoming.ingest(persisted, h.now).receipt.duplicateEventIds, Fixture.expectedIngested)
+
+    // relay.publish, three times: accepted; rate-limited (retryable); the retry (duplicate) with a blocked one.
+    for (i in 0 until 3) {
+        h.operationId = "op-${i + 1}"
+        h.event = SignedNostrEvent.parse(Fixture.published[i])
+        h.operationOf[h.event.id] = h.operationId
+        h.leaseId = "lease-${i + 1}"
+        h.runStart = h.socket.sent.size
+        h.runDecisions = mutableListOf()
+        recipeRelayPublish(h)
+        Report.equal("publish run ${i + 1} decisions", decisionTriples(h.runDecisions), Fixture.expectedPublishRuns[i])
+    }
+    Report.check("publish run 3 sent one EVENTS batch") { h.socket.sent.last().startsWith("[\"EVENTS\",") }
+    Report.equal("nothing pending after the publish runs", h.session.snapshot().pendingPublishes, 0L)
+
+    // relay.recovery: event 4 written but never acknowledged when the transport is lost.
+    val fourth = SignedNostrEvent.parse(Fixture.published[3])
+    h.operationOf[fourth.id] = "op-4"
+    account.outgoing.enqueueSigned("op-4", listOf(fourth), listOf(h.relayUrl), h.now)
+    h.activeClaim = account.delivery.claim("lease-4", h.relayUrl, h.now)
+    val claim = requireNotNull(h.activeClaim)
+    Report.equal("claim holds event 4", claim.payloads.map { it.eventId }, listOf(fourth.id))
+    h.session.publish(listOf(fourth))
+    h.session.drainOutbound().forEach { outbound ->
+        h.socket.sendText(outbound.frame)
+        account.delivery.markSocketWritten(claim.claim, claim.payloads.map { it.intentId })
+        h.session.confirmSent(outbound.deliveryEventIds)
+    }
+    recipeRelayRecovery(h)
+    Report.equal("recovery actions", recovered.map { it.kind.value }, Fixture.expectedRecoveryActions)
+    Report.equal("recovery decision", decisionTriples(listOfNotNull(recovered.first().decision)), listOf(Fixture.expectedRecoveryDecision))
+    Report.equal("reconnect attempt", recovered.last().attempt, 1L)
+    Report.check("snapshot logged") { h.logger.lines.single().contains("reconnectAttempt=1") }
+
+    // Error codes from the schema's catalog.
+    val errors = Fixture.errors
+    Report.expectError("stale claim", errors.getValue("staleClaim")) {
+        account.delivery.markSocketWritten(claim.claim, claim.payloads.map { it.intentId })
+    }
+    Report.expectError("OK without an event id", errors.getValue("unnamedOk")) {
+        classifyDeliveryAcknowledgement(parseRelayResponseFrame(Fixture.unnamedOkFrame))
+    }
+    Report.equal("transport lost: receive is refused", runCatching { h.session.receive(Fixture.sessionFrame) }
+        .exceptionOrNull().let { (it as? SoftchatException)?.code?.code }, errors.getValue("afterClose"))
+    val probe = RelaySession()
+    probe.connect()
+    probe.transportConnected()
+    Report.expectError("OK with a malformed id", errors.getValue("badOkId")) { probe.receive(Fixture.badOkFrame) }
+    val maxFilters = RelayWireContract.maxFilters.value.toInt()
+    Report.expectError("maxFilters + 1 filters", errors.getValue("tooManyFilters")) {
+        probe.subscribe("many", List(maxFilters + 1) { "{\"kinds\":[1]}" })
+    }
+    probe.subscribe("many", List(maxFilters) { "{\"kinds\":[1]}" })
+    Report.check("maxFilters filters accepted") { "many" in probe.snapshot().subscriptionIds }
+    Report.expectError("empty challenge", errors.getValue("emptyChallenge")) {
+        identity.createNip42Authentication("", h.relayUrl, h.createdAt)
+    }
+    Report.expectError("incomplete ingestion result", errors.getValue("incompleteIngestionResult")) {
+        validateIngestionResult(h.batch, IngestionResult(listOf(persisted[0].id), listOf(), listOf()))
+    }
+    validateIngestionResult(h.batch, IngestionResult(persisted.map { it.id }, listOf(), listOf()))
+    val closed = RelaySession()
+    closed.close()
+    Report.expectError("call after close", errors.getValue("afterClose")) { closed.connect() }
+    Report.equal("snapshot after close", closed.snapshot().state, "closed")
+    val filter = RelayFilter.fromJson("{\"kinds\":[14],\"#p\":[\"${Fixture.alice}\"]}")
+    Report.check("RelayFilter.matches") { filter.matches(persisted[0]) && !filter.matches(fourth) }
+    identity.erase()
+    Report.expectError("signing after erase", "invalid_relay_authentication") {
+        identity.createNip42Authentication(h.challenge, h.relayUrl, h.createdAt)
+    }
+
+    // A handle serializes its calls: eight threads share one session.
+    val shared = RelaySession()
+    shared.connect()
+    shared.transportConnected()
+    val threads = (0 until 8).map { t ->
+        Thread {
+            repeat(50) { i ->
+                shared.subscribe("t$t", listOf("{\"kinds\":[$i]}"))
+                shared.drainOutbound().forEach { shared.confirmSent(it.deliveryEventIds) }
+            }
+        }
+    }
+    threads.forEach { it.start() }
+    threads.forEach { it.join() }
+    val snap = shared.snapshot()
+    Report.equal("concurrent subscriptions", snap.subscriptionIds.sorted(), (0 until 8).map { "t$it" })
+    Report.equal("concurrent outbound drained", snap.outboundFrames, 0L)
+    account.close()
+    dir.deleteRecursively()
+
+    checkNames()
+    println("kotlin: ${Report.passed} passed, ${Report.failed} failed")
+    if (Report.failed > 0) System.exit(1)
+}
+
+/** The public names of the compiled facade (package softchat, from the facade jar) against the schema. */
+fun checkNames() {
+    val jar = java.util.jar.JarFile(System.getProperty("softchat.facadeJar"))
+    val names = sortedSetOf<String>()
+    val dataMembers = setOf("copy", "equals", "hashCode", "toString")
+    for (entry in jar.entries()) {
+        val path = entry.name
+        if (!path.startsWith("softchat/") || !path.endsWith(".class") || path.count { it == '/' } != 1 || '$' in path) continue
+        val cls = Class.forName(path.removeSuffix(".class").replace('/', '.'))
+        if (cls.simpleName.endsWith("Kt")) {
+            // File facades: public top-level functions (SoftchatApi.kt only declares public API).
+            if (cls.simpleName == "SoftchatApiKt") {
+                cls.declaredMethods.filter { java.lang.reflect.Modifier.isPublic(it.modifiers) }.forEach { names += it.name }
+            }
+            continue
+        }
+        val k = cls.kotlin
+        if (k.visibility != KVisibility.PUBLIC) continue
+        val typeNames = mutableListOf(k.simpleName!!)
+        names += k.simpleName!!
+        for (nested in k.nestedClasses) {
+            if (nested.visibility == KVisibility.PUBLIC && !nested.isCompanion) names += "${k.simpleName}.${nested.simpleName}"
+        }
+        if (k.java.isEnum || Throwable::class.java.isAssignableFrom(k.java)) continue
+        for (m in k.members) {
+            if (m.visibility != KVisibility.PUBLIC) continue
+            if (m.name in dataMembers || (k.isData && m.name.startsWith("component"))) continue
+            names += "${typeNames[0]}.${m.name}"
+        }
+        k.companionObject?.members?.forEach { m ->
+            if (m.visibility == KVisibility.PUBLIC && m.name !in dataMembers) names += "${typeNames[0]}.${m.name}"
+        }
+    }
+    val generated = names.filter { it !in Names.contractLayer && it.substringBefore('.') !in Names.contractLayer }.toSortedSet()
+    Report.equal("public names equal the schema's declarations", generated.toList(), Names.kotlinExpected.sorted())
+    val missing = Names.androidSymbols.filter { it !in generated }
+    Report.check("every android symbol of the page is public") { missing.isEmpty() }
+    if (missing.isNotEmpty()) println("  missing android symbols: $missing")
+    Report.equal("DeliveryState values", DeliveryState.values().map { it.value }, Names.enumValues.getValue("DeliveryState"))
+    Report.equal("DeliveryCategory values", DeliveryCategory.values().map { it.value }, Names.enumValues.getValue("DeliveryCategory"))
+    Report.equal("RelaySessionAction.Kind values", RelaySessionAction.Kind.values().map { it.value }, Names.enumValues.getValue("RelaySessionActionKind"))
+    Report.equal("error codes", SoftchatErrorCode.values().map { it.code }, Names.errorCodes)
+}

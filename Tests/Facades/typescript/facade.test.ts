@@ -1,0 +1,249 @@
+// The TypeScript facade test (scripts/test-facades, run with `node --test`): the page's TypeScript
+// recipes (recipes.ts, rendered verbatim from Schema/ by the script) against the real Swift core
+// through the Node-API addon, fed the recorded relay conversation (Tests/Facades/conversation.json),
+// checking actions, delivery decisions and error codes; then the public names of the compiled .d.ts.
+// Stand-ins: socket (records frames), database (in-memory), logger, execute/executeRecovery.
+import {
+  RelaySession, SoftchatIdentity, SoftchatError, RelayFilter, RelayWireContract, classifyDeliveryAcknowledgement,
+  parseClientRelayFrame, parseRelayResponseFrame, validateIngestionResult,
+  type DeliveryDecision, type IngestionBatch, type IngestionResult, type RelaySessionAction, type VerifiedEvent,
+} from "../lib/index";
+import * as recipes from "./recipes";
+
+declare function require(id: string): any;
+declare const process: { env: Record<string, string | undefined> };
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+
+const conversation = JSON.parse(fs.readFileSync(process.env.SOFTCHAT_CONVERSATION!, "utf8"));
+const expected = conversation.expected;
+
+/** A NIP-01 event object as the facade's record (`createdAt`). */
+function record(e: any): VerifiedEvent {
+  return { id: e.id, pubkey: e.pubkey, createdAt: e.created_at, kind: e.kind, tags: e.tags, content: e.content, sig: e.sig };
+}
+
+function triple(d: DeliveryDecision | null): string[] {
+  return d ? [d.eventId, d.state, d.category] : [];
+}
+
+function code(body: () => unknown): string {
+  try {
+    body();
+  } catch (e) {
+    assert.ok(e instanceof SoftchatError, `not a SoftchatError: ${e}`);
+    return (e as SoftchatError).code;
+  }
+  return "no error";
+}
+
+export class Harness {
+  session = new RelaySession();
+  identity = SoftchatIdentity.generate();
+  sent: string[] = [];
+  executed: RelaySessionAction[] = [];
+  recovered: RelaySessionAction[] = [];
+  logged: unknown[] = [];
+  stored = new Map<string, VerifiedEvent>();
+  intents: VerifiedEvent[] = [];
+  frame: string = conversation.sessionFrame;
+  recipient: string = conversation.alice.pubkey;
+  challenge: string = conversation.challenge;
+  createdAt: number = conversation.createdAt;
+  batch: IngestionBatch = { events: [] };
+  result: IngestionResult = { accepted: [], alreadyPresent: [], rejected: [] };
+  event: VerifiedEvent = record(conversation.published[0]);
+  auth: VerifiedEvent | null = null;
+  socket = { send: (text: string) => { this.sent.push(text); } };
+  logger = { debug: (value: unknown) => { this.logged.push(value); } };
+  execute = (a: RelaySessionAction | RelaySessionAction[]) => { this.executed.push(...(Array.isArray(a) ? a : [a])); };
+  executeRecovery = (a: RelaySessionAction) => { this.recovered.push(a); };
+  /** The host's database: one transaction ingests events and records the IngestionResult. */
+  database = {
+    transaction: async (body: (tx: { ingest: (e: VerifiedEvent | null) => void }) => void): Promise<void> => {
+      // The recipe reads `result` after the transaction: fill the same object.
+      const { accepted, alreadyPresent } = this.result;
+      accepted.length = 0;
+      alreadyPresent.length = 0;
+      body({
+        ingest: (e: VerifiedEvent | null) => {
+          if (!e) return;
+          (this.stored.has(e.id) ? alreadyPresent : accepted).push(e.id);
+          this.stored.set(e.id, e);
+        },
+      });
+    },
+    persistPublishIntent: async (e: VerifiedEvent): Promise<void> => { this.intents.push(e); },
+  };
+}
+
+test("the page's TypeScript recipes over the recorded conversation", async (t: any) => {
+  const h = new Harness();
+
+  await t.test("relay.session recipe: connect, drain, the relay's AUTH challenge", async () => {
+    await recipes.recipeRelaySession(h);
+    assert.deepEqual(h.executed.map((a) => a.kind), expected.sessionRecipeActions);
+    assert.equal(h.executed[h.executed.length - 1].challenge, conversation.challenge);
+  });
+
+  await t.test("relay.wire recipe: subscribe, drain, NIP-42 answer", async () => {
+    h.execute(h.session.connect());
+    h.session.transportConnected();
+    await recipes.recipeRelayWire(h);
+    assert.deepEqual(h.sent, expected.wireRecipeFrames);
+    assert.equal(h.auth?.kind, 22242);
+    assert.deepEqual(h.auth?.tags, [["relay", "wss://relay.example"], ["challenge", conversation.challenge]]);
+  });
+
+  await t.test("the subscription's frames, then the relay.ingestion recipe", async () => {
+    const kinds: string[][] = [];
+    const persisted: VerifiedEvent[] = [];
+    for (const text of conversation.subscriptionFrames) {
+      const actions = h.session.receive(text);
+      kinds.push(actions.map((a) => a.kind));
+      for (const a of actions) if (a.kind === "persistEvent" && a.event) persisted.push(a.event);
+    }
+    assert.deepEqual(kinds, expected.subscriptionActions);
+    assert.equal(h.session.snapshot().awaitingPersistence, 2);
+    h.batch = { events: persisted };
+    await recipes.recipeRelayIngestion(h);
+    assert.deepEqual(h.result.accepted, expected.ingested);
+    assert.equal(h.session.snapshot().awaitingPersistence, 0);
+  });
+
+  await t.test("relay.publish recipe per event, with the relays' acknowledgements", async () => {
+    const attempts = new Map<string, number>();
+    for (let run = 0; run < 3; run++) {
+      const start = h.sent.length;
+      h.event = record(conversation.published[run]);
+      await recipes.recipeRelayPublish(h);
+      if (run === 2) {
+        // The retryable event of run 2 is published again beside the third.
+        h.session.publish([record(conversation.published[1])]);
+        for (const outbound of h.session.drainOutbound()) {
+          h.socket.send(outbound.frame);
+          h.session.confirmSent(outbound.deliveryEventIds);
+        }
+      }
+      const decisions: DeliveryDecision[] = [];
+      for (const text of h.sent.slice(start)) {
+        for (const written of parseClientRelayFrame(text).events) {
+          const n = attempts.get(written.id) ?? 0;
+          attempts.set(written.id, n + 1);
+          const ack = conversation.acknowledgements[written.id][n];
+          const classified = classifyDeliveryAcknowledgement(parseRelayResponseFrame(ack));
+          for (const a of h.session.receive(ack)) {
+            if (a.kind !== "deliveryChanged") continue;
+            assert.deepEqual(a.decision, classified);
+            decisions.push(a.decision!);
+          }
+        }
+      }
+      decisions.sort((a, b) => conversation.published.findIndex((e: any) => e.id === a.eventId) -
+        conversation.published.findIndex((e: any) => e.id === b.eventId));
+      assert.deepEqual(decisions.map(triple), expected.publishRuns[run].map((d: any) => [d.eventId, d.state, d.category]));
+    }
+    assert.equal(h.intents.length, 3);
+    assert.equal(h.session.snapshot().pendingPublishes, 0);
+  });
+
+  await t.test("relay.recovery recipe: transport lost with an event in flight", async () => {
+    h.session.publish([record(conversation.published[3])]);
+    for (const outbound of h.session.drainOutbound()) {
+      h.socket.send(outbound.frame);
+      h.session.confirmSent(outbound.deliveryEventIds);
+    }
+    await recipes.recipeRelayRecovery(h);
+    assert.deepEqual(h.recovered.map((a) => a.kind), expected.recoveryActions);
+    const d = expected.recoveryDecision;
+    assert.deepEqual(triple(h.recovered[0].decision), [d.eventId, d.state, d.category]);
+    assert.equal(h.recovered[1].attempt, 1);
+    assert.equal((h.logged[0] as { reconnectAttempt: number }).reconnectAttempt, 1);
+  });
+
+  await t.test("error codes from the schema's catalog", () => {
+    const errors = expected.errors;
+    assert.equal(code(() => classifyDeliveryAcknowledgement(parseRelayResponseFrame(errors.unnamedOk.frame))), errors.unnamedOk.code);
+    assert.equal(code(() => h.session.receive(conversation.sessionFrame)), errors.afterClose, "receive while the transport is lost");
+    const probe = new RelaySession();
+    probe.connect();
+    probe.transportConnected();
+    assert.equal(code(() => probe.receive(errors.badOkId.frame)), errors.badOkId.code);
+    const max = RelayWireContract.bounds.maxFilters.value;
+    assert.equal(code(() => probe.subscribe("many", Array(max + 1).fill('{"kinds":[1]}'))), errors.tooManyFilters);
+    probe.subscribe("many", Array(max).fill('{"kinds":[1]}'));
+    assert.ok(probe.snapshot().subscriptionIds.includes("many"));
+    assert.equal(code(() => h.identity.createNip42Authentication("", "wss://relay.example", 1)), errors.emptyChallenge);
+    const events = h.batch.events;
+    assert.equal(code(() => validateIngestionResult(h.batch, { accepted: [events[0].id], alreadyPresent: [], rejected: [] })),
+      errors.incompleteIngestionResult);
+    validateIngestionResult(h.batch, { accepted: events.map((e) => e.id), alreadyPresent: [], rejected: [] });
+    const closed = new RelaySession();
+    assert.equal(code(() => closed.cancel()), "invalid_relay_session", "cancel while idle");
+    h.execute(closed.connect());
+    h.execute(closed.cancel());
+    closed.close();
+    assert.equal(code(() => closed.connect()), errors.afterClose);
+    assert.equal(closed.snapshot().state, "closed");
+    const filter = RelayFilter.fromJson(`{"kinds":[14],"#p":["${conversation.alice.pubkey}"]}`);
+    assert.equal(filter.matches(events[0]), true);
+    assert.equal(filter.matches(record(conversation.published[0])), false);
+    assert.equal(code(() => new RelaySession({
+      supportsEventsBatch: true, reconnectBaseDelaySeconds: 0, reconnectMaxDelaySeconds: 1, reconnectResetAfterSeconds: 1,
+      jitterSeed: 0, sinceOverlapSeconds: 0, correlateUnnamedAcknowledgements: false,
+    })), "invalid_relay_session");
+  });
+});
+
+test("generated public names equal the schema's declarations", () => {
+  const ts = require("typescript");
+  const names = JSON.parse(fs.readFileSync(process.env.SOFTCHAT_NAMES!, "utf8"));
+  const found = new Set<string>();
+  for (const file of ["api.d.ts", "contracts.d.ts"]) {
+    const path = `${process.env.SOFTCHAT_LIB}/${file}`;
+    const source = ts.createSourceFile(path, fs.readFileSync(path, "utf8"), ts.ScriptTarget.ES2020, true);
+    for (const node of source.statements) {
+      const exported = (node.modifiers ?? []).some((m: any) => m.kind === ts.SyntaxKind.ExportKeyword);
+      if (!exported) continue;
+      const declared: string[] = ts.isVariableStatement(node) ? node.declarationList.declarations.map((d: any) => d.name.text) : [node.name.text];
+      for (const name of declared) found.add(name);
+      if (ts.isClassDeclaration(node) || ts.isInterfaceDeclaration(node)) {
+        for (const member of node.members) {
+          const isPrivate = (member.modifiers ?? []).some((m: any) => m.kind === ts.SyntaxKind.PrivateKeyword);
+          if (isPrivate || !member.name || ts.isConstructorDeclaration(member)) continue;
+          found.add(`${node.name.text}.${member.name.text}`);
+        }
+      }
+    }
+  }
+  const layer = new Set<string>(names.contractLayer);
+  const api = [...found].filter((n) => !layer.has(n.split(".")[0])).sort();
+  assert.deepEqual(api, names.expected);
+  for (const symbol of names.symbols) assert.ok(found.has(symbol), `typescript symbol ${symbol} is not public`);
+  for (const name of names.contractLayer) assert.ok(found.has(name), `${name} missing`);
+});
+
+test("enum values and error codes come from the schema", () => {
+  const names = JSON.parse(fs.readFileSync(process.env.SOFTCHAT_NAMES!, "utf8"));
+  const lib = require(`${process.env.SOFTCHAT_LIB}/index.js`);
+  for (const name of ["DeliveryState", "DeliveryCategory", "RelaySessionActionKind"]) {
+    assert.deepEqual([...lib[`${name}Values`]], names.enumValues[name]);
+  }
+  assert.deepEqual(Object.values(lib.SoftchatErrorCodes).map((e: any) => e.code), names.errorCodes);
+});
+
+test("a handle serializes its calls (worker threads share no handle; calls interleave from promises)", async () => {
+  const s = new RelaySession();
+  s.connect();
+  s.transportConnected();
+  await Promise.all(Array.from({ length: 8 }, async (_, t) => {
+    for (let i = 0; i < 50; i++) {
+      await Promise.resolve();
+      s.subscribe(`t${t}`, [`{"kinds":[${i}]}`]);
+      for (const o of s.drainOutbound()) s.confirmSent(o.deliveryEventIds);
+    }
+  }));
+  assert.deepEqual([...s.snapshot().subscriptionIds].sort(), Array.from({ length: 8 }, (_, t) => `t${t}`));
+  assert.equal(s.snapshot().outboundFrames, 0);
+});
