@@ -178,7 +178,7 @@ public struct HTMLRenderer {
 
     /// Languages whose recipes this repository's test suite compiles (Swift: every recipe
     /// runs in Tests/SoftchatRecipeTests). The facades' tests will add Kotlin and TypeScript.
-    public static let compiledRecipeLanguages: [Language] = [.swift]
+    public static let compiledRecipeLanguages: [Language] = [.swift, .android, .typescript]
 
     public func render() -> [GeneratedFile] {
         [renderIndex(), renderErrors()] + set.contracts.map(renderContract)
@@ -367,8 +367,9 @@ public struct HTMLRenderer {
             let notCompiled = present.filter { !Self.compiledRecipeLanguages.contains($0) }
             var status: [String] = []
             if !compiled.isEmpty {
-                status.append("The \(compiled.map(\.displayName).joined(separator: ", ")) recipe compiles and runs as part of the "
-                    + "test suite (<code>Tests/SoftchatRecipeTests</code>, verbatim from <code>Schema/\(escapeHTML(c.file))</code>).")
+                status.append("The \(compiled.map(\.displayName).joined(separator: ", ")) recipes compile and run as part of the "
+                    + "test suite, verbatim from <code>Schema/\(escapeHTML(c.file))</code> (Swift: <code>Tests/SoftchatRecipeTests</code>; "
+                    + "Android and TypeScript: <code>scripts/test-facades</code>, over the C ABI).")
             }
             if !notCompiled.isEmpty {
                 status.append("\(notCompiled.map(\.displayName).joined(separator: ", ")): shown as specified; not compiled in this repository yet.")

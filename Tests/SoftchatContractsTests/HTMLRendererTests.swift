@@ -236,7 +236,7 @@ func brokenLinks(_ files: [GeneratedFile]) -> [String] {
 
     @Test func swiftRecipesAreMarkedCompiledAndEveryRecipeIsInThePage() throws {
         let page = try #require(HTMLRenderer(set: try Fixture.mini()).render().first { $0.path == "reference/demo.echo.html" })
-        #expect(page.contents.contains("The Swift recipe compiles and runs as part of the test suite"))
+        #expect(page.contents.contains("The Swift recipes compile and run as part of the test suite"))
         #expect(page.contents.contains("Rust: shown as specified; not compiled in this repository yet."))
         // Without JavaScript nothing is hidden: every recipe is in the page, none carries `hidden`.
         #expect(page.contents.contains(#"<section class="recipe" data-lang="rust">"#))
