@@ -522,7 +522,16 @@ final class FailureLog: @unchecked Sendable {
         guard case .text(let ok) = try ws.receive(timeoutMilliseconds: 3000) else { Issue.record("no OK"); return }
         #expect(ok.hasPrefix(#"["OK""#))
         ws.close()
-        #expect(eventually(3) { middleman.recordedClientSessions.first.map { !$0.isEmpty } == true })
+        // Wait until the middleman has recorded the whole session (handshake, the HTTP upgrade and
+        // the EVENT), not just its first message: the recording grows on another thread.
+        var lastCount = -1
+        #expect(eventually(5) {
+            let count = middleman.recordedClientSessions.first?.count ?? 0
+            defer { lastCount = count }
+            if count > 300 && count == lastCount { return true }
+            usleep(100_000)
+            return false
+        })
         let recorded = middleman.recordedClientSessions[0]
         let before = relay.noiseFailures.count
         // The attacker replays every byte the client sent, on a new connection.
