@@ -1,3 +1,4 @@
+import SoftchatBenchmarks
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
@@ -200,11 +201,7 @@ enum DemoCommand {
         return p
     }
 
-    static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    static func monotonic() -> Double { monotonicSeconds() }
 
     static func formatSeconds(_ s: Double) -> String {
         let tenths = Int((s * 10).rounded())

@@ -7,7 +7,7 @@ extension SessionMachine {
         try requireConnected("receive")
         let reader = try FrameReader(text: text, direction: "relay")
         if reader.verb == "EVENT" { return try receiveEvent(reader) }
-        switch try parseRelayResponseFrame(text) {
+        switch try parseRelayResponseFrame(reader) {
         case .event:
             preconditionFailure("EVENT frames take receiveEvent")
         case .ok(let eventID, let accepted, let message):

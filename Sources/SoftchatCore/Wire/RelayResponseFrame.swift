@@ -43,7 +43,11 @@ public enum RelayResponseFrame: Sendable, Hashable {
 /// non-empty string (`invalid_relay_authentication` otherwise). Everything else that is wrong
 /// is `invalid_relay_frame`.
 public func parseRelayResponseFrame(_ text: String) throws(SoftchatError) -> RelayResponseFrame {
-    let r = try FrameReader(text: text, direction: "relay")
+    try parseRelayResponseFrame(try FrameReader(text: text, direction: "relay"))
+}
+
+/// The same, from a frame already read (the session reads once, then dispatches on the verb).
+func parseRelayResponseFrame(_ r: FrameReader) throws(SoftchatError) -> RelayResponseFrame {
     switch r.verb {
     case "EVENT":
         try r.arity(3, "[\"EVENT\", subscription id, event]")
