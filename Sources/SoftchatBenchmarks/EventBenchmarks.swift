@@ -15,20 +15,27 @@ public enum EventBenchmarks {
     public static func run(quick: Bool, smallFile: String? = nil, largeFile: String? = nil) -> [BenchResult] {
         let smallCount = quick ? 500 : 20_000
         let largeCount = quick ? 20 : 1_000
-        let reps = quick ? 1 : 3
+        let reps = quick ? 1 : 5
         var results: [BenchResult] = []
 
         let small = smallFile.map(loadCorpus) ?? BenchCorpus.events(count: smallCount, contentBytes: 200)
-        let large = largeFile.map(loadCorpus) ?? BenchCorpus.events(count: largeCount, contentBytes: 50_000, seed: 2)
+        let large = largeFile.map(loadCorpus) ?? BenchCorpus.events(count: largeCount, contentBytes: 50_000, seed: 2, style: .prose)
+        var corpora = [("small (~200 B content)", small), ("large (~50 KB content)", large)]
+        if largeFile == nil {
+            // The worst case beside it: chat-style content at 50 KB, an escape every ~35 bytes.
+            corpora.append(("large (~50 KB, dense escapes: worst case)",
+                BenchCorpus.events(count: largeCount, contentBytes: 50_000, seed: 3)))
+        }
 
-        for (label, corpus) in [("small (~200 B content)", small), ("large (~50 KB content)", large)] {
+        for (label, corpus) in corpora {
             let lines = corpus.map(\.jsonText)
             let raw = RawVerifyBaseline(corpus)
-            let rawSeconds = bestOf(reps) { precondition(raw.run() == corpus.count) }
-            let ours = bestOf(reps) {
+            let (ours, rawSeconds) = bestOfInterleaved(reps) {
                 var ok = 0
                 for line in lines where (try? VerifiedEvent(text: line)) != nil { ok += 1 }
                 precondition(ok == corpus.count, "corpus failed to verify")
+            } baseline: {
+                precondition(raw.run() == corpus.count)
             }
             results.append(BenchResult(
                 name: "parse+verify \(label)", items: corpus.count, seconds: ours,

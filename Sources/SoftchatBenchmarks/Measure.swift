@@ -50,6 +50,21 @@ public func bestOf(_ repetitions: Int, _ body: () -> Void) -> Double {
     return best
 }
 
+/// Times a figure and its baseline alternately, `repetitions` times each, keeping the fastest
+/// run of each: a disturbance of the machine then hits both sides alike instead of one.
+public func bestOfInterleaved(_ repetitions: Int, _ figure: () -> Void, baseline: () -> Void) -> (figure: Double, baseline: Double) {
+    var best = (figure: Double.infinity, baseline: Double.infinity)
+    for _ in 0..<max(1, repetitions) {
+        var t0 = monotonicSeconds()
+        baseline()
+        best.baseline = min(best.baseline, monotonicSeconds() - t0)
+        t0 = monotonicSeconds()
+        figure()
+        best.figure = min(best.figure, monotonicSeconds() - t0)
+    }
+    return best
+}
+
 /// Keeps a value alive so the optimizer cannot drop the work that produced it.
 @inline(never)
 public func blackHole<T>(_ value: T) {

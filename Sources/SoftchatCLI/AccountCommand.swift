@@ -45,7 +45,7 @@ enum AccountCommand {
             let relays = parsed.repeated["--relay"] ?? []
             guard !relays.isEmpty else { throw UsageError("enqueue needs at least one --relay URL") }
             var events: [VerifiedEvent] = []
-            var reader = LineReader()
+            let reader = LineReader()
             while let line = reader.next() {
                 if line.isEmpty { continue }
                 events.append(try VerifiedEvent(text: String(decoding: line, as: UTF8.self)))
@@ -78,7 +78,7 @@ enum AccountCommand {
             var intentByEvent: [String: String] = [:]
             for held in try account.delivery.heldIntents(claim) { intentByEvent[held.eventID] = held.intentID }
             var results: [DeliveryResult] = []
-            var reader = LineReader()
+            let reader = LineReader()
             while let line = reader.next() {
                 if line.isEmpty { continue }
                 let decision = try classifyDeliveryAcknowledgement(try parseRelayResponseFrame(String(decoding: line, as: UTF8.self)))
@@ -130,7 +130,7 @@ enum AccountCommand {
         guard batch >= 1 && batch <= RelayIngestionContract.maxAwaitingPersistence.value else {
             throw UsageError("--batch must be 1 to \(RelayIngestionContract.maxAwaitingPersistence.value)")
         }
-        var reader = LineReader()
+        let reader = LineReader()
         var lines: [String] = []
         var quarantined = false
         func flush() throws {

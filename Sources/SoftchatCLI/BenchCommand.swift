@@ -8,7 +8,8 @@ import Darwin
 
 enum BenchCommand {
     static let help = """
-        usage: softchat bench [events|wire|session|account|transport|all] [--json] [--quick]
+        usage: softchat bench [events|wire|session|account|transport|cli|memory|all] [--json] [--quick]
+               softchat bench corpus DIR [--quick]
 
         Each figure is printed beside a baseline measured in the same process, with the ratio
         and the peak memory so far:
@@ -20,8 +21,14 @@ enum BenchCommand {
                      rows with the same durability; chat-history query latency
           transport  publish → OK round trips on loopback, single EVENTs vs EVENTS batches,
                      beside a loopback REQ → EOSE round trip
+          cli        `event verify`, `frame check`, `account ingest` as child processes on
+                     corpus files beside the same library calls in-process; the child's peak
+          memory     peak memory of `event verify`, `account ingest` and a RelaySession replay
+                     in fresh processes over 1×, 2×, 4×, 8× the events (growth = last/first)
         --small FILE / --large FILE measure these JSON-lines corpora in `events` instead of the
         generated ones (scripts/bench-peers uses the peers kit's files).
+        `corpus DIR` writes the generated corpora as JSON lines (events-20k.jsonl,
+        events-1k-50kb.jsonl) for measuring the CLI's streaming paths (scripts/bench-cli).
         --quick runs small corpora once (a smoke test, not a measurement). Build with
         `swift build -c release` for figures worth reporting.
         """
@@ -33,7 +40,12 @@ enum BenchCommand {
             return .success
         }
         let which = parsed.positional.first ?? "all"
-        let all = ["events", "wire", "session", "account", "transport"]
+        if which == "corpus" {
+            guard parsed.positional.count == 2 else { throw UsageError("bench corpus needs a directory") }
+            try writeCorpus(to: parsed.positional[1], quick: parsed.has("--quick"))
+            return .success
+        }
+        let all = ["events", "wire", "session", "account", "transport", "cli", "memory"]
         guard all.contains(which) || which == "all", parsed.positional.count <= 1 else {
             throw UsageError("unknown benchmark \"\(which)\" (\(all.joined(separator: ", ")), all)")
         }
@@ -46,11 +58,19 @@ enum BenchCommand {
             case "wire": results = WireBenchmarks.run(quick: quick)
             case "session": results = SessionBenchmarks.run(quick: quick)
             case "account":
-                var template = Array("/tmp/softchat-bench-XXXXXX".utf8CString)
-                guard let dir = mkdtemp(&template) else { throw RuntimeFailure(code: "tempdir", message: "mkdtemp failed") }
-                let path = String(cString: dir)
+                let path = try temporaryDirectory()
                 results = AccountBenchmarks.run(quick: quick, directory: path)
                 rmdir(path)
+            case "cli":
+                let path = try temporaryDirectory()
+                results = CLIBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
+                rmdir(path)
+            case "memory":
+                let path = try temporaryDirectory()
+                let probes = MemoryBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
+                rmdir(path)
+                print(probes, json: parsed.has("--json"))
+                continue
             default: results = TransportBenchmarks.run(quick: quick)
             }
             print(results, json: parsed.has("--json"))
@@ -79,6 +99,49 @@ enum BenchCommand {
                 Output.standard.line(text)
             }
             Output.standard.flush()
+        }
+    }
+
+    static func temporaryDirectory() throws -> String {
+        var template = Array("/tmp/softchat-bench-XXXXXX".utf8CString)
+        guard let dir = mkdtemp(&template) else { throw RuntimeFailure(code: "tempdir", message: "mkdtemp failed") }
+        return String(cString: dir)
+    }
+
+    static func print(_ probes: [MemoryProbe], json: Bool) {
+        for p in probes {
+            if json {
+                var o = JSONObject()
+                o.append("bench", .string("peak memory, \(p.path)"))
+                o.append("sizes", .array(p.sizes.map { .integer(Int64($0)) }))
+                o.append("peakMiB", .array(p.peakMiB.map { .number(format($0, 1)) }))
+                o.append("growth", .number(format(p.growth, 3)))
+                Output.standard.line(JSONValue.object(o).jsonText)
+            } else {
+                let steps = zip(p.sizes, p.peakMiB).map { "\($0) events \(format($1, 1)) MiB" }.joined(separator: ", ")
+                Output.standard.line("peak memory, \(p.path): \(steps) — growth \(format(p.growth, 3))× "
+                    + "over \(p.sizes.last! / p.sizes.first!)× the events")
+            }
+        }
+        Output.standard.flush()
+    }
+
+    static func writeCorpus(to directory: String, quick: Bool) throws {
+        mkdir(directory, 0o755)
+        let files = [
+            ("events-20k.jsonl", BenchCorpus.events(count: quick ? 500 : 20_000, contentBytes: 200)),
+            ("events-1k-50kb.jsonl", BenchCorpus.events(count: quick ? 20 : 1_000, contentBytes: 50_000, seed: 2, style: .prose)),
+            ("events-1k-50kb-dense.jsonl", BenchCorpus.events(count: quick ? 20 : 1_000, contentBytes: 50_000, seed: 3)),
+        ]
+        for (name, events) in files {
+            let path = directory + "/" + name
+            guard let f = fopen(path, "wb") else { throw RuntimeFailure(code: "io", message: "cannot write \(path)") }
+            for e in events {
+                var line = e.jsonText + "\n"
+                line.withUTF8 { _ = fwrite($0.baseAddress, 1, $0.count, f) }
+            }
+            fclose(f)
+            Output.standard.line("\(path): \(events.count) events")
         }
     }
 

@@ -60,43 +60,98 @@ final class Output {
     }
 }
 
-/// Reads standard input in 64 KiB chunks and hands out lines (without the newline, a
-/// trailing `\r` removed) as byte arrays.
-struct LineReader {
-    private var buffer: [UInt8] = []
+/// Reads a file descriptor (standard input by default) in 256 KiB reads straight into one
+/// buffer and hands out lines (without the newline, a trailing `\r` removed): one at a time as
+/// byte arrays, or in batches as views into the buffer. Each byte is searched for a newline
+/// once, however many reads a long line spans.
+final class LineReader {
+    private var storage: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
     private var start = 0
+    private var end = 0
+    private var scanned = 0
     private var eof = false
     private let fd: Int32
+    private static let readSize = 1 << 18
 
-    init(fd: Int32 = 0) { self.fd = fd }
+    init(fd: Int32 = 0) {
+        self.fd = fd
+        capacity = 4 * Self.readSize
+        storage = .allocate(capacity: capacity)
+    }
 
-    mutating func next() -> [UInt8]? {
-        while true {
-            if let nl = buffer[start...].firstIndex(of: 0x0A) {
-                var end = nl
-                if end > start && buffer[end - 1] == 0x0D { end -= 1 }
-                let line = Array(buffer[start..<end])
-                start = nl + 1
-                return line
-            }
-            if eof {
-                guard start < buffer.count else { return nil }
-                let line = Array(buffer[start...])
-                start = buffer.count
-                return line
-            }
-            if start > 0 {
-                buffer.removeFirst(start)
-                start = 0
-            }
-            var chunk = [UInt8](repeating: 0, count: 1 << 16)
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 {
-                eof = true
-            } else {
-                buffer.append(contentsOf: chunk[0..<n])
-            }
+    deinit { storage.deallocate() }
+
+    /// The next non-blank lines, up to `maxLines` of them or `maxBytes` in all, as views into
+    /// the read buffer (no copy), valid until the next call; nil at the end of the input.
+    func nextBatch(maxLines: Int, maxBytes: Int) -> [UnsafeBufferPointer<UInt8>]? {
+        compact()
+        var ranges: [Range<Int>] = []
+        var bytes = 0
+        while ranges.count < maxLines && bytes < maxBytes, let range = nextRange(moving: false) {
+            let line = UnsafeBufferPointer(start: storage + range.lowerBound, count: range.count)
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+            bytes += range.count
+            ranges.append(range)
         }
+        // Offsets, not pointers, were kept: reads may have moved the buffer while it grew.
+        return ranges.isEmpty ? nil : ranges.map { UnsafeBufferPointer(start: storage + $0.lowerBound, count: $0.count) }
+    }
+
+    /// The next line as a copy.
+    func next() -> [UInt8]? {
+        nextRange(moving: true).map { Array(UnsafeBufferPointer(start: storage + $0.lowerBound, count: $0.count)) }
+    }
+
+    /// Where the next line lies in the buffer. `moving` lets a read move unread bytes to the
+    /// front first; without it the buffer only grows, so earlier ranges stay valid.
+    private func nextRange(moving: Bool) -> Range<Int>? {
+        while true {
+            let from = max(start, scanned)
+            if from < end, let found = memchr(storage + from, 0x0A, end - from) {
+                let nl = UnsafeMutableRawPointer(found).assumingMemoryBound(to: UInt8.self) - storage
+                var lineEnd = nl
+                if lineEnd > start && storage[lineEnd - 1] == 0x0D { lineEnd -= 1 }
+                let line = start..<lineEnd
+                start = nl + 1
+                scanned = start
+                return line
+            }
+            scanned = end
+            if eof {
+                guard start < end else { return nil }
+                let line = start..<end
+                start = end
+                return line
+            }
+            if end + Self.readSize > capacity {
+                if moving { compact() }
+                if end + Self.readSize > capacity { grow(to: 2 * (end + Self.readSize)) }
+            }
+            var n: Int
+            repeat {
+                n = read(fd, storage + end, Self.readSize)
+            } while n < 0 && errno == EINTR
+            if n <= 0 { eof = true } else { end += n }
+        }
+    }
+
+    /// Moves the unread bytes to the front of the buffer.
+    private func compact() {
+        guard start > 0 else { return }
+        let pending = end - start
+        if pending > 0 { memmove(storage, storage + start, pending) }  // the regions may overlap
+        scanned -= start
+        start = 0
+        end = pending
+    }
+
+    private func grow(to newCapacity: Int) {
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        grown.update(from: storage, count: end)
+        storage.deallocate()
+        storage = grown
+        capacity = newCapacity
     }
 }
 

@@ -86,7 +86,7 @@ enum PublishCommand {
         if let message = parsed.options["--message"] {
             events.append(try identity.sign(UnsignedEvent(createdAt: now, kind: 14, tags: [], content: message)))
         } else {
-            var reader = LineReader()
+            let reader = LineReader()
             while let line = reader.next() {
                 if line.isEmpty { continue }
                 events.append(try VerifiedEvent(text: String(decoding: line, as: UTF8.self)))

@@ -29,7 +29,7 @@ enum ReplayCommand {
             return .success
         }
         guard parsed.positional.count == 1 else { throw UsageError("replay takes one SCRIPT path or -") }
-        var reader: LineReader
+        let reader: LineReader
         if parsed.positional[0] == "-" {
             reader = LineReader()
         } else {

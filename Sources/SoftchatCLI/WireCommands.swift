@@ -25,13 +25,12 @@ enum FrameCommand {
         default: throw UsageError("frame check needs --from client or --from relay")
         }
         let json = parsed.has("--json")
-        var reader = LineReader()
+        let reader = LineReader()
         var rejected = false
         while let line = reader.next() {
             if line.isEmpty { continue }
-            let text = String(decoding: line, as: UTF8.self)
-            // Invalid UTF-8 would be repaired by String(decoding:); refuse it as the wire would.
-            if Array(text.utf8) != line {
+            // Refused as the wire refuses it (String(decoding:) would silently repair it).
+            guard let text = String(validating: line, as: UTF8.self) else {
                 report(json: json, verb: nil, error: .invalidRelayFrame("frame is not valid UTF-8"))
                 rejected = true
                 continue
@@ -90,7 +89,7 @@ enum FilterCommand {
         } else {
             filters = [try RelayFilter(json: value)]
         }
-        var reader = LineReader()
+        let reader = LineReader()
         var invalid = false
         var lineNumber = 0
         while let line = reader.next() {

@@ -3,6 +3,7 @@
 // Exit: 0 success, 1 input rejected, 2 usage, 3 runtime failure.
 import SoftchatCore
 import SoftchatJSON
+import SoftchatBenchmarks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -69,4 +70,5 @@ do {
 }
 Output.standard.flush()
 Output.error.flush()
+ChildProcess.recordPeakIfRequested()
 exit(status.rawValue)

@@ -16,15 +16,26 @@ public struct JSONReader: Sendable {
         self.maxDepth = maxDepth
     }
 
+    /// Parses text that is already a Swift `String`, and so already valid UTF-8: strings are
+    /// scanned only for quotes, escapes and control characters, and unescaped strings are
+    /// sliced from `text` without being decoded again.
     public func parse(_ text: String) throws(JSONError) -> JSONValue {
+        let source = text
         var text = text
         let result: Result<JSONValue, JSONError> = text.withUTF8 { buffer in
-            Result { () throws(JSONError) -> JSONValue in try parse(buffer) }
+            Result { () throws(JSONError) -> JSONValue in
+                var parser = Parser(buffer: buffer, maxDepth: maxDepth, recordLocations: false, source: source)
+                return try parser.parseDocument()
+            }
         }
         return try result.get()
     }
 
+    /// Parses UTF-8 bytes. Valid UTF-8 (the common case) is checked in one pass by the standard
+    /// library and parsed as a `String`; anything else is parsed byte by byte, so the error
+    /// says exactly where the bad sequence is.
     public func parse(_ bytes: [UInt8]) throws(JSONError) -> JSONValue {
+        if let text = String(validating: bytes, as: UTF8.self) { return try parse(text) }
         let result: Result<JSONValue, JSONError> = bytes.withUnsafeBufferPointer { buffer in
             Result { () throws(JSONError) -> JSONValue in try parse(buffer) }
         }
@@ -56,14 +67,17 @@ private struct Parser {
     var index = 0
     var depth = 0
     let recordLocations: Bool
+    /// The `String` the bytes are the UTF-8 of, when parsing one: its bytes need no UTF-8
+    /// validation, and string values can be sliced from it.
+    let source: String?
     var path: [String] = []
     var locations: [String: Int] = [:]
-    var scratch: [UInt8] = []
 
-    init(buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, recordLocations: Bool) {
+    init(buffer: UnsafeBufferPointer<UInt8>, maxDepth: Int, recordLocations: Bool, source: String? = nil) {
         self.bytes = buffer
         self.maxDepth = maxDepth
         self.recordLocations = recordLocations
+        self.source = source
     }
 
     mutating func parseDocument() throws(JSONError) -> JSONValue {
@@ -152,6 +166,7 @@ private struct Parser {
             depth -= 1
             return .array(elements)
         }
+        elements.reserveCapacity(4)  // tags and frames are short: one allocation instead of three
         while true {
             skipWhitespace()
             if recordLocations { path.append("[\(elements.count)]") }
@@ -183,6 +198,7 @@ private struct Parser {
             depth -= 1
             return .object(JSONObject(uncheckedMembers: members))
         }
+        members.reserveCapacity(8)  // an event has seven members
         while true {
             skipWhitespace()
             guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
@@ -221,86 +237,89 @@ private struct Parser {
         return .object(JSONObject(uncheckedMembers: members))
     }
 
-    /// Parses a string starting at its opening quote. The common case (no escapes) decodes the
-    /// validated bytes in place; escapes go through a reused scratch buffer.
+    /// Parses a string starting at its opening quote. The common case (no escapes) takes the
+    /// validated bytes as they are; escapes are decoded by `parseEscapedString`.
     mutating func parseString() throws(JSONError) -> String {
         index += 1  // opening quote
         let start = index
-        while index < bytes.count {
+        let validate = source == nil
+        while true {
+            index = JSONScan.plainRunEnd(bytes, from: index, stopAtNonASCII: validate)
+            guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
             let b = bytes[index]
             if b == UInt8(ascii: "\"") {
-                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                let s = string(start, index)
                 index += 1
                 return s
             }
             if b == UInt8(ascii: "\\") { return try parseEscapedString(from: start) }
             if b < 0x20 { throw JSONError(.controlCharacterInString(b), at: index) }
-            if b < 0x80 {
-                index += 1
-            } else {
-                try validateUTF8Sequence(&index)
-            }
+            try validateUTF8Sequence(&index)
         }
-        throw JSONError(.unexpectedEnd, at: index)
     }
 
+    /// The string of the valid UTF-8 at `start..<end`: a slice of the source `String` when
+    /// there is one (no second validation), decoded otherwise.
+    func string(_ start: Int, _ end: Int) -> String {
+        // Up to 15 bytes fit in a String's inline storage, which decoding fills cheaper.
+        if end - start > 15, let source {
+            let utf8 = source.utf8
+            let lower = utf8.index(utf8.startIndex, offsetBy: start)
+            let upper = utf8.index(lower, offsetBy: end - start)
+            return String(Substring(utf8[lower..<upper]))
+        }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+    }
+
+    /// A string with escapes, in two passes: the first checks every escape and finds the closing
+    /// quote, the second decodes into the string's own storage (decoding only shrinks: `\n` is
+    /// one byte, `\uXXXX` at most three), copying the runs between escapes whole.
     mutating func parseEscapedString(from start: Int) throws(JSONError) -> String {
-        scratch.removeAll(keepingCapacity: true)
-        scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
-        while index < bytes.count {
+        let validate = source == nil
+        while true {
+            index = JSONScan.plainRunEnd(bytes, from: index, stopAtNonASCII: validate)
+            guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
             let b = bytes[index]
-            if b == UInt8(ascii: "\"") {
-                index += 1
-                return String(decoding: scratch, as: UTF8.self)
-            }
+            if b == UInt8(ascii: "\"") { break }
             if b == UInt8(ascii: "\\") {
-                let escapeOffset = index
-                index += 1
-                guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
-                let e = bytes[index]
-                index += 1
-                switch e {
-                case UInt8(ascii: "\""): scratch.append(0x22)
-                case UInt8(ascii: "\\"): scratch.append(0x5C)
-                case UInt8(ascii: "/"): scratch.append(0x2F)
-                case UInt8(ascii: "b"): scratch.append(0x08)
-                case UInt8(ascii: "f"): scratch.append(0x0C)
-                case UInt8(ascii: "n"): scratch.append(0x0A)
-                case UInt8(ascii: "r"): scratch.append(0x0D)
-                case UInt8(ascii: "t"): scratch.append(0x09)
-                case UInt8(ascii: "u"):
-                    var scalar = try parseHex4()
-                    if scalar >= 0xD800 && scalar <= 0xDBFF {
-                        // A high surrogate must be followed by an escaped low surrogate.
-                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
-                            bytes[index + 1] == UInt8(ascii: "u")
-                        else { throw JSONError(.unpairedSurrogate, at: escapeOffset) }
-                        index += 2
-                        let low = try parseHex4()
-                        guard low >= 0xDC00 && low <= 0xDFFF else {
-                            throw JSONError(.unpairedSurrogate, at: escapeOffset)
-                        }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    } else if scalar >= 0xDC00 && scalar <= 0xDFFF {
-                        throw JSONError(.unpairedSurrogate, at: escapeOffset)
-                    }
-                    appendUTF8(scalar)
-                default:
-                    throw JSONError(.invalidEscape, at: escapeOffset)
-                }
+                try skipEscape()
                 continue
             }
             if b < 0x20 { throw JSONError(.controlCharacterInString(b), at: index) }
-            if b < 0x80 {
-                scratch.append(b)
-                index += 1
-            } else {
-                let s = index
-                try validateUTF8Sequence(&index)
-                scratch.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[s..<index]))
-            }
+            try validateUTF8Sequence(&index)
         }
-        throw JSONError(.unexpectedEnd, at: index)
+        let end = index
+        index += 1  // closing quote
+        let raw = UnsafeBufferPointer(rebasing: bytes[start..<end])
+        return String(unsafeUninitializedCapacity: raw.count) { out in JSONScan.unescape(raw, into: out) }
+    }
+
+    /// Checks the escape at `index` (a backslash) and moves past it.
+    mutating func skipEscape() throws(JSONError) {
+        let escapeOffset = index
+        index += 1
+        guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+        let e = bytes[index]
+        index += 1
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+            UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+            return
+        case UInt8(ascii: "u"):
+            let scalar = try parseHex4()
+            if scalar >= 0xD800 && scalar <= 0xDBFF {
+                // A high surrogate must be followed by an escaped low surrogate.
+                guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                else { throw JSONError(.unpairedSurrogate, at: escapeOffset) }
+                index += 2
+                let low = try parseHex4()
+                guard low >= 0xDC00 && low <= 0xDFFF else { throw JSONError(.unpairedSurrogate, at: escapeOffset) }
+            } else if scalar >= 0xDC00 && scalar <= 0xDFFF {
+                throw JSONError(.unpairedSurrogate, at: escapeOffset)
+            }
+        default:
+            throw JSONError(.invalidEscape, at: escapeOffset)
+        }
     }
 
     mutating func parseHex4() throws(JSONError) -> UInt32 {
@@ -319,25 +338,6 @@ private struct Parser {
         }
         index += 4
         return v
-    }
-
-    mutating func appendUTF8(_ scalar: UInt32) {
-        switch scalar {
-        case 0..<0x80:
-            scratch.append(UInt8(scalar))
-        case 0x80..<0x800:
-            scratch.append(UInt8(0xC0 | (scalar >> 6)))
-            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
-        case 0x800..<0x10000:
-            scratch.append(UInt8(0xE0 | (scalar >> 12)))
-            scratch.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
-            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
-        default:
-            scratch.append(UInt8(0xF0 | (scalar >> 18)))
-            scratch.append(UInt8(0x80 | ((scalar >> 12) & 0x3F)))
-            scratch.append(UInt8(0x80 | ((scalar >> 6) & 0x3F)))
-            scratch.append(UInt8(0x80 | (scalar & 0x3F)))
-        }
     }
 
     /// Validates one multi-byte UTF-8 sequence starting at `i` (a byte ≥ 0x80) per RFC 3629:

@@ -25,67 +25,16 @@ public struct JSONWriter: Sendable {
     @inline(__always)
     public mutating func raw(_ byte: UInt8) { bytes.append(byte) }
 
-    public mutating func raw(_ text: StaticString) {
-        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
-    }
+    public mutating func raw(_ text: StaticString) { write(text) }
 
-    public mutating func integer(_ n: Int64) {
-        if n >= 0 && n < 10 {
-            bytes.append(UInt8(ascii: "0") + UInt8(n))
-            return
-        }
-        var text = String(n)
-        text.withUTF8 { bytes.append(contentsOf: $0) }
-    }
+    /// Appends `text`'s UTF-8 as it is (JSON the caller already has in its final form).
+    package mutating func verbatim(_ text: String) { writeVerbatim(text) }
 
-    public mutating func string(_ s: String) {
-        var s = s
-        s.withUTF8 { string(utf8: $0) }
-    }
+    public mutating func integer(_ n: Int64) { writeInteger(n) }
 
-    public mutating func string(utf8 buffer: UnsafeBufferPointer<UInt8>) {
-        bytes.append(UInt8(ascii: "\""))
-        var runStart = 0
-        var i = 0
-        let n = buffer.count
-        while i < n {
-            let b = buffer[i]
-            // Fast path: nothing below 0x20 and neither quote nor backslash needs attention.
-            if b >= 0x20 && b != 0x22 && b != 0x5C {
-                i += 1
-                continue
-            }
-            let escape: (UInt8, UInt8)?
-            switch b {
-            case 0x22: escape = (0x5C, 0x22)
-            case 0x5C: escape = (0x5C, 0x5C)
-            case 0x0A: escape = (0x5C, UInt8(ascii: "n"))
-            case 0x0D: escape = (0x5C, UInt8(ascii: "r"))
-            case 0x09: escape = (0x5C, UInt8(ascii: "t"))
-            case 0x08: escape = (0x5C, UInt8(ascii: "b"))
-            case 0x0C: escape = (0x5C, UInt8(ascii: "f"))
-            default: escape = nil
-            }
-            if escape == nil && escaping == .nip01 {
-                i += 1  // NIP-01: every other character verbatim, control characters included
-                continue
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<i]))
-            if let (a, c) = escape {
-                bytes.append(a)
-                bytes.append(c)
-            } else {
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                bytes.append(hex[Int(b >> 4)])
-                bytes.append(hex[Int(b & 0xF)])
-            }
-            i += 1
-            runStart = i
-        }
-        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[runStart..<n]))
-        bytes.append(UInt8(ascii: "\""))
-    }
+    public mutating func string(_ s: String) { writeString(s) }
+
+    public mutating func string(utf8 buffer: UnsafeBufferPointer<UInt8>) { writeString(utf8: buffer) }
 
     public mutating func value(_ v: JSONValue) {
         switch v {
@@ -156,4 +105,11 @@ extension JSONValue {
             out.append(v.jsonText)
         }
     }
+}
+
+extension JSONWriter: JSONOutput {
+    @inline(__always)
+    package mutating func write(_ byte: UInt8) { bytes.append(byte) }
+
+    package mutating func write(_ run: UnsafeBufferPointer<UInt8>) { bytes.append(contentsOf: run) }
 }

@@ -169,3 +169,59 @@ func written(_ s: String, _ escaping: JSONWriter.StringEscaping) -> String {
         }
     }
 }
+
+/// The sixteen-bytes-at-a-time scan and the fast-path cursor, against plain definitions.
+@Suite struct JSONScanTests {
+    @Test func plainRunEndFindsTheFirstByteThatNeedsAttentionAtEveryOffset() {
+        var rng = SplitMix64(seed: 3)
+        let special: [UInt8] = [0x22, 0x5C, 0x00, 0x0A, 0x1F, 0x80, 0xC3, 0xFF]
+        for _ in 0..<3_000 {
+            let count = Int.random(in: 0...70, using: &rng)
+            var bytes = (0..<count).map { _ in UInt8.random(in: 0x20...0x7E, using: &rng) }.map { $0 == 0x22 || $0 == 0x5C ? 0x41 : $0 }
+            for _ in 0..<Int.random(in: 0...2, using: &rng) where count > 0 {
+                bytes[Int.random(in: 0..<count, using: &rng)] = special.randomElement(using: &rng)!
+            }
+            let start = Int.random(in: 0...count, using: &rng)
+            for nonASCII in [false, true] {
+                let expected = bytes.indices.first { i in
+                    i >= start && (bytes[i] == 0x22 || bytes[i] == 0x5C || bytes[i] < 0x20 || (nonASCII && bytes[i] >= 0x80))
+                } ?? count
+                let found = bytes.withUnsafeBufferPointer { JSONScan.plainRunEnd($0, from: start, stopAtNonASCII: nonASCII) }
+                #expect(found == expected, "\(bytes) from \(start), nonASCII \(nonASCII)")
+            }
+        }
+    }
+
+    /// A string's body is canonical exactly when it is what `JSONWriter` writes for its value.
+    @Test func theCursorCallsABodyCanonicalExactlyWhenTheWriterWouldWriteIt() throws {
+        let values = ["", "plain", "a\"b\\c", "\n\r\t\u{8}\u{C}", "\u{1}\u{1F}\u{7F}", "é東🤙", "a/b"]
+        let spellings: [(String, String)] = values.map { ($0, JSONValue.string($0).jsonText) } + [
+            ("a/b", #""a\/b""#), ("é", #""\u00e9""#), ("\u{1F}", #""\u001F""#), ("\n", #""\u000a""#),
+            ("🤙", #""\ud83e\udd19""#), ("\u{1}", #""\u0001""#),
+        ]
+        for (value, text) in spellings {
+            var source = text
+            let copy = source
+            let token = try #require(source.withUTF8 { bytes -> JSONCursor.StringToken? in
+                var c = JSONCursor(source: copy, bytes: bytes)
+                let t = c.string()
+                #expect(t.map { c.decode($0) } == value, "\(text)")
+                return t
+            })
+            #expect(token.isCanonical == (JSONValue.string(value).jsonText == text), "\(text)")
+        }
+    }
+
+    @Test func theCursorRefusesWhatTheReaderRefuses() {
+        for text in [#""\x""#, #""\ud800""#, #""\udc00""#, #""\u12""#, "\"a\u{1}\"", #""abc"#, "abc"] {
+            var source = text
+            let copy = source
+            let token = source.withUTF8 { bytes -> JSONCursor.StringToken? in
+                var c = JSONCursor(source: copy, bytes: bytes)
+                return c.string()
+            }
+            #expect(token == nil, "\(text)")
+            #expect((try? JSONReader().parse(text)) == nil, "\(text)")
+        }
+    }
+}

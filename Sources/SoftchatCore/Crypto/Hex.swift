@@ -17,19 +17,69 @@ package enum Hex {
         var text = text
         return text.withUTF8 { utf8 -> [UInt8]? in
             guard utf8.count % 2 == 0 else { return nil }
-            var out = [UInt8](repeating: 0, count: utf8.count / 2)
-            for i in 0..<out.count {
-                guard let hi = nibble(utf8[2 * i]), let lo = nibble(utf8[2 * i + 1]) else { return nil }
-                out[i] = hi << 4 | lo
+            var valid = true
+            let out = [UInt8](unsafeUninitializedCapacity: utf8.count / 2) { buffer, initialized in
+                // One table lookup per character; 0xFF marks a byte that is not lowercase hex.
+                var bad: UInt8 = 0
+                for i in 0..<buffer.count {
+                    let hi = nibbleTable[Int(utf8[2 * i])], lo = nibbleTable[Int(utf8[2 * i + 1])]
+                    bad |= hi | lo
+                    buffer[i] = hi << 4 | (lo & 0x0F)
+                }
+                valid = bad & 0xF0 == 0
+                initialized = buffer.count
             }
-            return out
+            return valid ? out : nil
         }
     }
+
+    /// Decodes exactly `out.count * 2` lowercase hex characters into `out`; false otherwise.
+    package static func decodeLowercase(_ text: String, into out: UnsafeMutableRawBufferPointer) -> Bool {
+        var text = text
+        return text.withUTF8 { utf8 -> Bool in
+            guard utf8.count == out.count * 2 else { return false }
+            var bad: UInt8 = 0
+            for i in 0..<out.count {
+                let hi = nibbleTable[Int(utf8[2 * i])], lo = nibbleTable[Int(utf8[2 * i + 1])]
+                bad |= hi | lo
+                out[i] = hi << 4 | (lo & 0x0F)
+            }
+            return bad & 0xF0 == 0
+        }
+    }
+
+    /// The value of each lowercase hex digit; 0xFF for every other byte.
+    private static let nibbleTable: [UInt8] = (0..<256).map { nibble(UInt8($0)) ?? 0xFF }
 
     /// True when `text` is exactly `count` lowercase hex characters.
     package static func isLowercase(_ text: String, count: Int) -> Bool {
         var text = text
-        return text.withUTF8 { utf8 in utf8.count == count && utf8.allSatisfy { nibble($0) != nil } }
+        return text.withUTF8 { utf8 in utf8.count == count && isLowercase(utf8) }
+    }
+
+    /// True when every byte is a lowercase hex digit; sixteen are checked per step, since ids,
+    /// keys and signatures make up most of a small event.
+    package static func isLowercase(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        let n = utf8.count
+        if n >= 16, let base = utf8.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            let zero = SIMD16<UInt8>(repeating: UInt8(ascii: "0")), a = SIMD16<UInt8>(repeating: UInt8(ascii: "a"))
+            let ten = SIMD16<UInt8>(repeating: 10), six = SIMD16<UInt8>(repeating: 6)
+            while i + 16 <= n {
+                let v = raw.loadUnaligned(fromByteOffset: i, as: SIMD16<UInt8>.self)
+                // Wrapping subtraction folds each range check into one unsigned comparison.
+                let bad = .!(((v &- zero) .< ten) .| ((v &- a) .< six))
+                let words = unsafeBitCast(bad, to: SIMD2<UInt64>.self)
+                if words[0] | words[1] != 0 { return false }
+                i += 16
+            }
+        }
+        while i < n {
+            if nibble(utf8[i]) == nil { return false }
+            i += 1
+        }
+        return true
     }
 
     /// True when `text` is 1…`max` lowercase hex characters (a NIP-01 prefix).

@@ -3,7 +3,7 @@ import COpenSSL
 /// SHA-256 through libcrypto, with the digest implementation fetched once (OpenSSL 3 makes
 /// every implicit fetch cost a lookup; one fetch keeps hashing at the library's speed).
 package enum SHA256 {
-    nonisolated(unsafe) private static let md: OpaquePointer = {
+    nonisolated(unsafe) static let md: OpaquePointer = {
         guard let md = EVP_MD_fetch(nil, "SHA256", nil) else { fatalError("libcrypto has no SHA256") }
         return md
     }()

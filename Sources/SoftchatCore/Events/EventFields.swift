@@ -17,7 +17,9 @@ public struct UnverifiedEvent: Sendable, Hashable {
     public let createdAt: Int64
     public let kind: Int
     public let tags: [[String]]
-    public let content: String
+    /// The content, decoded (long escaped content is decoded on first read; see `EventContent`).
+    public var content: String { contentStorage.string }
+    package let contentStorage: EventContent
     public let sig: String
 
     static let fieldNames: Set<String> = ["id", "pubkey", "created_at", "kind", "tags", "content", "sig"]
@@ -33,6 +35,11 @@ public struct UnverifiedEvent: Sendable, Hashable {
 
     /// Parses event JSON text strictly (see `init(json:)`).
     public init(text: String) throws(SoftchatError) {
+        if let event = EventReader.read(text: text) {
+            self = event
+            return
+        }
+        // Anything off the fast path's shape: the full reader, which says exactly what is wrong.
         let value: JSONValue
         do throws(JSONError) {
             value = try JSONReader().parse(text)
@@ -69,16 +76,17 @@ public struct UnverifiedEvent: Sendable, Hashable {
         guard let tags else { throw EventIssue("missing field \"tags\"") }
         guard let content else { throw EventIssue("missing field \"content\"") }
         guard let sig else { throw EventIssue("missing field \"sig\"") }
-        return UnverifiedEvent(unchecked: id, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content, sig: sig)
+        return UnverifiedEvent(unchecked: id, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags,
+            content: EventContent(content), sig: sig)
     }
 
-    init(unchecked id: String, pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String, sig: String) {
+    init(unchecked id: String, pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: EventContent, sig: String) {
         self.id = id
         self.pubkey = pubkey
         self.createdAt = createdAt
         self.kind = kind
         self.tags = tags
-        self.content = content
+        self.contentStorage = content
         self.sig = sig
     }
 

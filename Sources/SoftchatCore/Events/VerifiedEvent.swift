@@ -17,7 +17,9 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
     public let createdAt: Int64
     public let kind: Int
     public let tags: [[String]]
-    public let content: String
+    /// The content, decoded (long escaped content is decoded on first read; see `EventContent`).
+    public var content: String { contentStorage.string }
+    package let contentStorage: EventContent
     public let sig: String
 
     fileprivate init(_ e: UnverifiedEvent) {
@@ -26,7 +28,7 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
         createdAt = e.createdAt
         kind = e.kind
         tags = e.tags
-        content = e.content
+        contentStorage = e.contentStorage
         sig = e.sig
     }
 
@@ -37,6 +39,25 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
 
     public init(json: JSONValue) throws(SoftchatError) {
         self = try UnverifiedEvent(json: json).verified()
+    }
+
+    /// Parses and verifies many event texts (a bulk import, a file of events), spread over the
+    /// machine's cores; one result per text, in input order, each as `init(text:)` gives it.
+    public static func verify(texts: [String]) -> [Result<VerifiedEvent, SoftchatError>] {
+        EventVerifier.inParallel(count: texts.count) { i in
+            Result { () throws(SoftchatError) in try VerifiedEvent(text: texts[i]) }
+        }
+    }
+
+    /// As `verify(texts:)` for raw lines (a file, a pipe): each must be UTF-8, which is checked
+    /// on the same cores as the rest (`invalid_relay_frame` when it is not).
+    public static func verify<Line: Collection<UInt8>>(utf8 lines: [Line]) -> [Result<VerifiedEvent, SoftchatError>] {
+        EventVerifier.inParallel(count: lines.count) { i in
+            guard let text = String(validating: lines[i], as: UTF8.self) else {
+                return .failure(.invalidRelayFrame("event: not valid UTF-8"))
+            }
+            return Result { () throws(SoftchatError) in try VerifiedEvent(text: text) }
+        }
     }
 
     /// Re-reads an event that was verified before it was stored by Softchat's own account:
@@ -69,7 +90,27 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
         ]))
     }
 
-    public var jsonText: String { jsonValue.jsonText }
+    /// `jsonValue` as text, written directly: content kept escaped (see `EventContent`) is
+    /// copied as it arrived when its escapes are the writer's own, without being decoded.
+    public var jsonText: String {
+        var w = JSONWriter(reserve: 512 + (contentStorage.escapedBody?.utf8.count ?? content.utf8.count))
+        w.write("{\"id\":")
+        w.writeString(id)
+        w.write(",\"pubkey\":")
+        w.writeString(pubkey)
+        w.write(",\"created_at\":")
+        w.writeInteger(createdAt)
+        w.write(",\"kind\":")
+        w.writeInteger(Int64(kind))
+        w.write(",\"tags\":")
+        w.writeTags(tags)
+        w.write(",\"content\":")
+        w.writeContent(contentStorage)
+        w.write(",\"sig\":")
+        w.writeString(sig)
+        w.write(UInt8(ascii: "}"))
+        return w.string
+    }
 
     /// The first value of the first tag named `name` (`"p"` → the recipient), if any.
     public func firstTagValue(_ name: String) -> String? {
@@ -86,38 +127,50 @@ enum EventVerifier {
     /// (each check is independent; libsecp256k1's context is safe to share). Results are in
     /// input order.
     static func verifyInParallel(_ events: [UnverifiedEvent]) -> [Result<VerifiedEvent, EventIssue>] {
-        let n = events.count
-        guard n >= 8, parallelism > 1 else {
-            return events.map { e in Result { () throws(EventIssue) in try verify(e) } }
-        }
-        var results = [Result<VerifiedEvent, EventIssue>](repeating: .failure(EventIssue("not verified")), count: n)
-        results.withUnsafeMutableBufferPointer { buffer in
+        inParallel(count: events.count) { i in Result { () throws(EventIssue) in try verify(events[i]) } }
+    }
+
+    /// `body(0..<count)` in input order, on all cores when there are enough items to share.
+    static func inParallel<T>(count n: Int, _ body: (Int) -> T) -> [T] {
+        guard n >= 8, parallelism > 1 else { return (0..<n).map(body) }
+        return [T](unsafeUninitializedCapacity: n) { buffer, initialized in
             nonisolated(unsafe) let out = buffer.baseAddress!
-            let chunks = min(parallelism * 4, n)
-            DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                var i = chunk * n / chunks
-                let end = (chunk + 1) * n / chunks
-                while i < end {
-                    out[i] = Result { () throws(EventIssue) in try verify(events[i]) }
-                    i += 1
+            withoutActuallyEscaping(body) { body in
+                nonisolated(unsafe) let body = body
+                let chunks = min(parallelism * 4, n)
+                DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+                    var i = chunk * n / chunks
+                    let end = (chunk + 1) * n / chunks
+                    while i < end {
+                        (out + i).initialize(to: body(i))
+                        i += 1
+                    }
                 }
             }
+            initialized = n
         }
-        return results
     }
 
     static let parallelism = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
 
     static func verify(_ e: UnverifiedEvent) throws(EventIssue) -> VerifiedEvent {
         let idBytes = try checkID(e)
-        guard let pubkeyBytes = Hex.decodeLowercase(e.pubkey), let sigBytes = Hex.decodeLowercase(e.sig)
-        else { throw EventIssue("pubkey and sig must be lowercase hex") }
-        let valid = pubkeyBytes.withUnsafeBytes { pk -> Bool? in
-            guard var key = PublicKeyCache.shared.publicKey(pk) else { return nil }
-            return sigBytes.withUnsafeBytes { s in idBytes.withUnsafeBytes { m in Schnorr.verify(signature: s, message: m, publicKey: &key) } }
+        // Key and signature are decoded on the stack: 96 bytes need no allocation.
+        let outcome = withUnsafeTemporaryAllocation(byteCount: 96, alignment: 8) { scratch -> String? in
+            let pubkey = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<32])
+            let sig = UnsafeMutableRawBufferPointer(rebasing: scratch[32..<96])
+            guard Hex.decodeLowercase(e.pubkey, into: pubkey), Hex.decodeLowercase(e.sig, into: sig) else {
+                return "pubkey and sig must be lowercase hex"
+            }
+            guard var key = PublicKeyCache.shared.publicKey(UnsafeRawBufferPointer(pubkey)) else {
+                return "pubkey is not a valid secp256k1 x-only public key"
+            }
+            let valid = idBytes.withUnsafeBytes { m in
+                Schnorr.verify(signature: UnsafeRawBufferPointer(sig), message: m, publicKey: &key)
+            }
+            return valid ? nil : "signature does not verify"
         }
-        guard let valid else { throw EventIssue("pubkey is not a valid secp256k1 x-only public key") }
-        guard valid else { throw EventIssue("signature does not verify") }
+        if let outcome { throw EventIssue(outcome) }
         return VerifiedEvent(e)
     }
 
@@ -126,17 +179,16 @@ enum EventVerifier {
     @discardableResult
     static func checkID(_ e: UnverifiedEvent) throws(EventIssue) -> [UInt8] {
         guard let idBytes = Hex.decodeLowercase(e.id) else { throw EventIssue("id must be lowercase hex") }
-        var digest = SHA256.hash(
-            CanonicalSerialization.bytes(pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content))
+        var digest = CanonicalSerialization.digest(
+            pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.contentStorage)
         if digest != idBytes {
             // NIP-01 read literally leaves the other control characters verbatim; an id over that
             // form is an honest hash of the same values too (see CanonicalSerialization).
             guard e.tags.contains(where: { $0.contains(where: CanonicalSerialization.hasUnlistedControlCharacter) })
                 || CanonicalSerialization.hasUnlistedControlCharacter(e.content)
             else { throw EventIssue("id does not match the NIP-01 serialization") }
-            digest = SHA256.hash(
-                CanonicalSerialization.bytes(pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags,
-                    content: e.content, escaping: .nip01))
+            digest = CanonicalSerialization.digest(
+                pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content, escaping: .nip01)
             guard digest == idBytes else {
                 throw EventIssue("id does not match the NIP-01 serialization")
             }

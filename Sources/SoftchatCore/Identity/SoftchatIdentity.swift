@@ -87,15 +87,14 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     }
 
     package func sign(_ draft: UnsignedEvent, auxRandom: [UInt8]) throws(EventIssue) -> VerifiedEvent {
-        let serialized = CanonicalSerialization.bytes(
+        let id = CanonicalSerialization.digest(
             pubkey: publicKeyHex, createdAt: draft.createdAt, kind: draft.kind, tags: draft.tags, content: draft.content)
-        let id = SHA256.hash(serialized)
         guard let sig = Schnorr.sign(message: id, keypair: keypair, auxRandom: auxRandom) else {
             throw EventIssue("libsecp256k1 failed to sign")
         }
         let unverified = UnverifiedEvent(
             unchecked: Hex.encode(id), pubkey: publicKeyHex, createdAt: draft.createdAt, kind: draft.kind,
-            tags: draft.tags, content: draft.content, sig: Hex.encode(sig))
+            tags: draft.tags, content: EventContent(draft.content), sig: Hex.encode(sig))
         // Verifying our own signature guards against faults (BIP-340 recommends it).
         return try EventVerifier.verify(unverified)
     }

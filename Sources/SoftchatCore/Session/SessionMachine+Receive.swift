@@ -49,7 +49,7 @@ extension SessionMachine {
         let subscriptionID = try reader.subscriptionID(1)
         let unverified: UnverifiedEvent
         do throws(EventIssue) {
-            unverified = try UnverifiedEvent.parse(reader.elements[2])
+            unverified = try reader.unverifiedEvent(2)
         } catch {
             throw .invalidRelayFrame("EVENT event: \(error.message)")
         }

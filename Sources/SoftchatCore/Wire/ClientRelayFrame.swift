@@ -86,7 +86,7 @@ private func parseEventsBatch(_ r: FrameReader) throws(SoftchatError) -> [Verifi
         }
         let event: UnverifiedEvent
         do throws(EventIssue) {
-            event = try UnverifiedEvent.parse(r.elements[i])
+            event = try r.unverifiedEvent(i)
         } catch {
             throw .invalidRelayBatch("EVENTS element \(i): \(error.message)")
         }

@@ -6,11 +6,19 @@ import SoftchatJSON
 struct FrameReader {
     let verb: String
     let elements: [JSONValue]
+    /// Events read by the fast path, by element index (see `readEventFrame`); their places in
+    /// `elements` hold an empty object.
+    private let preparsed: [UnverifiedEvent?]
 
     /// Checks the size bound, parses strictly, and reads the verb.
     init(text: String, direction: String) throws(SoftchatError) {
         let size = text.utf8.count
         try RelayWireContract.maxFrameBytes.check(size, "\(direction) frame")
+        if let fast = Self.readEventFrame(text, fromClient: direction == "client") {
+            self = fast
+            return
+        }
+        preparsed = []
         let value: JSONValue
         do {
             value = try JSONReader().parse(text)
@@ -36,6 +44,57 @@ struct FrameReader {
         }
         self.verb = verb
         self.elements = elements
+    }
+
+    private init(verb: String, elements: [JSONValue], preparsed: [UnverifiedEvent?]) {
+        self.verb = verb
+        self.elements = elements
+        self.preparsed = preparsed
+    }
+
+    /// The fast path for the frames that carry events (`EVENT`, `EVENTS`, a client's `AUTH`):
+    /// the verb, then strings and event objects, read in one pass with `EventReader`. Anything
+    /// else gives nil and the frame takes the full reader, so every diagnostic comes from there.
+    private static func readEventFrame(_ text: String, fromClient: Bool) -> FrameReader? {
+        var text = text
+        let source = text
+        return text.withUTF8 { bytes -> FrameReader? in
+            var c = JSONCursor(source: source, bytes: bytes)
+            guard c.consume(UInt8(ascii: "[")), let verbToken = c.string() else { return nil }
+            let verb: String
+            if c.token(verbToken, is: "EVENT") {
+                verb = "EVENT"
+            } else if c.token(verbToken, is: "EVENTS") {
+                verb = "EVENTS"
+            } else if fromClient && c.token(verbToken, is: "AUTH") {
+                verb = "AUTH"
+            } else {
+                return nil
+            }
+            var elements: [JSONValue] = [.string(verb)]
+            var preparsed: [UnverifiedEvent?] = [nil]
+            while c.consume(UInt8(ascii: ",")) {
+                if c.peek(UInt8(ascii: "\"")) {
+                    guard let token = c.string() else { return nil }
+                    elements.append(.string(c.decode(token)))
+                    preparsed.append(nil)
+                } else {
+                    guard let event = EventReader.read(&c) else { return nil }
+                    elements.append(.object(JSONObject()))
+                    preparsed.append(event)
+                }
+            }
+            guard c.consume(UInt8(ascii: "]")) else { return nil }
+            c.skipWhitespace()
+            guard c.atEnd else { return nil }
+            return FrameReader(verb: verb, elements: elements, preparsed: preparsed)
+        }
+    }
+
+    /// The event at `index`, read strictly (the fast path's, or from its JSON).
+    func unverifiedEvent(_ index: Int) throws(EventIssue) -> UnverifiedEvent {
+        if index < preparsed.count, let event = preparsed[index] { return event }
+        return try UnverifiedEvent.parse(elements[index])
     }
 
     /// The verb of a frame that did not parse, read from its first bytes (`["REQ",` → REQ).
@@ -94,7 +153,7 @@ struct FrameReader {
     func event(_ index: Int, code: SoftchatErrorCode, what: String) throws(SoftchatError) -> VerifiedEvent {
         let unverified: UnverifiedEvent
         do throws(EventIssue) {
-            unverified = try UnverifiedEvent.parse(elements[index])
+            unverified = try unverifiedEvent(index)
         } catch {
             throw SoftchatError(code, "\(what): \(error.message)", operation: .relayWire)
         }

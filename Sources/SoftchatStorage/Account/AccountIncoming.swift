@@ -44,7 +44,8 @@ public struct AccountIncoming: Sendable {
     /// Ingests raw event JSON lines (the CLI's path): lines that do not parse or verify are
     /// quarantined with their reason instead of failing the batch.
     public func ingest(lines: [String], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
-        try ingest(inputs: lines.map(IngestInput.parse), receivedAt: receivedAt)
+        let verified = VerifiedEvent.verify(texts: lines)  // all cores, before the transaction opens
+        return try ingest(inputs: lines.indices.map { IngestInput.parse(lines[$0], verified[$0]) }, receivedAt: receivedAt)
     }
 
     func ingest(inputs: [IngestInput], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
@@ -79,10 +80,11 @@ enum IngestInput {
     case verified(VerifiedEvent)
     case unverifiable(key: String, eventID: String?, raw: String, reason: String)
 
-    static func parse(_ line: String) -> IngestInput {
-        do throws(SoftchatError) {
-            return .verified(try VerifiedEvent(text: line))
-        } catch {
+    static func parse(_ line: String, _ verified: Result<VerifiedEvent, SoftchatError>) -> IngestInput {
+        switch verified {
+        case .success(let event):
+            return .verified(event)
+        case .failure(let error):
             let id = (try? UnverifiedEvent(text: line))?.id
             let key = id ?? "line:" + Hex.encode(SHA256.hash(Array(line.utf8)))
             return .unverifiable(key: key, eventID: id, raw: line, reason: "\(error.code.rawValue): \(error.message)")
