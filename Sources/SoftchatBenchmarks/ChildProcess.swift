@@ -37,7 +37,11 @@ public enum ChildProcess {
         defer { for a in argv { free(a) } }
         let peakFile = "/tmp/softchat-peak-\(getpid())-\(UInt64(monotonicSeconds() * 1e9))"
         var environment: [UnsafeMutablePointer<CChar>?] = [strdup("\(peakVariable)=\(peakFile)")]
+        #if canImport(Darwin)
+        var e = _NSGetEnviron()!.pointee!  // Darwin does not export `environ` to programs
+        #else
         var e = environ
+        #endif
         while let entry = e.pointee {
             if !String(cString: entry).hasPrefix(peakVariable + "=") { environment.append(strdup(entry)) }
             e += 1
