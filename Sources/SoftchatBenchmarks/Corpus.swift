@@ -1,20 +1,6 @@
 public import SoftchatCore
 import SoftchatJSON
 
-/// SplitMix64: a tiny deterministic generator so every run benchmarks the same corpus.
-public struct SplitMix64: Sendable {
-    private var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    public mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
-
 /// Deterministic benchmark corpora: kind-1 events from 50 authors with tags, JSON escapes and
 /// non-ASCII text mixed in, signed with fixed auxiliary randomness so the bytes repeat.
 public enum BenchCorpus {
@@ -67,7 +53,7 @@ public enum BenchCorpus {
         Hex.encode(SHA256.hash(Array(text.utf8)))
     }
 
-    public static func content(_ rng: inout SplitMix64, bytes: Int) -> String {
+    static func content(_ rng: inout SplitMix64, bytes: Int) -> String {
         var s = ""
         while s.utf8.count < bytes {
             if !s.isEmpty { s += " " }

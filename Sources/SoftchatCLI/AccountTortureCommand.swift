@@ -49,28 +49,16 @@ enum AccountTortureCommand {
     }
 }
 
-/// SplitMix64: the torture's only source of choices.
-struct TortureRNG: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
+    /// The torture's choices: SplitMix64 is its only source of them, so a seed replays a run.
     mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
-    mutating func chance(_ percent: Int) -> Bool { int(0...99) < percent }
-    mutating func pick<T>(_ values: [T]) -> T { values[int(0...values.count - 1)] }
-    mutating func bytes(_ n: Int) -> [UInt8] { (0..<n).map { _ in UInt8.random(in: 0...255, using: &self) } }
 }
 
 struct Torture {
     let account: SoftchatAccount
     let seed: UInt64
     var now: Int64
-    var rng: TortureRNG
+    var rng: SplitMix64
     var violated = false
 
     // The same identities in every run, so replaceable rules and deletions meet across runs.
@@ -94,7 +82,7 @@ struct Torture {
         self.account = account
         self.seed = seed
         self.now = now
-        rng = TortureRNG(state: seed &* 0x2545_F491_4F6C_DD1D ^ 0x7041_CCE5)
+        rng = SplitMix64(seed: seed &* 0x2545_F491_4F6C_DD1D ^ 0x7041_CCE5)
     }
 
     func emit(_ pairs: KeyValuePairs<String, JSONValue>) {

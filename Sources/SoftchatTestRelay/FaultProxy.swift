@@ -1,5 +1,6 @@
 import Dispatch
 public import SoftchatTransport
+import SoftchatCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -40,13 +41,13 @@ public final class FaultProxy: @unchecked Sendable {
     private let lock = RelayLock()
     private var running = true
     private var counts = FaultCounts()
-    private var rng: UInt64
+    private var rng: SplitMix64
     private let group = DispatchGroup()
 
     public init(upstream: String, plan: FaultPlan) throws(TransportError) {
         self.upstream = upstream
         self.plan = plan
-        rng = plan.seed
+        rng = SplitMix64(seed: plan.seed)
         listener = try TCPListener()
         port = listener.port
         group.enter()
@@ -67,13 +68,7 @@ public final class FaultProxy: @unchecked Sendable {
     private var isRunning: Bool { lock.with { running } }
 
     private func random() -> Double {
-        lock.with {
-            rng &+= 0x9E37_79B9_7F4A_7C15
-            var z = rng
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return Double((z ^ (z >> 31)) >> 11) / Double(1 << 53)
-        }
+        lock.with { rng.unitInterval() }
     }
 
     private func acceptLoop() {

@@ -76,19 +76,10 @@ func sampleDraft(content: String = "hello", tags: [[String]] = [["t", "softchat"
 
 // MARK: Wire test helpers (WireClientFrameTests, WireRelayFrameTests, WireFilterTests, WireCountTests)
 
-/// SplitMix64, seeded, so the wire property tests generate the same cases on every run.
-struct WireRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// The wire property tests' seeded generator (the same cases on every run).
+typealias WireRNG = SplitMix64
 
-    mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) } }
+extension SplitMix64 {
     mutating func hex(_ count: Int) -> String { String(Hex.encode(bytes((count + 1) / 2)).prefix(count)) }
 }
 

@@ -4,21 +4,8 @@ import SoftchatJSON
 @testable import SoftchatStorage
 import Testing
 
-/// SplitMix64, seeded, so the storage property tests generate the same cases on every run.
-struct StorageRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &self) < percent }
-    mutating func pick<T>(_ values: [T]) -> T { values[Int.random(in: 0..<values.count, using: &self)] }
-}
+/// The storage property tests' seeded generator (the same cases on every run).
+typealias StorageRNG = SplitMix64
 
 /// Deterministic identities: the secret key is the SHA-256 of a label.
 enum StorageKeys {

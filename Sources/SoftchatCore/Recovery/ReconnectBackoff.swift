@@ -6,13 +6,13 @@ struct ReconnectBackoff: Sendable, Hashable {
     let maxMilliseconds: Int64
     let resetAfterSeconds: Int64
     private(set) var attempt = 0
-    private var rngState: UInt64
+    private var rng: SplitMix64
 
     init(baseSeconds: Int64, maxSeconds: Int64, resetAfterSeconds: Int64, seed: Int64) {
         baseMilliseconds = baseSeconds * 1000
         maxMilliseconds = maxSeconds * 1000
         self.resetAfterSeconds = resetAfterSeconds
-        rngState = UInt64(bitPattern: seed)
+        rng = SplitMix64(seed: UInt64(bitPattern: seed))
     }
 
     /// Forgets past failures when the connection was ready for at least `resetAfterSeconds`.
@@ -32,15 +32,7 @@ struct ReconnectBackoff: Sendable, Hashable {
         }
         delay = min(delay, maxMilliseconds)
         let half = delay / 2
-        let jitter = half > 0 ? Int64(nextRandom() % UInt64(half + 1)) : 0
+        let jitter = half > 0 ? Int64(rng.next() % UInt64(half + 1)) : 0
         return (delay - half + jitter, attempt)
-    }
-
-    private mutating func nextRandom() -> UInt64 {
-        rngState &+= 0x9E37_79B9_7F4A_7C15
-        var z = rngState
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
