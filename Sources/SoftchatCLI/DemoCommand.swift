@@ -210,17 +210,16 @@ enum DemoCommand {
 }
 
 /// Serialized printing from the transports' threads.
-final class DemoPrinter: @unchecked Sendable {
+final class DemoPrinter: Sendable {
     let json: Bool
-    private var mutex = pthread_mutex_t()
-    init(json: Bool) {
-        self.json = json
-        pthread_mutex_init(&mutex, nil)
-    }
+    private let lock = Lock()
+    init(json: Bool) { self.json = json }
 
     func say(_ step: String, _ fields: KeyValuePairs<String, JSONValue>, _ text: String) {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        lock.with { write(step, fields, text) }
+    }
+
+    private func write(_ step: String, _ fields: KeyValuePairs<String, JSONValue>, _ text: String) {
         if json {
             var o = JSONObject()
             o.append("step", .string(step))
@@ -234,17 +233,13 @@ final class DemoPrinter: @unchecked Sendable {
 }
 
 final class DemoCounters: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
+    // @unchecked: the counts are only touched under `lock`.
+    private let lock = Lock()
     private var duplicateCount = 0
     private var reconnectCount = 0
-    init() { pthread_mutex_init(&mutex, nil) }
-    func duplicates(_ n: Int) { pthread_mutex_lock(&mutex); duplicateCount += n; pthread_mutex_unlock(&mutex) }
-    func reconnect() { pthread_mutex_lock(&mutex); reconnectCount += 1; pthread_mutex_unlock(&mutex) }
-    func snapshot() -> (duplicates: Int, reconnects: Int) {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return (duplicateCount, reconnectCount)
-    }
+    func duplicates(_ n: Int) { lock.with { duplicateCount += n } }
+    func reconnect() { lock.with { reconnectCount += 1 } }
+    func snapshot() -> (duplicates: Int, reconnects: Int) { lock.with { (duplicateCount, reconnectCount) } }
 }
 
 /// A temporary folder for the demo's SQLite files, removed afterwards unless kept.

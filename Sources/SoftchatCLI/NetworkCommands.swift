@@ -191,9 +191,9 @@ enum SyncCommand {
 }
 
 final class SyncFlag: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
+    // @unchecked: `value` is only touched under `lock`.
+    private let lock = Lock()
     private var value = false
-    init() { pthread_mutex_init(&mutex, nil) }
-    func set() { pthread_mutex_lock(&mutex); value = true; pthread_mutex_unlock(&mutex) }
-    var isSet: Bool { pthread_mutex_lock(&mutex); defer { pthread_mutex_unlock(&mutex) }; return value }
+    func set() { lock.with { value = true } }
+    var isSet: Bool { lock.with { value } }
 }

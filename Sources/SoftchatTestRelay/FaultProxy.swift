@@ -38,7 +38,7 @@ public final class FaultProxy: @unchecked Sendable {
     private let upstream: String
     private let plan: FaultPlan
     private let listener: TCPListener
-    private let lock = RelayLock()
+    private let lock = Lock()
     private var running = true
     private var counts = FaultCounts()
     private var rng: SplitMix64

@@ -67,7 +67,7 @@ public final class TestRelay: @unchecked Sendable {
     public var noiseFailures: [String] { lock.with { noiseFailureLog } }
 
     private let listener: TCPListener
-    private let lock = RelayLock()
+    private let lock = Lock()
     private var events: [VerifiedEvent] = []
     private var eventIDs: Set<String> = []
     private var connections: [Int: Connection] = [:]
@@ -247,7 +247,7 @@ private final class Connection: @unchecked Sendable {
     unowned let relay: TestRelay
     let socket: WebSocket
     let id: Int
-    let lock = RelayLock()
+    let lock = Lock()
     var subscriptions: [String: [RelayFilter]] = [:]
     var outbox: [String] = []
     var challenge: String
@@ -380,14 +380,3 @@ private final class Connection: @unchecked Sendable {
     }
 }
 
-/// A pthread mutex with a closure API (the relay keeps Foundation out).
-final class RelayLock: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func with<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return try body()
-    }
-}

@@ -32,7 +32,7 @@ public final class ManagedTransport: @unchecked Sendable {
     // which sits behind `controlLock`.
     public let states: AsyncStream<ManagedTransportState>
     private let stateContinuation: AsyncStream<ManagedTransportState>.Continuation
-    private let controlLock = TransportLock()
+    private let controlLock = Lock()
     private var stopRequested = false
     private var dropRequested = false
     private var lastState: ManagedTransportState = .stopped(reason: "not started")
@@ -500,14 +500,3 @@ final class TransportLoop: @unchecked Sendable {
     }
 }
 
-/// A pthread mutex with a closure API.
-final class TransportLock: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func with<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return try body()
-    }
-}
