@@ -293,6 +293,24 @@ struct SessionInvalidFrameCase: Sendable, CustomTestStringConvertible {
         #expect(try session.receive(F.authChallenge("c3")).kinds == [.authenticationRequested])
     }
 
+    /// The answered challenges are remembered in a bounded window (the latest 256), so a relay
+    /// issuing a fresh challenge after every answer cannot grow the session; within the window
+    /// a repeated challenge is still never asked twice.
+    @Test func answeringManyChallengesKeepsAskingOnceWithinTheWindow() throws {
+        let session = try chatSession()
+        for n in 0..<600 {
+            let challenge = "c\(n)"
+            #expect(try session.receive(F.authChallenge(challenge)).map(\.challenge) == [challenge])
+            let answer = F.auth(challenge)
+            try session.authenticate(answer)
+            _ = try session.sendAll()
+            _ = try session.receive(F.ok(answer.id, true))
+        }
+        for n in 600 - 255..<600 {
+            #expect(try session.receive(F.authChallenge("c\(n)")).isEmpty, "c\(n) was answered")
+        }
+    }
+
     @Test func authenticateRefusesAnswersThatDoNotFitTheLatestChallenge() throws {
         let session = try chatSession()
         expectSessionRejected(.invalidRelayAuthentication, session, mentioning: ["has not asked"]) { try session.authenticate(F.auth("c1")) }

@@ -24,7 +24,7 @@ extension SessionMachine {
         case .auth(let challenge):
             // Each challenge is asked for once and answered once: a relay repeating it cannot
             // start an auth loop.
-            if challenge == self.challenge || answeredChallenges.contains(where: { $0.hasSuffix("|" + challenge) }) { return [] }
+            if challenge == self.challenge || answeredChallengeTexts.contains(challenge) { return [] }
             self.challenge = challenge
             return [.with(.authenticationRequested) { $0.challenge = challenge }]
         case .count(let id, let result):
@@ -191,6 +191,7 @@ extension SessionMachine {
         }
         try requireOutboundRoom(1, "authenticate")
         answeredChallenges.insert(pair)
+        answeredChallengeTexts.insert(challenge)
         authEventID = event.id
         authenticated = false
         queue.insert(OutboundEntry(frame: ClientRelayFrame.auth(event).toJSON(), deliveryEventIDs: [], purpose: .auth(event.id)), at: 0)

@@ -72,7 +72,10 @@ struct SessionMachine {
     var recentlyConfirmed = RecentIDs(capacity: 4096)
 
     var challenge: String?
-    var answeredChallenges: Set<String> = []
+    /// Challenges answered, and by which key (`pubkey|challenge`): each is answered once. The
+    /// most recent 256 are kept, so a relay issuing challenge after challenge cannot grow them.
+    var answeredChallenges = RecentIDs(capacity: 256)
+    var answeredChallengeTexts = RecentIDs(capacity: 256)
     var authEventID: String?
     var authenticated = false
 
