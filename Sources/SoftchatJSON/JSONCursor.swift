@@ -168,9 +168,10 @@ package struct JSONCursor {
         let start = index
         var v: Int64 = 0
         while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+            // Eighteen digits always fit; a nineteenth could overflow, so it is left to JSONReader.
+            guard index - start < 18 else { return nil }
             v = v * 10 + Int64(bytes[index] - UInt8(ascii: "0"))
             index += 1
-            if index - start > 18 { return nil }
         }
         let digits = index - start
         guard digits > 0, !(digits > 1 && bytes[start] == UInt8(ascii: "0")) else { return nil }

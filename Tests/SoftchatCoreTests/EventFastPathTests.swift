@@ -117,6 +117,11 @@ import Testing
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":1e3,"tags":[],"content":"","sig":"S"}"#, "kind 1e3"),
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":70000,"tags":[],"content":"","sig":"S"}"#, "outside 0–65535"),
         (#"{"id":"I","pubkey":"P","created_at":01,"kind":1,"tags":[],"content":"","sig":"S"}"#, "not JSON"),
+        // Past Int64 (a fuzz finding: the fast path must not overflow while reading digits).
+        (#"{"id":"I","pubkey":"P","created_at":9704157232222222222222222225,"kind":1,"tags":[],"content":"","sig":"S"}"#,
+         "not an integer timestamp in range"),
+        (#"{"id":"I","pubkey":"P","created_at":1,"kind":99999999999999999999,"tags":[],"content":"","sig":"S"}"#,
+         "not an integer in 0–65535"),
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":1,"tags":[[]],"content":"","sig":"S"}"#, "tags[0] is empty"),
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":1,"tags":[["t",1]],"content":"","sig":"S"}"#, "tags[0][1] must be a string"),
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":1,"tags":[],"content":"a\x","sig":"S"}"#, "not JSON"),
@@ -142,6 +147,10 @@ import Testing
         let text = e.jsonText.replacingOccurrences(of: "\"content\":", with: "\"c\\u006fntent\":")
         #expect(EventReader.read(text: text) == nil)
         #expect(try VerifiedEvent(text: text) == e)
+        // Nineteen digits may fit in Int64; the fast path leaves them to the full reader.
+        let far = e.jsonText.replacingOccurrences(of: "\"created_at\":\(e.createdAt)", with: "\"created_at\":1000000000000000000")
+        #expect(EventReader.read(text: far) == nil)
+        #expect(try UnverifiedEvent(text: far).createdAt == 1_000_000_000_000_000_000)
     }
 
     @Test func relayAndClientFramesTakeTheFastPathWithTheSameResults() throws {
