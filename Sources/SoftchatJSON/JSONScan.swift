@@ -35,6 +35,96 @@ package enum JSONScan {
         return n
     }
 
+    /// An escape that `checkEscape` accepted: where it ends, and whether it is spelled as
+    /// `JSONWriter` spells it (`\"` `\\` `\n` `\r` `\t` `\b` `\f`, lowercase `\u00XX` for the
+    /// other control characters; `\/`, other `\u` escapes and surrogate pairs are not).
+    package struct Escape {
+        package let end: Int
+        package let isCanonical: Bool
+    }
+
+    /// Checks the escape at `i` (a backslash) as RFC 8259 defines it: a short form, or `\uXXXX`
+    /// with a high surrogate followed by an escaped low one. The reader throws the error; the
+    /// fast-path cursor only needs to know there is one.
+    package static func checkEscape(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> Result<Escape, JSONError> {
+        guard i + 1 < bytes.count else { return .failure(JSONError(.unexpectedEnd, at: i + 1)) }
+        switch bytes[i + 1] {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "b"), UInt8(ascii: "f"), UInt8(ascii: "n"),
+            UInt8(ascii: "r"), UInt8(ascii: "t"):
+            return .success(Escape(end: i + 2, isCanonical: true))
+        case UInt8(ascii: "/"):
+            return .success(Escape(end: i + 2, isCanonical: false))
+        case UInt8(ascii: "u"):
+            let scalar: UInt32
+            switch checkedHex4(bytes, at: i + 2) {
+            case .success(let v): scalar = v
+            case .failure(let error): return .failure(error)
+            }
+            if scalar >= 0xD800 && scalar <= 0xDBFF {
+                guard i + 7 < bytes.count, bytes[i + 6] == UInt8(ascii: "\\"), bytes[i + 7] == UInt8(ascii: "u") else {
+                    return .failure(JSONError(.unpairedSurrogate, at: i))
+                }
+                switch checkedHex4(bytes, at: i + 8) {
+                case .success(let low) where low >= 0xDC00 && low <= 0xDFFF:
+                    return .success(Escape(end: i + 12, isCanonical: false))
+                case .success: return .failure(JSONError(.unpairedSurrogate, at: i))
+                case .failure(let error): return .failure(error)
+                }
+            }
+            if scalar >= 0xDC00 && scalar <= 0xDFFF { return .failure(JSONError(.unpairedSurrogate, at: i)) }
+            return .success(Escape(end: i + 6, isCanonical: isCanonicalUnicodeEscape(bytes, at: i, scalar)))
+        default:
+            return .failure(JSONError(.invalidEscape, at: i))
+        }
+    }
+
+    /// `\u00XX` in lowercase hex is how `JSONWriter` writes a control character without a short
+    /// form; any other `\u` escape is a different spelling of the same text.
+    static func isCanonicalUnicodeEscape(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int, _ scalar: UInt32) -> Bool {
+        guard scalar < 0x20, shortEscape(UInt8(scalar)) == 0 else { return false }
+        for k in i + 2..<i + 6 where bytes[k] >= UInt8(ascii: "A") && bytes[k] <= UInt8(ascii: "F") { return false }
+        return true
+    }
+
+    /// Four hex digits at `i`, either case.
+    static func checkedHex4(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> Result<UInt32, JSONError> {
+        guard i + 4 <= bytes.count else { return .failure(JSONError(.unexpectedEnd, at: i)) }
+        var v: UInt32 = 0
+        for k in i..<i + 4 {
+            let c = bytes[k]
+            let d: UInt32
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(c - UInt8(ascii: "A") + 10)
+            default: return .failure(JSONError(.invalidEscape, at: k))
+            }
+            v = v << 4 | d
+        }
+        return .success(v)
+    }
+
+    /// The string of the valid UTF-8 at `range`: a slice of `source` (whose UTF-8 `bytes` are)
+    /// when there is one, so it is not validated again; decoded otherwise.
+    package static func string(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, source: String?) -> String {
+        // Up to 15 bytes fit in a String's inline storage, which decoding fills cheaper.
+        if range.count > 15, let source { return String(substring(source, utf8: range)) }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+    }
+
+    /// `source`'s characters at the UTF-8 offsets `range` (which must fall between characters).
+    package static func substring(_ source: String, utf8 range: Range<Int>) -> Substring {
+        let utf8 = source.utf8
+        let lower = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+        let upper = utf8.index(lower, offsetBy: range.count)
+        return Substring(utf8[lower..<upper])
+    }
+
+    /// The decoded text of checked string contents (see `unescape`).
+    package static func unescapedString(_ raw: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: raw.count) { out in unescape(raw, into: out) }
+    }
+
     /// Decodes the contents of a JSON string whose escapes and UTF-8 are already checked, so
     /// the only bytes that need attention are backslashes. Returns the decoded length, which is
     /// never more than `raw.count`.
