@@ -46,7 +46,7 @@ public enum AccountBenchmarks {
             name: "chat-history query (#p + kind, limit 100), median", items: 1, seconds: median,
             baselineName: nil, baselinePerSecond: nil, peakMiB: peakMemoryMiB()))
         account.close()
-        for p in [rawPath, path] { for suffix in ["", "-wal", "-shm"] { unlink(p + suffix) } }
+        for p in [rawPath, path] { CorpusFiles.removeDatabase(p) }
         return results
     }
 

@@ -14,14 +14,14 @@ import Darwin
 public enum CLIBenchmarks {
     public static func run(quick: Bool, executable: String, directory: String) -> [BenchResult] {
         let reps = quick ? 1 : 3
-        let small = BenchCorpus.events(count: quick ? 500 : 20_000, contentBytes: 200)
-        let large = BenchCorpus.events(count: quick ? 20 : 1_000, contentBytes: 50_000, seed: 2, style: .prose)
+        let small = BenchCorpus.small(quick: quick)
+        let large = BenchCorpus.large(quick: quick)
         let smallLines = small.map(\.jsonText)
         let largeLines = large.map(\.jsonText)
         let frames = small.map { RelayResponseFrame.event(subscriptionID: "chat", event: $0).toJSON() }
-        let smallPath = CorpusFiles.write(smallLines, to: directory + "/events.jsonl")
-        let largePath = CorpusFiles.write(largeLines, to: directory + "/large.jsonl")
-        let framesPath = CorpusFiles.write(frames, to: directory + "/frames.jsonl")
+        let smallPath = CorpusFiles.written(smallLines, to: directory + "/events.jsonl")
+        let largePath = CorpusFiles.written(largeLines, to: directory + "/large.jsonl")
+        let framesPath = CorpusFiles.written(frames, to: directory + "/frames.jsonl")
         var results: [BenchResult] = []
 
         func child(_ arguments: [String], _ stdin: String, setUp: () -> Void = {}) -> ChildRun {
@@ -122,8 +122,8 @@ public enum MemoryBenchmarks {
             MemoryProbe(path: "replay (RelaySession receive → confirmIngested)", sizes: sizes, peakMiB: []),
         ]
         for n in sizes {
-            let eventsPath = CorpusFiles.write(Array(lines.prefix(n)), to: directory + "/events-\(n).jsonl")
-            let scriptPath = CorpusFiles.write(Array(replay.prefix(3 + 2 * n)), to: directory + "/replay-\(n).jsonl")
+            let eventsPath = CorpusFiles.written(Array(lines.prefix(n)), to: directory + "/events-\(n).jsonl")
+            let scriptPath = CorpusFiles.written(Array(replay.prefix(3 + 2 * n)), to: directory + "/replay-\(n).jsonl")
             CorpusFiles.removeDatabase(db)
             let runs = [
                 ChildProcess.run(executable, ["event", "verify"], stdinPath: eventsPath),
@@ -142,16 +142,22 @@ public enum MemoryBenchmarks {
     }
 }
 
-enum CorpusFiles {
-    /// Writes one line per text and returns the path.
-    static func write(_ lines: [String], to path: String) -> String {
-        guard let f = fopen(path, "wb") else { fatalError("cannot write \(path)") }
+public enum CorpusFiles {
+    /// Writes one line per text; false when the file cannot be written.
+    public static func write(_ lines: [String], to path: String) -> Bool {
+        guard let f = fopen(path, "wb") else { return false }
+        var ok = true
         for line in lines {
             var line = line
-            line.withUTF8 { _ = fwrite($0.baseAddress, 1, $0.count, f) }
-            fputc(0x0A, f)
+            line.withUTF8 { if fwrite($0.baseAddress, 1, $0.count, f) != $0.count { ok = false } }
+            if fputc(0x0A, f) == EOF { ok = false }
         }
-        fclose(f)
+        return fclose(f) == 0 && ok
+    }
+
+    /// The same for a benchmark's own scratch files, which must be writable; returns the path.
+    static func written(_ lines: [String], to path: String) -> String {
+        precondition(write(lines, to: path), "cannot write \(path)")
         return path
     }
 

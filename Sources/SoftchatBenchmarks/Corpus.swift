@@ -62,6 +62,15 @@ public enum BenchCorpus {
         return s
     }
 
+    /// The corpora, the same wherever they are measured or written out: 20,000 chat
+    /// messages of ~200 bytes, 1,000 of ~50 KB prose, and 1,000 of ~50 KB chat-style text with
+    /// an escape every ~35 bytes (the worst case). `quick` shrinks them for smoke tests.
+    public static func small(quick: Bool) -> [VerifiedEvent] { events(count: quick ? 500 : 20_000, contentBytes: 200) }
+    public static func large(quick: Bool) -> [VerifiedEvent] {
+        events(count: quick ? 20 : 1_000, contentBytes: 50_000, seed: 2, style: .prose)
+    }
+    public static func dense(quick: Bool) -> [VerifiedEvent] { events(count: quick ? 20 : 1_000, contentBytes: 50_000, seed: 3) }
+
     /// `count` signed events with content of about `contentBytes` bytes.
     public static func events(count: Int, contentBytes: Int, seed: UInt64 = 1, style: Style = .chat) -> [VerifiedEvent] {
         let keys = authors()

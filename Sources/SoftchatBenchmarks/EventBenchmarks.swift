@@ -13,48 +13,41 @@ public enum EventBenchmarks {
     /// `smallFile`/`largeFile`: JSON-lines corpora to measure instead of the generated ones
     /// (scripts/bench-peers passes the peers kit's files, so both sides read the same bytes).
     public static func run(quick: Bool, smallFile: String? = nil, largeFile: String? = nil) -> [BenchResult] {
-        let smallCount = quick ? 500 : 20_000
-        let largeCount = quick ? 20 : 1_000
         let reps = quick ? 1 : 5
         var results: [BenchResult] = []
 
-        let small = smallFile.map(loadCorpus) ?? BenchCorpus.events(count: smallCount, contentBytes: 200)
-        let large = largeFile.map(loadCorpus) ?? BenchCorpus.events(count: largeCount, contentBytes: 50_000, seed: 2, style: .prose)
+        let small = smallFile.map(loadCorpus) ?? BenchCorpus.small(quick: quick)
+        let large = largeFile.map(loadCorpus) ?? BenchCorpus.large(quick: quick)
         var corpora = [("small (~200 B content)", small), ("large (~50 KB content)", large)]
         if largeFile == nil {
             // The worst case beside it: chat-style content at 50 KB, an escape every ~35 bytes.
-            corpora.append(("large (~50 KB, dense escapes: worst case)",
-                BenchCorpus.events(count: largeCount, contentBytes: 50_000, seed: 3)))
+            corpora.append(("large (~50 KB, dense escapes: worst case)", BenchCorpus.dense(quick: quick)))
         }
 
         for (label, corpus) in corpora {
             let lines = corpus.map(\.jsonText)
             let raw = RawVerifyBaseline(corpus)
-            let (ours, rawSeconds) = bestOfInterleaved(reps) {
+            /// `work` over the whole corpus, interleaved with the raw baseline on the same events.
+            func againstRaw(_ name: String, _ work: () -> Void) {
+                let (ours, rawSeconds) = bestOfInterleaved(reps, work) { precondition(raw.run() == corpus.count) }
+                results.append(BenchResult(
+                    name: name, items: corpus.count, seconds: ours,
+                    baselineName: "raw SHA-256 + schnorrsig_verify", baselinePerSecond: Double(corpus.count) / rawSeconds,
+                    peakMiB: peakMemoryMiB()))
+            }
+            againstRaw("parse+verify \(label)") {
                 var ok = 0
                 for line in lines where (try? VerifiedEvent(text: line)) != nil { ok += 1 }
                 precondition(ok == corpus.count, "corpus failed to verify")
-            } baseline: {
-                precondition(raw.run() == corpus.count)
             }
-            results.append(BenchResult(
-                name: "parse+verify \(label)", items: corpus.count, seconds: ours,
-                baselineName: "raw SHA-256 + schnorrsig_verify", baselinePerSecond: Double(corpus.count) / rawSeconds,
-                peakMiB: peakMemoryMiB()))
             if corpus.first!.content.utf8.count > EventContent.lazyThreshold {
                 // Long escaped content is decoded on first read, not during verification: what
                 // reading every message's text costs on top, for an app that displays them all.
-                let (read, rawAgain) = bestOfInterleaved(reps) {
+                againstRaw("parse+verify, then read content, \(label)") {
                     var bytes = 0
                     for line in lines { bytes &+= (try! VerifiedEvent(text: line)).content.utf8.count }
                     blackHole(bytes)
-                } baseline: {
-                    precondition(raw.run() == corpus.count)
                 }
-                results.append(BenchResult(
-                    name: "parse+verify, then read content, \(label)", items: corpus.count, seconds: read,
-                    baselineName: "raw SHA-256 + schnorrsig_verify", baselinePerSecond: Double(corpus.count) / rawAgain,
-                    peakMiB: peakMemoryMiB()))
             }
         }
 

@@ -129,18 +129,15 @@ enum BenchCommand {
     static func writeCorpus(to directory: String, quick: Bool) throws {
         mkdir(directory, 0o755)
         let files = [
-            ("events-20k.jsonl", BenchCorpus.events(count: quick ? 500 : 20_000, contentBytes: 200)),
-            ("events-1k-50kb.jsonl", BenchCorpus.events(count: quick ? 20 : 1_000, contentBytes: 50_000, seed: 2, style: .prose)),
-            ("events-1k-50kb-dense.jsonl", BenchCorpus.events(count: quick ? 20 : 1_000, contentBytes: 50_000, seed: 3)),
+            ("events-20k.jsonl", BenchCorpus.small(quick: quick)),
+            ("events-1k-50kb.jsonl", BenchCorpus.large(quick: quick)),
+            ("events-1k-50kb-dense.jsonl", BenchCorpus.dense(quick: quick)),
         ]
         for (name, events) in files {
             let path = directory + "/" + name
-            guard let f = fopen(path, "wb") else { throw RuntimeFailure(code: "io", message: "cannot write \(path)") }
-            for e in events {
-                var line = e.jsonText + "\n"
-                line.withUTF8 { _ = fwrite($0.baseAddress, 1, $0.count, f) }
+            guard CorpusFiles.write(events.map(\.jsonText), to: path) else {
+                throw RuntimeFailure(code: "io", message: "cannot write \(path)")
             }
-            fclose(f)
             Output.standard.line("\(path): \(events.count) events")
         }
     }
