@@ -32,6 +32,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives import serialization
 from noise.connection import NoiseConnection, Keypair
 
+from checks import Tally
+
 args = [a for a in sys.argv[1:]]
 N = 200
 if "--events" in args:
@@ -44,17 +46,8 @@ PEERS_DIR = os.path.abspath(os.environ.get("PEERS_DIR", ".peers"))
 RELAY = ("127.0.0.1", int(os.environ.get("PEERS_PORT_OPEN", "7447")))
 PROLOGUE = b"softchat-relay/1"
 MAX_PLAINTEXT = 65535 - 16
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"  ok: {what}")
-    else:
-        failed += 1
-        print(f"  FAIL: {what}", file=sys.stderr)
+tally = Tally("interop-noise", show_passes=True)
+check = tally.check
 
 
 # MARK: the Noise responder proxy (python noiseprotocol)
@@ -285,8 +278,7 @@ def main():
         if started:
             peers("stop.sh", "open")
         subprocess.run(["rm", "-rf", work])
-    print(f"interop-noise: {passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    tally.finish()
 
 
 if __name__ == "__main__":

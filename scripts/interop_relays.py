@@ -21,21 +21,14 @@ import sys
 import tempfile
 import time
 
+from checks import Tally
+
 SOFTCHAT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/softchat")
 KIT = os.path.abspath("../shared/peers")
 PEERS_DIR = os.path.abspath(os.environ.get("PEERS_DIR", ".peers"))
 WRITER_KEY = "c52bc433d440ddace7e52b944d6a57b6a460ea416ef0f354ef7a634046f4c196"  # peers README §5, test only
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"  ok: {what}")
-    else:
-        failed += 1
-        print(f"  FAIL: {what}", file=sys.stderr)
+tally = Tally("interop-relays", show_passes=True)
+check = tally.check
 
 
 def peers(script, *names, env=None):
@@ -148,8 +141,7 @@ def main():
     finally:
         peers("stop.sh", "open", "local", "auth", "local-auth")
         shutil.rmtree(work, ignore_errors=True)
-    print(f"interop-relays: {passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    tally.finish()
 
 
 if __name__ == "__main__":

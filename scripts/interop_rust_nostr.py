@@ -17,19 +17,12 @@ import tempfile
 
 import nostr_sdk as ns
 
+from checks import Tally
+
 SOFTCHAT = sys.argv[1] if len(sys.argv) > 1 else ".build/debug/softchat"
 rng = random.Random(20261129)
-passed = 0
-failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+tally = Tally("interop")
+check = tally.check
 
 
 PIECES = ["hello", "\"quoted\"", "back\\slash", "line\nbreak", "tab\there", "cr\rlf", "café", "東京", "🤙",
@@ -113,5 +106,4 @@ with tempfile.TemporaryDirectory() as tmp:
             ok = False
         check(not ok, "rust-nostr accepted a tampered softchat event")
 
-print(f"interop: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+tally.finish()
