@@ -110,12 +110,15 @@ let package = Package(
             swiftSettings: strictSwift),
 
         // MARK: Tests
+        .target(
+            name: "SoftchatTestSupport", dependencies: ["SoftchatCore", "SoftchatJSON"],
+            path: "Tests/SoftchatTestSupport", swiftSettings: strictSwift),
         .testTarget(name: "SoftchatJSONTests", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts"],
             exclude: ["Fixtures", "Golden"], swiftSettings: strictSwift),
         .testTarget(
-            name: "SoftchatStorageTests", dependencies: ["SoftchatStorage", "SoftchatCore", "SoftchatJSON"],
+            name: "SoftchatStorageTests", dependencies: ["SoftchatStorage", "SoftchatCore", "SoftchatJSON", "SoftchatTestSupport"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatTransportTests",
@@ -125,7 +128,7 @@ let package = Package(
             name: "SoftchatRecipeTests", dependencies: ["SoftchatCore"],
             swiftSettings: strictSwift, plugins: ["SoftchatContractPlugin"]),
         .testTarget(
-            name: "SoftchatCoreTests", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatContracts"],
+            name: "SoftchatCoreTests", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatContracts", "SoftchatTestSupport"],
             exclude: ["BadInputs"], swiftSettings: strictSwift),
     ]
 )

@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// The fast path from text to event (`EventReader`, the EVENT/EVENTS/AUTH frame reader, long

@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// NIP-01's event shape, enforced strictly: every rejection is `invalid_relay_frame` with a

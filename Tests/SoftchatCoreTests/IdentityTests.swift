@@ -1,5 +1,6 @@
 import Foundation
 import SoftchatCore
+import SoftchatTestSupport
 import Testing
 
 @Suite struct IdentityTests {

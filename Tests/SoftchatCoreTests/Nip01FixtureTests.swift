@@ -1,6 +1,7 @@
 import Foundation
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// A fixture the shared README marks "id+sig OK", and where its event sits in the file.

@@ -1,4 +1,5 @@
 import SoftchatCore
+import SoftchatTestSupport
 import Testing
 
 @Suite struct Nip42Tests {

@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// One relay `OK` as a real relay sends it, and the decision it must classify to; `state` nil

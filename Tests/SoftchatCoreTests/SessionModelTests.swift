@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// One host call of the model test.

@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// A relay text that `receive` must refuse with its relay.wire code.

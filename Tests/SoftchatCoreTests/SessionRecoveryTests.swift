@@ -1,4 +1,5 @@
 import SoftchatCore
+import SoftchatTestSupport
 import Testing
 
 /// Recovery: resubscribing after a reconnect with `since` advanced past what was confirmed, and

@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// Seeded, so every run generates the same corpus.

@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// Client → relay frames: every verb parses and round-trips, every bound holds at N and fails

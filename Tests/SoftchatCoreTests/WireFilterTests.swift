@@ -1,6 +1,7 @@
 import Foundation
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// NIP-01 filters with exact semantics: prefixes, inclusive time bounds, generic tags on the

@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+import SoftchatTestSupport
 import Testing
 
 /// One OK/CLOSED/NOTICE text and how it splits into NIP-01's prefix and the human message.

@@ -2,6 +2,7 @@ import Foundation
 import SoftchatCore
 import SoftchatJSON
 @testable import SoftchatStorage
+import SoftchatTestSupport
 import Testing
 
 /// Durable publish intents and delivery leases: idempotent enqueue, one intent per (event,

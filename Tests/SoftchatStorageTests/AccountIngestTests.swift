@@ -2,6 +2,7 @@ import Foundation
 import SoftchatCore
 import SoftchatJSON
 @testable import SoftchatStorage
+import SoftchatTestSupport
 import Testing
 
 /// `incoming.ingest`: one transaction per batch with a total, disjoint receipt; NIP-01
@@ -345,16 +346,3 @@ import Testing
     }
 }
 
-extension JSONValue {
-    /// A copy of an object with member `key` replaced (or appended when absent).
-    func setting(_ key: String, _ value: JSONValue) -> JSONValue {
-        guard let object = objectValue else { return self }
-        var members = object.members
-        if let i = members.firstIndex(where: { $0.key == key }) {
-            members[i] = .init(key: key, value: value)
-        } else {
-            members.append(.init(key: key, value: value))
-        }
-        return .object(JSONObject(members: members))
-    }
-}

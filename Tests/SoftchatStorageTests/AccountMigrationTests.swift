@@ -2,6 +2,7 @@ import Foundation
 import SoftchatCore
 import SoftchatJSON
 @testable import SoftchatStorage
+import SoftchatTestSupport
 import Testing
 
 /// Versioned migrations (`PRAGMA user_version`): an upgrade from every earlier version keeps

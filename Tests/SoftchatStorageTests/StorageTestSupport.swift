@@ -2,6 +2,7 @@ import Foundation
 import SoftchatCore
 import SoftchatJSON
 @testable import SoftchatStorage
+import SoftchatTestSupport
 import Testing
 
 /// The storage property tests' seeded generator (the same cases on every run).
@@ -84,28 +85,6 @@ final class TestAccount {
             guard try s.step() else { return nil }
             return (s.text(0), s.optionalText(1), s.int64(2))
         }
-    }
-}
-
-/// Runs `body`, which must throw a `SoftchatError` with `code` whose message contains every
-/// string in `mentioning`; returns the error for further checks.
-@discardableResult
-func expectSoftchatError(_ code: SoftchatErrorCode, mentioning: [String] = [],
-                         sourceLocation: SourceLocation = #_sourceLocation,
-                         _ body: () throws -> Void) -> SoftchatError? {
-    do {
-        try body()
-        Issue.record("expected \(code.rawValue), but nothing was thrown", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as SoftchatError {
-        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        for text in mentioning {
-            #expect(error.message.contains(text), "message \"\(error.message)\" lacks \"\(text)\"", sourceLocation: sourceLocation)
-        }
-        return error
-    } catch {
-        Issue.record("expected SoftchatError \(code.rawValue), got \(error)", sourceLocation: sourceLocation)
-        return nil
     }
 }
 
