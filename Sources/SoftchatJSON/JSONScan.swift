@@ -46,7 +46,6 @@ package enum JSONScan {
     /// Checks the escape at `i` (a backslash) as RFC 8259 defines it: a short form, or `\uXXXX`
     /// with a high surrogate followed by an escaped low one. The reader throws the error; the
     /// fast-path cursor only needs to know there is one.
-    @inline(__always)
     package static func checkEscape(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int) -> Result<Escape, JSONError> {
         guard i + 1 < bytes.count else { return .failure(JSONError(.unexpectedEnd, at: i + 1)) }
         switch bytes[i + 1] {
