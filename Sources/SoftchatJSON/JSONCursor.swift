@@ -17,19 +17,6 @@ package struct JSONCursor {
         self.index = index
     }
 
-    /// Runs `body` with a cursor at the start of `text`; its result counts only if the cursor
-    /// then stands at the end (whitespace aside): the whole text was the expected shape.
-    package static func readWhole<T>(_ text: String, _ body: (inout JSONCursor) -> T?) -> T? {
-        var text = text
-        let source = text
-        return text.withUTF8 { bytes -> T? in
-            var c = JSONCursor(source: source, bytes: bytes)
-            guard let value = body(&c) else { return nil }
-            c.skipWhitespace()
-            return c.atEnd ? value : nil
-        }
-    }
-
     /// A string token: where its body (between the quotes) lies, whether it has escapes, and
     /// whether those escapes are exactly the ones `JSONWriter` writes (`\"` `\\` `\n` `\r` `\t`
     /// `\b` `\f`, lowercase `\u00XX` for the other control characters), in which case the body
@@ -70,7 +57,7 @@ package struct JSONCursor {
     }
 
     /// Reads a string token (after optional whitespace), checking every escape as `JSONReader`
-    /// does (`JSONScan.checkEscape`); nil for anything it would refuse.
+    /// does; nil for anything it would refuse.
     package mutating func string() -> StringToken? {
         guard consume(UInt8(ascii: "\"")) else { return nil }
         let start = index
@@ -85,25 +72,84 @@ package struct JSONCursor {
                 index += 1
                 return token
             }
-            // Anything else that stops the scan is a backslash or a raw control character.
-            guard b == UInt8(ascii: "\\"), case .success(let escape) = JSONScan.checkEscape(bytes, at: index) else { return nil }
+            guard b == UInt8(ascii: "\\"), index + 1 < bytes.count else { return nil }  // a raw control character
             hasEscapes = true
-            canonical = canonical && escape.isCanonical
-            index = escape.end
+            let e = bytes[index + 1]
+            index += 2
+            switch e {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"),
+                UInt8(ascii: "b"), UInt8(ascii: "f"):
+                continue
+            case UInt8(ascii: "/"):
+                canonical = false
+            case UInt8(ascii: "u"):
+                guard let scalar = hex4() else { return nil }
+                if scalar >= 0xD800 && scalar <= 0xDBFF {
+                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                    else { return nil }
+                    index += 2
+                    guard let low = hex4(), low >= 0xDC00 && low <= 0xDFFF else { return nil }
+                    canonical = false
+                } else if scalar >= 0xDC00 && scalar <= 0xDFFF {
+                    return nil
+                } else if !Self.isCanonicalUnicodeEscape(bytes, at: index - 6, scalar) {
+                    canonical = false
+                }
+            default:
+                return nil
+            }
         }
+    }
+
+    /// `\u00XX` is how `JSONWriter` writes a control character without a short form, in
+    /// lowercase hex; any other `\u` escape is a different spelling of the same text.
+    static func isCanonicalUnicodeEscape(_ bytes: UnsafeBufferPointer<UInt8>, at i: Int, _ scalar: UInt32) -> Bool {
+        guard scalar < 0x20 else { return false }
+        switch scalar {
+        case 0x08, 0x09, 0x0A, 0x0C, 0x0D: return false  // these have short forms
+        default: break
+        }
+        for k in i + 2..<i + 6 where bytes[k] >= UInt8(ascii: "A") && bytes[k] <= UInt8(ascii: "F") { return false }
+        return true
+    }
+
+    mutating func hex4() -> UInt32? {
+        guard index + 4 <= bytes.count else { return nil }
+        var v: UInt32 = 0
+        for k in index..<index + 4 {
+            let c = bytes[k]
+            let d: UInt32
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(c - UInt8(ascii: "A") + 10)
+            default: return nil
+            }
+            v = v << 4 | d
+        }
+        index += 4
+        return v
     }
 
     /// The token's value as a `String`: sliced from `source` when it has no escapes (no second
     /// UTF-8 validation), decoded otherwise.
     package func decode(_ token: StringToken) -> String {
-        let range = token.start..<token.end
-        if !token.hasEscapes { return JSONScan.string(bytes, range, source: source) }
-        return JSONScan.unescapedString(UnsafeBufferPointer(rebasing: bytes[range]))
+        if !token.hasEscapes {
+            if token.count <= 15 {
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[token.start..<token.end]), as: UTF8.self)
+            }
+            return String(body(token))
+        }
+        let raw = UnsafeBufferPointer(rebasing: bytes[token.start..<token.end])
+        return String(unsafeUninitializedCapacity: raw.count) { out in JSONScan.unescape(raw, into: out) }
     }
 
     /// The token's body (escapes as written) as a slice of `source`.
     package func body(_ token: StringToken) -> Substring {
-        JSONScan.substring(source, utf8: token.start..<token.end)
+        let utf8 = source.utf8
+        let lower = utf8.index(utf8.startIndex, offsetBy: token.start)
+        let upper = utf8.index(lower, offsetBy: token.count)
+        return Substring(utf8[lower..<upper])
     }
 
     /// True when the token's body is exactly `literal` (for ASCII keys and verbs).

@@ -248,7 +248,7 @@ private struct Parser {
             guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
             let b = bytes[index]
             if b == UInt8(ascii: "\"") {
-                let s = JSONScan.string(bytes, start..<index, source: source)
+                let s = string(start, index)
                 index += 1
                 return s
             }
@@ -256,6 +256,19 @@ private struct Parser {
             if b < 0x20 { throw JSONError(.controlCharacterInString(b), at: index) }
             try validateUTF8Sequence(&index)
         }
+    }
+
+    /// The string of the valid UTF-8 at `start..<end`: a slice of the source `String` when
+    /// there is one (no second validation), decoded otherwise.
+    func string(_ start: Int, _ end: Int) -> String {
+        // Up to 15 bytes fit in a String's inline storage, which decoding fills cheaper.
+        if end - start > 15, let source {
+            let utf8 = source.utf8
+            let lower = utf8.index(utf8.startIndex, offsetBy: start)
+            let upper = utf8.index(lower, offsetBy: end - start)
+            return String(Substring(utf8[lower..<upper]))
+        }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
     }
 
     /// A string with escapes, in two passes: the first checks every escape and finds the closing
@@ -269,7 +282,7 @@ private struct Parser {
             let b = bytes[index]
             if b == UInt8(ascii: "\"") { break }
             if b == UInt8(ascii: "\\") {
-                index = try JSONScan.checkEscape(bytes, at: index).get().end
+                try skipEscape()
                 continue
             }
             if b < 0x20 { throw JSONError(.controlCharacterInString(b), at: index) }
@@ -277,7 +290,54 @@ private struct Parser {
         }
         let end = index
         index += 1  // closing quote
-        return JSONScan.unescapedString(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+        let raw = UnsafeBufferPointer(rebasing: bytes[start..<end])
+        return String(unsafeUninitializedCapacity: raw.count) { out in JSONScan.unescape(raw, into: out) }
+    }
+
+    /// Checks the escape at `index` (a backslash) and moves past it.
+    mutating func skipEscape() throws(JSONError) {
+        let escapeOffset = index
+        index += 1
+        guard index < bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+        let e = bytes[index]
+        index += 1
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+            UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+            return
+        case UInt8(ascii: "u"):
+            let scalar = try parseHex4()
+            if scalar >= 0xD800 && scalar <= 0xDBFF {
+                // A high surrogate must be followed by an escaped low surrogate.
+                guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                else { throw JSONError(.unpairedSurrogate, at: escapeOffset) }
+                index += 2
+                let low = try parseHex4()
+                guard low >= 0xDC00 && low <= 0xDFFF else { throw JSONError(.unpairedSurrogate, at: escapeOffset) }
+            } else if scalar >= 0xDC00 && scalar <= 0xDFFF {
+                throw JSONError(.unpairedSurrogate, at: escapeOffset)
+            }
+        default:
+            throw JSONError(.invalidEscape, at: escapeOffset)
+        }
+    }
+
+    mutating func parseHex4() throws(JSONError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw JSONError(.unexpectedEnd, at: index) }
+        var v: UInt32 = 0
+        for k in 0..<4 {
+            let c = bytes[index + k]
+            let d: UInt32
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(c - UInt8(ascii: "A") + 10)
+            default: throw JSONError(.invalidEscape, at: index + k)
+            }
+            v = v << 4 | d
+        }
+        index += 4
+        return v
     }
 
     /// Validates one multi-byte UTF-8 sequence starting at `i` (a byte ≥ 0x80) per RFC 3629:

@@ -27,6 +27,9 @@ public struct JSONWriter: Sendable {
 
     public mutating func raw(_ text: StaticString) { write(text) }
 
+    /// Appends `text`'s UTF-8 as it is (JSON the caller already has in its final form).
+    package mutating func verbatim(_ text: String) { writeVerbatim(text) }
+
     public mutating func integer(_ n: Int64) { writeInteger(n) }
 
     public mutating func string(_ s: String) { writeString(s) }

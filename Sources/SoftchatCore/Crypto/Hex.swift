@@ -14,13 +14,23 @@ package enum Hex {
 
     /// Decodes lowercase hex only (NIP-01 forbids uppercase); nil for anything else.
     package static func decodeLowercase(_ text: String) -> [UInt8]? {
-        guard text.utf8.count % 2 == 0 else { return nil }
-        var valid = false
-        let out = [UInt8](unsafeUninitializedCapacity: text.utf8.count / 2) { buffer, initialized in
-            valid = decodeLowercase(text, into: UnsafeMutableRawBufferPointer(buffer))
-            initialized = buffer.count
+        var text = text
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            guard utf8.count % 2 == 0 else { return nil }
+            var valid = true
+            let out = [UInt8](unsafeUninitializedCapacity: utf8.count / 2) { buffer, initialized in
+                // One table lookup per character; 0xFF marks a byte that is not lowercase hex.
+                var bad: UInt8 = 0
+                for i in 0..<buffer.count {
+                    let hi = nibbleTable[Int(utf8[2 * i])], lo = nibbleTable[Int(utf8[2 * i + 1])]
+                    bad |= hi | lo
+                    buffer[i] = hi << 4 | (lo & 0x0F)
+                }
+                valid = bad & 0xF0 == 0
+                initialized = buffer.count
+            }
+            return valid ? out : nil
         }
-        return valid ? out : nil
     }
 
     /// Decodes exactly `out.count * 2` lowercase hex characters into `out`; false otherwise.
@@ -28,7 +38,6 @@ package enum Hex {
         var text = text
         return text.withUTF8 { utf8 -> Bool in
             guard utf8.count == out.count * 2 else { return false }
-            // One table lookup per character; 0xFF marks a byte that is not lowercase hex.
             var bad: UInt8 = 0
             for i in 0..<out.count {
                 let hi = nibbleTable[Int(utf8[2 * i])], lo = nibbleTable[Int(utf8[2 * i + 1])]
@@ -76,7 +85,7 @@ package enum Hex {
     /// True when `text` is 1…`max` lowercase hex characters (a NIP-01 prefix).
     package static func isLowercasePrefix(_ text: String, max: Int) -> Bool {
         var text = text
-        return text.withUTF8 { utf8 in utf8.count >= 1 && utf8.count <= max && isLowercase(utf8) }
+        return text.withUTF8 { utf8 in utf8.count >= 1 && utf8.count <= max && utf8.allSatisfy { nibble($0) != nil } }
     }
 
     @inline(__always)

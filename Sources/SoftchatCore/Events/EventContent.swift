@@ -66,7 +66,9 @@ package final class EscapedText: Sendable {
         cache.withLock { cached in
             if let cached { return cached }
             var body = body
-            let text = body.withUTF8(JSONScan.unescapedString)
+            let text = body.withUTF8 { raw in
+                String(unsafeUninitializedCapacity: raw.count) { out in JSONScan.unescape(raw, into: out) }
+            }
             cached = text
             return text
         }

@@ -73,6 +73,13 @@ package enum EventReader {
 
     /// A whole text that is one event object (surrounding whitespace allowed), or nil.
     package static func read(text: String) -> UnverifiedEvent? {
-        JSONCursor.readWhole(text) { read(&$0) }
+        var text = text
+        let source = text
+        return text.withUTF8 { bytes -> UnverifiedEvent? in
+            var c = JSONCursor(source: source, bytes: bytes)
+            guard let event = read(&c) else { return nil }
+            c.skipWhitespace()
+            return c.atEnd ? event : nil
+        }
     }
 }

@@ -56,7 +56,10 @@ struct FrameReader {
     /// the verb, then strings and event objects, read in one pass with `EventReader`. Anything
     /// else gives nil and the frame takes the full reader, so every diagnostic comes from there.
     private static func readEventFrame(_ text: String, fromClient: Bool) -> FrameReader? {
-        JSONCursor.readWhole(text) { c -> FrameReader? in
+        var text = text
+        let source = text
+        return text.withUTF8 { bytes -> FrameReader? in
+            var c = JSONCursor(source: source, bytes: bytes)
             guard c.consume(UInt8(ascii: "[")), let verbToken = c.string() else { return nil }
             let verb: String
             if c.token(verbToken, is: "EVENT") {
@@ -82,6 +85,8 @@ struct FrameReader {
                 }
             }
             guard c.consume(UInt8(ascii: "]")) else { return nil }
+            c.skipWhitespace()
+            guard c.atEnd else { return nil }
             return FrameReader(verb: verb, elements: elements, preparsed: preparsed)
         }
     }
