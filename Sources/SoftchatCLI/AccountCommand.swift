@@ -50,12 +50,12 @@ enum AccountCommand {
                 if line.isEmpty { continue }
                 events.append(try VerifiedEvent(text: String(decoding: line, as: UTF8.self)))
             }
-            let ids = try account.outgoing.enqueueSigned(operationId: operation, events: events, relayUrls: relays, now: now)
+            let ids = try account.outgoing.enqueueSigned(operationID: operation, events: events, relayURLs: relays, now: now)
             Output.standard.line(JSONValue.object(JSONObject(["operationId": .string(operation), "intentIds": .array(ids.map(JSONValue.string))])).jsonText)
             return .success
         case "claim":
             let (relay, lease) = try claimArguments(parsed)
-            guard let result = try account.delivery.claim(leaseId: lease, relayUrl: relay, now: now, max: Int(try parsed.int("--max") ?? 256)) else {
+            guard let result = try account.delivery.claim(leaseID: lease, relayURL: relay, now: now, max: Int(try parsed.int("--max") ?? 256)) else {
                 Output.standard.line(#"{"claim":null}"#)
                 return .success
             }
@@ -69,7 +69,7 @@ enum AccountCommand {
         case "written":
             let (relay, lease) = try claimArguments(parsed)
             let intents = Array(parsed.positional.dropFirst())
-            try account.delivery.markSocketWritten(DeliveryClaim(leaseID: lease, relayURL: relay), intentIds: intents)
+            try account.delivery.markSocketWritten(DeliveryClaim(leaseID: lease, relayURL: relay), intentIDs: intents)
             Output.standard.line(JSONValue.object(JSONObject(["written": .integer(Int64(intents.count))])).jsonText)
             return .success
         case "apply":

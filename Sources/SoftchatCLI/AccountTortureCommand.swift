@@ -212,7 +212,7 @@ struct Torture {
         let operation = "s\(seed)-op\(step)"
         let events = ownEvents()
         let relays = relaySubset()
-        let intents = try account.outgoing.enqueueSigned(operationId: operation, events: events, relayUrls: relays, now: now)
+        let intents = try account.outgoing.enqueueSigned(operationID: operation, events: events, relayURLs: relays, now: now)
         if intents.count != events.count * relays.count || Set(intents).count != intents.count {
             violation("enqueue \(operation): \(intents.count) intents for \(events.count) events × \(relays.count) relays")
         }
@@ -227,14 +227,14 @@ struct Torture {
         guard !operations.isEmpty else { return }
         let op = operations[rng.int(0...operations.count - 1)]
         if rng.chance(60) {
-            let intents = try account.outgoing.enqueueSigned(operationId: op.id, events: op.events, relayUrls: op.relays, now: now)
+            let intents = try account.outgoing.enqueueSigned(operationID: op.id, events: op.events, relayURLs: op.relays, now: now)
             if intents != op.intents { violation("repeated enqueue \(op.id) gave different intents") }
             emit(["ack": "enqueue", "operation": .string(op.id), "events": Self.strings(op.events.map(\.id)),
                   "relays": Self.strings(op.relays), "intents": Self.strings(intents), "repeat": true])
         } else {
             let more = op.events + ownEvents()
             do {
-                _ = try account.outgoing.enqueueSigned(operationId: op.id, events: more, relayUrls: op.relays, now: now)
+                _ = try account.outgoing.enqueueSigned(operationID: op.id, events: more, relayURLs: op.relays, now: now)
                 violation("enqueue \(op.id) with different events was accepted")
             } catch {
                 guard error.code == .invalidDeliveryState else { throw error }
@@ -249,7 +249,7 @@ struct Torture {
         let relay = rng.pick(Self.relays)
         let lease = "s\(seed)-L\(step)"
         let max = rng.chance(10) ? 256 : rng.int(1...12)
-        guard let result = try account.delivery.claim(leaseId: lease, relayUrl: relay, now: now, max: max) else {
+        guard let result = try account.delivery.claim(leaseID: lease, relayURL: relay, now: now, max: max) else {
             emit(["ack": "claim", "lease": .string(lease), "relay": .string(relay), "intents": []])
             return
         }
@@ -288,7 +288,7 @@ struct Torture {
         let chosen = pending.filter { _ in rng.chance(70) }
         guard !chosen.isEmpty else { return }
         do {
-            try account.delivery.markSocketWritten(claims[i].claim, intentIds: chosen)
+            try account.delivery.markSocketWritten(claims[i].claim, intentIDs: chosen)
         } catch {
             refused("written", i, error)
             return

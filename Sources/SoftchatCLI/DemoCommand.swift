@@ -119,7 +119,7 @@ enum DemoCommand {
                     createdAt: now - Int64(total - n), kind: 14, tags: [["p", bob.publicKeyHex]],
                     content: "message \(n) of \(total): \"héllo\" 🤙")))
             }
-            _ = try aliceAccount.outgoing.enqueueSigned(operationId: "demo-batch-\(b + 1)", events: batch, relayUrls: [relayURL], now: now)
+            _ = try aliceAccount.outgoing.enqueueSigned(operationID: "demo-batch-\(b + 1)", events: batch, relayURLs: [relayURL], now: now)
             sent += batch
             printer.say("enqueue", ["batch": .integer(Int64(b + 1)), "events": .integer(Int64(size))],
                 "alice      enqueued batch \(b + 1): \(size) messages committed as durable publish intents")

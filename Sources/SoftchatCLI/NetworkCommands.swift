@@ -101,7 +101,7 @@ enum PublishCommand {
         while offset < events.count {
             let batch = Array(events[offset..<min(offset + RelayPublishContract.maxPublishBatchEvents.value, events.count)])
             let operation = "publish-\(batch[0].id.prefix(16))-\(batch.count)"
-            intents.formUnion(try account.outgoing.enqueueSigned(operationId: operation, events: batch, relayUrls: [relay], now: now))
+            intents.formUnion(try account.outgoing.enqueueSigned(operationID: operation, events: batch, relayURLs: [relay], now: now))
             offset += batch.count
         }
         let json = parsed.has("--json")

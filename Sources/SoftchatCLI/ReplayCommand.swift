@@ -8,14 +8,17 @@ enum ReplayCommand {
         usage: softchat replay SCRIPT|-
 
         Each line of SCRIPT (or stdin for -) is one host call; each prints one JSON line:
-          {"call":"configure","supportsEventsBatch":false,"jitterSeed":7}   (first line only)
+          {"call":"configure","supportsEventsBatch":false,"jitterSeed":7,"relayUrl":"wss://…",
+           "maxMessageBytes":…,"acknowledgementTimeoutSeconds":…}   (first line only; any config field)
           {"call":"connect"}  {"call":"transportConnected","now":1764000000}
           {"call":"subscribe","id":"chat","filters":[{"kinds":[14]}]}  {"call":"unsubscribe","id":"chat"}
-          {"call":"count","id":"c","filters":[{…}]}  {"call":"publish","events":[{…}]}
-          {"call":"drainOutbound","max":256}  {"call":"confirmSent","eventIds":[…]}
-          {"call":"receive","text":"[\\"EVENT\\",…]"}  {"call":"confirmIngested","eventId":"…"}
-          {"call":"authenticate","event":{…}}  {"call":"acknowledgementTimedOut","now":…}
-          {"call":"transportLost","now":…}  {"call":"cancel"}  {"call":"close"}  {"call":"snapshot"}
+          {"call":"count","id":"c","filters":[{…}]}  {"call":"cancelCount","id":"c"}
+          {"call":"publish","events":[{…}]}  {"call":"drainOutbound","max":256}
+          {"call":"confirmSent","eventIds":[…],"now":…}  {"call":"receive","text":"[\\"EVENT\\",…]","now":…}
+          {"call":"confirmIngested","eventId":"…"}  {"call":"authenticate","event":{…},"now":…}
+          {"call":"handleTimeout","now":…}  {"call":"pollTimeout"}  {"call":"transportLost","now":…}
+          {"call":"cancel"}  {"call":"close"}  {"call":"snapshot"}
+        ("now" is optional where shown, except for handleTimeout.)
         Output: {"call":…,"actions":[…]}; drainOutbound {"call":…,"frames":[{"frame":…,
         "deliveryEventIds":[…]}]}; snapshot {"call":…,"snapshot":{…}}; a failed call
         {"call":…,"error":{"code":…,"message":…}} and the script goes on. Exit 0 when every line
@@ -77,6 +80,12 @@ enum ReplayCommand {
                 if let n = o["reconnectResetAfterSeconds"]?.int64Value { config.reconnectResetAfterSeconds = n }
                 if let n = o["sinceOverlapSeconds"]?.int64Value { config.sinceOverlapSeconds = n }
                 if let b = o["correlateUnnamedAcknowledgements"]?.boolValue { config.correlateUnnamedAcknowledgements = b }
+                if let u = o["relayUrl"]?.stringValue { config.relayURL = u }
+                if let n = o["maxMessageBytes"]?.int64Value { config.maxMessageBytes = n }
+                if let n = o["acknowledgementTimeoutSeconds"]?.int64Value { config.acknowledgementTimeoutSeconds = n }
+                if let n = o["authenticationWaitSeconds"]?.int64Value { config.authenticationWaitSeconds = n }
+                if let n = o["authenticationWindowSeconds"]?.int64Value { config.authenticationWindowSeconds = n }
+                if let b = o["answersAuthentication"]?.boolValue { config.answersAuthentication = b }
                 session = try RelaySession(config: config)
                 result.append("actions", .array([]))
             case "connect": result.append("actions", actions(try session.connect()))
@@ -84,7 +93,7 @@ enum ReplayCommand {
             case "transportLost": result.append("actions", actions(try session.transportLost(now: o["now"]?.int64Value)))
             case "cancel": result.append("actions", actions(try session.cancel()))
             case "close":
-                session.close()
+                try session.close()
                 result.append("actions", .array([]))
             case "subscribe":
                 try session.subscribe(id: try string(o, "id"), filtersJSON: try filters(o))
@@ -94,6 +103,9 @@ enum ReplayCommand {
                 result.append("actions", .array([]))
             case "count":
                 try session.count(id: try string(o, "id"), filtersJSON: try filters(o))
+                result.append("actions", .array([]))
+            case "cancelCount":
+                try session.cancelCount(id: try string(o, "id"))
                 result.append("actions", .array([]))
             case "publish":
                 guard case .array(let list)? = o["events"] else { throw ScriptError(message: "publish needs \"events\": [event, …]") }
@@ -106,18 +118,20 @@ enum ReplayCommand {
                 result.append("frames", .array(try session.drainOutbound(max: max).map(\.jsonValue)))
             case "confirmSent":
                 guard case .array(let ids)? = o["eventIds"] else { throw ScriptError(message: "confirmSent needs \"eventIds\": […]") }
-                try session.confirmSent(ids.compactMap(\.stringValue))
+                try session.confirmSent(ids.compactMap(\.stringValue), now: o["now"]?.int64Value)
                 result.append("actions", .array([]))
-            case "receive": result.append("actions", actions(try session.receive(try string(o, "text"))))
+            case "receive": result.append("actions", actions(try session.receive(try string(o, "text"), now: o["now"]?.int64Value)))
             case "confirmIngested":
                 try session.confirmIngested(try string(o, "eventId"))
                 result.append("actions", .array([]))
             case "authenticate":
                 guard let e = o["event"] else { throw ScriptError(message: "authenticate needs \"event\"") }
-                result.append("actions", actions(try session.authenticate(try VerifiedEvent(json: e))))
-            case "acknowledgementTimedOut":
-                guard let now = o["now"]?.int64Value else { throw ScriptError(message: "acknowledgementTimedOut needs \"now\"") }
-                result.append("actions", actions(try session.acknowledgementTimedOut(now: now)))
+                result.append("actions", actions(try session.authenticate(try VerifiedEvent(json: e), now: o["now"]?.int64Value)))
+            case "handleTimeout":
+                guard let now = o["now"]?.int64Value else { throw ScriptError(message: "handleTimeout needs \"now\"") }
+                result.append("actions", actions(try session.handleTimeout(now: now)))
+            case "pollTimeout":
+                result.append("timeout", session.pollTimeout().map(JSONValue.integer) ?? .null)
             case "snapshot": result.append("snapshot", session.snapshot().jsonValue)
             default:
                 return (scriptError(call, "unknown call \"\(call)\""), true)

@@ -158,7 +158,7 @@ public struct CABIRenderer {
 
     func swiftArgs(_ e: FFIModel.EntryPoint) -> String {
         e.params.map { p in
-            let value = model.isHandle(p.type) ? "h_" + p.name : "try ffiArgument(\(swiftParamName(p)), \(quoted(p.name)), raw: \(FFIModel.isRaw(p.type)), code: code)"
+            let value = model.isHandle(p.type) ? "h_" + p.name : "try ffiArgument(\(swiftParamName(p)), \(quoted(p.name)), raw: \(model.isRawText(p.type)), code: code)"
             return swiftLabel(p).map { "\($0): \(value)" } ?? value
         }.joined(separator: ", ")
     }
@@ -285,7 +285,7 @@ public struct CABIRenderer {
             if t.kind == .object { continue }
             seen.append(n)
             if Self.handWrittenCodecs.contains(n) { continue }
-            stack.append(contentsOf: t.fields.flatMap(\.type.namedTypes))
+            stack.append(contentsOf: t.fields.flatMap(\.type.namedTypes) + (t.tag?.type.namedTypes ?? []))
         }
         return set.allTypes.map(\.name).filter { seen.contains($0) }
     }
@@ -324,8 +324,55 @@ public struct CABIRenderer {
                         }
                     }
                 }
-            case .object:
+            case .union:
+                renderUnionCodec(t, encode: encode.contains(name), decode: decode.contains(name), &w)
+            case .object, .identifier:
                 break
+            }
+        }
+    }
+
+    /// A union crosses as one JSON object: the tag (`"kind"`) and exactly the fields of its
+    /// variant, an absent optional one as null; decoding picks the variant by the tag.
+    func renderUnionCodec(_ t: TypeDecl, encode: Bool, decode: Bool, _ w: inout SourceWriter) {
+        guard let tag = t.tag else { return }
+        func binding(_ v: UnionVariant) -> String {
+            let names = v.fields.map { "let \(Naming.swift($0.name))" }
+            return ".\(v.name)" + (names.isEmpty ? "" : "(\(names.joined(separator: ", ")))")
+        }
+        if encode {
+            w.block("extension FFI.\(t.name): FFIEncodable {") { w in
+                w.block("var ffiJSON: JSONValue {") { w in
+                    w.line("var o = JSONObject()")
+                    w.line("o.append(\(quoted(tag.name)), \(Naming.swift(tag.name)).ffiJSON)")
+                    w.block("switch self {") { w in
+                        for v in t.variants {
+                            if v.fields.isEmpty {
+                                w.line("case .\(v.name): break")
+                                continue
+                            }
+                            w.line("case \(binding(v)):")
+                            for f in v.fields { w.line("    o.append(\(quoted(f.name)), \(Naming.swift(f.name)).ffiJSON)") }
+                        }
+                    }
+                    w.line("return .object(o)")
+                }
+            }
+        }
+        if decode, case .named(let tagType) = tag.type {
+            w.block("extension FFI.\(t.name): FFIDecodable {") { w in
+                w.block("init(ffi value: JSONValue, code: String) throws {") { w in
+                    w.line("let o = try ffiObject(value, \(quoted(t.name)), code: code)")
+                    w.line("let tag: FFI.\(tagType) = try ffiField(o, \(quoted(tag.name)), in: \(quoted(t.name)), code: code)")
+                    w.block("switch tag {") { w in
+                        for v in t.variants {
+                            let args = v.fields.map {
+                                "\(Naming.swift($0.name)): try ffiField(o, \(quoted($0.name)), in: \(quoted(t.name)), code: code)"
+                            }
+                            w.line("case .\(v.name): self = .\(v.name)\(args.isEmpty ? "" : "(\(args.joined(separator: ", ")))")")
+                        }
+                    }
+                }
             }
         }
     }

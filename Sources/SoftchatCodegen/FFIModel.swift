@@ -60,7 +60,7 @@ public struct FFIModel: Sendable {
         self.set = set
         var roles: [String: Role] = [:]
         let objects = set.allTypes.filter { $0.kind == .object }
-        let heldByRecords = Set(set.allTypes.filter { $0.kind == .record }.flatMap { $0.fields.flatMap(\.type.namedTypes) })
+        let heldByRecords = Set(set.allTypes.filter { $0.kind == .record || $0.kind == .union }.flatMap { $0.fields.flatMap(\.type.namedTypes) })
         for t in objects {
             if heldByRecords.contains(t.name) {
                 roles[t.name] = .value
@@ -137,6 +137,13 @@ public struct FFIModel: Sendable {
 
     /// Parameters that cross as raw UTF-8 text rather than JSON: `string` and `json`.
     public static func isRaw(_ ref: TypeRef) -> Bool { ref == .string || ref == .json }
+
+    /// Like `isRaw`, and also an identifier (`EventId`), which is text with a fixed encoding.
+    public func isRawText(_ ref: TypeRef) -> Bool {
+        if Self.isRaw(ref) { return true }
+        if case .named(let n) = ref, set.type(named: n)?.kind == .identifier { return true }
+        return false
+    }
 
     /// The error code an entry point reports for an argument it cannot decode or a null
     /// handle: its first declared error, else the catalog's first.

@@ -232,7 +232,7 @@ public struct HTMLRenderer {
             h.line("<ul>")
             h.line("<li><strong>Retry:</strong> <span class=\"retry-\(e.retry.rawValue)\">\(e.retry.rawValue)</span></li>")
             h.line("<li><strong>Handling:</strong> \(escapeHTML(e.handling))</li>")
-            let users = set.contracts.filter { $0.errors.contains(e.code) }.map { contractLink($0.id) }
+            let users = set.contracts(raising: e.code).map { contractLink($0) }
             let bounds = set.contracts.flatMap(\.bounds).filter { $0.error == e.code && $0.restates == nil }
                 .map { "<a href=\"\(escapeHTML($0.contract)).html#bound-\(escapeHTML($0.name))\">\(code("\($0.contract).\($0.name)"))</a>" }
             if !users.isEmpty { h.line("<li><strong>Contracts:</strong> \(users.joined(separator: ", "))</li>") }
@@ -340,7 +340,9 @@ public struct HTMLRenderer {
             h.line("<ul class=\"declarations\">")
             for t in c.api.types {
                 h.line("<li\(id(t.name))><strong>\(code(t.name))</strong> <span class=\"kind\">\(t.kind.rawValue)</span>: \(escapeHTML(t.doc))")
-                let members = t.fields.map { ($0.name, code("\($0.name): \($0.type)"), $0.doc) }
+                let members = (t.tag.map { [($0.name, "tag " + code("\($0.name): \($0.type)"), $0.doc)] } ?? [])
+                    + t.variants.map { ($0.name, "variant " + code(t.variantSignature($0)), $0.doc) }
+                    + t.fields.map { ($0.name, code("\($0.name): \($0.type)"), $0.doc) }
                     + t.cases.map { ($0.name, code($0.value), $0.doc) }
                     + t.properties.map { ($0.name, code("\($0.name): \($0.type)"), $0.doc) }
                     + t.methods.map { ($0.name, signature($0), $0.doc) }

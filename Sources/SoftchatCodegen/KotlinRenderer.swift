@@ -29,16 +29,33 @@ public struct KotlinRenderer {
         w.line("/** How a caller may retry after an error. */")
         w.block("enum class SoftchatRetryRule {") { w in w.line("PERMANENT, RETRYABLE") }
         w.line()
-        w.line("/** The stable error codes of every operation contract; [code] is what every language prints. */")
-        w.block("enum class SoftchatErrorCode(val code: String, val retryRule: SoftchatRetryRule) {") { w in
-            for (i, e) in set.errors.enumerated() {
-                w.doc(e.meaning)
-                let sep = i + 1 < set.errors.count ? "," : ";"
-                w.line("\(Naming.screamingSnake(Naming.camelFromSnake(e.code)))(\(quoted(e.code, dollar: true)), SoftchatRetryRule.\(e.retry.rawValue.uppercased()))\(sep)")
-            }
+        w.line("/**")
+        w.line(" * The stable error codes of every operation contract; [code] is what every language prints.")
+        w.line(" * A class with one constant per code rather than an enum, so a code added to the schema does")
+        w.line(" * not break a client's `when`: compare with the constants and keep an `else` branch.")
+        w.line(" */")
+        w.block("class SoftchatErrorCode private constructor(val code: String, val retryRule: SoftchatRetryRule) {") { w in
+            w.line("override fun equals(other: Any?): Boolean = other is SoftchatErrorCode && other.code == code")
+            w.line("override fun hashCode(): Int = code.hashCode()")
+            w.line("override fun toString(): String = code")
             w.line()
             w.block("companion object {") { w in
-                w.line("fun fromCode(code: String): SoftchatErrorCode? = values().firstOrNull { it.code == code }")
+                for e in set.errors {
+                    w.doc(e.meaning)
+                    w.line("@JvmField val \(Naming.screamingSnake(Naming.camelFromSnake(e.code))): SoftchatErrorCode = SoftchatErrorCode(\(quoted(e.code, dollar: true)), SoftchatRetryRule.\(e.retry.rawValue.uppercased()))")
+                }
+                w.line()
+                w.line("private val known: List<SoftchatErrorCode> = listOf(")
+                for (i, e) in set.errors.enumerated() {
+                    w.line("    \(Naming.screamingSnake(Naming.camelFromSnake(e.code)))\(i + 1 < set.errors.count ? "," : "")")
+                }
+                w.line(")")
+                w.line()
+                w.line("/** Every code of the catalog this facade was generated from, in schema order. */")
+                w.line("fun values(): List<SoftchatErrorCode> = known")
+                w.line()
+                w.line("/** The code with this text: a known constant, or (from a newer library) a permanent unknown code. */")
+                w.line("fun fromCode(code: String): SoftchatErrorCode = known.firstOrNull { it.code == code } ?: SoftchatErrorCode(code, SoftchatRetryRule.PERMANENT)")
             }
         }
         w.line()
@@ -73,21 +90,30 @@ public struct KotlinRenderer {
     func nestedEnumOwner(_ t: TypeDecl) -> TypeDecl? {
         guard t.kind == .enum, t.name.hasSuffix("Kind") else { return nil }
         let ownerName = String(t.name.dropLast(4))
-        guard let owner = set.type(named: ownerName), owner.kind == .record,
-            owner.fields.contains(where: { $0.name == "kind" && $0.type == .named(t.name) })
-        else { return nil }
-        return owner
+        guard let owner = set.type(named: ownerName) else { return nil }
+        switch owner.kind {
+        case .record where owner.fields.contains(where: { $0.name == "kind" && $0.type == .named(t.name) }): return owner
+        case .union where owner.tag?.name == "kind" && owner.tag?.type == .named(t.name): return owner
+        default: return nil
+        }
     }
 
-    func typeName(_ ref: TypeRef) -> String {
+    /// The Kotlin spelling of a schema type; names in `shadowed` (a union's variant classes,
+    /// `RelaySessionAction.CountResult`) are qualified with the package inside that union.
+    func typeName(_ ref: TypeRef, shadowed: Set<String> = []) -> String {
         switch ref {
         case .string, .json: "String"
         case .bool: "Boolean"
+        case .int: "Int"
         case .int64: "Long"
-        case .list(let t): "List<\(typeName(t))>"
-        case .optional(let t): typeName(t) + "?"
+        case .list(let t): "List<\(typeName(t, shadowed: shadowed))>"
+        case .optional(let t): typeName(t, shadowed: shadowed) + "?"
         case .named(let n):
-            if let t = set.type(named: n), let owner = nestedEnumOwner(t) { "\(owner.name).Kind" } else { n }
+            if let t = set.type(named: n), let owner = nestedEnumOwner(t) {
+                "\(owner.name).Kind"
+            } else {
+                shadowed.contains(n) ? "\(Self.package).\(n)" : n
+            }
         }
     }
 
@@ -167,8 +193,7 @@ public struct KotlinRenderer {
                     w.line("val code = e.getPointer(0L).getString(0L, \"UTF-8\")")
                     w.line("val message = e.getPointer(Native.POINTER_SIZE.toLong()).getString(0L, \"UTF-8\")")
                     w.line("lib.softchat_error_free(e)")
-                    w.line("val known = SoftchatErrorCode.fromCode(code) ?: throw IllegalStateException(\"softchat: unknown error code $code: $message\")")
-                    w.line("throw SoftchatException(known, message, symbol)")
+                    w.line("throw SoftchatException(SoftchatErrorCode.fromCode(code), message, symbol)")
                 }
                 w.line("return result")
             }
@@ -384,6 +409,7 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
         switch ref {
         case .string, .json: return "jsonString(\(expr))"
         case .bool: return "jsonBool(\(expr))"
+        case .int: return "jsonLong(\(expr)).toInt()"
         case .int64: return "jsonLong(\(expr))"
         case .list(let t): return "jsonList(\(expr)).map { \(decode(t, "it")) }"
         case .optional(let t): return "\(expr)?.let { \(decode(t, "it")) }"
@@ -392,7 +418,8 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             switch t.kind {
             case .enum:
                 return "\(typeName(ref)).fromValue(jsonString(\(expr))) ?: throw IllegalStateException(\"softchat: unknown \(n) value\")"
-            case .record: return "decode\(n)(\(expr))"
+            case .record, .union: return "decode\(n)(\(expr))"
+            case .identifier: return "\(n)(jsonString(\(expr)))"
             case .object: return "\(n)(SoftchatJson.write(\(expr)))"
             }
         }
@@ -400,14 +427,17 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
 
     func encode(_ ref: TypeRef, _ expr: String) -> String {
         switch ref {
-        case .string, .json, .bool, .int64: return expr
+        case .string, .json, .bool, .int, .int64: return expr
         case .list(let t): return "\(expr).map { \(encode(t, "it")) }"
-        case .optional(let t): return "\(expr)?.let { \(encode(t, "it")) }"
+        case .optional(let t):
+            let inner = encode(t, "it")
+            return inner == "it" ? expr : "\(expr)?.let { \(inner) }"
         case .named(let n):
             guard let t = set.type(named: n) else { return expr }
             switch t.kind {
             case .enum: return "\(expr).value"
-            case .record: return "encode\(n)(\(expr))"
+            case .record, .union: return "encode\(n)(\(expr))"
+            case .identifier: return "\(expr).\(t.encoding ?? "hex")"
             case .object: return "SoftchatJson.parse(\(expr).json)"
             }
         }
@@ -417,6 +447,7 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
     func argument(_ p: Param) -> String {
         if model.isHandle(p.type) { return "\(ident(p.name)).handle" }
         if FFIModel.isRaw(p.type) { return ident(p.name) }
+        if model.isRawText(p.type) { return encode(p.type, ident(p.name)) }
         return "SoftchatJson.write(\(encode(p.type, ident(p.name))))"
     }
 
@@ -465,6 +496,10 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
         var w = SourceWriter()
         header(&w)
         w.line("// JSON codecs of the records for the C ABI (keys are the schema's names). Internal.")
+        for t in set.allTypes where t.kind == .union {
+            w.line()
+            renderUnionCodec(t, &w)
+        }
         for t in set.allTypes where t.kind == .record {
             w.line()
             let args = t.fields.map { decode($0.type, "jsonField(v, \(quoted($0.name)))") }
@@ -479,6 +514,79 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             w.line(")")
         }
         return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatCodecs.kt", contents: w.text)
+    }
+
+    /// The Kotlin class of a union variant (`persistEvent` → `PersistEvent`).
+    func variantClass(_ v: UnionVariant) -> String { Naming.capitalized(v.name) }
+
+    /// A union decodes by its tag into the variant's class and encodes as the tag plus the
+    /// variant's fields.
+    func renderUnionCodec(_ t: TypeDecl, _ w: inout SourceWriter) {
+        guard let tag = t.tag, case .named(let tagType) = tag.type, let tagEnum = set.type(named: tagType) else { return }
+        let kindName = typeName(tag.type)
+        w.line("internal fun decode\(t.name)(v: Any?): \(t.name) = when (\(decode(tag.type, "jsonField(v, \(quoted(tag.name)))"))) {")
+        for v in t.variants {
+            let fields = t.fields(of: v)
+            let caseName = Naming.screamingSnake(v.name)
+            if fields.isEmpty {
+                w.line("    \(kindName).\(caseName) -> \(t.name).\(variantClass(v))")
+            } else {
+                let args = fields.map { decode($0.type, "jsonField(v, \(quoted($0.name)))") }.joined(separator: ", ")
+                w.line("    \(kindName).\(caseName) -> \(t.name).\(variantClass(v))(\(args))")
+            }
+        }
+        w.line("}")
+        _ = tagEnum
+        w.line()
+        w.line("internal fun encode\(t.name)(x: \(t.name)): Map<String, Any?> = when (x) {")
+        for v in t.variants {
+            let pairs = [("\(quoted(tag.name)) to \(quoted(tagEnum.cases.first { $0.name == v.name }?.value ?? v.name, dollar: true))")]
+                + t.fields(of: v).map { "\(quoted($0.name)) to \(encode($0.type, "x." + ident($0.name)))" }
+            w.line("    is \(t.name).\(variantClass(v)) -> linkedMapOf<String, Any?>(\(pairs.joined(separator: ", ")))")
+        }
+        w.line("}")
+    }
+
+    /// A sealed class: the tag and one nullable accessor per field on the base, so code that
+    /// reads a single field (`action.event`) needs no `when`; one subclass per variant carrying
+    /// exactly its fields (an object when it has none).
+    func renderUnion(_ t: TypeDecl, _ w: inout SourceWriter) {
+        guard let tag = t.tag else { return }
+        let nested = set.allTypes.first { nestedEnumOwner($0)?.name == t.name }
+        let shadowed = Set(t.variants.map(variantClass))
+        func typeName(_ ref: TypeRef) -> String { self.typeName(ref, shadowed: shadowed) }
+        w.block("sealed class \(t.name) {") { w in
+            w.doc(tag.doc)
+            w.line("abstract val \(ident(tag.name)): \(typeName(tag.type))")
+            for f in t.fields {
+                w.line()
+                w.doc(f.doc)
+                w.line("open val \(ident(f.name)): \(typeName(.optional(f.type.nonOptional))) get() = null")
+            }
+            for v in t.variants {
+                w.line()
+                w.doc(v.doc)
+                let caseName = Naming.screamingSnake(v.name)
+                let kindValue = "\(typeName(tag.type)).\(caseName)"
+                let fields = t.fields(of: v)
+                if fields.isEmpty {
+                    w.block("object \(variantClass(v)) : \(t.name)() {") { w in
+                        w.line("override val \(ident(tag.name)): \(typeName(tag.type)) get() = \(kindValue)")
+                        w.line("override fun toString(): String = \(quoted(variantClass(v)))")
+                    }
+                } else {
+                    let params = fields.map { "override val \(ident($0.name)): \(typeName($0.type))" }.joined(separator: ",\n    ")
+                    w.line("data class \(variantClass(v))(\n    \(params)\n) : \(t.name)() {")
+                    w.line("    override val \(ident(tag.name)): \(typeName(tag.type)) get() = \(kindValue)")
+                    w.line("}")
+                }
+            }
+            if let nested {
+                w.line()
+                w.line("/** Kinds of \(t.name). */")
+                renderEnum(nested, name: "Kind", &w)
+            }
+        }
     }
 
     func renderEnum(_ t: TypeDecl, name: String, _ w: inout SourceWriter) {
@@ -504,6 +612,23 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
     func renderType(_ t: TypeDecl, _ w: inout SourceWriter) {
         w.doc(t.doc)
         switch t.kind {
+        case .union:
+            renderUnion(t, &w)
+        case .identifier:
+            let property = t.encoding ?? "hex"
+            let length = t.bytes.map { $0 * 2 }
+            w.block("class \(t.name)(val \(property): String) {") { w in
+                if let length {
+                    w.block("init {") { w in
+                        w.line("require(\(property).length == \(length) && \(property).all { it in '0'..'9' || it in 'a'..'f' }) {")
+                        w.line("    \"softchat: \(t.name) must be \(length) lowercase hex characters, not \\\"$\(property)\\\"\"")
+                        w.line("}")
+                    }
+                }
+                w.line("override fun equals(other: Any?): Boolean = other is \(t.name) && other.\(property) == \(property)")
+                w.line("override fun hashCode(): Int = \(property).hashCode()")
+                w.line("override fun toString(): String = \(property)")
+            }
         case .enum:
             renderEnum(t, name: t.name, &w)
         case .record:

@@ -69,7 +69,7 @@ public struct MarkdownRenderer {
             w.line()
             w.line("- **Retry:** \(e.retry.rawValue)")
             w.line("- **Handling:** \(e.handling)")
-            let users = set.contracts.filter { $0.errors.contains(e.code) }.map { "[\($0.id)](\($0.id).md)" }
+            let users = set.contracts(raising: e.code).map { "[\($0)](\($0).md)" }
             let bounds = set.contracts.flatMap(\.bounds).filter { $0.error == e.code && $0.restates == nil }
                 .map { "`\($0.contract).\($0.name)`" }
             if !users.isEmpty { w.line("- **Contracts:** \(users.joined(separator: ", "))") }
@@ -151,6 +151,11 @@ public struct MarkdownRenderer {
             w.line()
             for t in c.api.types {
                 w.line("- **`\(t.name)`** (\(t.kind.rawValue)): \(t.doc)")
+                if let tag = t.tag { w.line("  - tag `\(tag.name): \(tag.type)` — \(tag.doc)") }
+                for v in t.variants { w.line("  - variant `\(t.variantSignature(v))` — \(v.doc)") }
+                if let encoding = t.encoding {
+                    w.line("  - encoding `\(encoding)`\(t.bytes.map { " of \($0) bytes" } ?? "")")
+                }
                 for f in t.fields { w.line("  - `\(f.name): \(f.type)` — \(f.doc)") }
                 for k in t.cases { w.line("  - `\(k.value)` — \(k.doc)") }
                 for p in t.properties { w.line("  - `\(p.name): \(p.type)` — \(p.doc)") }

@@ -108,6 +108,11 @@ func canonicalDescription(_ set: ContractSet) -> String {
         for t in c.api.types {
             s += "type \(t.name) \(t.kind.rawValue)\n"
             for f in t.fields { s += " field \(f.name) \(f.type)\n" }
+            if let tag = t.tag { s += " tag \(tag.name) \(tag.type)\n" }
+            for v in t.variants {
+                s += " variant \(v.name)(\(v.fields.map { $0.name + ($0.optional ? "?" : "") }.joined(separator: ", ")))\n"
+            }
+            if let encoding = t.encoding { s += " encoding \(encoding) \(t.bytes.map(String.init) ?? "-")\n" }
             for k in t.cases { s += " case \(k.name) \(k.value)\n" }
             for p in t.properties { s += " property \(p.name) \(p.type)\n" }
             for m in t.constructors + t.methods { s += " " + signature(m) + "\n" }
@@ -120,4 +125,13 @@ func canonicalDescription(_ set: ContractSet) -> String {
 func signature(_ f: FunctionDecl) -> String {
     let params = f.params.map { "\($0.name): \($0.type)" }.joined(separator: ", ")
     return "\(f.isStatic ? "static " : "")\(f.name)(\(params)) -> \(f.returns?.description ?? "void") throws \(f.throwsCodes.joined(separator: ","))"
+}
+
+extension TypeDecl {
+    /// `persistEvent(subscriptionId: string, event: VerifiedEvent)`: a union variant as the
+    /// reference docs list it.
+    func variantSignature(_ v: UnionVariant) -> String {
+        let fields = fields(of: v)
+        return v.name + (fields.isEmpty ? "" : "(" + fields.map { "\($0.name): \($0.type)" }.joined(separator: ", ") + ")")
+    }
 }

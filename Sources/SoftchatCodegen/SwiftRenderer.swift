@@ -19,6 +19,10 @@ public struct SwiftRenderer {
         renderError(&w)
         for contract in set.contracts { renderContract(contract, &w) }
         renderCatalog(&w)
+        for type in set.allTypes where type.kind == .union {
+            w.line()
+            renderUnion(type, &w)
+        }
         return GeneratedFile(path: Self.fileName, contents: w.text)
     }
 
@@ -35,32 +39,48 @@ public struct SwiftRenderer {
         w.line()
         w.line("/// The stable error codes of every operation contract (Schema/errors.json). The raw value is")
         w.line("/// the code every language and the CLI print; it never changes meaning.")
-        w.block("public enum SoftchatErrorCode: String, Sendable, CaseIterable {") { w in
+        w.line("///")
+        w.line("/// A struct over raw values rather than an enum (as swift-nio and GRDB spell theirs), so a code")
+        w.line("/// added to the schema does not break a client's `switch`: match the codes you handle")
+        w.line("/// (`case .invalidRelayFrame:`) and keep a `default`. Codes this build does not know (from a newer")
+        w.line("/// peer) are representable; their `retryRule` is `.permanent` and `isKnown` is false.")
+        w.block("public struct SoftchatErrorCode: RawRepresentable, Hashable, Sendable, CaseIterable, CustomStringConvertible {") { w in
+            w.line("/// The stable code, lower snake case (`invalid_relay_frame`).")
+            w.line("public let rawValue: String")
+            w.line()
+            w.line("/// Any code, known or not; the static members are the ones this build knows.")
+            w.line("public init(rawValue: String) { self.rawValue = rawValue }")
             for e in set.errors {
+                w.line()
                 w.comment("\(e.meaning) Retry: \(e.retry.rawValue).", prefix: "/// ")
-                w.line("case \(caseName(e.code)) = \(quoted(e.code))")
+                w.line("public static let \(caseName(e.code)) = SoftchatErrorCode(rawValue: \(quoted(e.code)))")
             }
             w.line()
-            w.line("/// Whether the same call can succeed later (Schema/errors.json `retry`).")
-            w.block("public var retryRule: SoftchatRetryRule {") { w in
-                w.block("switch self {") { w in
-                    for e in set.errors { w.line("case .\(caseName(e.code)): .\(e.retry.rawValue)") }
+            w.line("/// Every code of the catalog this build was generated from, in schema order.")
+            w.line("public static let allCases: [SoftchatErrorCode] = [\(set.errors.map { ".\(caseName($0.code))" }.joined(separator: ", "))]")
+            w.line()
+            w.line("/// Retry rule, meaning and handling advice per known code (Schema/errors.json).")
+            w.block("private static let catalog: [String: (retry: SoftchatRetryRule, meaning: String, handling: String)] = [", closer: "]") { w in
+                for e in set.errors {
+                    w.line("\(quoted(e.code)): (.\(e.retry.rawValue), \(quoted(e.meaning)),")
+                    w.line("    \(quoted(e.handling))),")
                 }
             }
+            w.line()
+            w.line("/// Whether the code is in this build's catalog.")
+            w.line("public var isKnown: Bool { Self.catalog[rawValue] != nil }")
+            w.line()
+            w.line("/// Whether the same call can succeed later (Schema/errors.json `retry`); `.permanent` for an")
+            w.line("/// unknown code, since nothing says a retry would help.")
+            w.line("public var retryRule: SoftchatRetryRule { Self.catalog[rawValue]?.retry ?? .permanent }")
             w.line()
             w.line("/// What the code means (Schema/errors.json `meaning`).")
-            w.block("public var meaning: String {") { w in
-                w.block("switch self {") { w in
-                    for e in set.errors { w.line("case .\(caseName(e.code)): \(quoted(e.meaning))") }
-                }
-            }
+            w.line("public var meaning: String { Self.catalog[rawValue]?.meaning ?? \"An error code this build does not know.\" }")
             w.line()
             w.line("/// What a host should do about it (Schema/errors.json `handling`).")
-            w.block("public var handling: String {") { w in
-                w.block("switch self {") { w in
-                    for e in set.errors { w.line("case .\(caseName(e.code)): \(quoted(e.handling))") }
-                }
-            }
+            w.line("public var handling: String { Self.catalog[rawValue]?.handling ?? \"Treat it as permanent and report it.\" }")
+            w.line()
+            w.line("public var description: String { rawValue }")
         }
         w.line()
     }
@@ -94,7 +114,7 @@ public struct SwiftRenderer {
             w.line("public var retryRule: SoftchatRetryRule { code.retryRule }")
             w.line("public var description: String { \"\\(code.rawValue): \\(message)\" }")
             for e in set.errors {
-                let owner = set.contracts.first { $0.errors.contains(e.code) }?.id ?? set.contracts.first?.id ?? ""
+                let owner = set.operation(raising: e.code) ?? set.contracts.first?.id ?? ""
                 w.line()
                 w.comment("`\(e.code)`: \(e.meaning)", prefix: "/// ")
                 w.block(
@@ -211,6 +231,69 @@ public struct SwiftRenderer {
             w.line()
             w.block("public static func contract(_ id: String) -> OperationContractInfo? {") { w in
                 w.line("all.first { $0.operation.rawValue == id }")
+            }
+        }
+    }
+
+    // MARK: Unions
+
+    /// The Swift spelling of a schema type: identifiers are plain `String`, `int` is `Int`.
+    func swiftType(_ ref: TypeRef) -> String {
+        switch ref {
+        case .string, .json: "String"
+        case .bool: "Bool"
+        case .int: "Int"
+        case .int64: "Int64"
+        case .list(let t): "[\(swiftType(t))]"
+        case .optional(let t): swiftType(t) + "?"
+        case .named(let n): set.type(named: n)?.kind == .identifier ? "String" : n
+        }
+    }
+
+    /// A union as an enum with one case per variant, its associated values labelled with the
+    /// variant's fields, plus the tag accessor and one optional accessor per field name, so
+    /// code that reads a single field (`action.event`) needs no `switch`.
+    func renderUnion(_ t: TypeDecl, _ w: inout SourceWriter) {
+        w.comment(t.doc, prefix: "/// ")
+        w.line("///")
+        w.line("/// Declared in Schema/\(set.contract(t.contract)?.file ?? t.contract) as a union.")
+        w.block("public enum \(t.name): Sendable, Hashable {") { w in
+            for v in t.variants {
+                w.comment(v.doc, prefix: "/// ")
+                let fields = t.fields(of: v)
+                let values = fields.map { "\(Naming.swift($0.name)): \(swiftType($0.type))" }.joined(separator: ", ")
+                w.line("case \(v.name)\(fields.isEmpty ? "" : "(\(values))")")
+            }
+            if let tag = t.tag, case .named(let tagType) = tag.type {
+                w.line()
+                w.comment(tag.doc, prefix: "/// ")
+                w.block("public var \(Naming.swift(tag.name)): \(tagType) {") { w in
+                    w.block("switch self {") { w in
+                        for v in t.variants { w.line("case .\(v.name): .\(v.name)") }
+                    }
+                }
+            }
+            for field in t.fields {
+                w.line()
+                renderAccessor(field, of: t, &w)
+            }
+        }
+    }
+
+    /// `public var subscriptionID: String?`: the field's value in the variants that carry it.
+    func renderAccessor(_ field: Field, of t: TypeDecl, _ w: inout SourceWriter) {
+        func pattern(_ v: UnionVariant) -> String {
+            ".\(v.name)(" + v.fields.map { $0.name == field.name ? "let value" : "_" }.joined(separator: ", ") + ")"
+        }
+        let carrying = t.variants.filter { v in v.fields.contains { $0.name == field.name } }
+        let required = carrying.filter { v in v.fields.contains { $0.name == field.name && !$0.optional } }
+        let optional = carrying.filter { v in v.fields.contains { $0.name == field.name && $0.optional } }
+        let name = Naming.swift(field.name)
+        w.comment(field.doc, prefix: "/// ")
+        w.block("public var \(name): \(swiftType(.optional(field.type.nonOptional))) {") { w in
+            w.block("switch self {") { w in
+                for v in required + optional { w.line("case \(pattern(v)): value") }
+                if carrying.count < t.variants.count { w.line("default: nil") }
             }
         }
     }

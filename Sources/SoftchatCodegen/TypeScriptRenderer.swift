@@ -31,7 +31,12 @@ public struct TypeScriptRenderer {
             }
         }
         w.line()
-        w.line("export type SoftchatErrorCode = \(set.errors.map { quoted($0.code) }.joined(separator: " | "));")
+        w.line("/**")
+        w.line(" * A stable error code: one of the catalog's, or (from a newer library) another lower snake case")
+        w.line(" * string, so a code added to the schema does not break a `switch` that handles the ones it knows")
+        w.line(" * and keeps a `default`.")
+        w.line(" */")
+        w.line("export type SoftchatErrorCode = \(set.errors.map { quoted($0.code) }.joined(separator: " | ")) | (string & {});")
         w.line()
         w.line("/** A Softchat error: the stable `code`, a message saying what and where, the operation. */")
         w.block("export class SoftchatError extends Error {") { w in
@@ -76,7 +81,7 @@ public struct TypeScriptRenderer {
         switch ref {
         case .string, .json: "string"
         case .bool: "boolean"
-        case .int64: "number"
+        case .int, .int64: "number"
         case .list(let t):
             if case .optional = t { "Array<\(typeName(t))>" } else { "\(typeName(t))[]" }
         case .optional(let t): "\(typeName(t)) | null"
@@ -94,14 +99,14 @@ public struct TypeScriptRenderer {
     /// Whether values of this type hold a value object somewhere (and so need decoding).
     func needsDecoding(_ ref: TypeRef, _ seen: Set<String> = []) -> Bool {
         switch ref {
-        case .string, .json, .bool, .int64: return false
+        case .string, .json, .bool, .int, .int64: return false
         case .list(let t), .optional(let t): return needsDecoding(t, seen)
         case .named(let n):
             guard let t = set.type(named: n), !seen.contains(n) else { return false }
             switch t.kind {
-            case .enum: return false
+            case .enum, .identifier: return false
             case .object: return true
-            case .record: return t.fields.contains { needsDecoding($0.type, seen.union([n])) }
+            case .record, .union: return t.fields.contains { needsDecoding($0.type, seen.union([n])) }
             }
         }
     }
@@ -122,7 +127,7 @@ public struct TypeScriptRenderer {
     func argument(_ p: Param) -> String {
         let value = p.defaultValue.map { "(\(p.name) ?? \($0.jsonText))" } ?? p.name
         if model.isHandle(p.type) { return "\(p.name).handle" }
-        if FFIModel.isRaw(p.type) { return value }
+        if model.isRawText(p.type) { return value }
         return "encode(\(value))"
     }
 
@@ -177,6 +182,10 @@ public struct TypeScriptRenderer {
                         w.line("readonly \(f.name): \(typeName(f.type));")
                     }
                 }
+            case .identifier:
+                w.line("export type \(t.name) = string;")
+            case .union:
+                renderUnion(t, &w)
             case .object:
                 renderObject(t, &w)
             }
@@ -186,6 +195,10 @@ public struct TypeScriptRenderer {
             w.doc(f.doc)
             let e = entry(nil, f.name)
             w.line("export function \(f.name)(\(params(f))): \(f.returns.map(typeName) ?? "void") { \(f.returns == nil ? "" : "return ")\(call(e, receiver: nil)); }")
+        }
+        for t in set.allTypes where t.kind == .union && needsDecoding(.named(t.name)) {
+            w.line()
+            renderUnionDecoder(t, &w)
         }
         let decoded = set.allTypes.filter { $0.kind == .record && needsDecoding(.named($0.name)) }
         if !decoded.isEmpty {
@@ -202,6 +215,55 @@ public struct TypeScriptRenderer {
             }
         }
         return GeneratedFile(path: "generated/typescript/api.ts", contents: w.text)
+    }
+
+    /// The interface of a union variant (`RelaySessionAction` + `persistEvent` →
+    /// `RelaySessionActionPersistEvent`).
+    func variantInterface(_ t: TypeDecl, _ v: UnionVariant) -> String { t.name + Naming.capitalized(v.name) }
+
+    /// The tag value of a variant: its tag enum case's value.
+    func tagValue(_ t: TypeDecl, _ v: UnionVariant) -> String {
+        guard case .named(let n)? = t.tag?.type else { return v.name }
+        return set.type(named: n)?.cases.first { $0.name == v.name }?.value ?? v.name
+    }
+
+    /// One interface per variant with the tag as a literal type and exactly the variant's
+    /// fields, and the union of them, so narrowing on the tag (`action.kind === "persistEvent"`)
+    /// gives the variant's fields their non-null types under `--strict`.
+    func renderUnion(_ t: TypeDecl, _ w: inout SourceWriter) {
+        guard let tag = t.tag else { return }
+        w.line("export type \(t.name) =")
+        for (i, v) in t.variants.enumerated() {
+            w.line("  | \(variantInterface(t, v))\(i + 1 == t.variants.count ? ";" : "")")
+        }
+        for v in t.variants {
+            w.line()
+            w.doc(v.doc)
+            w.block("export interface \(variantInterface(t, v)) {") { w in
+                w.doc(tag.doc)
+                w.line("readonly \(tag.name): \(quoted(tagValue(t, v)));")
+                for f in t.fields(of: v) {
+                    w.doc(f.doc)
+                    w.line("readonly \(f.name): \(typeName(f.type));")
+                }
+            }
+        }
+    }
+
+    /// Unions holding value objects are rebuilt variant by variant from their JSON.
+    func renderUnionDecoder(_ t: TypeDecl, _ w: inout SourceWriter) {
+        guard let tag = t.tag else { return }
+        w.block("function decode\(t.name)(v: unknown): \(t.name) {") { w in
+            w.line("const o = v as Record<string, unknown>;")
+            w.block("switch (o[\(quoted(tag.name))]) {") { w in
+                for v in t.variants {
+                    let fields = t.fields(of: v).map { "\($0.name): \(decode($0.type, "o[\(quoted($0.name))]"))" }
+                    let all = ["\(tag.name): \(quoted(tagValue(t, v)))"] + fields
+                    w.line("case \(quoted(tagValue(t, v))): return { \(all.joined(separator: ", ")) };")
+                }
+                w.line("default: throw new TypeError(`softchat: unknown \(t.name) \(tag.name) ${String(o[\(quoted(tag.name))])}`);")
+            }
+        }
     }
 
     func renderObject(_ t: TypeDecl, _ w: inout SourceWriter) {

@@ -19,6 +19,25 @@ public struct ContractSet: Sendable, Equatable {
     public var allTypes: [TypeDecl] { contracts.flatMap(\.api.types) }
     public var allFunctions: [FunctionDecl] { contracts.flatMap(\.api.functions) }
     public func type(named name: String) -> TypeDecl? { allTypes.first { $0.name == name } }
+
+    /// The ids of the contracts that raise an error, in schema order: those that list it among
+    /// their stable errors and those whose API declares it in `throws` (`account_storage_failed`
+    /// is thrown by relay.ingestion and relay.publish calls but listed by neither).
+    public func contracts(raising code: String) -> [String] {
+        contracts.filter { c in
+            let functions = c.api.functions + c.api.types.flatMap { $0.constructors + $0.methods }
+            return c.errors.contains(code) || functions.contains { $0.throwsCodes.contains(code) }
+        }.map(\.id)
+    }
+
+    /// The contract a `SoftchatError` with this code reports as its operation by default: the
+    /// first that lists the code, else the first whose API throws it, else the first whose
+    /// bound raises it; nil for a code nothing raises.
+    public func operation(raising code: String) -> String? {
+        if let c = contracts.first(where: { $0.errors.contains(code) }) { return c.id }
+        if let id = contracts(raising: code).first { return id }
+        return contracts.first { $0.bounds.contains { $0.error == code && $0.restates == nil } }?.id
+    }
 }
 
 public enum RetryRule: String, Sendable, Equatable, CaseIterable {
@@ -116,7 +135,9 @@ public struct APIDeclarations: Sendable, Equatable {
 }
 
 public indirect enum TypeRef: Sendable, Equatable, CustomStringConvertible {
-    case string, bool, int64, json
+    /// `int` is a count or index that fits every platform's native integer (Swift `Int`,
+    /// Kotlin `Int`); `int64` is a wire value such as a timestamp (Swift `Int64`, Kotlin `Long`).
+    case string, bool, int, int64, json
     case list(TypeRef)
     case optional(TypeRef)
     case named(String)
@@ -137,6 +158,7 @@ public indirect enum TypeRef: Sendable, Equatable, CustomStringConvertible {
         switch t {
         case "string": return .string
         case "bool": return .bool
+        case "int": return .int
         case "int64": return .int64
         case "json": return .json
         default:
@@ -149,6 +171,7 @@ public indirect enum TypeRef: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .string: "string"
         case .bool: "bool"
+        case .int: "int"
         case .int64: "int64"
         case .json: "json"
         case .list(let t): "[\(t)]"
@@ -157,10 +180,16 @@ public indirect enum TypeRef: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The type without its outermost `?` (`string?` → `string`).
+    public var nonOptional: TypeRef {
+        if case .optional(let t) = self { return t }
+        return self
+    }
+
     /// Names of the declared types this reference mentions.
     public var namedTypes: [String] {
         switch self {
-        case .string, .bool, .int64, .json: []
+        case .string, .bool, .int, .int64, .json: []
         case .list(let t), .optional(let t): t.namedTypes
         case .named(let n): [n]
         }
@@ -168,25 +197,98 @@ public indirect enum TypeRef: Sendable, Equatable, CustomStringConvertible {
 }
 
 public struct TypeDecl: Sendable, Equatable {
-    public enum Kind: String, Sendable, Equatable {
-        case record, `enum`, object
+    public enum Kind: String, Sendable, Equatable, CaseIterable {
+        /// A plain value with named fields.
+        case record
+        /// A closed set of string values.
+        case `enum`
+        /// A value that is exactly one of several variants, each with its own fields, told
+        /// apart by a tag (an enum of the schema): a Swift enum with associated values, a
+        /// Kotlin sealed class, a TypeScript union discriminated on the tag.
+        case union
+        /// A string with a fixed encoding that names something (an event id, a public key):
+        /// plain `String`/`string` in Swift and TypeScript, a small class with the encoded
+        /// text as a property in Kotlin, so ids are not confused with other text.
+        case identifier
+        /// A type with constructors, properties and methods.
+        case object
     }
     public var name: String
     public var contract: String
     public var kind: Kind
     public var doc: String
+    /// A record's fields; for a union, every field any variant carries (each name once, with
+    /// its non-optional type and its doc), in accessor order.
     public var fields: [Field]
     public var cases: [EnumCase]
     public var constructors: [FunctionDecl]
     public var properties: [Field]
     public var methods: [FunctionDecl]
+    /// A union's tag: its JSON key and accessor name (`kind`) and its enum type.
+    public var tag: Field?
+    /// A union's variants, in the order of the tag enum's cases.
+    public var variants: [UnionVariant]
+    /// An identifier's encoding (`hex`), which is also the name of its Kotlin property.
+    public var encoding: String?
+    /// An identifier's size in bytes before encoding (32 for an event id).
+    public var bytes: Int64?
+
+    public init(
+        name: String, contract: String, kind: Kind, doc: String, fields: [Field] = [], cases: [EnumCase] = [],
+        constructors: [FunctionDecl] = [], properties: [Field] = [], methods: [FunctionDecl] = [], tag: Field? = nil,
+        variants: [UnionVariant] = [], encoding: String? = nil, bytes: Int64? = nil
+    ) {
+        self.name = name
+        self.contract = contract
+        self.kind = kind
+        self.doc = doc
+        self.fields = fields
+        self.cases = cases
+        self.constructors = constructors
+        self.properties = properties
+        self.methods = methods
+        self.tag = tag
+        self.variants = variants
+        self.encoding = encoding
+        self.bytes = bytes
+    }
+
+    /// The encodings an identifier may declare (each is also its Kotlin property's name).
+    public static let identifierEncodings = ["hex"]
 
     public func member(named name: String) -> String? {
         if methods.contains(where: { $0.name == name }) { return name }
         if properties.contains(where: { $0.name == name }) { return name }
         if fields.contains(where: { $0.name == name }) { return name }
+        if tag?.name == name { return name }
         return nil
     }
+
+    /// The fields `variant` carries, in its order, with their types made optional where the
+    /// variant marks them so (`"prefix?"`).
+    public func fields(of variant: UnionVariant) -> [Field] {
+        variant.fields.compactMap { ref in
+            guard var f = fields.first(where: { $0.name == ref.name }) else { return nil }
+            if ref.optional { f.type = .optional(f.type) }
+            return f
+        }
+    }
+}
+
+/// One variant of a union: a case of the union's tag enum and the fields it carries.
+public struct UnionVariant: Sendable, Equatable {
+    /// The tag enum's case name (`persistEvent`); its value is the JSON tag.
+    public var name: String
+    /// What the variant asks or says; defaults to the tag case's doc.
+    public var doc: String
+    public var fields: [VariantField]
+}
+
+/// A union field a variant carries: the name of one of the union's fields, optional in this
+/// variant when written with a trailing `?`.
+public struct VariantField: Sendable, Equatable {
+    public var name: String
+    public var optional: Bool
 }
 
 public struct Field: Sendable, Equatable {

@@ -2,7 +2,7 @@
 /// the way each target language expects.
 public enum Naming {
     /// Words Swift API guidelines write in capitals when they are not the first word.
-    static let swiftAcronyms: [String: String] = ["Json": "JSON", "Url": "URL", "Id": "ID", "Ids": "IDs", "Hll": "HLL"]
+    static let swiftAcronyms: [String: String] = ["Json": "JSON", "Url": "URL", "Urls": "URLs", "Id": "ID", "Ids": "IDs", "Hll": "HLL"]
 
     /// Splits `createNip42Authentication` into `create`, `Nip42`, `Authentication`.
     public static func words(_ name: String) -> [String] {

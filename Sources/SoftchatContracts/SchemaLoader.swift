@@ -31,7 +31,7 @@ public struct SchemaLoader {
             SchemaValidator(set: set.model, sink: sink, files: set.files).validate()
         }
         if !sink.diagnostics.isEmpty { throw SchemaLoadError(diagnostics: sink.diagnostics) }
-        return result!.model.resolvingRestatements()
+        return result!.model.resolvingRestatements().resolvingVariantDocs()
     }
 
     /// The names of every file the manifest references (for build-system input tracking).
@@ -255,22 +255,25 @@ public struct SchemaLoader {
     }
 
     private func loadType(_ t: SchemaNode, contract: String) -> TypeDecl? {
-        let keys: Set<String> = ["name", "kind", "doc", "fields", "cases", "constructors", "properties", "methods"]
+        let keys: Set<String> = [
+            "name", "kind", "doc", "fields", "cases", "constructors", "properties", "methods", "tag", "variants",
+            "encoding", "bytes",
+        ]
         guard t.expectObject(keys: keys, what: "a type") else { return nil }
         let name = t.string("name", in: "a type") ?? ""
         let what = "type \"\(name)\""
         guard let kindText = t.string("kind", in: what) else { return nil }
         guard let kind = TypeDecl.Kind(rawValue: kindText) else {
-            t.child("kind")!.error("\(what) has kind \"\(kindText)\"; kinds are record, enum, object")
+            let kinds = TypeDecl.Kind.allCases.map(\.rawValue).joined(separator: ", ")
+            t.child("kind")!.error("\(what) has kind \"\(kindText)\"; kinds are \(kinds)")
             return nil
         }
-        var decl = TypeDecl(
-            name: name, contract: contract, kind: kind, doc: t.string("doc", in: what) ?? "",
-            fields: [], cases: [], constructors: [], properties: [], methods: [])
+        var decl = TypeDecl(name: name, contract: contract, kind: kind, doc: t.string("doc", in: what) ?? "")
         let allowedByKind: [TypeDecl.Kind: Set<String>] = [
             .record: ["fields"], .enum: ["cases"], .object: ["constructors", "properties", "methods"],
+            .union: ["tag", "fields", "variants"], .identifier: ["encoding", "bytes"],
         ]
-        for key in ["fields", "cases", "constructors", "properties", "methods"]
+        for key in ["fields", "cases", "constructors", "properties", "methods", "tag", "variants", "encoding", "bytes"]
         where t.child(key) != nil && !allowedByKind[kind]!.contains(key) {
             t.child(key)!.error("\(what) is a \(kind.rawValue) and cannot have \"\(key)\"", atKey: true)
         }
@@ -285,6 +288,28 @@ public struct SchemaLoader {
                     EnumCase(name: caseName, value: c.string("value", in: "case \"\(caseName)\"") ?? "",
                         doc: c.string("doc", in: "case \"\(caseName)\"") ?? ""))
             }
+        case .union:
+            if let tag = t.child("tag") {
+                decl.tag = loadField(tag, owner: "the tag of \(what)")
+            } else {
+                t.error("\(what) is missing required key \"tag\"")
+            }
+            decl.fields = (t.array("fields", in: what, required: false) ?? []).compactMap { loadField($0, owner: what) }
+            for v in t.array("variants", in: what) ?? [] {
+                guard v.expectObject(keys: ["name", "doc", "fields"], what: "a variant of \(what)") else { continue }
+                let variantName = v.string("name", in: "a variant of \(what)") ?? ""
+                let variantWhat = "variant \"\(variantName)\" of \(what)"
+                let refs = (v.strings("fields", in: variantWhat, required: false) ?? []).map { text in
+                    text.hasSuffix("?")
+                        ? VariantField(name: String(text.dropLast()), optional: true)
+                        : VariantField(name: text, optional: false)
+                }
+                decl.variants.append(
+                    UnionVariant(name: variantName, doc: v.string("doc", in: variantWhat, required: false) ?? "", fields: refs))
+            }
+        case .identifier:
+            decl.encoding = t.string("encoding", in: what)
+            decl.bytes = t.integer("bytes", in: what, required: false)
         case .object:
             decl.constructors = (t.array("constructors", in: what, required: false) ?? []).compactMap {
                 loadFunction($0, what: "a constructor of \(what)", requireName: false)
@@ -309,7 +334,7 @@ public struct SchemaLoader {
     private func typeRef(_ node: SchemaNode, key: String, what: String) -> TypeRef? {
         guard let text = node.string(key, in: what) else { return nil }
         guard let ref = TypeRef.parse(text) else {
-            node.child(key)!.error("\(what) has malformed type \"\(text)\" (string, bool, int64, json, [T], T?, or a type name)")
+            node.child(key)!.error("\(what) has malformed type \"\(text)\" (string, bool, int, int64, json, [T], T?, or a type name)")
             return nil
         }
         return ref

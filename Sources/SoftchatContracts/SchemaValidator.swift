@@ -121,6 +121,16 @@ struct SchemaValidator {
                 error("enum \"\(type.name)\" has an empty or duplicate value \"\(c.value)\"", contract: contract,
                     path: "\(path).cases[\(i)].value")
             }
+        case .union:
+            validateUnion(type, contract: contract, path: path, unique: unique)
+        case .identifier:
+            if let encoding = type.encoding, !TypeDecl.identifierEncodings.contains(encoding) {
+                error("identifier \"\(type.name)\" has encoding \"\(encoding)\"; encodings are \(TypeDecl.identifierEncodings.joined(separator: ", "))",
+                    contract: contract, path: "\(path).encoding")
+            }
+            if let bytes = type.bytes, bytes < 1 {
+                error("identifier \"\(type.name)\" must have at least 1 byte, not \(bytes)", contract: contract, path: "\(path).bytes")
+            }
         case .object:
             unique(type.methods.map(\.name) + type.properties.map(\.name), "member", "methods")
             for (i, m) in type.methods.enumerated() {
@@ -129,6 +139,88 @@ struct SchemaValidator {
             for (i, c) in type.constructors.enumerated() {
                 validateFunction(c, contract: contract, path: "\(path).constructors[\(i)]", codes: codes)
             }
+        }
+    }
+
+    /// A union's own consistency: unique fields that are never optional themselves (each
+    /// variant says whether it carries one optionally), variants that name declared fields
+    /// once each, and no field that no variant carries. The tag enum is checked with the
+    /// references, once every type is known.
+    func validateUnion(
+        _ type: TypeDecl, contract: Contract, path: String, unique: (_ names: [String], _ what: String, _ key: String) -> Void
+    ) {
+        if let tag = type.tag {
+            if !isLowerCamelCase(tag.name) {
+                error("tag name \"\(tag.name)\" in \"\(type.name)\" must be lower camel case", contract: contract, path: "\(path).tag.name")
+            }
+            if type.fields.contains(where: { $0.name == tag.name }) {
+                error("union \"\(type.name)\" declares a field named like its tag \"\(tag.name)\"", contract: contract, path: "\(path).tag.name")
+            }
+        }
+        unique(type.fields.map(\.name), "field", "fields")
+        for (i, f) in type.fields.enumerated() {
+            if case .optional = f.type {
+                error("field \"\(f.name)\" of union \"\(type.name)\" must not be optional; a variant carries it optionally as \"\(f.name)?\"",
+                    contract: contract, path: "\(path).fields[\(i)].type")
+            }
+        }
+        if type.variants.isEmpty { error("union \"\(type.name)\" has no variants", contract: contract, path: path) }
+        var variantNames: Set<String> = []
+        var carried: Set<String> = []
+        for (vi, v) in type.variants.enumerated() {
+            let vpath = "\(path).variants[\(vi)]"
+            if !variantNames.insert(v.name).inserted {
+                error("duplicate variant \"\(v.name)\" in \"\(type.name)\"", contract: contract, path: "\(vpath).name")
+            }
+            if Naming.capitalized(v.name) == Naming.capitalized(type.tag?.name ?? "") {
+                error("variant \"\(v.name)\" of \"\(type.name)\" is named like its tag", contract: contract, path: "\(vpath).name")
+            }
+            var seen: Set<String> = []
+            for (fi, ref) in v.fields.enumerated() {
+                if !type.fields.contains(where: { $0.name == ref.name }) {
+                    error("variant \"\(v.name)\" of \"\(type.name)\" carries undeclared field \"\(ref.name)\" (declare it in the union's \"fields\")",
+                        contract: contract, path: "\(vpath).fields[\(fi)]")
+                }
+                if !seen.insert(ref.name).inserted {
+                    error("variant \"\(v.name)\" of \"\(type.name)\" carries field \"\(ref.name)\" twice", contract: contract,
+                        path: "\(vpath).fields[\(fi)]")
+                }
+                carried.insert(ref.name)
+            }
+        }
+        for (i, f) in type.fields.enumerated() where !carried.contains(f.name) {
+            error("field \"\(f.name)\" of union \"\(type.name)\" is carried by no variant", contract: contract, path: "\(path).fields[\(i)].name")
+        }
+    }
+
+    /// A union's tag is an enum whose cases are the variants, one each, in the same order, so
+    /// the tag values, the kind accessor and the variants cannot drift apart.
+    func checkTag(of type: TypeDecl, contract: Contract, path: String) {
+        guard let tag = type.tag, case .named(let enumName) = tag.type else {
+            if let tag = type.tag {
+                error("the tag of union \"\(type.name)\" must name an enum, not \"\(tag.type)\"", contract: contract, path: "\(path).tag.type")
+            }
+            return
+        }
+        guard let tagEnum = set.type(named: enumName) else { return }  // reported as an unknown type
+        guard tagEnum.kind == .enum else {
+            error("the tag of union \"\(type.name)\" must name an enum, not the \(tagEnum.kind.rawValue) \"\(enumName)\"",
+                contract: contract, path: "\(path).tag.type")
+            return
+        }
+        let caseNames = tagEnum.cases.map(\.name)
+        for (vi, v) in type.variants.enumerated() {
+            if !caseNames.contains(v.name) {
+                error("variant \"\(v.name)\" of \"\(type.name)\" is not a case of its tag enum \"\(enumName)\"", contract: contract,
+                    path: "\(path).variants[\(vi)].name")
+            } else if vi < caseNames.count, caseNames[vi] != v.name {
+                error("variant \"\(v.name)\" of \"\(type.name)\" is out of order: variants follow the cases of \"\(enumName)\" (expected \"\(caseNames[vi])\" here)",
+                    contract: contract, path: "\(path).variants[\(vi)].name")
+            }
+        }
+        for c in tagEnum.cases where !type.variants.contains(where: { $0.name == c.name }) {
+            error("union \"\(type.name)\" has no variant for case \"\(c.name)\" of its tag enum \"\(enumName)\"", contract: contract,
+                path: "\(path).variants")
         }
     }
 
@@ -154,6 +246,10 @@ struct SchemaValidator {
 
     func checkReferences(of type: TypeDecl, contract: Contract, path: String) {
         for (i, f) in type.fields.enumerated() { checkType(f.type, contract: contract, path: "\(path).fields[\(i)].type") }
+        if type.kind == .union, let tag = type.tag {
+            checkType(tag.type, contract: contract, path: "\(path).tag.type")
+            checkTag(of: type, contract: contract, path: path)
+        }
         for (i, p) in type.properties.enumerated() {
             checkType(p.type, contract: contract, path: "\(path).properties[\(i)].type")
         }
@@ -216,6 +312,22 @@ public struct SymbolResolver: Sendable {
 }
 
 extension ContractSet {
+    /// The set with every union variant that has no doc of its own carrying its tag case's.
+    func resolvingVariantDocs() -> ContractSet {
+        var copy = self
+        for ci in copy.contracts.indices {
+            for ti in copy.contracts[ci].api.types.indices where copy.contracts[ci].api.types[ti].kind == .union {
+                let type = copy.contracts[ci].api.types[ti]
+                guard case .named(let enumName)? = type.tag?.type, let tagEnum = self.type(named: enumName) else { continue }
+                for vi in type.variants.indices where type.variants[vi].doc.isEmpty {
+                    copy.contracts[ci].api.types[ti].variants[vi].doc =
+                        tagEnum.cases.first { $0.name == type.variants[vi].name }?.doc ?? ""
+                }
+            }
+        }
+        return copy
+    }
+
     /// The set with every restated bound carrying its original's value, unit and error.
     func resolvingRestatements() -> ContractSet {
         var copy = self

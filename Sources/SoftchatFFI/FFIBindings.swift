@@ -108,25 +108,6 @@ final class IdentityHandle: @unchecked Sendable {
     func erase() { identity = nil }
 }
 
-// Account calls whose Swift labels differ from the schema's spelling.
-extension AccountOutgoing {
-    func enqueueSigned(operationID: String, events: [VerifiedEvent], relayUrls: [String], now: Int64)
-        throws(SoftchatError) -> [String]
-    {
-        try enqueueSigned(operationId: operationID, events: events, relayUrls: relayUrls, now: now)
-    }
-}
-
-extension AccountDelivery {
-    func claim(leaseID: String, relayURL: String, now: Int64, max: Int) throws(SoftchatError) -> DeliveryClaimResult? {
-        try claim(leaseId: leaseID, relayUrl: relayURL, now: now, max: max)
-    }
-
-    func markSocketWritten(_ claim: DeliveryClaim, intentIDs: [String]) throws(SoftchatError) {
-        try markSocketWritten(claim, intentIds: intentIDs)
-    }
-}
-
 // MARK: Hand-written codecs (CABIRenderer.handWrittenCodecs and value objects)
 
 extension VerifiedEvent: FFIEncodable, FFIDecodable {

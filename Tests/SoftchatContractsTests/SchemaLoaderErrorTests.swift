@@ -119,6 +119,65 @@ import Testing
         }
         expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "type \"Echo\" is already declared in contract \"demo.echo\"")
     }
+
+    // MARK: Unions and identifiers
+
+    @Test func unionVariantWithAnUndeclaredFieldIsReported() throws {
+        let d = try diagnostics("demo.echo.json") { $0.replacingFirst("\"fields\": [\"text\"]}", with: "\"fields\": [\"txt\"]}") }
+        expectDiagnostic(d, file: "demo.echo.json", line: 48, contains: "variant \"quiet\" of \"EchoEvent\" carries undeclared field \"txt\"")
+    }
+
+    @Test func unionFieldMustNotBeOptionalItself() throws {
+        let d = try diagnostics("demo.echo.json") { $0.replacingFirst("\"type\": \"int\"", with: "\"type\": \"int?\"") }
+        expectDiagnostic(d, file: "demo.echo.json", line: 45, contains: "field \"delay\" of union \"EchoEvent\" must not be optional")
+    }
+
+    @Test func unionFieldCarriedByNoVariantIsReported() throws {
+        let d = try diagnostics("demo.echo.json") {
+            $0.replacingFirst("[\"text?\", \"echoId\", \"delay\"]", with: "[\"text?\", \"echoId\"]")
+        }
+        expectDiagnostic(d, file: "demo.echo.json", line: 45, contains: "field \"delay\" of union \"EchoEvent\" is carried by no variant")
+    }
+
+    @Test func unionMissingAVariantForATagCaseIsReported() throws {
+        let d = try diagnostics("demo.echo.json") { $0.replacingFirst("{\"name\": \"quiet\", \"fields\": [\"text\"]},", with: "") }
+        expectDiagnostic(d, file: "demo.echo.json", line: 47, contains: "union \"EchoEvent\" has no variant for case \"quiet\" of its tag enum \"EchoKind\"")
+        expectDiagnostic(d, file: "demo.echo.json", line: 49, contains: "variant \"rateLimited\" of \"EchoEvent\" is out of order")
+    }
+
+    @Test func unionVariantThatIsNotATagCaseIsReported() throws {
+        let d = try diagnostics("demo.echo.json") { $0.replacingFirst("{\"name\": \"rateLimited\", \"doc\"", with: "{\"name\": \"loud\", \"doc\"") }
+        expectDiagnostic(d, file: "demo.echo.json", line: 49, contains: "variant \"loud\" of \"EchoEvent\" is not a case of its tag enum \"EchoKind\"")
+    }
+
+    @Test func unionTagMustNameAnEnum() throws {
+        let d = try diagnostics("demo.echo.json") {
+            $0.replacingFirst("\"type\": \"EchoKind\", \"doc\": \"How loud.\"}", with: "\"type\": \"Echo\", \"doc\": \"How loud.\"}")
+        }
+        expectDiagnostic(d, file: "demo.echo.json", line: 41, contains: "the tag of union \"EchoEvent\" must name an enum, not the record \"Echo\"")
+    }
+
+    @Test func unknownTypeKindListsEveryKind() throws {
+        let d = try diagnostics("demo.echo.json") { $0.replacingFirst("\"kind\": \"union\"", with: "\"kind\": \"variant\"") }
+        expectDiagnostic(d, file: "demo.echo.json", line: 40, contains: "kinds are record, enum, union, identifier, object")
+    }
+
+    @Test func identifierEncodingMustBeKnown() throws {
+        let d = try diagnostics("demo.echo.json") { $0.replacingFirst("\"encoding\": \"hex\"", with: "\"encoding\": \"base64\"") }
+        expectDiagnostic(d, file: "demo.echo.json", line: 39, contains: "identifier \"EchoId\" has encoding \"base64\"; encodings are hex")
+    }
+
+    @Test func unionVariantWithoutADocTakesItsTagCasesDoc() throws {
+        let set = try Fixture.mini()
+        let union = try #require(set.type(named: "EchoEvent"))
+        #expect(union.variants.map(\.doc) == ["Softly.", "Slowed down."])
+        #expect(union.fields(of: union.variants[1]).map(\.type.description) == ["string?", "EchoId", "int"])
+    }
+
+    @Test func errorOperationIsTheContractThatRaisesIt() throws {
+        let set = try Fixture.mini()
+        #expect(set.operation(raising: "invalid_echo") == "demo.echo")
+    }
 }
 
 extension String {

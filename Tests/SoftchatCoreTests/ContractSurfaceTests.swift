@@ -90,12 +90,31 @@ import Testing
 
     @Test func everySchemaErrorHasACodeWithTheSameRawValueAndRetryRule() throws {
         for spec in schema.errors {
-            let code = try #require(SoftchatErrorCode(rawValue: spec.code), "no SoftchatErrorCode for \(spec.code)")
+            let code = SoftchatErrorCode(rawValue: spec.code)
+            #expect(code.isKnown, "no SoftchatErrorCode for \(spec.code)")
+            #expect(SoftchatErrorCode.allCases.contains(code), "\(spec.code) missing from allCases")
             #expect(code.retryRule.rawValue == spec.retry.rawValue, "\(spec.code) retry")
             #expect(code.meaning == spec.meaning, "\(spec.code) meaning")
             #expect(code.handling == spec.handling, "\(spec.code) handling")
             #expect(SoftchatError(code, "m", operation: .relayWire).retryRule == code.retryRule)
         }
+    }
+
+    /// The code type is extensible: a code this build does not know is representable, matches
+    /// no known static member, and is treated as permanent.
+    @Test func unknownErrorCodesAreRepresentableAndPermanent() {
+        let future = SoftchatErrorCode(rawValue: "relay_from_the_future")
+        #expect(!future.isKnown)
+        #expect(future.retryRule == .permanent)
+        #expect(future != .invalidRelayFrame)
+        #expect(SoftchatErrorCode(rawValue: "invalid_relay_frame") == .invalidRelayFrame)
+        let handled: String
+        switch SoftchatErrorCode.invalidRelaySession {
+        case .invalidRelayFrame: handled = "frame"
+        case .invalidRelaySession: handled = "session"
+        default: handled = "other"
+        }
+        #expect(handled == "session")
     }
 
     @Test func catalogHasNoErrorCodesBeyondTheSchema() {

@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func nonWebSocketRelayURLIsRefused() {
-        expectSoftchatError(.invalidRelayAuthentication, mentioning: ["https://relay.example.com", "not a ws:// or wss:// URL"]) {
+        expectSoftchatError(.invalidRelayAuthentication, mentioning: ["https://relay.example.com", "not a ws://, wss:// or noise:// URL"]) {
             _ = try auth(relay: "https://relay.example.com")
         }
     }

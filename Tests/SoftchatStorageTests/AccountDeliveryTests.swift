@@ -22,25 +22,25 @@ import Testing
     @Test func enqueueIsIdempotentByOperationID() throws {
         let t = try TestAccount()
         let out = events(2)
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op-1", events: out, relayUrls: [relayA, relayB], now: t0)
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op-1", events: out, relayURLs: [relayA, relayB], now: t0)
         #expect(ids.count == 4)
         #expect(Set(ids).count == 4)
         let counts = try t.tableCounts()
         let snapshot = try t.deliverySnapshot()
         // Same id, same content (freshly re-signed: same ids) → the same intents, nothing new.
-        let again = try t.account.outgoing.enqueueSigned(operationId: "op-1", events: events(2), relayUrls: [relayA, relayB], now: t0 + 50)
+        let again = try t.account.outgoing.enqueueSigned(operationID: "op-1", events: events(2), relayURLs: [relayA, relayB], now: t0 + 50)
         #expect(again == ids)
         #expect(try t.tableCounts() == counts)
         #expect(try t.deliverySnapshot() == snapshot)
         // Same id, different events or relays → invalid_delivery_state, nothing changes.
         expectSoftchatError(.invalidDeliveryState, mentioning: ["op-1"]) {
-            _ = try t.account.outgoing.enqueueSigned(operationId: "op-1", events: events(3), relayUrls: [relayA, relayB], now: t0)
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op-1", events: events(3), relayURLs: [relayA, relayB], now: t0)
         }
         expectSoftchatError(.invalidDeliveryState, mentioning: ["op-1"]) {
-            _ = try t.account.outgoing.enqueueSigned(operationId: "op-1", events: out, relayUrls: [relayA], now: t0)
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op-1", events: out, relayURLs: [relayA], now: t0)
         }
         expectSoftchatError(.invalidDeliveryState, mentioning: ["op-1"]) {
-            _ = try t.account.outgoing.enqueueSigned(operationId: "op-1", events: [out[0], signed(content: "other")], relayUrls: [relayA, relayB], now: t0)
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op-1", events: [out[0], signed(content: "other")], relayURLs: [relayA, relayB], now: t0)
         }
         #expect(try t.tableCounts() == counts)
         #expect(try t.deliverySnapshot() == snapshot)
@@ -50,8 +50,8 @@ import Testing
     @Test func thereIsOneIntentPerEventAndRelayWhicheverOperationCreatedIt() throws {
         let t = try TestAccount()
         let e = events(3)
-        let first = try t.account.outgoing.enqueueSigned(operationId: "op-1", events: [e[0], e[1]], relayUrls: [relayA, relayB], now: t0)
-        let second = try t.account.outgoing.enqueueSigned(operationId: "op-2", events: [e[1], e[2]], relayUrls: [relayB], now: t0)
+        let first = try t.account.outgoing.enqueueSigned(operationID: "op-1", events: [e[0], e[1]], relayURLs: [relayA, relayB], now: t0)
+        let second = try t.account.outgoing.enqueueSigned(operationID: "op-2", events: [e[1], e[2]], relayURLs: [relayB], now: t0)
         // Intents come events × relays in order: e1@A, e1@B, e2@A, e2@B.
         #expect(second[0] == first[3], "e[1]@B already had an intent")
         #expect(!first.contains(second[1]))
@@ -67,16 +67,16 @@ import Testing
         let t = try TestAccount()
         let e = events(2)
         let counts = try t.tableCounts()
-        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationId: "", events: e, relayUrls: [relayA], now: t0) }
-        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationId: "op", events: [], relayUrls: [relayA], now: t0) }
-        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationId: "op", events: e, relayUrls: [], now: t0) }
-        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationId: "op", events: [e[0], e[0]], relayUrls: [relayA], now: t0) }
-        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationId: "op", events: e, relayUrls: [relayA, relayA], now: t0) }
+        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "", events: e, relayURLs: [relayA], now: t0) }
+        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: [], relayURLs: [relayA], now: t0) }
+        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: e, relayURLs: [], now: t0) }
+        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: [e[0], e[0]], relayURLs: [relayA], now: t0) }
+        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: e, relayURLs: [relayA, relayA], now: t0) }
         expectSoftchatError(.invalidRelayBatch, mentioning: ["257"]) {
-            _ = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(257, "many"), relayUrls: [relayA], now: t0)
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(257, "many"), relayURLs: [relayA], now: t0)
         }
         #expect(try t.tableCounts() == counts)
-        #expect(try t.account.outgoing.enqueueSigned(operationId: "op", events: events(256, "many"), relayUrls: [relayA], now: t0).count == 256)
+        #expect(try t.account.outgoing.enqueueSigned(operationID: "op", events: events(256, "many"), relayURLs: [relayA], now: t0).count == 256)
     }
 
     @Test func anOwnReplaceableEventThatLosesToANewerOneStillHasItsPayload() throws {
@@ -84,14 +84,14 @@ import Testing
         let newer = signed(kind: 0, content: "{\"name\":\"new\"}", createdAt: t0 + 10)
         let older = signed(kind: 0, content: "{\"name\":\"old\"}", createdAt: t0)
         try t.account.incoming.ingest([newer], receivedAt: t0 + 10)
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "profile", events: [older], relayUrls: [relayA], now: t0 + 20)
-        let claim = try #require(try t.account.delivery.claim(leaseId: "L", relayUrl: relayA, now: t0 + 20))
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "profile", events: [older], relayURLs: [relayA], now: t0 + 20)
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L", relayURL: relayA, now: t0 + 20))
         #expect(claim.payloads.map(\.intentID) == ids)
         #expect(claim.payloads.first?.eventJSON == older.jsonText)
         #expect(try t.served(now: t0 + 20) == [newer.id])
         // A newer own replaceable replaces the served one, but the intent's event row stays.
         let newest = signed(kind: 0, content: "{\"name\":\"newest\"}", createdAt: t0 + 30)
-        _ = try t.account.outgoing.enqueueSigned(operationId: "profile-2", events: [newest], relayUrls: [relayA], now: t0 + 30)
+        _ = try t.account.outgoing.enqueueSigned(operationID: "profile-2", events: [newest], relayURLs: [relayA], now: t0 + 30)
         #expect(try t.served(now: t0 + 30) == [newest.id])
         #expect(try t.account.check(now: t0 + 30).ok)
     }
@@ -102,9 +102,9 @@ import Testing
         let new = signed(kind: 0, content: "{\"name\":\"v2\"}", createdAt: t0 + 1)
         let articleV1 = signed(kind: 30_023, tags: [["d", "post"]], content: "v1", createdAt: t0)
         let articleV2 = signed(kind: 30_023, tags: [["d", "post"]], content: "v2", createdAt: t0 + 1)
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "profiles", events: [old, new, articleV2, articleV1], relayUrls: [relayA], now: t0 + 2)
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "profiles", events: [old, new, articleV2, articleV1], relayURLs: [relayA], now: t0 + 2)
         #expect(ids.count == 4)
-        let claim = try #require(try t.account.delivery.claim(leaseId: "L", relayUrl: relayA, now: t0 + 2))
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L", relayURL: relayA, now: t0 + 2))
         #expect(claim.payloads.map(\.eventID) == [old.id, new.id, articleV2.id, articleV1.id])
         #expect(Set(try t.served(now: t0 + 2)) == [new.id, articleV2.id])
         #expect(try t.account.check(now: t0 + 2).ok)
@@ -115,10 +115,10 @@ import Testing
     @Test func claimWriteApplyReleaseLifecycleMovesEveryIntentThroughOneStateAtATime() throws {
         let t = try TestAccount()
         let out = events(4)
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: out, relayUrls: [relayA], now: t0)
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: out, relayURLs: [relayA], now: t0)
         #expect(try t.account.delivery.stateCounts() == [.pending: 4])
 
-        let result = try #require(try t.account.delivery.claim(leaseId: "L1", relayUrl: relayA, now: t0))
+        let result = try #require(try t.account.delivery.claim(leaseID: "L1", relayURL: relayA, now: t0))
         #expect(result.claim.leaseID == "L1")
         #expect(result.claim.relayURL == relayA)
         #expect(result.claim.expiresAt == t0 + 60)
@@ -128,12 +128,12 @@ import Testing
         #expect(try t.account.delivery.heldIntents(result.claim).map(\.intentID) == ids)
         #expect(try t.account.check(now: t0).liveLeases == 1)
 
-        try t.account.delivery.markSocketWritten(result.claim, intentIds: [ids[0], ids[1], ids[2]])
+        try t.account.delivery.markSocketWritten(result.claim, intentIDs: [ids[0], ids[1], ids[2]])
         #expect(try t.account.delivery.stateCounts() == [.pending: 1, .inFlight: 3])
         #expect(try t.intent(ids[0])?.attempts == 1)
         // Writing again is not allowed: the intent is no longer pending.
         expectSoftchatError(.invalidDeliveryState, mentioning: ["inFlight"]) {
-            try t.account.delivery.markSocketWritten(result.claim, intentIds: [ids[0]])
+            try t.account.delivery.markSocketWritten(result.claim, intentIDs: [ids[0]])
         }
 
         try t.account.delivery.applyResults(result.claim, results: [
@@ -156,7 +156,7 @@ import Testing
         #expect(try t.scalar("SELECT COUNT(*) FROM publish_intents WHERE lease_id IS NOT NULL") == 0)
 
         // The retryable and the pending intent are claimable again; terminal ones never.
-        let next = try #require(try t.account.delivery.claim(leaseId: "L2", relayUrl: relayA, now: t0 + 1))
+        let next = try #require(try t.account.delivery.claim(leaseID: "L2", relayURL: relayA, now: t0 + 1))
         #expect(Set(next.payloads.map(\.intentID)) == [ids[2], ids[3]])
         #expect(try t.account.delivery.stateCounts() == [.accepted: 1, .rejected: 1, .pending: 2])
         #expect(try t.account.check(now: t0 + 1).ok)
@@ -164,63 +164,63 @@ import Testing
 
     @Test func claimMaxMustBe1To256() throws {
         let t = try TestAccount()
-        _ = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(3), relayUrls: [relayA], now: t0)
+        _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(3), relayURLs: [relayA], now: t0)
         for bad in [0, -1, 257] {
             expectSoftchatError(.invalidRelayBatch, mentioning: ["max"]) {
-                _ = try t.account.delivery.claim(leaseId: "L\(bad)", relayUrl: relayA, now: t0, max: bad)
+                _ = try t.account.delivery.claim(leaseID: "L\(bad)", relayURL: relayA, now: t0, max: bad)
             }
         }
         #expect(try t.scalar("SELECT COUNT(*) FROM delivery_leases") == 0)
-        #expect(try t.account.delivery.claim(leaseId: "one", relayUrl: relayA, now: t0, max: 1)?.payloads.count == 1)
-        #expect(try t.account.delivery.claim(leaseId: "all", relayUrl: relayA, now: t0, max: 256)?.payloads.count == 2)
+        #expect(try t.account.delivery.claim(leaseID: "one", relayURL: relayA, now: t0, max: 1)?.payloads.count == 1)
+        #expect(try t.account.delivery.claim(leaseID: "all", relayURL: relayA, now: t0, max: 256)?.payloads.count == 2)
     }
 
     @Test func claimReturnsNilWhenNothingIsClaimableAndRecordsNoLease() throws {
         let t = try TestAccount()
-        #expect(try t.account.delivery.claim(leaseId: "empty", relayUrl: relayA, now: t0) == nil)
-        _ = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(2), relayUrls: [relayB], now: t0)
-        #expect(try t.account.delivery.claim(leaseId: "other relay", relayUrl: relayA, now: t0) == nil)
+        #expect(try t.account.delivery.claim(leaseID: "empty", relayURL: relayA, now: t0) == nil)
+        _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayB], now: t0)
+        #expect(try t.account.delivery.claim(leaseID: "other relay", relayURL: relayA, now: t0) == nil)
         #expect(try t.scalar("SELECT COUNT(*) FROM delivery_leases") == 0)
-        let claim = try #require(try t.account.delivery.claim(leaseId: "L", relayUrl: relayB, now: t0))
-        try t.account.delivery.markSocketWritten(claim.claim, intentIds: claim.payloads.map(\.intentID))
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L", relayURL: relayB, now: t0))
+        try t.account.delivery.markSocketWritten(claim.claim, intentIDs: claim.payloads.map(\.intentID))
         try t.account.delivery.applyResults(claim.claim, results: claim.payloads.map { DeliveryResult(intentID: $0.intentID, decision: decision(.accepted)) })
         // Everything is terminal: nothing to claim, even long after.
-        #expect(try t.account.delivery.claim(leaseId: "done", relayUrl: relayB, now: t0 + 100_000) == nil)
+        #expect(try t.account.delivery.claim(leaseID: "done", relayURL: relayB, now: t0 + 100_000) == nil)
         // A lease id is used once, even when the claim found nothing.
         expectSoftchatError(.invalidDeliveryState, mentioning: ["already used"]) {
-            _ = try t.account.delivery.claim(leaseId: "L", relayUrl: relayB, now: t0 + 1)
+            _ = try t.account.delivery.claim(leaseID: "L", relayURL: relayB, now: t0 + 1)
         }
-        expectSoftchatError(.invalidDeliveryState) { _ = try t.account.delivery.claim(leaseId: "", relayUrl: relayB, now: t0) }
+        expectSoftchatError(.invalidDeliveryState) { _ = try t.account.delivery.claim(leaseID: "", relayURL: relayB, now: t0) }
     }
 
     @Test func aLiveLeasesWorkIsNotClaimableByAnotherLease() throws {
         let t = try TestAccount()
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(3), relayUrls: [relayA], now: t0)
-        let first = try #require(try t.account.delivery.claim(leaseId: "L1", relayUrl: relayA, now: t0, max: 2))
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(3), relayURLs: [relayA], now: t0)
+        let first = try #require(try t.account.delivery.claim(leaseID: "L1", relayURL: relayA, now: t0, max: 2))
         #expect(first.payloads.map(\.intentID) == [ids[0], ids[1]])
-        try t.account.delivery.markSocketWritten(first.claim, intentIds: [ids[0]])
-        let second = try #require(try t.account.delivery.claim(leaseId: "L2", relayUrl: relayA, now: t0 + 59))
+        try t.account.delivery.markSocketWritten(first.claim, intentIDs: [ids[0]])
+        let second = try #require(try t.account.delivery.claim(leaseID: "L2", relayURL: relayA, now: t0 + 59))
         #expect(second.payloads.map(\.intentID) == [ids[2]])
-        #expect(try t.account.delivery.claim(leaseId: "L3", relayUrl: relayA, now: t0 + 59) == nil)
+        #expect(try t.account.delivery.claim(leaseID: "L3", relayURL: relayA, now: t0 + 59) == nil)
         #expect(try t.account.check(now: t0 + 59).liveLeases == 2)
     }
 
     @Test func anExpiredLeasesPendingAndInFlightWorkIsReclaimedByTheNextClaim() throws {
         let t = try TestAccount()
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(3), relayUrls: [relayA], now: t0)
-        let first = try #require(try t.account.delivery.claim(leaseId: "L1", relayUrl: relayA, now: t0))
-        try t.account.delivery.markSocketWritten(first.claim, intentIds: [ids[0]])
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(3), relayURLs: [relayA], now: t0)
+        let first = try #require(try t.account.delivery.claim(leaseID: "L1", relayURL: relayA, now: t0))
+        try t.account.delivery.markSocketWritten(first.claim, intentIDs: [ids[0]])
         #expect(try t.account.delivery.stateCounts() == [.inFlight: 1, .pending: 2])
         // Not a second before the expiry…
-        #expect(try t.account.delivery.claim(leaseId: "early", relayUrl: relayA, now: first.claim.expiresAt - 1) == nil)
+        #expect(try t.account.delivery.claim(leaseID: "early", relayURL: relayA, now: first.claim.expiresAt - 1) == nil)
         // …but at it, everything the dead lease held comes back, in enqueue order.
-        let second = try #require(try t.account.delivery.claim(leaseId: "L2", relayUrl: relayA, now: first.claim.expiresAt))
+        let second = try #require(try t.account.delivery.claim(leaseID: "L2", relayURL: relayA, now: first.claim.expiresAt))
         #expect(second.payloads.map(\.intentID) == ids)
         #expect(try t.account.delivery.stateCounts() == [.pending: 3])
         #expect(try t.intent(ids[0])?.attempts == 1, "the write before the crash still counts")
         #expect(try t.account.delivery.heldIntents(first.claim).isEmpty)
         #expect(try t.account.delivery.heldIntents(second.claim).count == 3)
-        try t.account.delivery.markSocketWritten(second.claim, intentIds: ids)
+        try t.account.delivery.markSocketWritten(second.claim, intentIDs: ids)
         try t.account.delivery.applyResults(second.claim, results: ids.map { DeliveryResult(intentID: $0, decision: decision(.accepted)) })
         #expect(try t.account.delivery.stateCounts() == [.accepted: 3])
         #expect(try t.intent(ids[0])?.attempts == 2)
@@ -230,40 +230,40 @@ import Testing
 
     @Test func aReleasedClaimIsStaleAndChangesNothing() throws {
         let t = try TestAccount()
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(2), relayUrls: [relayA], now: t0)
-        let claim = try #require(try t.account.delivery.claim(leaseId: "L1", relayUrl: relayA, now: t0)).claim
-        try t.account.delivery.markSocketWritten(claim, intentIds: [ids[0]])
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayA], now: t0)
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L1", relayURL: relayA, now: t0)).claim
+        try t.account.delivery.markSocketWritten(claim, intentIDs: [ids[0]])
         try t.account.delivery.release(claim)
         #expect(try t.account.delivery.stateCounts() == [.pending: 2])
         let snapshot = try t.deliverySnapshot()
         expectStale(t, claim, ids)
         #expect(try t.deliverySnapshot() == snapshot)
         // The work went back to the pool.
-        #expect(try t.account.delivery.claim(leaseId: "L2", relayUrl: relayA, now: t0 + 1)?.payloads.count == 2)
+        #expect(try t.account.delivery.claim(leaseID: "L2", relayURL: relayA, now: t0 + 1)?.payloads.count == 2)
     }
 
     @Test func anExpiredClaimWhoseWorkWasClaimedAgainIsStaleAndChangesNothing() throws {
         let t = try TestAccount()
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(2), relayUrls: [relayA], now: t0)
-        let old = try #require(try t.account.delivery.claim(leaseId: "L1", relayUrl: relayA, now: t0)).claim
-        try t.account.delivery.markSocketWritten(old, intentIds: [ids[0]])
-        let new = try #require(try t.account.delivery.claim(leaseId: "L2", relayUrl: relayA, now: old.expiresAt + 5)).claim
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayA], now: t0)
+        let old = try #require(try t.account.delivery.claim(leaseID: "L1", relayURL: relayA, now: t0)).claim
+        try t.account.delivery.markSocketWritten(old, intentIDs: [ids[0]])
+        let new = try #require(try t.account.delivery.claim(leaseID: "L2", relayURL: relayA, now: old.expiresAt + 5)).claim
         let snapshot = try t.deliverySnapshot()
         let counts = try t.account.delivery.stateCounts()
         expectStale(t, old, ids)
         #expect(try t.deliverySnapshot() == snapshot)
         #expect(try t.account.delivery.stateCounts() == counts)
         // The new claim is unaffected.
-        try t.account.delivery.markSocketWritten(new, intentIds: ids)
+        try t.account.delivery.markSocketWritten(new, intentIDs: ids)
         try t.account.delivery.applyResults(new, results: ids.map { DeliveryResult(intentID: $0, decision: decision(.accepted)) })
         #expect(try t.account.delivery.stateCounts() == [.accepted: 2])
     }
 
     @Test func anExpiredClaimNotYetClaimedAgainMayStillFinishItsWork() throws {
         let t = try TestAccount()
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(1), relayUrls: [relayA], now: t0)
-        let claim = try #require(try t.account.delivery.claim(leaseId: "L1", relayUrl: relayA, now: t0)).claim
-        try t.account.delivery.markSocketWritten(claim, intentIds: ids)
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(1), relayURLs: [relayA], now: t0)
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L1", relayURL: relayA, now: t0)).claim
+        try t.account.delivery.markSocketWritten(claim, intentIDs: ids)
         // Late (past expiresAt) but nobody took the work: the relay's answer still counts.
         try t.account.delivery.applyResults(claim, results: [DeliveryResult(intentID: ids[0], decision: decision(.accepted))])
         #expect(try t.account.delivery.stateCounts() == [.accepted: 1])
@@ -271,20 +271,20 @@ import Testing
 
     @Test func aClaimForTheWrongRelayOrAnUnknownLeaseIsRefused() throws {
         let t = try TestAccount()
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(1), relayUrls: [relayA], now: t0)
-        let claim = try #require(try t.account.delivery.claim(leaseId: "L1", relayUrl: relayA, now: t0)).claim
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(1), relayURLs: [relayA], now: t0)
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L1", relayURL: relayA, now: t0)).claim
         let snapshot = try t.deliverySnapshot()
         expectStale(t, DeliveryClaim(leaseID: "L1", relayURL: relayB), ids)
         expectStale(t, DeliveryClaim(leaseID: "nope", relayURL: relayA), ids)
         #expect(try t.deliverySnapshot() == snapshot)
         // Rebuilt from lease id and relay (as the CLI does), the live claim works.
-        try t.account.delivery.markSocketWritten(DeliveryClaim(leaseID: claim.leaseID, relayURL: relayA), intentIds: ids)
+        try t.account.delivery.markSocketWritten(DeliveryClaim(leaseID: claim.leaseID, relayURL: relayA), intentIDs: ids)
     }
 
     /// markSocketWritten, applyResults and release all refuse `claim` with invalid_delivery_state.
     func expectStale(_ t: TestAccount, _ claim: DeliveryClaim, _ ids: [String], sourceLocation: SourceLocation = #_sourceLocation) {
         expectSoftchatError(.invalidDeliveryState, sourceLocation: sourceLocation) {
-            try t.account.delivery.markSocketWritten(claim, intentIds: ids)
+            try t.account.delivery.markSocketWritten(claim, intentIDs: ids)
         }
         expectSoftchatError(.invalidDeliveryState, sourceLocation: sourceLocation) {
             try t.account.delivery.applyResults(claim, results: ids.map { DeliveryResult(intentID: $0, decision: decision(.accepted)) })
@@ -299,10 +299,10 @@ import Testing
     @Test func retryableResultsEndRejectedExhaustedAfterTheDefaultTenAttempts() throws {
         let t = try TestAccount()
         #expect(t.account.policy.retryBudget == 10)
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(1), relayUrls: [relayA], now: t0)
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(1), relayURLs: [relayA], now: t0)
         for attempt in 1...10 {
-            let claim = try #require(try t.account.delivery.claim(leaseId: "L\(attempt)", relayUrl: relayA, now: t0 + Int64(attempt))).claim
-            try t.account.delivery.markSocketWritten(claim, intentIds: ids)
+            let claim = try #require(try t.account.delivery.claim(leaseID: "L\(attempt)", relayURL: relayA, now: t0 + Int64(attempt))).claim
+            try t.account.delivery.markSocketWritten(claim, intentIDs: ids)
             try t.account.delivery.applyResults(claim, results: [DeliveryResult(intentID: ids[0], decision: decision(.retryable))])
             let state = try #require(try t.intent(ids[0]))
             #expect(state.attempts == Int64(attempt))
@@ -312,23 +312,23 @@ import Testing
                 #expect(state.state == "rejected" && state.category == "exhausted")
             }
         }
-        #expect(try t.account.delivery.claim(leaseId: "after", relayUrl: relayA, now: t0 + 100) == nil)
+        #expect(try t.account.delivery.claim(leaseID: "after", relayURL: relayA, now: t0 + 100) == nil)
         #expect(try t.account.check(now: t0 + 100).ok)
     }
 
     @Test func leasesThatKeepExpiringAfterWritesEndRejectedExhausted() throws {
         let t = try TestAccount()
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(2), relayUrls: [relayA], now: t0)
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayA], now: t0)
         var now = t0
         for round in 1...10 {
-            let claim = try #require(try t.account.delivery.claim(leaseId: "L\(round)", relayUrl: relayA, now: now)).claim
+            let claim = try #require(try t.account.delivery.claim(leaseID: "L\(round)", relayURL: relayA, now: now)).claim
             #expect(try t.account.delivery.heldIntents(claim).count == 2)
             // Only the first intent is ever written; the relay never answers; the process dies.
-            try t.account.delivery.markSocketWritten(claim, intentIds: [ids[0]])
+            try t.account.delivery.markSocketWritten(claim, intentIDs: [ids[0]])
             now = claim.expiresAt
         }
         #expect(try t.intent(ids[0])?.attempts == 10)
-        let last = try #require(try t.account.delivery.claim(leaseId: "final", relayUrl: relayA, now: now))
+        let last = try #require(try t.account.delivery.claim(leaseID: "final", relayURL: relayA, now: now))
         #expect(last.payloads.map(\.intentID) == [ids[1]], "the never-written intent is still deliverable")
         let exhausted = try #require(try t.intent(ids[0]))
         #expect(exhausted.state == "rejected" && exhausted.category == "exhausted")
@@ -337,12 +337,12 @@ import Testing
 
     @Test func aSmallerRetryBudgetFromThePolicyApplies() throws {
         let t = try TestAccount(policy: AccountPolicy(leaseSeconds: 5, retryBudget: 2))
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(1), relayUrls: [relayA], now: t0)
-        let c1 = try #require(try t.account.delivery.claim(leaseId: "1", relayUrl: relayA, now: t0)).claim
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(1), relayURLs: [relayA], now: t0)
+        let c1 = try #require(try t.account.delivery.claim(leaseID: "1", relayURL: relayA, now: t0)).claim
         #expect(c1.expiresAt == t0 + 5)
-        try t.account.delivery.markSocketWritten(c1, intentIds: ids)
-        let c2 = try #require(try t.account.delivery.claim(leaseId: "2", relayUrl: relayA, now: t0 + 5)).claim
-        try t.account.delivery.markSocketWritten(c2, intentIds: ids)
+        try t.account.delivery.markSocketWritten(c1, intentIDs: ids)
+        let c2 = try #require(try t.account.delivery.claim(leaseID: "2", relayURL: relayA, now: t0 + 5)).claim
+        try t.account.delivery.markSocketWritten(c2, intentIDs: ids)
         try t.account.delivery.applyResults(c2, results: [DeliveryResult(intentID: ids[0], decision: decision(.retryable))])
         #expect(try t.intent(ids[0])?.category == "exhausted")
     }
@@ -351,11 +351,11 @@ import Testing
 
     @Test func applyResultsIsAllOrNothing() throws {
         let t = try TestAccount()
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(3), relayUrls: [relayA, relayB], now: t0)
-        let a = try #require(try t.account.delivery.claim(leaseId: "A", relayUrl: relayA, now: t0)).claim
-        let b = try #require(try t.account.delivery.claim(leaseId: "B", relayUrl: relayB, now: t0)).claim
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(3), relayURLs: [relayA, relayB], now: t0)
+        let a = try #require(try t.account.delivery.claim(leaseID: "A", relayURL: relayA, now: t0)).claim
+        let b = try #require(try t.account.delivery.claim(leaseID: "B", relayURL: relayB, now: t0)).claim
         let held = try t.account.delivery.heldIntents(a).map(\.intentID)
-        try t.account.delivery.markSocketWritten(a, intentIds: held)
+        try t.account.delivery.markSocketWritten(a, intentIDs: held)
         let snapshot = try t.deliverySnapshot()
         let good = held.map { DeliveryResult(intentID: $0, decision: decision(.accepted)) }
         let cases: [(String, [DeliveryResult])] = [
@@ -371,7 +371,7 @@ import Testing
         }
         // markSocketWritten is all-or-nothing too.
         expectSoftchatError(.invalidDeliveryState) {
-            try t.account.delivery.markSocketWritten(b, intentIds: try t.account.delivery.heldIntents(b).map(\.intentID) + [held[0]])
+            try t.account.delivery.markSocketWritten(b, intentIDs: try t.account.delivery.heldIntents(b).map(\.intentID) + [held[0]])
         }
         #expect(try t.deliverySnapshot() == snapshot)
         try t.account.delivery.applyResults(a, results: good)
@@ -436,9 +436,9 @@ import Testing
     @Test func checkReportsOKOnAHealthyAccount() throws {
         let t = try TestAccount()
         try t.account.incoming.ingest([signed(content: "in"), signed(tags: [["expiration", "\(t0 - 1)"]], content: "old")], receivedAt: t0)
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(2), relayUrls: [relayA], now: t0)
-        let claim = try #require(try t.account.delivery.claim(leaseId: "L", relayUrl: relayA, now: t0)).claim
-        try t.account.delivery.markSocketWritten(claim, intentIds: [ids[0]])
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayA], now: t0)
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L", relayURL: relayA, now: t0)).claim
+        try t.account.delivery.markSocketWritten(claim, intentIDs: [ids[0]])
         let report = try t.account.check(now: t0)
         #expect(report.ok, "\(report.problems)")
         #expect(report.events == 3)
@@ -452,8 +452,8 @@ import Testing
     @Test func checkReportsEveryBrokenInvariantOfADeliberatelyCorruptedAccount() throws {
         let t = try TestAccount()
         try t.account.incoming.ingest([signed(content: "in")], receivedAt: t0)
-        let ids = try t.account.outgoing.enqueueSigned(operationId: "op", events: events(3), relayUrls: [relayA], now: t0)
-        let claim = try #require(try t.account.delivery.claim(leaseId: "L", relayUrl: relayA, now: t0, max: 1)).claim
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(3), relayURLs: [relayA], now: t0)
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L", relayURL: relayA, now: t0, max: 1)).claim
         #expect(try t.account.check(now: t0).ok)
 
         // A second connection with foreign keys and CHECK constraints off writes what the

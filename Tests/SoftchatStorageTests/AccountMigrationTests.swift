@@ -34,12 +34,12 @@ import Testing
             }
         }
         if version >= 2 {
-            intents = try old.outgoing.enqueueSigned(operationId: "op", events: [outgoing], relayUrls: [StorageKeys.relayA], now: t0)
-            let claim = try #require(try old.delivery.claim(leaseId: "old-lease", relayUrl: StorageKeys.relayA, now: t0)).claim
-            try old.delivery.markSocketWritten(claim, intentIds: intents)
+            intents = try old.outgoing.enqueueSigned(operationID: "op", events: [outgoing], relayURLs: [StorageKeys.relayA], now: t0)
+            let claim = try #require(try old.delivery.claim(leaseID: "old-lease", relayURL: StorageKeys.relayA, now: t0)).claim
+            try old.delivery.markSocketWritten(claim, intentIDs: intents)
         } else if version == 1 {
             expectSoftchatError(.accountStorageFailed, mentioning: ["no such table", "publish_operations"]) {
-                _ = try old.outgoing.enqueueSigned(operationId: "op", events: [outgoing], relayUrls: [StorageKeys.relayA], now: t0)
+                _ = try old.outgoing.enqueueSigned(operationID: "op", events: [outgoing], relayURLs: [StorageKeys.relayA], now: t0)
             }
         }
         if version >= 3 {
@@ -61,14 +61,14 @@ import Testing
         if version >= 2 {
             #expect(try account.delivery.stateCounts() == [.inFlight: 1])
             // The old lease expires like any other and its work is reclaimed.
-            let reclaimed = try #require(try account.delivery.claim(leaseId: "new-lease", relayUrl: StorageKeys.relayA, now: t0 + 60))
+            let reclaimed = try #require(try account.delivery.claim(leaseID: "new-lease", relayURL: StorageKeys.relayA, now: t0 + 60))
             #expect(reclaimed.payloads.map(\.intentID) == intents)
-            #expect(try account.outgoing.enqueueSigned(operationId: "op", events: [outgoing], relayUrls: [StorageKeys.relayA], now: t0) == intents)
+            #expect(try account.outgoing.enqueueSigned(operationID: "op", events: [outgoing], relayURLs: [StorageKeys.relayA], now: t0) == intents)
         } else {
-            let ids = try account.outgoing.enqueueSigned(operationId: "op", events: [outgoing], relayUrls: [StorageKeys.relayA], now: t0)
-            let claim = try #require(try account.delivery.claim(leaseId: "new-lease", relayUrl: StorageKeys.relayA, now: t0))
+            let ids = try account.outgoing.enqueueSigned(operationID: "op", events: [outgoing], relayURLs: [StorageKeys.relayA], now: t0)
+            let claim = try #require(try account.delivery.claim(leaseID: "new-lease", relayURL: StorageKeys.relayA, now: t0))
             #expect(claim.payloads.map(\.intentID) == ids)
-            try account.delivery.markSocketWritten(claim.claim, intentIds: ids)
+            try account.delivery.markSocketWritten(claim.claim, intentIDs: ids)
             try account.delivery.applyResults(claim.claim, results: [DeliveryResult(intentID: ids[0], decision: decision(.accepted))])
         }
         if version >= 3 {

@@ -29,8 +29,8 @@ import Testing
         let total = 10_000
         let events = try chatEvents(alice, to: bob.publicKeyHex, count: total)
         for start in stride(from: 0, to: total, by: 250) {
-            _ = try sender.outgoing.enqueueSigned(operationId: "op-\(start)", events: Array(events[start..<start + 250]),
-                relayUrls: [proxy.url], now: 1)
+            _ = try sender.outgoing.enqueueSigned(operationID: "op-\(start)", events: Array(events[start..<start + 250]),
+                relayURLs: [proxy.url], now: 1)
         }
         var policy = quickPolicy()
         policy.acknowledgementTimeoutSeconds = 2

@@ -48,7 +48,7 @@ func quickPolicy(_ mode: EventsBatchMode = .auto) -> ManagedTransportPolicy {
         defer { sender.close(); receiver.close() }
         let events = try chatEvents(alice, to: bob.publicKeyHex, count: 300)
         for (k, chunk) in stride(from: 0, to: 300, by: 100).enumerated() {
-            _ = try sender.outgoing.enqueueSigned(operationId: "op\(k)", events: Array(events[chunk..<chunk + 100]), relayUrls: [relay.url], now: 1)
+            _ = try sender.outgoing.enqueueSigned(operationID: "op\(k)", events: Array(events[chunk..<chunk + 100]), relayURLs: [relay.url], now: 1)
         }
         try receiver.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
         let publishing = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy(mode))
@@ -110,7 +110,7 @@ func quickPolicy(_ mode: EventsBatchMode = .auto) -> ManagedTransportPolicy {
         let account = try scratch.account("alice"), reader = try scratch.account("reader")
         defer { account.close(); reader.close() }
         let events = try chatEvents(alice, to: alice.publicKeyHex, count: 10)
-        _ = try account.outgoing.enqueueSigned(operationId: "op", events: events, relayUrls: [relay.url], now: 1)
+        _ = try account.outgoing.enqueueSigned(operationID: "op", events: events, relayURLs: [relay.url], now: 1)
         let transport = try account.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
         defer { transport.stop() }
         #expect(try eventually { try account.delivery.stateCounts()[.accepted] == 10 })
@@ -130,8 +130,8 @@ func quickPolicy(_ mode: EventsBatchMode = .auto) -> ManagedTransportPolicy {
         let alice = SoftchatIdentity.generate()
         let account = try scratch.account("alice")
         defer { account.close() }
-        _ = try account.outgoing.enqueueSigned(operationId: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 3),
-            relayUrls: [relay.url], now: 1)
+        _ = try account.outgoing.enqueueSigned(operationID: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 3),
+            relayURLs: [relay.url], now: 1)
         let transport = try account.startManagedTransport(relayURL: relay.url, identity: nil, policy: quickPolicy())
         #expect(try eventually(10) { try account.delivery.stateCounts()[.retryable] == 3 })
         usleep(1_500_000)
@@ -152,8 +152,8 @@ func quickPolicy(_ mode: EventsBatchMode = .auto) -> ManagedTransportPolicy {
         let alice = SoftchatIdentity.generate()
         let sender = try scratch.account("alice"), receiver = try scratch.account("bob")
         defer { sender.close(); receiver.close() }
-        _ = try sender.outgoing.enqueueSigned(operationId: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 130),
-            relayUrls: [relay.url], now: 1)
+        _ = try sender.outgoing.enqueueSigned(operationID: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 130),
+            relayURLs: [relay.url], now: 1)
         let publishing = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
         #expect(try eventually { try sender.delivery.stateCounts()[.accepted] == 130 })
         publishing.stop()

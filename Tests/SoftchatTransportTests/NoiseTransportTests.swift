@@ -580,7 +580,7 @@ final class FailureLog: @unchecked Sendable {
         let events = try chatEvents(alice, to: bob.publicKeyHex, count: 60)
         let ikURL = relay.url
         let xxURL = relay.noiseURL(pattern: .XX)
-        _ = try sender.outgoing.enqueueSigned(operationId: "noise", events: events, relayUrls: [ikURL], now: 1)
+        _ = try sender.outgoing.enqueueSigned(operationID: "noise", events: events, relayURLs: [ikURL], now: 1)
         try receiver.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}"], relayURL: xxURL)
         var policy = quickPolicy()
         policy.connection.connectTimeoutMilliseconds = 5000
@@ -651,7 +651,7 @@ final class FailureLog: @unchecked Sendable {
         let account = try scratch.account("alice")
         defer { account.close() }
         let events = try chatEvents(alice, to: alice.publicKeyHex, count: 20)
-        _ = try account.outgoing.enqueueSigned(operationId: "refused", events: events, relayUrls: [badURL], now: 1)
+        _ = try account.outgoing.enqueueSigned(operationID: "refused", events: events, relayURLs: [badURL], now: 1)
         let failures = FailureLog()
         var policy = quickPolicy()
         policy.connection.maxMessageBytes = 4096
@@ -667,7 +667,7 @@ final class FailureLog: @unchecked Sendable {
         #expect(relay.storedEventCount == 0)
 
         // The same intents, now to the genuine relay: all delivered.
-        _ = try account.outgoing.enqueueSigned(operationId: "genuine", events: events, relayUrls: [relay.url], now: 2)
+        _ = try account.outgoing.enqueueSigned(operationID: "genuine", events: events, relayURLs: [relay.url], now: 2)
         let good = try account.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
         let delivered = try eventually(20) { try account.delivery.stateCounts(relayURL: relay.url)[.accepted] == 20 }
         good.stop()

@@ -41,8 +41,8 @@ import Testing
         let collected = Collected()
         var policy = quickPolicy()
         policy.observer = { collected.add(String(describing: $0)) }
-        _ = try sender.outgoing.enqueueSigned(operationId: "op", events: try chatEvents(alice, to: bob.publicKeyHex, count: 20),
-            relayUrls: [relay.url], now: 1)
+        _ = try sender.outgoing.enqueueSigned(operationID: "op", events: try chatEvents(alice, to: bob.publicKeyHex, count: 20),
+            relayURLs: [relay.url], now: 1)
         try receiver.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
         let a = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: policy)
         let b = try receiver.startManagedTransport(relayURL: relay.url, identity: bob, policy: policy)

@@ -1,5 +1,6 @@
 /// A relay URL in the form NIP-42 compares: scheme and host lowercased, the default port
-/// dropped, and an empty path written as `/`.
+/// dropped, and an empty path written as `/`. Schemes: `ws`, `wss`, and `noise` (Softchat's
+/// Noise transport, whose query names the pattern and pinned key).
 public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
     public let scheme: String
     public let host: String
@@ -15,7 +16,9 @@ public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
         switch scheme {
         case "ws": defaultPort = 80
         case "wss": defaultPort = 443
-        default: throw .invalidRelayAuthentication("relay URL scheme \"\(scheme)\" is not ws or wss")
+        // Noise URLs (noise://host:port?pattern=…&key=…) name their port; none is implied.
+        case "noise": defaultPort = 0
+        default: throw .invalidRelayAuthentication("relay URL scheme \"\(scheme)\" is not ws, wss or noise")
         }
         var rest = text[text.index(colon, offsetBy: 3)...]
         var path = "/"
@@ -55,7 +58,7 @@ public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
     public var isSecure: Bool { scheme == "wss" }
 
     public var description: String {
-        let defaultPort = scheme == "wss" ? 443 : 80
+        let defaultPort = scheme == "wss" ? 443 : scheme == "ws" ? 80 : 0
         return "\(scheme)://\(host)\(port == defaultPort ? "" : ":\(port)")\(path == "/" ? "" : path)"
     }
 }

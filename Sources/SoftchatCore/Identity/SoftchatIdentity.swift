@@ -113,7 +113,7 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     {
         guard !challenge.isEmpty else { throw .invalidRelayAuthentication("challenge must not be empty") }
         guard (try? RelayURL(relayURL)) != nil else {
-            throw .invalidRelayAuthentication("relay URL \"\(relayURL)\" is not a ws:// or wss:// URL")
+            throw .invalidRelayAuthentication("relay URL \"\(relayURL)\" is not a ws://, wss:// or noise:// URL")
         }
         do throws(EventIssue) {
             return try sign(

@@ -14,7 +14,7 @@ public enum DeliveryCategory: String, Sendable, Hashable, CaseIterable {
     case accepted, duplicate
     case invalid, pow, blocked, restricted, replaced, deleted, mute
     case rateLimited = "rate-limited", error, authRequired = "auth-required", unknown
-    case timeout, transportLost = "transport-lost", exhausted
+    case timeout, transportLost = "transport-lost", cancelled, exhausted
 }
 
 /// The outcome of one acknowledgement (or of a session rule) for one event.

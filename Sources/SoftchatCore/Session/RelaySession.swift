@@ -56,21 +56,27 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.transportLost(now: now) }
     }
 
-    /// Stops: returns delivery changes for events in flight and `closeTransport` when a
-    /// transport is active. The session can connect again later.
+    /// Stops: every delivery the session holds becomes retryable (one `deliveryChanged` each,
+    /// in publish order: commit them and re-publish from durable intent), then `closeTransport`
+    /// when a transport is active. The session can connect again later.
     public func cancel() throws(SoftchatError) -> [RelaySessionAction] {
         try run { m throws(SoftchatError) in try m.cancel() }
     }
 
     /// Releases the session; every later call fails with `invalid_relay_session`. Idempotent.
-    public func close() {
-        machine.withLock { $0.close() }
+    /// While the session still holds deliveries it refuses (`invalid_relay_session`): call
+    /// `cancel()` first and commit the changes it returns, so no delivery — and no durable
+    /// lease behind it — is orphaned.
+    public func close() throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.close() }
     }
 
     // MARK: Subscriptions
 
     /// Adds or replaces subscription `id` (at most 128) with 1–64 filters given as JSON. Its REQ
-    /// is queued now when connected, and sent again after every reconnect.
+    /// is queued now when connected, and sent again after every reconnect. A replaced
+    /// subscription starts over (no `since` from the old filters). An id used by a pending
+    /// COUNT is refused.
     public func subscribe(id: String, filtersJSON: [String]) throws(SoftchatError) {
         try run { m throws(SoftchatError) in try m.subscribe(id: id, filtersJSON: filtersJSON) }
     }
@@ -85,17 +91,33 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.count(id: id, filtersJSON: filtersJSON) }
     }
 
+    /// Cancels the pending COUNT `id`; its CLOSE is queued when the COUNT already went out.
+    public func cancelCount(id: String) throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.cancelCount(id: id) }
+    }
+
     // MARK: Publishing
 
-    /// Queues 1–256 unique verified events as one batch: one EVENT, one EVENTS frame, or
-    /// consecutive EVENTs for relays without EVENTS. At most 1,024 publishes may be non-terminal.
+    /// Queues 1–256 unique verified events as one batch: one EVENT, or EVENTS frames packed by
+    /// bytes so each fits the frame bound and the relay's `maxMessageBytes` (consecutive EVENTs
+    /// for relays without EVENTS). At most 1,024 publishes are held (pending or in flight);
+    /// retryable and terminal ones leave the session with their decision. An event too large
+    /// for any frame is refused with `invalid_relay_batch`.
     public func publish(_ events: [VerifiedEvent]) throws(SoftchatError) {
         try run { m throws(SoftchatError) in try m.publish(events) }
     }
 
-    /// The host's deadline for relay `OK`s passed: events in flight become retryable (`timeout`).
-    public func acknowledgementTimedOut(now: Int64) throws(SoftchatError) -> [RelaySessionAction] {
-        try run { m throws(SoftchatError) in try m.acknowledgementTimedOut(now: now) }
+    /// Runs every timer due at `now` (seconds, the clock the host passes everywhere): events
+    /// whose own acknowledgement deadline passed become retryable (`timeout`) and leave the
+    /// session — a late `OK` still settles them —, a wait for an unanswered AUTH ends, and
+    /// closed subscriptions due for a retry are queued again.
+    public func handleTimeout(now: Int64) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.handleTimeout(now: now) }
+    }
+
+    /// The earliest time at which `handleTimeout` has work, or nil when no timer is armed.
+    public func pollTimeout() -> Int64? {
+        machine.withLock { $0.pollTimeout() }
     }
 
     // MARK: Socket hand-off
@@ -105,14 +127,17 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.drainOutbound(max: max) }
     }
 
-    /// The socket write of a drained frame succeeded: its events are now in flight.
-    public func confirmSent(_ deliveryEventIDs: [String]) throws(SoftchatError) {
-        try run { m throws(SoftchatError) in try m.confirmSent(deliveryEventIDs) }
+    /// The socket write of a drained frame succeeded: its events are now in flight, each with
+    /// its own acknowledgement deadline from `now`.
+    public func confirmSent(_ deliveryEventIDs: [String], now: Int64? = nil) throws(SoftchatError) {
+        try run { m throws(SoftchatError) in try m.confirmSent(deliveryEventIDs, now: now) }
     }
 
-    /// Feeds one complete relay text message; returns the actions it causes, in order.
-    public func receive(_ text: String) throws(SoftchatError) -> [RelaySessionAction] {
-        try run { m throws(SoftchatError) in try m.receive(text) }
+    /// Feeds one complete relay text message; returns the actions it causes, in order. `now`
+    /// schedules the session's own retries of subscriptions closed with `error:` or
+    /// `rate-limited:`.
+    public func receive(_ text: String, now: Int64? = nil) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.receive(text, now: now) }
     }
 
     /// The host committed the event of a `persistEvent` action durably.
@@ -120,10 +145,14 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.confirmIngested(eventID) }
     }
 
-    /// Sends the host's NIP-42 answer (from `SoftchatIdentity.createNip42Authentication`).
+    /// Sends the host's NIP-42 answer (from `SoftchatIdentity.createNip42Authentication`) for
+    /// this connection's challenge. Refuses (`invalid_relay_authentication`) an event whose
+    /// `relay` tag is not the configured `relayURL`, whose challenge is not the current one,
+    /// or whose created_at is outside `authenticationWindowSeconds` of `now`. Frames queued
+    /// after it wait for its `OK`, at most `authenticationWaitSeconds`.
     @discardableResult
-    public func authenticate(_ event: VerifiedEvent) throws(SoftchatError) -> [RelaySessionAction] {
-        try run { m throws(SoftchatError) in try m.authenticate(event) }
+    public func authenticate(_ event: VerifiedEvent, now: Int64? = nil) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.authenticate(event, now: now) }
     }
 
     // MARK: Diagnostics

@@ -29,29 +29,9 @@ public enum RelaySessionActionKind: String, Sendable, Hashable, CaseIterable {
     case scheduleReconnect
 }
 
-/// One ordered host action; which optional fields are set depends on `kind`.
-public struct RelaySessionAction: Sendable, Hashable {
-    public let kind: RelaySessionActionKind
-    public var subscriptionID: String?
-    public var event: VerifiedEvent?
-    public var eventID: String?
-    public var reason: String?
-    public var prefix: String?
-    public var message: String?
-    public var challenge: String?
-    public var count: CountResult?
-    public var decision: DeliveryDecision?
-    public var delayMilliseconds: Int64?
-    public var attempt: Int?
-
-    init(_ kind: RelaySessionActionKind) { self.kind = kind }
-
-    static func with(_ kind: RelaySessionActionKind, _ fill: (inout RelaySessionAction) -> Void) -> RelaySessionAction {
-        var a = RelaySessionAction(kind)
-        fill(&a)
-        return a
-    }
-}
+// `RelaySessionAction`, one case per kind with exactly the fields it carries plus the `kind`
+// and per-field accessors, is generated from Schema/relay.session.json (a union) into the
+// contract surface (SoftchatContractSurface.swift) by the build plugin.
 
 /// A frame handed to the host for writing. Draining is not writing: after the socket write
 /// succeeds, call `confirmSent(deliveryEventIDs)` (an empty list for frames that carry no
@@ -62,7 +42,7 @@ public struct OutboundRelayFrame: Sendable, Hashable {
 }
 
 /// Session settings. The defaults are the contract's: EVENTS batches on, backoff 1 s doubling
-/// to 5 min, reset after 60 s ready.
+/// to 5 min, reset after 60 s ready, a 10 s acknowledgement deadline per event.
 public struct RelaySessionConfig: Sendable, Hashable {
     /// False for relays without Softchat's EVENTS frame: batches go out as consecutive EVENTs.
     public var supportsEventsBatch: Bool
@@ -74,9 +54,25 @@ public struct RelaySessionConfig: Sendable, Hashable {
     /// How far before the newest confirmed event a resubscription's `since` starts.
     public var sinceOverlapSeconds: Int64
     /// For relays that answer a connection's EVENTs strictly in order but send rejections with
-    /// an empty id (nostr-relay): apply such an OK to the oldest event in flight. Off by
-    /// default, because for other relays an OK without an id names no event.
+    /// an empty id (nostr-relay): apply such an OK to the oldest unanswered write (timed-out
+    /// ones included, so a late answer never lands on another event). Off by default, because
+    /// for other relays an OK without an id names no event.
     public var correlateUnnamedAcknowledgements: Bool
+    /// The relay's URL (`ws`, `wss` or `noise`): `authenticate` refuses AUTH events whose
+    /// `relay` tag names another relay (compared normalized). Nil skips only that check.
+    public var relayURL: String?
+    /// The relay's NIP-11 `max_message_length`, when known: every drained frame fits it and
+    /// relay.wire's frame bound.
+    public var maxMessageBytes: Int64?
+    /// How long an event may wait for its `OK` after its own `confirmSent(now:)`.
+    public var acknowledgementTimeoutSeconds: Int64
+    /// How long frames queued behind our AUTH wait for its `OK` before going out anyway.
+    public var authenticationWaitSeconds: Int64
+    /// How far an AUTH event's created_at may be from `authenticate`'s `now` (NIP-42: ~10 min).
+    public var authenticationWindowSeconds: Int64
+    /// Whether the host signs NIP-42 challenges. When false an `auth-required` answer is final
+    /// for the connection: the event leaves as retryable at once instead of waiting for an AUTH.
+    public var answersAuthentication: Bool
 
     public init(
         supportsEventsBatch: Bool = true,
@@ -85,7 +81,13 @@ public struct RelaySessionConfig: Sendable, Hashable {
         reconnectResetAfterSeconds: Int64 = Int64(RelayRecoveryContract.reconnectResetAfterSeconds.value),
         jitterSeed: Int64 = 0,
         sinceOverlapSeconds: Int64 = 10,
-        correlateUnnamedAcknowledgements: Bool = false
+        correlateUnnamedAcknowledgements: Bool = false,
+        relayURL: String? = nil,
+        maxMessageBytes: Int64? = nil,
+        acknowledgementTimeoutSeconds: Int64 = 10,
+        authenticationWaitSeconds: Int64 = 5,
+        authenticationWindowSeconds: Int64 = Nip42.defaultWindowSeconds,
+        answersAuthentication: Bool = true
     ) {
         self.supportsEventsBatch = supportsEventsBatch
         self.reconnectBaseDelaySeconds = reconnectBaseDelaySeconds
@@ -94,6 +96,12 @@ public struct RelaySessionConfig: Sendable, Hashable {
         self.jitterSeed = jitterSeed
         self.sinceOverlapSeconds = sinceOverlapSeconds
         self.correlateUnnamedAcknowledgements = correlateUnnamedAcknowledgements
+        self.relayURL = relayURL
+        self.maxMessageBytes = maxMessageBytes
+        self.acknowledgementTimeoutSeconds = acknowledgementTimeoutSeconds
+        self.authenticationWaitSeconds = authenticationWaitSeconds
+        self.authenticationWindowSeconds = authenticationWindowSeconds
+        self.answersAuthentication = answersAuthentication
     }
 
     func validate() throws(SoftchatError) {
@@ -106,7 +114,24 @@ public struct RelaySessionConfig: Sendable, Hashable {
         guard reconnectResetAfterSeconds >= 0, sinceOverlapSeconds >= 0 else {
             throw .invalidRelaySession("reconnectResetAfterSeconds and sinceOverlapSeconds must not be negative")
         }
+        guard acknowledgementTimeoutSeconds >= 1, authenticationWaitSeconds >= 1, authenticationWindowSeconds >= 1 else {
+            throw .invalidRelaySession(
+                "acknowledgementTimeoutSeconds, authenticationWaitSeconds and authenticationWindowSeconds must be at least 1")
+        }
+        if let maxMessageBytes, maxMessageBytes < Self.minimumMessageBytes {
+            throw .invalidRelaySession("maxMessageBytes must be at least \(Self.minimumMessageBytes), not \(maxMessageBytes)")
+        }
+        if let relayURL {
+            do throws(SoftchatError) {
+                _ = try RelayURL(relayURL)
+            } catch {
+                throw .invalidRelaySession("relayURL: \(error.message)")
+            }
+        }
     }
+
+    /// Below this a relay could not take even a small REQ or AUTH frame.
+    public static let minimumMessageBytes: Int64 = 1024
 }
 
 /// A redacted diagnostic view of the session: counts, ids and state, never event content,

@@ -27,6 +27,7 @@ extension RelaySessionAction {
         if let decision { o.append("decision", decision.jsonValue) }
         if let delayMilliseconds { o.append("delayMilliseconds", .integer(delayMilliseconds)) }
         if let attempt { o.append("attempt", .integer(Int64(attempt))) }
+        if let retryDelayMilliseconds { o.append("retryDelayMilliseconds", .integer(retryDelayMilliseconds)) }
         return .object(o)
     }
 }

@@ -3,9 +3,10 @@ import SoftchatJSON
 extension SessionMachine {
     /// Validates relay text with relay.wire and returns the actions it causes, in order. An
     /// invalid frame throws its relay.wire code and changes nothing.
-    mutating func receive(_ text: String) throws(SoftchatError) -> [RelaySessionAction] {
+    mutating func receive(_ text: String, now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
         try requireConnected("receive")
         let reader = try FrameReader(text: text, direction: "relay")
+        observe(now)
         if reader.verb == "EVENT" { return try receiveEvent(reader) }
         switch try parseRelayResponseFrame(reader) {
         case .event:
@@ -13,32 +14,26 @@ extension SessionMachine {
         case .ok(let eventID, let accepted, let message):
             return receiveOK(eventID: eventID, accepted: accepted, message: message)
         case .eose(let id):
-            return [.with(.endOfStoredEvents) { $0.subscriptionID = id }]
+            if subscriptions[id] != nil { subscriptions[id]!.closedRetries = 0 }
+            return [.endOfStoredEvents(subscriptionID: id)]
         case .closed(let id, let message):
             return receiveClosed(id: id, message: message)
         case .notice(let message):
-            return [.with(.notice) {
-                $0.prefix = message.prefix
-                $0.message = message.message
-            }]
+            return [.notice(subscriptionID: nil, eventID: nil, prefix: message.prefix, message: message.message, reason: nil)]
         case .auth(let challenge):
-            // Each challenge is asked for once and answered once: a relay repeating it cannot
-            // start an auth loop.
+            // Each challenge is asked for once and answered once per connection: a relay
+            // repeating it cannot start an auth loop, and one reusing it on a new connection
+            // is answered again.
             if challenge == self.challenge || answeredChallengeTexts.contains(challenge) { return [] }
             self.challenge = challenge
-            return [.with(.authenticationRequested) { $0.challenge = challenge }]
+            return [.authenticationRequested(challenge: challenge)]
         case .count(let id, let result):
             guard pendingCounts.removeValue(forKey: id) != nil else {
-                return [.with(.notice) {
-                    $0.subscriptionID = id
-                    $0.message = "COUNT answer for \"\(id)\", which has no pending count request"
-                }]
+                return [.notice(subscriptionID: id, eventID: nil, prefix: nil,
+                    message: "COUNT answer for \"\(id)\", which has no pending count request", reason: nil)]
             }
             countOrder.removeAll { $0 == id }
-            return [.with(.countResult) {
-                $0.subscriptionID = id
-                $0.count = result
-            }]
+            return [.countResult(subscriptionID: id, count: result)]
         }
     }
 
@@ -55,21 +50,14 @@ extension SessionMachine {
         }
         let id = unverified.id
         func rejected(_ reason: String) -> [RelaySessionAction] {
-            [.with(.eventRejected) {
-                $0.subscriptionID = subscriptionID
-                $0.eventID = id
-                $0.reason = reason
-            }]
+            [.eventRejected(subscriptionID: subscriptionID, eventID: id, reason: reason)]
         }
         guard let subscription = subscriptions[subscriptionID] else { return rejected("no subscription \"\(subscriptionID)\"") }
         if let pending = awaiting[id] {
             // Already handed out. Offer it again only if the transport was lost since.
             guard pending.reofferable else { return [] }
             awaiting[id]!.reofferable = false
-            return [.with(.persistEvent) {
-                $0.subscriptionID = pending.subscriptionID
-                $0.event = pending.event
-            }]
+            return [.persistEvent(subscriptionID: pending.subscriptionID, event: pending.event)]
         }
         if recentlyConfirmed.contains(id) { return [] }
         let event: VerifiedEvent
@@ -88,68 +76,128 @@ extension SessionMachine {
                 operation: .relayIngestion)
         }
         awaiting[id] = Awaiting(event: event, subscriptionID: subscriptionID)
-        return [.with(.persistEvent) {
-            $0.subscriptionID = subscriptionID
-            $0.event = event
-        }]
+        return [.persistEvent(subscriptionID: subscriptionID, event: event)]
     }
 
+    /// A CLOSED: a pending COUNT ends; a subscription closed with `auth-required:` is sent
+    /// again once after authenticating (at once when we already are); `error:` and
+    /// `rate-limited:` are retried on the backoff schedule; `blocked:`, `restricted:`,
+    /// `invalid:` and any other prefix are not retried on this connection (a reconnect sends
+    /// every subscription again).
     mutating func receiveClosed(id: String, message: RelayMessage) -> [RelaySessionAction] {
         pendingCounts[id] = nil
         countOrder.removeAll { $0 == id }
-        if subscriptions[id] != nil, message.prefix == "auth-required", !subscriptions[id]!.authReplayUsed {
-            subscriptions[id]!.awaitingAuthReplay = true
+        var retryDelay: Int64?
+        if var sub = subscriptions[id] {
+            queue.removeAll { $0.purpose == .subscription(id) }
+            sub.retryAt = nil
+            switch message.prefix {
+            case "auth-required" where !sub.authReplayUsed && config.answersAuthentication:
+                if authenticated {
+                    sub.authReplayUsed = true
+                    if outboundCount < RelaySessionContract.maxOutboundFrames.value {
+                        queue.append(reqEntry(id, filters: sub.filters, newestConfirmed: sub.newestConfirmed))
+                        retryDelay = 0
+                    }
+                } else {
+                    sub.awaitingAuthReplay = true
+                }
+            case "error", "rate-limited":
+                if let now = lastNow {
+                    sub.closedRetries += 1
+                    let delay = closedRetryDelaySeconds(sub.closedRetries)
+                    sub.retryAt = now + delay
+                    retryDelay = delay * 1000
+                }
+            default:
+                break
+            }
+            subscriptions[id] = sub
         }
-        return [.with(.subscriptionClosed) {
-            $0.subscriptionID = id
-            $0.prefix = message.prefix
-            $0.message = message.message
-        }]
+        return [.subscriptionClosed(subscriptionID: id, prefix: message.prefix, message: message.message, retryDelayMilliseconds: retryDelay)]
     }
 
+    /// base·2^(n-1) seconds, capped at the reconnect maximum.
+    func closedRetryDelaySeconds(_ n: Int) -> Int64 {
+        var delay = config.reconnectBaseDelaySeconds
+        var k = 1
+        while k < n && delay < config.reconnectMaxDelaySeconds {
+            delay *= 2
+            k += 1
+        }
+        return Swift.min(delay, config.reconnectMaxDelaySeconds)
+    }
+
+    /// An OK: for our AUTH, authentication; otherwise the event it names (or, for in-order
+    /// relays, the oldest unanswered write) is settled if the session holds it or timed it out
+    /// on this connection. An OK arriving before `confirmSent` settles its event too. Terminal
+    /// answers are final: a later answer for a settled event is only a notice.
     mutating func receiveOK(eventID: String?, accepted: Bool, message: RelayMessage) -> [RelaySessionAction] {
         if let eventID, eventID == authEventID {
-            authEventID = nil
-            guard accepted else {
-                return [.with(.authenticationFailed) {
-                    $0.eventID = eventID
-                    $0.prefix = message.prefix
-                    $0.message = message.message
-                }]
-            }
-            authenticated = true
-            return [.with(.authenticated) { $0.eventID = eventID }] + replayAfterAuthentication()
+            return receiveAuthenticationOK(eventID: eventID, accepted: accepted, message: message)
         }
         var eventID = eventID
-        if eventID == nil && config.correlateUnnamedAcknowledgements {
-            // In-order relay: the unnamed OK answers the oldest event still in flight.
-            eventID = deliveries.values.filter { $0.state == .inFlight }.min { $0.sentOrder < $1.sentOrder }?.event.id
+        if let named = eventID {
+            if let i = unanswered.firstIndex(of: named) { unanswered.remove(at: i) }
+        } else if config.correlateUnnamedAcknowledgements && !correlationLost && !unanswered.isEmpty {
+            // In-order relay: the unnamed OK answers the oldest write still unanswered (a
+            // timed-out one included, so a late answer never lands on a later event).
+            eventID = unanswered.removeFirst()
         }
-        guard let eventID, let delivery = deliveries[eventID], delivery.state == .inFlight else {
-            // Relay prose about nothing we have in flight: diagnostic only, applied to nothing.
-            return [.with(.notice) {
-                $0.eventID = eventID
-                $0.prefix = message.prefix
-                $0.message = message.message
-                $0.reason = eventID == nil ? "OK without an event id" : "OK for an event that is not in flight"
-            }]
+        func notice(_ reason: String) -> [RelaySessionAction] {
+            [.notice(subscriptionID: nil, eventID: eventID, prefix: message.prefix, message: message.message, reason: reason)]
         }
+        guard let eventID else { return notice("OK without an event id") }
         let decision = classify(eventID: eventID, accepted: accepted, message: message)
-        if decision.state.isTerminal {
-            deliveries[eventID] = nil
-        } else {
-            deliveries[eventID]!.state = .retryable
-            if decision.category == .authRequired && !delivery.authResendUsed {
-                deliveries[eventID]!.awaitingAuthResend = true
+        if let delivery = deliveries[eventID] {
+            if !decision.state.isTerminal && decision.category == .authRequired && !delivery.authResendUsed && config.answersAuthentication {
+                // The relay wants NIP-42 first: the session sends it again once, after (or, when
+                // already authenticated, right away), within the original deadline.
+                if authenticated {
+                    deliveries[eventID]!.authResendUsed = true
+                    deliveries[eventID]!.stage = .pending
+                    deliveries[eventID]!.drained = false
+                } else {
+                    deliveries[eventID]!.stage = .awaitingAuthentication
+                }
+                return []
             }
+            deliveries[eventID] = nil
+            if decision.state.isTerminal { settled.insert(eventID) }
+            return [.deliveryChanged(decision: decision)]
         }
-        return [.with(.deliveryChanged) { $0.decision = decision }]
+        if timedOut.contains(eventID) {
+            // A late answer after the deadline: a terminal one still counts.
+            guard decision.state.isTerminal else { return notice("late retryable OK for an event that already timed out") }
+            timedOut.remove(eventID)
+            settled.insert(eventID)
+            return [.deliveryChanged(decision: decision)]
+        }
+        return notice(settled.contains(eventID) ? "OK for an event already settled" : "OK for an event that is not in flight")
+    }
+
+    mutating func receiveAuthenticationOK(eventID: String, accepted: Bool, message: RelayMessage) -> [RelaySessionAction] {
+        authWaitUntil = nil
+        authEventID = nil
+        guard accepted else {
+            // Held events do not wait for an authentication that failed: they leave as
+            // retryable. Subscriptions closed for auth wait for a later successful AUTH.
+            var actions: [RelaySessionAction] = [.authenticationFailed(eventID: eventID, prefix: message.prefix, message: message.message)]
+            for id in deliveryIDsInOrder where deliveries[id]!.stage == .awaitingAuthentication {
+                deliveries[id] = nil
+                actions.append(.deliveryChanged(decision: DeliveryDecision(
+                    eventID: id, state: .retryable, category: .authRequired, message: "the relay refused our authentication")))
+            }
+            return actions
+        }
+        authenticated = true
+        replayAfterAuthentication()
+        return [.authenticated(eventID: eventID)]
     }
 
     /// After the relay accepts our AUTH: subscriptions it closed with auth-required are sent
-    /// again, and events it refused with auth-required go back to pending, each once.
-    mutating func replayAfterAuthentication() -> [RelaySessionAction] {
-        var actions: [RelaySessionAction] = []
+    /// again, and events it answered auth-required go back to pending, each once.
+    mutating func replayAfterAuthentication() {
         for id in subscriptionOrder where subscriptions[id]!.awaitingAuthReplay {
             subscriptions[id]!.awaitingAuthReplay = false
             subscriptions[id]!.authReplayUsed = true
@@ -157,22 +205,18 @@ extension SessionMachine {
                 queue.append(reqEntry(id, filters: subscriptions[id]!.filters, newestConfirmed: subscriptions[id]!.newestConfirmed))
             }
         }
-        for id in deliveries.keys.sorted(by: { deliveries[$0]!.sequence < deliveries[$1]!.sequence })
-        where deliveries[id]!.awaitingAuthResend {
-            deliveries[id]!.awaitingAuthResend = false
+        for id in deliveryIDsInOrder where deliveries[id]!.stage == .awaitingAuthentication {
             deliveries[id]!.authResendUsed = true
-            deliveries[id]!.state = .pending
-            actions.append(.with(.deliveryChanged) {
-                $0.decision = DeliveryDecision(eventID: id, state: .pending, category: .authRequired,
-                    message: "sent again after authentication")
-            })
+            deliveries[id]!.stage = .pending
+            deliveries[id]!.drained = false
         }
-        return actions
     }
 
-    /// The host's NIP-42 answer: a verified kind-22242 event for the latest challenge, sent
-    /// ahead of everything queued. Each (pubkey, challenge) pair is answered once.
-    mutating func authenticate(_ event: VerifiedEvent) throws(SoftchatError) -> [RelaySessionAction] {
+    /// The host's NIP-42 answer: a verified kind-22242 event for this connection's challenge,
+    /// naming this session's relay, created within the window around `now`, sent ahead of
+    /// everything queued (which waits for its OK, boundedly). Each (pubkey, challenge) pair is
+    /// answered once per connection.
+    mutating func authenticate(_ event: VerifiedEvent, now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
         try requireConnected("authenticate")
         guard let challenge else {
             throw .invalidRelayAuthentication("authenticate: the relay has not asked for authentication on this connection")
@@ -183,76 +227,75 @@ extension SessionMachine {
             throw .invalidRelayAuthentication("authenticate: \(error.message)")
         }
         guard event.tags.first(where: { $0.first == "challenge" })?[1] == challenge else {
-            throw .invalidRelayAuthentication("authenticate: the event's challenge tag is not the relay's latest challenge")
+            throw .invalidRelayAuthentication("authenticate: the event's challenge tag is not the relay's current challenge")
+        }
+        if let relayURL = config.relayURL {
+            let tag = event.tags.first(where: { $0.first == "relay" })![1]
+            let expected = try RelayURL(relayURL)
+            guard let given = try? RelayURL(tag), given == expected else {
+                throw .invalidRelayAuthentication("authenticate: the event's relay tag \"\(tag)\" does not name this session's relay \(expected)")
+            }
+        }
+        let clock = now ?? lastNow
+        if let clock, abs(event.createdAt - clock) > config.authenticationWindowSeconds {
+            throw .invalidRelayAuthentication(
+                "authenticate: created_at \(event.createdAt) is more than \(config.authenticationWindowSeconds) s from now (\(clock))")
         }
         let pair = event.pubkey + "|" + challenge
         guard !answeredChallenges.contains(pair) else {
-            throw .invalidRelayAuthentication("authenticate: this key already answered this challenge")
+            throw .invalidRelayAuthentication("authenticate: this key already answered this challenge on this connection")
         }
         try requireOutboundRoom(1, "authenticate")
+        observe(now)
         answeredChallenges.insert(pair)
         answeredChallengeTexts.insert(challenge)
         authEventID = event.id
         authenticated = false
+        authWaitUntil = clock.map { $0 + config.authenticationWaitSeconds }
+        authWaitEnded = false
         queue.insert(OutboundEntry(frame: ClientRelayFrame.auth(event).toJSON(), deliveryEventIDs: [], purpose: .auth(event.id)), at: 0)
         return []
     }
 
     // MARK: Publishing
 
-    /// Queues 1–256 unique verified events as pending deliveries of one batch. Events already
-    /// pending or in flight cannot be published again; retryable ones go back to pending.
+    /// Queues 1–256 unique verified events as pending deliveries of one batch. An event the
+    /// session already holds, or that this relay answered terminally, cannot be published
+    /// again; an event too large for any frame is refused.
     mutating func publish(_ events: [VerifiedEvent]) throws(SoftchatError) {
         try requireOpen("publish")
         try RelayPublishContract.maxPublishBatchEvents.check(events.count, "publish batch")
         var ids = Set<String>(minimumCapacity: events.count)
-        var added = 0
         for e in events {
             guard ids.insert(e.id).inserted else {
                 throw .invalidRelayBatch("publish batch holds event \(e.id) twice", operation: .relayPublish)
             }
             if let existing = deliveries[e.id] {
-                guard existing.state == .retryable else {
-                    throw .invalidDeliveryState("publish: event \(e.id) is already \(existing.state.rawValue)", operation: .relayPublish)
-                }
-            } else {
-                added += 1
+                throw .invalidDeliveryState("publish: event \(e.id) is already \(existing.stage == .pending ? "pending" : "in flight")",
+                    operation: .relayPublish)
+            }
+            if settled.contains(e.id) {
+                throw .invalidDeliveryState("publish: event \(e.id) was already answered terminally by this relay", operation: .relayPublish)
+            }
+            let frameBytes = e.jsonText.utf8.count + Self.eventFrameOverhead
+            guard frameBytes <= frameLimit else {
+                throw .invalidRelayBatch(
+                    "publish: event \(e.id) needs a \(frameBytes)-byte frame, over this relay's limit of \(frameLimit) bytes",
+                    operation: .relayPublish)
             }
         }
         let bound = RelayPublishContract.maxPendingPublishes
-        guard deliveries.count + added <= bound.value else {
+        guard deliveries.count + events.count <= bound.value else {
             throw SoftchatError(bound.error,
-                "publish: \(deliveries.count) publishes are not yet terminal; \(added) more would pass the limit of \(bound.value)",
+                "publish: \(deliveries.count) publishes are held; \(events.count) more would pass the limit of \(bound.value)",
                 operation: .relayPublish)
         }
         let batch = nextBatch
         nextBatch += 1
         for e in events {
-            if deliveries[e.id] != nil {
-                deliveries[e.id]!.state = .pending
-                deliveries[e.id]!.batch = batch
-                deliveries[e.id]!.sequence = nextSequence
-                deliveries[e.id]!.awaitingAuthResend = false
-            } else {
-                deliveries[e.id] = Delivery(event: e, state: .pending, batch: batch, sequence: nextSequence)
-            }
+            timedOut.remove(e.id)
+            deliveries[e.id] = Delivery(event: e, stage: .pending, batch: batch, sequence: nextSequence)
             nextSequence += 1
         }
-    }
-
-    /// The host's acknowledgement deadline passed: everything in flight becomes retryable with
-    /// category `timeout`, in publish order.
-    mutating func acknowledgementTimedOut(now: Int64) throws(SoftchatError) -> [RelaySessionAction] {
-        try requireOpen("acknowledgementTimedOut")
-        var actions: [RelaySessionAction] = []
-        for id in deliveries.keys.sorted(by: { deliveries[$0]!.sequence < deliveries[$1]!.sequence })
-        where deliveries[id]!.state == .inFlight {
-            deliveries[id]!.state = .retryable
-            actions.append(.with(.deliveryChanged) {
-                $0.decision = DeliveryDecision(eventID: id, state: .retryable, category: .timeout,
-                    message: "no OK before the host's deadline (\(now))")
-            })
-        }
-        return actions
     }
 }

@@ -13,13 +13,27 @@ struct SessionMachine {
         var filters: [RelayFilter]
         /// The newest created_at confirmed as persisted for this subscription.
         var newestConfirmed: Int64?
-        /// The relay closed it with auth-required; replay its REQ once after authenticating.
+        /// The relay closed it with auth-required before we authenticated: send its REQ again
+        /// once the relay accepts our AUTH.
         var awaitingAuthReplay = false
+        /// The one auth-required re-send of this connection was used.
         var authReplayUsed = false
+        /// Closed with `error:` or `rate-limited:`: the REQ goes out again at this time.
+        var retryAt: Int64?
+        /// Consecutive retryable closes since the last EOSE (the backoff exponent).
+        var closedRetries = 0
     }
 
     enum Purpose: Equatable {
         case subscription(String), close(String), count(String), auth(String), publish
+
+        /// Frames that wait behind an unanswered AUTH: everything but the AUTH and CLOSEs.
+        var waitsForAuthentication: Bool {
+            switch self {
+            case .subscription, .count, .publish: true
+            case .close, .auth: false
+            }
+        }
     }
 
     struct OutboundEntry {
@@ -28,18 +42,32 @@ struct SessionMachine {
         let purpose: Purpose
     }
 
+    /// Where a held delivery stands. Retryable and terminal events are not held: they leave
+    /// the session with their decision (the host re-publishes retryable ones from durable
+    /// intent), so nothing the relay never answers can fill the pending bound.
+    enum Stage: Equatable {
+        /// Waiting to be drained (or drained, not yet confirmed written: `drained`).
+        case pending
+        /// Written; waiting for the relay's OK.
+        case inFlight
+        /// Answered auth-required before we authenticated: sent again once after the relay
+        /// accepts our AUTH, within its original acknowledgement deadline.
+        case awaitingAuthentication
+    }
+
     struct Delivery {
         let event: VerifiedEvent
-        var state: DeliveryState
+        var stage: Stage
         /// Events of one `publish` call share a batch number and go out together.
         var batch: Int
         var sequence: Int
+        /// The one auth-required re-send of this connection was used.
         var authResendUsed = false
-        var awaitingAuthResend = false
         /// True while the event sits in a drained, unconfirmed frame.
         var drained = false
-        /// When it went in flight, in confirmSent order (for in-order OK correlation).
-        var sentOrder = 0
+        /// When the write was confirmed (`confirmSent(now:)`); nil when the host gave no time,
+        /// and then any `handleTimeout` call times it out.
+        var sentAt: Int64?
     }
 
     struct Awaiting {
@@ -50,8 +78,13 @@ struct SessionMachine {
     }
 
     let config: RelaySessionConfig
+    /// The smaller of relay.wire's frame bound and the relay's NIP-11 max_message_length.
+    let frameLimit: Int
     var connection = Connection.idle
     var closed = false
+    /// The latest time any call passed in (seconds), for rules that need a clock on calls
+    /// that carry none.
+    var lastNow: Int64?
 
     var subscriptions: [String: Subscription] = [:]
     var subscriptionOrder: [String] = []
@@ -63,30 +96,58 @@ struct SessionMachine {
     /// Frames drained and not yet confirmed written.
     var drained: [OutboundEntry] = []
 
+    /// Publishes the session holds (pending, in flight, awaiting authentication): the count
+    /// that `maxPendingPublishes` bounds.
     var deliveries: [String: Delivery] = [:]
     var nextBatch = 0
     var nextSequence = 0
-    var nextSentOrder = 0
+    /// Events that timed out on this connection: a late OK still settles them.
+    var timedOut = RecentIDs(capacity: RelayPublishContract.maxPendingPublishes.value)
+    /// Events the relay answered terminally: a later answer never contradicts that.
+    var settled = RecentIDs(capacity: 4096)
+    /// Written events of this connection in write order, until answered (timed-out ones
+    /// included), for in-order correlation of OKs without an id.
+    var unanswered: [String] = []
+    /// In-order correlation lost its place on this connection (the window overflowed): OKs
+    /// without an id are reported, never applied, until the next connection.
+    var correlationLost = false
 
     var awaiting: [String: Awaiting] = [:]
     var recentlyConfirmed = RecentIDs(capacity: 4096)
 
     var challenge: String?
-    /// Challenges answered, and by which key (`pubkey|challenge`): each is answered once. The
-    /// most recent 256 are kept, so a relay issuing challenge after challenge cannot grow them.
+    /// Challenges answered on this connection, and by which key (`pubkey|challenge`): each is
+    /// asked for and answered once per connection. The most recent 256 are kept, so a relay
+    /// issuing challenge after challenge cannot grow them.
     var answeredChallenges = RecentIDs(capacity: 256)
     var answeredChallengeTexts = RecentIDs(capacity: 256)
     var authEventID: String?
     var authenticated = false
+    /// Frames behind our AUTH wait for its OK until this time (a bounded wait for relays that
+    /// never answer a good AUTH).
+    var authWaitUntil: Int64?
+    /// The wait for our AUTH's OK ran out: the connection works unauthenticated (a late OK is
+    /// still recognised).
+    var authWaitEnded = false
 
     var backoff: ReconnectBackoff
     var readySince: Int64?
 
     init(config: RelaySessionConfig) {
         self.config = config
+        frameLimit = min(RelayWireContract.maxFrameBytes.value, config.maxMessageBytes.map { Int(clamping: $0) } ?? Int.max)
         backoff = ReconnectBackoff(
             baseSeconds: config.reconnectBaseDelaySeconds, maxSeconds: config.reconnectMaxDelaySeconds,
             resetAfterSeconds: config.reconnectResetAfterSeconds, seed: config.jitterSeed)
+    }
+
+    mutating func observe(_ now: Int64?) {
+        if let now { lastNow = now }
+    }
+
+    /// Deliveries in publish order.
+    var deliveryIDsInOrder: [String] {
+        deliveries.keys.sorted { deliveries[$0]!.sequence < deliveries[$1]!.sequence }
     }
 
     // MARK: Guards
@@ -107,7 +168,7 @@ struct SessionMachine {
         switch connection {
         case .idle: return "idle"
         case .connecting: return "connecting"
-        case .connected: return authEventID != nil && !authenticated ? "authenticating" : "ready"
+        case .connected: return authEventID != nil && !authenticated && !authWaitEnded ? "authenticating" : "ready"
         case .backingOff: return "backingOff"
         case .cancelled: return "cancelled"
         }
@@ -143,7 +204,7 @@ struct SessionMachine {
             throw .invalidRelaySession("connect: the session is already \(stateName)")
         }
         connection = .connecting
-        return [RelaySessionAction(.openTransport)]
+        return [.openTransport]
     }
 
     mutating func transportConnected(now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
@@ -153,6 +214,7 @@ struct SessionMachine {
         }
         let control = resubscriptionFrames()
         try requireOutboundRoom(control.count, "transportConnected")
+        observe(now)
         connection = .connected
         readySince = now
         queue = control
@@ -168,9 +230,7 @@ struct SessionMachine {
             frames.append(reqEntry(id, filters: sub.filters, newestConfirmed: sub.newestConfirmed))
         }
         for id in countOrder {
-            frames.append(OutboundEntry(
-                frame: ClientRelayFrame.count(subscriptionID: id, filters: pendingCounts[id]!).toJSON(),
-                deliveryEventIDs: [], purpose: .count(id)))
+            frames.append(countEntry(id, filters: pendingCounts[id]!))
         }
         return frames
     }
@@ -189,69 +249,90 @@ struct SessionMachine {
             purpose: .subscription(id))
     }
 
+    func countEntry(_ id: String, filters: [RelayFilter]) -> OutboundEntry {
+        OutboundEntry(frame: ClientRelayFrame.count(subscriptionID: id, filters: filters).toJSON(), deliveryEventIDs: [], purpose: .count(id))
+    }
+
     mutating func transportLost(now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
         try requireOpen("transportLost")
         guard connection == .connecting || connection == .connected else {
             throw .invalidRelaySession("transportLost: no transport is active; the session is \(stateName)")
         }
-        var actions = endTransport(category: .transportLost, message: "the transport was lost while the event was in flight")
+        observe(now)
+        var actions = endTransport()
         backoff.connectionEnded(readySince: connection == .connected ? readySince : nil, now: now)
         readySince = nil
         let (delay, attempt) = backoff.next()
         connection = .backingOff
-        actions.append(.with(.scheduleReconnect) {
-            $0.delayMilliseconds = delay
-            $0.attempt = attempt
-        })
+        actions.append(.scheduleReconnect(delayMilliseconds: delay, attempt: attempt))
         return actions
     }
 
+    /// Stops: every delivery the session holds (pending, in flight, awaiting authentication)
+    /// becomes retryable and leaves it, one deliveryChanged each in publish order, so the host
+    /// can release its lease; then closeTransport when a transport is active.
     mutating func cancel() throws(SoftchatError) -> [RelaySessionAction] {
         try requireOpen("cancel")
-        switch connection {
-        case .connecting, .connected:
-            var actions = endTransport(category: .transportLost, message: "the session was cancelled while the event was in flight")
-            connection = .cancelled
-            readySince = nil
-            actions.append(RelaySessionAction(.closeTransport))
-            return actions
-        case .backingOff:
-            connection = .cancelled
-            return []
-        case .idle, .cancelled:
+        let active = connection == .connecting || connection == .connected
+        guard active || connection == .backingOff || !deliveries.isEmpty else {
             throw .invalidRelaySession("cancel: nothing to cancel; the session is \(stateName)")
         }
+        var actions = active ? endTransport() : []
+        for id in deliveryIDsInOrder {
+            deliveries[id] = nil
+            actions.append(.deliveryChanged(decision: DeliveryDecision(
+                eventID: id, state: .retryable, category: .cancelled, message: "the session was cancelled before the relay answered")))
+        }
+        connection = .cancelled
+        readySince = nil
+        if active { actions.append(.closeTransport) }
+        return actions
     }
 
-    /// What ending a transport does to session state: in-flight deliveries become retryable
-    /// (one deliveryChanged each, in publish order), undelivered frames are forgotten (they are
-    /// rebuilt on the next connection), per-connection authentication ends, and events handed
-    /// out but not confirmed may be offered again.
-    mutating func endTransport(category: DeliveryCategory, message: String) -> [RelaySessionAction] {
+    /// What ending a transport does to session state: events in flight (or awaiting
+    /// authentication) become retryable and leave the session, one deliveryChanged each in
+    /// publish order; pending ones stay, to go out on the next connection. Undrained frames are
+    /// forgotten (rebuilt on the next connection), per-connection authentication and
+    /// correlation end, and events handed out but not confirmed may be offered again.
+    mutating func endTransport() -> [RelaySessionAction] {
         var actions: [RelaySessionAction] = []
-        for id in deliveries.keys.sorted(by: { deliveries[$0]!.sequence < deliveries[$1]!.sequence }) {
+        for id in deliveryIDsInOrder {
             deliveries[id]!.drained = false
-            if deliveries[id]!.state == .inFlight {
-                deliveries[id]!.state = .retryable
-                actions.append(.with(.deliveryChanged) {
-                    $0.decision = DeliveryDecision(eventID: id, state: .retryable, category: category, message: message)
-                })
-            }
+            guard deliveries[id]!.stage != .pending else { continue }
+            deliveries[id] = nil
+            actions.append(.deliveryChanged(decision: DeliveryDecision(
+                eventID: id, state: .retryable, category: .transportLost, message: "the transport was lost before the relay answered")))
         }
         queue.removeAll()
         drained.removeAll()
+        unanswered.removeAll()
+        correlationLost = false
+        timedOut = RecentIDs(capacity: timedOut.capacity)
         challenge = nil
+        answeredChallenges = RecentIDs(capacity: answeredChallenges.capacity)
+        answeredChallengeTexts = RecentIDs(capacity: answeredChallengeTexts.capacity)
         authEventID = nil
         authenticated = false
+        authWaitUntil = nil
+        authWaitEnded = false
         for id in awaiting.keys { awaiting[id]!.reofferable = true }
         for id in subscriptionOrder {
             subscriptions[id]!.awaitingAuthReplay = false
             subscriptions[id]!.authReplayUsed = false
+            subscriptions[id]!.retryAt = nil
         }
         return actions
     }
 
-    mutating func close() {
+    /// Releases the session, unless it still holds deliveries: closing then would orphan them
+    /// (and the durable leases behind them), so it refuses until `cancel()` returned their
+    /// changes. Idempotent.
+    mutating func close() throws(SoftchatError) {
+        if closed { return }
+        guard deliveries.isEmpty else {
+            throw .invalidRelaySession(
+                "close: the session holds \(deliveries.count) deliveries; call cancel() first and commit the changes it returns")
+        }
         closed = true
         queue.removeAll()
         drained.removeAll()
@@ -279,6 +360,9 @@ struct SessionMachine {
         try requireOpen("subscribe")
         try FrameReader.checkSubscriptionID(id, verb: "subscribe")
         let filters = try Self.parseFilters(filtersJSON, verb: "subscribe")
+        guard pendingCounts[id] == nil else {
+            throw .invalidRelaySession("subscribe: \"\(id)\" is the id of a pending COUNT; cancel it with cancelCount first or use another id")
+        }
         let replacing = subscriptions[id] != nil
         if !replacing {
             let bound = RelaySessionContract.maxSubscriptions
@@ -296,8 +380,8 @@ struct SessionMachine {
             queue.append(reqEntry(id, filters: filters, newestConfirmed: nil))
         }
         if replacing {
-            subscriptions[id]!.filters = filters
-            subscriptions[id]!.newestConfirmed = nil
+            // A changed subscription starts over: its old cursor and retry state do not apply.
+            subscriptions[id] = Subscription(filters: filters)
         } else {
             subscriptions[id] = Subscription(filters: filters)
             subscriptionOrder.append(id)
@@ -332,70 +416,32 @@ struct SessionMachine {
         }
         if pendingCounts[id] == nil { try requireReconnectRoom("count") }
         if connection == .connected {
-            try requireOutboundRoom(1, "count")
-            queue.append(OutboundEntry(
-                frame: ClientRelayFrame.count(subscriptionID: id, filters: filters).toJSON(), deliveryEventIDs: [], purpose: .count(id)))
+            // A repeated count's undrained COUNT is superseded rather than sent twice.
+            let superseded = queue.filter { $0.purpose == .count(id) }.count
+            try requireOutboundRoom(1 - superseded, "count")
+            queue.removeAll { $0.purpose == .count(id) }
+            queue.append(countEntry(id, filters: filters))
         }
         if pendingCounts[id] == nil { countOrder.append(id) }
         pendingCounts[id] = filters
     }
 
-    // MARK: Outbound
-
-    mutating func drainOutbound(max: Int) throws(SoftchatError) -> [OutboundRelayFrame] {
-        try requireOpen("drainOutbound")
-        let bound = RelaySessionContract.defaultDrainMax
-        guard max >= 1 && max <= bound.value else {
-            throw .invalidRelaySession("drainOutbound: max must be 1 to \(bound.value), not \(max)")
-        }
-        guard connection == .connected else { return [] }
-        var out: [OutboundRelayFrame] = []
-        while out.count < max, !queue.isEmpty {
-            let entry = queue.removeFirst()
-            drained.append(entry)
-            out.append(OutboundRelayFrame(frame: entry.frame, deliveryEventIDs: entry.deliveryEventIDs))
-        }
-        // Publish frames are built here; a drained one counts towards the outbound bound too.
-        while out.count < max, outboundCount < RelaySessionContract.maxOutboundFrames.value, let entry = nextPublishFrame() {
-            drained.append(entry)
-            for id in entry.deliveryEventIDs { deliveries[id]!.drained = true }
-            out.append(OutboundRelayFrame(frame: entry.frame, deliveryEventIDs: entry.deliveryEventIDs))
-        }
-        return out
-    }
-
-    /// The oldest publish batch with pending, undrained events, as one EVENT, one EVENTS, or
-    /// (for relays without EVENTS) the first of its events as an EVENT.
-    func nextPublishFrame() -> OutboundEntry? {
-        let ready = deliveries.values.filter { $0.state == .pending && !$0.drained }
-        guard let first = ready.min(by: { $0.sequence < $1.sequence }) else { return nil }
-        if !config.supportsEventsBatch {
-            return OutboundEntry(frame: ClientRelayFrame.event(first.event).toJSON(), deliveryEventIDs: [first.event.id], purpose: .publish)
-        }
-        let batch = ready.filter { $0.batch == first.batch }.sorted { $0.sequence < $1.sequence }.map(\.event)
-        if batch.count == 1 {
-            return OutboundEntry(frame: ClientRelayFrame.event(batch[0]).toJSON(), deliveryEventIDs: [batch[0].id], purpose: .publish)
-        }
-        return OutboundEntry(frame: ClientRelayFrame.events(batch).toJSON(), deliveryEventIDs: batch.map(\.id), purpose: .publish)
-    }
-
-    mutating func confirmSent(_ deliveryEventIDs: [String]) throws(SoftchatError) {
-        try requireConnected("confirmSent")
-        guard let index = drained.firstIndex(where: { $0.deliveryEventIDs == deliveryEventIDs }) else {
-            if deliveryEventIDs.isEmpty {
-                throw .invalidRelaySession("confirmSent: no drained frame without events is waiting for confirmation")
+    /// Cancels a pending COUNT: an undrained COUNT frame is dropped, one already handed out is
+    /// closed with CLOSE (NIP-45 answers on the subscription id), and a late answer becomes a
+    /// notice.
+    mutating func cancelCount(id: String) throws(SoftchatError) {
+        try requireOpen("cancelCount")
+        guard pendingCounts[id] != nil else { throw .invalidRelaySession("cancelCount: no pending COUNT \"\(id)\"") }
+        if connection == .connected {
+            let undrained = queue.contains { $0.purpose == .count(id) }
+            if !undrained {
+                try requireOutboundRoom(1, "cancelCount")
+                queue.append(OutboundEntry(frame: ClientRelayFrame.close(subscriptionID: id).toJSON(), deliveryEventIDs: [], purpose: .close(id)))
             }
-            throw .invalidDeliveryState(
-                "confirmSent: no drained frame carries exactly \(deliveryEventIDs.count) event(s) starting with \(deliveryEventIDs[0])",
-                operation: .relayPublish)
+            queue.removeAll { $0.purpose == .count(id) }
         }
-        let entry = drained.remove(at: index)
-        for id in entry.deliveryEventIDs where deliveries[id] != nil {
-            deliveries[id]!.drained = false
-            deliveries[id]!.state = .inFlight
-            deliveries[id]!.sentOrder = nextSentOrder
-            nextSentOrder += 1
-        }
+        pendingCounts[id] = nil
+        countOrder.removeAll { $0 == id }
     }
 
     // MARK: Ingestion hand-off
@@ -433,6 +479,9 @@ struct RecentIDs {
     init(capacity: Int) { self.capacity = capacity }
 
     func contains(_ id: String) -> Bool { set.contains(id) }
+
+    /// Forgets `id` now (its slot in the window is reused in turn).
+    mutating func remove(_ id: String) { set.remove(id) }
 
     mutating func insert(_ id: String) {
         guard set.insert(id).inserted else { return }

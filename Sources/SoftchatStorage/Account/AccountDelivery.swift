@@ -35,19 +35,19 @@ public struct DeliveryResult: Sendable, Hashable {
 public struct AccountDelivery: Sendable {
     let store: AccountStore
 
-    /// Claims up to `max` (1–256) `pending`/`retryable` intents for `relayUrl` — and work whose
+    /// Claims up to `max` (1–256) `pending`/`retryable` intents for `relayURL` — and work whose
     /// lease expired (crash recovery) — under a new lease; nil when there is nothing to do.
     /// Intents that used up the retry budget end `rejected` / `exhausted` instead.
-    public func claim(leaseId: String, relayUrl: String, now: Int64, max: Int = 256) throws(SoftchatError) -> DeliveryClaimResult? {
+    public func claim(leaseID: String, relayURL: String, now: Int64, max: Int = 256) throws(SoftchatError) -> DeliveryClaimResult? {
         guard max >= 1 && max <= RelayWireContract.maxBatchEvents.value else {
             throw .invalidRelayBatch("claim: max must be 1 to \(RelayWireContract.maxBatchEvents.value), not \(max)", operation: .relayPublish)
         }
-        guard !leaseId.isEmpty else { throw .invalidDeliveryState("claim: leaseId must not be empty", operation: .relayPublish) }
+        guard !leaseID.isEmpty else { throw .invalidDeliveryState("claim: leaseId must not be empty", operation: .relayPublish) }
         let budget = Int64(store.policy.retryBudget)
         let expiresAt = now + store.policy.leaseSeconds
         return try store.write("claim") { db in
-            if try db.statement("SELECT 1 FROM delivery_leases WHERE lease_id = ?").bind(.text(leaseId)).step() {
-                throw SoftchatError.invalidDeliveryState("claim: lease \(leaseId) was already used", operation: .relayPublish)
+            if try db.statement("SELECT 1 FROM delivery_leases WHERE lease_id = ?").bind(.text(leaseID)).step() {
+                throw SoftchatError.invalidDeliveryState("claim: lease \(leaseID) was already used", operation: .relayPublish)
             }
             // Work is claimable when no live lease holds it.
             let claimable = """
@@ -57,14 +57,14 @@ public struct AccountDelivery: Sendable {
                   OR (state = 'inFlight' AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
                 """
             try db.statement("UPDATE publish_intents SET state = 'rejected', category = 'exhausted', message = 'retry budget of \(budget) attempts used', lease_id = NULL, updated_at = ? WHERE attempts >= ? AND \(claimable)")
-                .bind(.int(now), .int(budget), .text(relayUrl), .int(now), .int(now)).run()
+                .bind(.int(now), .int(budget), .text(relayURL), .int(now), .int(now)).run()
             let select = try db.statement("SELECT intent_id FROM publish_intents WHERE \(claimable) ORDER BY sequence LIMIT ?")
-                .bind(.text(relayUrl), .int(now), .int(now), .int(Int64(max)))
+                .bind(.text(relayURL), .int(now), .int(now), .int(Int64(max)))
             var ids: [String] = []
             while try select.step() { ids.append(select.text(0)) }
             guard !ids.isEmpty else { return nil }
             try db.statement("INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at) VALUES (?, ?, ?, 0, ?)")
-                .bind(.text(leaseId), .text(relayUrl), .int(expiresAt), .int(now)).run()
+                .bind(.text(leaseID), .text(relayURL), .int(expiresAt), .int(now)).run()
             // A lease whose work is taken again (it expired) is stale from now on: it can no
             // longer write, apply or release anything.
             let supersede = try db.statement(
@@ -75,25 +75,25 @@ public struct AccountDelivery: Sendable {
             for id in ids {
                 try supersede.bind(.text(id)).run()
                 supersede.reset()
-                try take.bind(.text(leaseId), .int(now), .text(id)).run()
+                try take.bind(.text(leaseID), .int(now), .text(id)).run()
                 take.reset()
                 try payload.bind(.text(id))
                 guard try payload.step() else { continue }
                 payloads.append(DeliveryPayload(intentID: id, eventID: payload.text(0), eventJSON: payload.text(1)))
                 payload.reset()
             }
-            return DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseId, relayURL: relayUrl, expiresAt: expiresAt), payloads: payloads)
+            return DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseID, relayURL: relayURL, expiresAt: expiresAt), payloads: payloads)
         }
     }
 
     /// The socket write of these claimed intents succeeded: `pending` → `inFlight`, one attempt
     /// counted each. A stale claim, or an intent not pending under it, changes nothing.
-    public func markSocketWritten(_ claim: DeliveryClaim, intentIds: [String]) throws(SoftchatError) {
+    public func markSocketWritten(_ claim: DeliveryClaim, intentIDs: [String]) throws(SoftchatError) {
         try store.write("markSocketWritten") { db in
             try Self.requireLive(db, claim)
-            try Self.requireHeld(db, claim, intentIds, states: ["pending"], call: "markSocketWritten")
+            try Self.requireHeld(db, claim, intentIDs, states: ["pending"], call: "markSocketWritten")
             let update = try db.statement("UPDATE publish_intents SET state = 'inFlight', attempts = attempts + 1 WHERE intent_id = ?")
-            for id in intentIds {
+            for id in intentIDs {
                 try update.bind(.text(id)).run()
                 update.reset()
             }

@@ -6,29 +6,29 @@ public struct AccountOutgoing: Sendable {
     let store: AccountStore
 
     /// Stores `events` and one `pending` intent per (event, relay) in one transaction.
-    /// Idempotent by `operationId`: the same id with the same events and relays returns the
+    /// Idempotent by `operationID`: the same id with the same events and relays returns the
     /// same intent ids and changes nothing; the same id with different content fails with
     /// `invalid_delivery_state`.
-    public func enqueueSigned(operationId: String, events: [VerifiedEvent], relayUrls: [String], now: Int64)
+    public func enqueueSigned(operationID: String, events: [VerifiedEvent], relayURLs: [String], now: Int64)
         throws(SoftchatError) -> [String]
     {
-        guard !operationId.isEmpty else { throw .invalidRelayBatch("enqueueSigned: operationId must not be empty", operation: .relayPublish) }
+        guard !operationID.isEmpty else { throw .invalidRelayBatch("enqueueSigned: operationId must not be empty", operation: .relayPublish) }
         try RelayPublishContract.maxPublishBatchEvents.check(events.count, "enqueueSigned events")
-        guard !relayUrls.isEmpty else { throw .invalidRelayBatch("enqueueSigned: relayUrls must not be empty", operation: .relayPublish) }
+        guard !relayURLs.isEmpty else { throw .invalidRelayBatch("enqueueSigned: relayUrls must not be empty", operation: .relayPublish) }
         guard Set(events.map(\.id)).count == events.count else {
             throw .invalidRelayBatch("enqueueSigned: events must have unique ids", operation: .relayPublish)
         }
-        guard Set(relayUrls).count == relayUrls.count else {
+        guard Set(relayURLs).count == relayURLs.count else {
             throw .invalidRelayBatch("enqueueSigned: relayUrls must be unique", operation: .relayPublish)
         }
-        let fingerprint = Hex.encode(SHA256.hash(Array((events.map(\.id).joined(separator: ",") + "|" + relayUrls.joined(separator: ",")).utf8)))
+        let fingerprint = Hex.encode(SHA256.hash(Array((events.map(\.id).joined(separator: ",") + "|" + relayURLs.joined(separator: ",")).utf8)))
         return try store.write("enqueueSigned") { db in
             // An (event, relay) pair has one intent, whichever operation created it first.
             func intentIDs() throws -> [String] {
                 let lookup = try db.statement("SELECT intent_id FROM publish_intents WHERE event_id = ? AND relay_url = ?")
                 var ids: [String] = []
                 for e in events {
-                    for relay in relayUrls {
+                    for relay in relayURLs {
                         try lookup.bind(.text(e.id), .text(relay))
                         guard try lookup.step() else { throw SQLiteError(code: 0, extendedCode: 0, message: "intent missing", operation: "enqueueSigned") }
                         ids.append(lookup.text(0))
@@ -37,16 +37,16 @@ public struct AccountOutgoing: Sendable {
                 }
                 return ids
             }
-            let existing = try db.statement("SELECT fingerprint FROM publish_operations WHERE operation_id = ?").bind(.text(operationId))
+            let existing = try db.statement("SELECT fingerprint FROM publish_operations WHERE operation_id = ?").bind(.text(operationID))
             if try existing.step() {
                 guard existing.text(0) == fingerprint else {
                     throw SoftchatError.invalidDeliveryState(
-                        "enqueueSigned: operation \(operationId) was already enqueued with different events or relays", operation: .relayPublish)
+                        "enqueueSigned: operation \(operationID) was already enqueued with different events or relays", operation: .relayPublish)
                 }
                 return try intentIDs()
             }
             try db.statement("INSERT INTO publish_operations (operation_id, fingerprint, created_at) VALUES (?, ?, ?)")
-                .bind(.text(operationId), .text(fingerprint), .int(now)).run()
+                .bind(.text(operationID), .text(fingerprint), .int(now)).run()
             var writer = EventWriter(db: db, receivedAt: now)
             for e in events {
                 if !(try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(e.id)).step()) {
@@ -65,9 +65,9 @@ public struct AccountOutgoing: Sendable {
             let insert = try db.statement(
                 "INSERT OR IGNORE INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)")
             for e in events {
-                for relay in relayUrls {
+                for relay in relayURLs {
                     sequence += 1
-                    try insert.bind(.text(Self.intentID(operationId, e.id, relay)), .text(operationId), .text(e.id), .text(relay),
+                    try insert.bind(.text(Self.intentID(operationID, e.id, relay)), .text(operationID), .text(e.id), .text(relay),
                         .int(sequence), .int(now)).run()
                     insert.reset()
                 }

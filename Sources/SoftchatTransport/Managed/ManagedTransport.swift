@@ -165,8 +165,16 @@ final class TransportLoop: @unchecked Sendable {
         case .auto: config.supportsEventsBatch = information?.acceptsEventsBatch ?? false
         }
         // nostr-relay answers EVENTs in order and rejects with an empty id: correlate by order.
+        // It also never answers a good AUTH: what waits behind our AUTH goes out after 1 s.
         if let software = information?.document["software"]?.stringValue, software.contains("nostr_relay") {
             config.correlateUnnamedAcknowledgements = true
+            config.authenticationWaitSeconds = 1
+        }
+        config.relayURL = endpoint.url
+        config.answersAuthentication = identity != nil
+        config.acknowledgementTimeoutSeconds = policy.acknowledgementTimeoutSeconds
+        if let limit = information?.maxMessageLength, Int64(limit) >= RelaySessionConfig.minimumMessageBytes {
+            config.maxMessageBytes = Int64(limit)
         }
         do {
             session = try RelaySession(config: config)
@@ -264,7 +272,7 @@ final class TransportLoop: @unchecked Sendable {
         guard inSession.isEmpty, Self.nowMilliseconds() >= claimPausedUntil else { return }
         leaseCounter += 1
         let lease = "\(endpoint.host)-\(getpid())-\(Self.nowMilliseconds())-\(leaseCounter)"
-        guard let result = try account.delivery.claim(leaseId: lease, relayUrl: endpoint.url, now: Self.now(), max: policy.claimBatch)
+        guard let result = try account.delivery.claim(leaseID: lease, relayURL: endpoint.url, now: Self.now(), max: policy.claimBatch)
         else { return }
         claims[lease] = result.claim
         var fresh: [VerifiedEvent] = []
@@ -290,18 +298,18 @@ final class TransportLoop: @unchecked Sendable {
                     if let h = holder[id] { byLease[h.lease, default: []].append(h.intent) }
                     written.insert(id)
                 }
-                for (lease, intents) in byLease { if let claim = claims[lease] { try account.delivery.markSocketWritten(claim, intentIds: intents) } }
+                for (lease, intents) in byLease { if let claim = claims[lease] { try account.delivery.markSocketWritten(claim, intentIDs: intents) } }
                 let now = Self.now()
                 for id in frame.deliveryEventIDs { sentAt[id] = now }
             }
-            try session.confirmSent(frame.deliveryEventIDs)
+            try session.confirmSent(frame.deliveryEventIDs, now: Self.now())
         }
     }
 
     func checkAcknowledgementDeadline() throws {
         let now = Self.now()
-        guard let oldest = sentAt.values.min(), now - oldest >= policy.acknowledgementTimeoutSeconds else { return }
-        try handle(try session.acknowledgementTimedOut(now: now))
+        guard let due = session.pollTimeout(), now >= due else { return }
+        try handle(try session.handleTimeout(now: now))
     }
 
     // MARK: Actions
@@ -317,7 +325,7 @@ final class TransportLoop: @unchecked Sendable {
             case .authenticationRequested:
                 guard let identity, let challenge = action.challenge else { continue }
                 let auth = try identity.createNip42Authentication(challenge: challenge, relayURL: endpoint.url, createdAt: Self.now())
-                try session.authenticate(auth)
+                try session.authenticate(auth, now: Self.now())
                 authWindowEnds = 0
                 authSentAt = Self.nowMilliseconds()
                 owner?.publish(.authenticating)
@@ -434,13 +442,6 @@ final class TransportLoop: @unchecked Sendable {
             retryPause = retryPause == 0 ? policy.retryDelaySeconds * 1000 : min(retryPause * 2, 60_000)
             claimPausedUntil = Self.nowMilliseconds() + retryPause
         }
-        if decision.state == .retryable && decision.category == .authRequired && identity != nil {
-            // The session sends it again once after authenticating; keep the intent in flight
-            // under its lease so that answer lands on it. If authentication never comes, the
-            // lease expires and a later claim takes the intent back.
-            emit(.delivery(intentID: holder[id]?.intent ?? "", decision: decision))
-            return
-        }
         written.remove(id)
         guard let h = holder.removeValue(forKey: id), let claim = claims[h.lease] else { return }
         do {
@@ -496,7 +497,7 @@ final class TransportLoop: @unchecked Sendable {
         claims.removeAll()
         holder.removeAll()
         written.removeAll()
-        session?.close()
+        try? session?.close()
     }
 }
 

@@ -36,9 +36,6 @@ object Report {
     }
 }
 
-/** The page's `event.id.hex` / `recipient.hex`: ids and keys are hex strings here. */
-val String.hex: String get() = this
-
 class Socket {
     val sent = mutableListOf<String>()
     fun sendText(text: String) {
@@ -65,7 +62,7 @@ class Harness(val account: SoftchatAccount, val identity: SoftchatIdentity) {
     val executed = mutableListOf<RelaySessionAction>()
     val frame: String = Fixture.sessionFrame
     val now: Long = Fixture.now
-    val recipient: String = Fixture.alice
+    val recipient: PublicKey = PublicKey(Fixture.alice)
     val challenge: String = Fixture.challenge
     val createdAt: Long = Fixture.createdAt
     val relayUrl: String = Fixture.relayUrl
@@ -99,14 +96,14 @@ class Harness(val account: SoftchatAccount, val identity: SoftchatIdentity) {
             val results = mutableListOf<DeliveryResult>()
             for (text in socket.sent.drop(runStart)) {
                 for (written in parseClientRelayFrame(text).events) {
-                    val n = attempts[written.id] ?: 0
-                    attempts[written.id] = n + 1
-                    val ack = Fixture.acknowledgements.getValue(written.id)[n]
+                    val n = attempts[written.id.hex] ?: 0
+                    attempts[written.id.hex] = n + 1
+                    val ack = Fixture.acknowledgements.getValue(written.id.hex)[n]
                     val classified = classifyDeliveryAcknowledgement(parseRelayResponseFrame(ack))
                     for (action in session.receive(ack)) {
                         if (action.kind != RelaySessionAction.Kind.DELIVERY_CHANGED) continue
                         val decision = requireNotNull(action.decision)
-                        Report.equal("classifyDeliveryAcknowledgement agrees with the session for ${written.id.take(8)}", classified, decision)
+                        Report.equal("classifyDeliveryAcknowledgement agrees with the session for ${written.id.hex.take(8)}", classified, decision)
                         runDecisions.add(decision)
                         val intents = account.outgoing.enqueueSigned(operationOf.getValue(decision.eventId), listOf(written), listOf(relayUrl), now)
                         results += DeliveryResult(intents.single(), decision)
@@ -151,7 +148,7 @@ fun main() {
     // relay.ingestion: commit, then confirm.
     h.batch = IngestionBatch(persisted)
     recipeRelayIngestion(h)
-    Report.equal("ingested ids", persisted.map { it.id }, Fixture.expectedIngested)
+    Report.equal("ingested ids", persisted.map { it.id.hex }, Fixture.expectedIngested)
     Report.equal("awaiting persistence after confirm", h.session.snapshot().awaitingPersistence, 0L)
     Report.equal("second ingest reports duplicates", account.incoming.ingest(persisted, h.now).receipt.duplicateEventIds, Fixture.expectedIngested)
 
@@ -159,7 +156,7 @@ fun main() {
     for (i in 0 until 3) {
         h.operationId = "op-${i + 1}"
         h.event = SignedNostrEvent.parse(Fixture.published[i])
-        h.operationOf[h.event.id] = h.operationId
+        h.operationOf[h.event.id.hex] = h.operationId
         h.leaseId = "lease-${i + 1}"
         h.runStart = h.socket.sent.size
         h.runDecisions = mutableListOf()
@@ -171,11 +168,11 @@ fun main() {
 
     // relay.recovery: event 4 written but never acknowledged when the transport is lost.
     val fourth = SignedNostrEvent.parse(Fixture.published[3])
-    h.operationOf[fourth.id] = "op-4"
+    h.operationOf[fourth.id.hex] = "op-4"
     account.outgoing.enqueueSigned("op-4", listOf(fourth), listOf(h.relayUrl), h.now)
     h.activeClaim = account.delivery.claim("lease-4", h.relayUrl, h.now)
     val claim = requireNotNull(h.activeClaim)
-    Report.equal("claim holds event 4", claim.payloads.map { it.eventId }, listOf(fourth.id))
+    Report.equal("claim holds event 4", claim.payloads.map { it.eventId }, listOf(fourth.id.hex))
     h.session.publish(listOf(fourth))
     h.session.drainOutbound().forEach { outbound ->
         h.socket.sendText(outbound.frame)
@@ -185,7 +182,7 @@ fun main() {
     recipeRelayRecovery(h)
     Report.equal("recovery actions", recovered.map { it.kind.value }, Fixture.expectedRecoveryActions)
     Report.equal("recovery decision", decisionTriples(listOfNotNull(recovered.first().decision)), listOf(Fixture.expectedRecoveryDecision))
-    Report.equal("reconnect attempt", recovered.last().attempt, 1L)
+    Report.equal("reconnect attempt", recovered.last().attempt, 1)
     Report.check("snapshot logged") { h.logger.lines.single().contains("reconnectAttempt=1") }
 
     // Error codes from the schema's catalog.
@@ -212,9 +209,9 @@ fun main() {
         identity.createNip42Authentication("", h.relayUrl, h.createdAt)
     }
     Report.expectError("incomplete ingestion result", errors.getValue("incompleteIngestionResult")) {
-        validateIngestionResult(h.batch, IngestionResult(listOf(persisted[0].id), listOf(), listOf()))
+        validateIngestionResult(h.batch, IngestionResult(listOf(persisted[0].id.hex), listOf(), listOf()))
     }
-    validateIngestionResult(h.batch, IngestionResult(persisted.map { it.id }, listOf(), listOf()))
+    validateIngestionResult(h.batch, IngestionResult(persisted.map { it.id.hex }, listOf(), listOf()))
     val closed = RelaySession()
     closed.close()
     Report.expectError("call after close", errors.getValue("afterClose")) { closed.connect() }

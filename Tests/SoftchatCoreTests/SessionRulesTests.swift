@@ -1,0 +1,138 @@
+import SoftchatCore
+import SoftchatJSON
+import SoftchatTestSupport
+import Testing
+
+/// The session rules of issue 17 that the replay regressions (Tests/SessionRegressions) do not
+/// reach: NIP-42 over Noise URLs, the wait behind an AUTH, the resend of an auth-required
+/// answer after authenticating, configuration bounds and byte packing at its edges.
+@Suite struct SessionRulesTests {
+    typealias F = SessionFixtures
+    static let noiseURL = "noise://127.0.0.1:7447?pattern=IK&key=" + String(repeating: "ab", count: 32)
+
+    @Test func nip42WorksOverNoiseRelayURLs() throws {
+        let auth = try WireKeys.alice.createNip42Authentication(challenge: "c-noise", relayURL: Self.noiseURL, createdAt: F.baseTime)
+        #expect(auth.tags.contains(["relay", Self.noiseURL]))
+        let session = try RelaySession.connected(RelaySessionConfig(relayURL: Self.noiseURL), now: F.baseTime)
+        #expect(try session.receive(F.authChallenge("c-noise")).kinds == [.authenticationRequested])
+        try session.authenticate(auth, now: F.baseTime)
+        #expect(try session.drainAll().map { clientVerb($0.frame) } == ["AUTH"])
+        // the same key for another Noise relay (another port) is refused
+        let other = try WireKeys.bob.createNip42Authentication(
+            challenge: "c-noise", relayURL: "noise://127.0.0.1:7448?pattern=IK&key=" + String(repeating: "ab", count: 32), createdAt: F.baseTime)
+        expectSessionRejected(.invalidRelayAuthentication, session, mentioning: ["does not name"]) { try session.authenticate(other, now: F.baseTime) }
+    }
+
+    @Test func framesQueuedBehindAnAuthWaitForItsOkOrTheBoundedWait() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(relayURL: F.relay, authenticationWaitSeconds: 5), now: F.baseTime)
+        _ = try session.receive(F.authChallenge("c1"))
+        try session.authenticate(F.auth("c1"), now: F.baseTime)
+        try session.subscribe(id: "dm", filtersJSON: [#"{"kinds":[1059]}"#])
+        try session.publish([F.note(1)])
+        let first = try session.drainAll()
+        #expect(first.map { clientVerb($0.frame) } == ["AUTH"], "REQ and EVENT wait behind the AUTH")
+        try session.confirmSent([], now: F.baseTime + 1)
+        #expect(session.pollTimeout() == F.baseTime + 6, "the wait runs from the AUTH's own write")
+        #expect(try session.drainAll().isEmpty)
+        #expect(try session.handleTimeout(now: F.baseTime + 5).isEmpty)
+        #expect(try session.drainAll().isEmpty, "not yet due")
+        // a relay that never answers a good AUTH: after the wait, what waited goes out
+        _ = try session.handleTimeout(now: F.baseTime + 6)
+        #expect(try session.drainAll().map { clientVerb($0.frame) } == ["REQ", "EVENT"])
+        // and the late OK for the AUTH is still recognised as authentication
+        #expect(try session.receive(F.ok(F.auth("c1").id, true)).kinds == [.authenticated])
+    }
+
+    @Test func authOkReleasesTheWaitingFramesAtOnce() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(relayURL: F.relay), now: F.baseTime)
+        _ = try session.receive(F.authChallenge("c1"))
+        let answer = F.auth("c1")
+        try session.authenticate(answer, now: F.baseTime)
+        try session.subscribe(id: "dm", filtersJSON: [#"{"kinds":[1059]}"#])
+        #expect(try session.sendAll().map(clientVerb) == ["AUTH"])
+        #expect(try session.receive(F.ok(answer.id, true)).kinds == [.authenticated])
+        #expect(try session.drainAll().map { clientVerb($0.frame) } == ["REQ"])
+        #expect(session.pollTimeout() == nil)
+    }
+
+    @Test func authRequiredAnswerAfterAuthenticatingIsSentAgainOnceAtOnce() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(relayURL: F.relay), now: F.baseTime)
+        _ = try session.receive(F.authChallenge("c1"))
+        let answer = F.auth("c1")
+        try session.authenticate(answer, now: F.baseTime)
+        try session.sendAll()
+        _ = try session.receive(F.ok(answer.id, true))
+        let e = F.note(1)
+        try session.publish([e])
+        try session.sendAll()
+        // the relay still says auth-required (the EVENT raced the AUTH's processing)
+        #expect(try session.receive(F.ok(e.id, false, "auth-required: not yet")).isEmpty)
+        #expect(try session.sendAll() == [ClientRelayFrame.event(e).toJSON()], "sent again at once")
+        let second = try session.receive(F.ok(e.id, false, "auth-required: still not"))
+        #expect(second.decisions.map { [$0.state.rawValue, $0.category.rawValue] } == [["retryable", "auth-required"]])
+        #expect(session.snapshot().pendingPublishes == 0)
+    }
+
+    @Test func authOutsideTheWindowAroundNowIsRefused() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(authenticationWindowSeconds: 60))
+        _ = try session.receive(F.authChallenge("c1"))
+        let answer = F.auth("c1")  // created at baseTime
+        expectSessionRejected(.invalidRelayAuthentication, session, mentioning: ["created_at", "60 s"]) {
+            try session.authenticate(answer, now: F.baseTime + 61)
+        }
+        try session.authenticate(answer, now: F.baseTime + 60)
+    }
+
+    @Test func cancelWhileIdleReturnsTheHeldDeliveries() throws {
+        let session = RelaySession()
+        let e = F.note(1)
+        try session.publish([e])
+        expectSessionRejected(.invalidRelaySession, session, mentioning: ["cancel()"]) { try session.close() }
+        let cancelled = try session.cancel()
+        #expect(cancelled.decisions.map { [$0.eventID, $0.state.rawValue, $0.category.rawValue] } == [[e.id, "retryable", "cancelled"]])
+        #expect(!cancelled.kinds.contains(.closeTransport), "no transport was active")
+        try session.close()
+        try session.close()
+    }
+
+    @Test(arguments: [
+        (RelaySessionConfig(maxMessageBytes: 1023), "maxMessageBytes"),
+        (RelaySessionConfig(relayURL: "https://relay.example.com"), "relayURL"),
+        (RelaySessionConfig(acknowledgementTimeoutSeconds: 0), "acknowledgementTimeoutSeconds"),
+        (RelaySessionConfig(authenticationWaitSeconds: 0), "authenticationWaitSeconds"),
+    ])
+    func invalidConfigurationIsRefused(_ config: RelaySessionConfig, _ field: String) {
+        expectSoftchatError(.invalidRelaySession, mentioning: [field]) { _ = try RelaySession(config: config) }
+    }
+
+    /// Events of random sizes under random limits: every frame fits, every event is in one
+    /// frame, in publish order, and the packer's size arithmetic equals the frame's length.
+    @Test func byteAccountingMatchesTheFramesForRandomSizes() throws {
+        var rng = WireRNG(seed: 17)
+        for round in 0..<40 {
+            let limit = 1024 + Int(rng.next() % 8192)
+            let session = try RelaySession.connected(RelaySessionConfig(maxMessageBytes: Int64(limit)))
+            let count = 1 + Int(rng.next() % 40)
+            let events = (0..<count).map { i in
+                F.note(round * 100 + i, content: String(repeating: "z", count: Int(rng.next() % UInt64(limit - 400))))
+            }
+            try session.publish(events)
+            let frames = try session.drainAll()
+            #expect(frames.allSatisfy { $0.frame.utf8.count <= limit }, "round \(round)")
+            #expect(frames.flatMap(\.deliveryEventIDs) == events.map(\.id), "round \(round): each once, in order")
+            for f in frames {
+                let parsed = try parseClientRelayFrame(f.frame)
+                switch parsed {
+                case .event(let e): #expect([e.id] == f.deliveryEventIDs)
+                case .events(let list): #expect(list.map(\.id) == f.deliveryEventIDs)
+                default: Issue.record("not a publish frame: \(f.frame.prefix(20))")
+                }
+            }
+            // greedy: no frame could have taken the next frame's first event
+            for (a, b) in zip(frames, frames.dropFirst()) {
+                let next = events.first { $0.id == b.deliveryEventIDs[0] }!
+                #expect(a.frame.utf8.count + 1 + next.jsonText.utf8.count + (a.deliveryEventIDs.count == 1 ? 1 : 0) > limit)
+            }
+        }
+    }
+}
