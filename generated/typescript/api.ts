@@ -521,7 +521,10 @@ export interface RelaySessionSnapshot {
   readonly subscriptionIds: string[];
   /** Frames queued but not yet confirmed as written. */
   readonly outboundFrames: number;
-  /** Published events not yet in a terminal delivery state. */
+  /**
+   * Published events the session holds (pending, in flight, or held for an auth-required resend);
+   * retryable and terminal ones have left it with their decision.
+   */
   readonly pendingPublishes: number;
   /** Events handed out with persistEvent and not yet confirmed with confirmIngested. */
   readonly awaitingPersistence: number;

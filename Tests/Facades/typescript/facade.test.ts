@@ -193,7 +193,7 @@ test("the page's TypeScript recipes over the recorded conversation", async (t: a
     assert.equal(code(() => new RelaySession({
       supportsEventsBatch: true, reconnectBaseDelaySeconds: 0, reconnectMaxDelaySeconds: 1, reconnectResetAfterSeconds: 1,
       jitterSeed: 0, sinceOverlapSeconds: 0, correlateUnnamedAcknowledgements: false, relayUrl: null, maxMessageBytes: null,
-      acknowledgementTimeoutSeconds: 10, authenticationWaitSeconds: 5, authenticationWindowSeconds: 600,
+      acknowledgementTimeoutSeconds: 10, authenticationWaitSeconds: 5, authenticationWindowSeconds: 600, answersAuthentication: true,
     })), "invalid_relay_session");
   });
 });
