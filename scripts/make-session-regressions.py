@@ -221,8 +221,8 @@ invalid_relay_authentication and nothing is sent; the right one (URL compared no
 d1, d2 = notes(2, 7000)
 write("close-with-deliveries", """
 close() on a session that still holds deliveries refuses with invalid_relay_session (nothing is
-orphaned); cancel() returns a retryable decision for every held delivery (in flight and
-pending) and closeTransport; then close() succeeds.
+orphaned); cancel() returns a retryable/cancelled decision for every held delivery (in flight
+and pending, in publish order) and closeTransport; then close() succeeds.
 """, connected() + [
     {"call": "publish", "events": [d1]},
     {"call": "drainOutbound"},
@@ -230,7 +230,7 @@ pending) and closeTransport; then close() succeeds.
     {"call": "publish", "events": [d2]},
     {"call": "close", "expect": {"error": "invalid_relay_session"}},
     {"call": "cancel", "expect": {"kinds": ["deliveryChanged", "deliveryChanged", "closeTransport"],
-                                   "decisions": [[d1["id"], "retryable", "transport-lost"], [d2["id"], "retryable", "cancelled"]]}},
+                                   "decisions": [[d1["id"], "retryable", "cancelled"], [d2["id"], "retryable", "cancelled"]]}},
     {"call": "close", "expect": {"noError": True}},
     {"call": "snapshot", "expect": {"snapshot": {"state": "closed", "pendingPublishes": 0}}},
 ])

@@ -112,7 +112,8 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
         let actions = try session.receive(text)
         guard c.named else {
             #expect(actions.kinds == [.notice] && actions.first?.eventID == nil)
-            #expect(try session.handleTimeout(now: 1).decisions.map(\.eventID) == [e.id], "still in flight: applied to nothing")
+            #expect(try session.handleTimeout(now: 1).isEmpty, "written without a time: its deadline starts now")
+            #expect(try session.handleTimeout(now: 11).decisions.map(\.eventID) == [e.id], "still in flight: applied to nothing")
             return
         }
         let decision = try classifyDeliveryAcknowledgement(parseRelayResponseFrame(text))
@@ -178,7 +179,8 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
         _ = try session.receive(F.ok(batch[2].id, false, "rate-limited: slow down"))
         try session.publish([batch[2]])
         #expect(try session.sendAll() == [ClientRelayFrame.event(batch[2]).toJSON()])
-        #expect(try session.handleTimeout(now: 9).decisions.map(\.eventID) == [batch[2].id])
+        #expect(try session.handleTimeout(now: 9).isEmpty)
+        #expect(try session.handleTimeout(now: 19).decisions.map(\.eventID) == [batch[2].id])
     }
 
     // MARK: Scenarios
@@ -268,25 +270,26 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
         #expect(try session.drainAll().map(\.deliveryEventIDs) == [[a.id, b.id]])
     }
 
-    @Test func withoutAWriteTimeAnyTimeoutCallTimesOutEverythingInFlight() throws {
+    @Test func aWriteConfirmedWithoutATimeGetsItsDeadlineFromTheNextTimerCall() throws {
         let session = try RelaySession.connected(RelaySessionConfig(supportsEventsBatch: false))
         let (a, b, c) = (F.note(1), F.note(2), F.note(3))
         try session.publish([a, b, c])
         _ = try session.drainAll()
         try session.confirmSent([b.id])
         try session.confirmSent([a.id])
-        #expect(session.pollTimeout() == nil, "no time was given: no deadline of its own")
+        #expect(session.pollTimeout() == Int64(0), "no time known: due at once, so the host calls handleTimeout")
+        #expect(try session.handleTimeout(now: 1_700_000_020).isEmpty, "never timed out on a clock older than the write")
+        #expect(session.pollTimeout() == Int64(1_700_000_030))
         let timedOut = try session.handleTimeout(now: 1_700_000_030)
         #expect(timedOut.kinds == [.deliveryChanged, .deliveryChanged])
-        #expect(timedOut.decisions.map(\.eventID) == [a.id, b.id])
+        #expect(timedOut.decisions.map(\.eventID) == [a.id, b.id], "in publish order")
         #expect(timedOut.decisions.allSatisfy { $0.state == .retryable && $0.category == .timeout })
         #expect(session.snapshot().pendingPublishes == 1, "timed-out events leave the session; c is still pending")
         #expect(try session.handleTimeout(now: 1_700_000_031).isEmpty, "nothing is in flight any more")
-        // once the session has seen a time, a write confirmed without one is stamped with it
-        try session.confirmSent([c.id])
-        #expect(session.pollTimeout() == Int64(1_700_000_041), "031, the latest time seen, + 10")
-        #expect(try session.handleTimeout(now: 1_700_000_040).isEmpty)
-        #expect(try session.handleTimeout(now: 1_700_000_041).decisions.map(\.eventID) == [c.id])
+        try session.confirmSent([c.id], now: 1_700_000_032)
+        #expect(session.pollTimeout() == Int64(1_700_000_042))
+        #expect(try session.handleTimeout(now: 1_700_000_041).isEmpty)
+        #expect(try session.handleTimeout(now: 1_700_000_042).decisions.map(\.eventID) == [c.id])
         // a late terminal OK still settles the event, and a settled event is never published again
         #expect(try session.receive(F.ok(a.id, true)).decisions.map(\.state) == [.accepted])
         expectSessionRejected(.invalidDeliveryState, session, mentioning: ["terminally"]) { try session.publish([a]) }
@@ -295,9 +298,9 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
         try session.publish([b])
         #expect(try session.drainAll().map(\.deliveryEventIDs) == [[b.id]])
         // the host owns the timers: a timeout may arrive while disconnected
-        try session.confirmSent([b.id])
+        try session.confirmSent([b.id], now: 1_700_000_043)
         _ = try session.transportLost(now: nil)
-        #expect(try session.handleTimeout(now: 1_700_000_050).isEmpty)
+        #expect(try session.handleTimeout(now: 1_700_000_060).isEmpty)
     }
 
     @Test func okForNothingInFlightIsANoticeAppliedToNothing() throws {
@@ -328,17 +331,22 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
         // nostr-relay answers a connection's EVENTs in order and rejects with an empty id (peers README §3)
         let session = try RelaySession.connected(RelaySessionConfig(supportsEventsBatch: false, correlateUnnamedAcknowledgements: true))
         let (a, b, c) = (F.note(1), F.note(2), F.note(3))
-        try session.publish([a, b, c])
+        try session.publish([a, b])
         _ = try session.drainAll()
+        // frames are written in the order they were handed out, whatever order the host
+        // confirms them in, and an answer may overtake the confirmation
         try session.confirmSent([b.id])
-        try session.confirmSent([a.id])
         let first = try session.receive(#"["OK","",false,"invalid: Bad signature"]"#).decisions
-        #expect(first.map(\.eventID) == [b.id] && first.map(\.state) == [.rejected], "b was written first")
-        #expect(try session.receive(F.ok(a.id, true)).decisions.map(\.state) == [.accepted])
-        #expect(try session.receive(#"["OK","",false,"restricted: permission denied"]"#).kinds == [.notice], "nothing in flight")
-        try session.confirmSent([c.id])
+        #expect(first.map(\.eventID) == [a.id] && first.map(\.state) == [.rejected], "a was handed out first")
+        try session.confirmSent([a.id])
+        #expect(try session.receive(F.ok(b.id, true)).decisions.map(\.state) == [.accepted])
+        #expect(try session.receive(#"["OK","",false,"restricted: permission denied"]"#).kinds == [.notice], "nothing unanswered")
+        try session.publish([c])
+        _ = try session.drainAll()
         let last = try session.receive(#"["OK","",false,"restricted: permission denied"]"#).decisions
-        #expect(last.map(\.eventID) == [c.id] && last.map(\.category) == [.restricted])
+        #expect(last.map(\.eventID) == [c.id] && last.map(\.category) == [.restricted], "answered before its confirmation")
+        try session.confirmSent([c.id])
+        #expect(session.snapshot().pendingPublishes == 0)
     }
 
     // MARK: Bounds and transitions

@@ -79,7 +79,7 @@ struct SessionWrongStateCase: Sendable, CustomTestStringConvertible {
         let actions = try session.cancel()
         #expect(actions.kinds == [.deliveryChanged, .closeTransport])
         let decision = try #require(actions.first?.decision)
-        #expect(decision.eventID == a.id && decision.state == .retryable && decision.category == .transportLost)
+        #expect(decision.eventID == a.id && decision.state == .retryable && decision.category == .cancelled)
         #expect(session.snapshot().state == "cancelled")
         #expect(try session.drainOutbound().isEmpty)
         #expect(try session.connect().kinds == [.openTransport])

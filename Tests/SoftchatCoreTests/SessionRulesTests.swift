@@ -135,4 +135,90 @@ import Testing
             }
         }
     }
+
+    // MARK: Found in review: each failed before its fix
+
+    @Test func authRequiredAnswerBeforeTheWriteIsConfirmedIsStillSentAgainAfterAuth() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(relayURL: F.relay), now: F.baseTime)
+        _ = try session.receive(F.authChallenge("c1"))
+        let e = F.note(1)
+        try session.publish([e])
+        let frames = try session.drainAll()
+        #expect(try session.receive(F.ok(e.id, false, "auth-required: first")).isEmpty)
+        try session.confirmSent(frames[0].deliveryEventIDs, now: F.baseTime)  // the late confirmation changes nothing
+        let answer = F.auth("c1")
+        try session.authenticate(answer, now: F.baseTime)
+        #expect(try session.sendAll().map(clientVerb) == ["AUTH"])
+        _ = try session.receive(F.ok(answer.id, true))
+        #expect(try session.sendAll() == [ClientRelayFrame.event(e).toJSON()], "the one resend")
+    }
+
+    @Test func aConfirmationOfAnOlderFrameDoesNotMoveTheEventsNewerCopy() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(acknowledgementTimeoutSeconds: 10), now: F.baseTime)
+        let e = F.note(1)
+        try session.publish([e])
+        let first = try session.drainAll()
+        _ = try session.receive(F.ok(e.id, false, "rate-limited: slow"))   // answered before its confirmation
+        try session.publish([e])
+        let second = try session.drainAll()
+        try session.confirmSent(first[0].deliveryEventIDs, now: F.baseTime + 1)
+        #expect(session.pollTimeout() == nil, "the new copy is not in flight until its own frame is written")
+        try session.confirmSent(second[0].deliveryEventIDs, now: F.baseTime + 2)
+        #expect(session.pollTimeout() == F.baseTime + 12)
+    }
+
+    @Test func whenTheAuthWaitRunsOutWhatWaitedForAuthenticationIsSentOnce() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(relayURL: F.relay, authenticationWaitSeconds: 2), now: F.baseTime)
+        try session.subscribe(id: "dm", filtersJSON: [#"{"kinds":[1059]}"#])
+        try session.sendAll()
+        _ = try session.receive(F.authChallenge("c1"))
+        _ = try session.receive(F.closed("dm", "auth-required: DMs need auth"))
+        try session.authenticate(F.auth("c1"), now: F.baseTime)
+        #expect(try session.sendAll().map(clientVerb) == ["AUTH"])
+        _ = try session.handleTimeout(now: F.baseTime + 2)   // the relay stays silent on a good AUTH
+        #expect(try session.sendAll().map(clientVerb) == ["REQ"], "the closed DM subscription comes back")
+        #expect(try session.receive(F.closed("dm", "auth-required: still")).first?.retryDelayMilliseconds == nil, "once")
+    }
+
+    @Test func aREQThatWouldNotFitTheRelaysLimitAfterAReconnectIsRefusedUpFront() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(maxMessageBytes: 1024))
+        let filter = ##"{"#t":["\##(String(repeating: "t", count: 985))"]}"##
+        let req = ClientRelayFrame.req(subscriptionID: "x", filters: [try RelayFilter.fromJSON(filter)]).toJSON()
+        #expect(req.utf8.count <= 1024, "fits as it is…")
+        // …but not with the `since` a resubscription adds, so it could never be sent again
+        expectSessionRejected(.invalidRelayFrame, session, mentioning: ["1024"]) { try session.subscribe(id: "x", filtersJSON: [filter]) }
+        let long = ##"{"#t":["\##(String(repeating: "t", count: 1010))"]}"##
+        expectSessionRejected(.invalidRelayFrame, session, mentioning: ["1024"]) { try session.count(id: "n", filtersJSON: [long]) }
+        try session.subscribe(id: "ok", filtersJSON: [#"{"kinds":[14]}"#])
+        #expect(try session.drainAll().allSatisfy { $0.frame.utf8.count <= 1024 })
+    }
+
+    @Test func unsubscribingAfterAReplacementClosesTheREQTheRelayHas() throws {
+        let session = try RelaySession.connected()
+        try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[1]}"#])
+        try session.sendAll()
+        try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[7]}"#])   // queued, not sent
+        try session.unsubscribe(id: "a")
+        #expect(try session.sendAll() == [#"["CLOSE","a"]"#])
+    }
+
+    @Test func aCOUNTAlreadySentCannotBeReissuedUnderItsId() throws {
+        let session = try RelaySession.connected()
+        try session.count(id: "n", filtersJSON: [#"{"kinds":[1]}"#])
+        try session.count(id: "n", filtersJSON: [#"{"kinds":[7]}"#])      // not sent yet: superseded
+        #expect(try session.sendAll() == [#"["COUNT","n",{"kinds":[7]}]"#])
+        expectSessionRejected(.invalidRelaySession, session, mentioning: ["already went out"]) {
+            try session.count(id: "n", filtersJSON: [#"{"kinds":[14]}"#])
+        }
+    }
+
+    @Test func aRefusedFrameDoesNotMoveTheSessionsClock() throws {
+        let session = try RelaySession.connected()
+        try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[1]}"#])
+        try session.sendAll()
+        expectSessionRejected(.invalidRelayFrame, session) { _ = try session.receive(#"["OK","x",true,""]"#, now: F.baseTime) }
+        let closed = try session.receive(F.closed("a", "error: busy"))
+        #expect(closed.first?.retryDelayMilliseconds == nil, "no time known: no retry scheduled")
+        #expect(session.pollTimeout() == nil)
+    }
 }

@@ -21,14 +21,27 @@ extension SessionMachine {
                 continue
             }
             let entry = queue.remove(at: index)
+            switch entry.purpose {
+            case .subscription(let id): liveREQs.insert(id)
+            case .close(let id): liveREQs.remove(id)
+            default: break
+            }
             drained.append(entry)
             out.append(OutboundRelayFrame(frame: entry.frame, deliveryEventIDs: entry.deliveryEventIDs))
         }
         if holding { return out }
         // Publish frames are built here; a drained one counts towards the outbound bound too.
         while out.count < max, outboundCount < RelaySessionContract.maxOutboundFrames.value, let entry = nextPublishFrame() {
+            nextFrameSerial += 1
             drained.append(entry)
-            for id in entry.deliveryEventIDs { deliveries[id]!.drained = true }
+            for id in entry.deliveryEventIDs {
+                deliveries[id]!.drained = true
+                deliveries[id]!.frame = entry.serial
+                // The order frames are handed out in is the order they are written (frames not
+                // written are forgotten with the transport), and the order an in-order relay
+                // answers in: an answer may overtake the host's confirmSent.
+                noteWritten(id)
+            }
             out.append(OutboundRelayFrame(frame: entry.frame, deliveryEventIDs: entry.deliveryEventIDs))
         }
         return out
@@ -41,7 +54,7 @@ extension SessionMachine {
         let ready = deliveries.values.filter { $0.stage == .pending && !$0.drained }
         guard let first = ready.min(by: { $0.sequence < $1.sequence }) else { return nil }
         func single(_ e: VerifiedEvent) -> OutboundEntry {
-            OutboundEntry(frame: ClientRelayFrame.event(e).toJSON(), deliveryEventIDs: [e.id], purpose: .publish)
+            OutboundEntry(frame: ClientRelayFrame.event(e).toJSON(), deliveryEventIDs: [e.id], purpose: .publish, serial: nextFrameSerial)
         }
         guard config.supportsEventsBatch else { return single(first.event) }
         let batch = ready.filter { $0.batch == first.batch }.sorted { $0.sequence < $1.sequence }.map(\.event)
@@ -54,7 +67,8 @@ extension SessionMachine {
             size += added
         }
         if packed.count == 1 { return single(packed[0]) }
-        return OutboundEntry(frame: ClientRelayFrame.events(packed).toJSON(), deliveryEventIDs: packed.map(\.id), purpose: .publish)
+        return OutboundEntry(frame: ClientRelayFrame.events(packed).toJSON(), deliveryEventIDs: packed.map(\.id), purpose: .publish,
+            serial: nextFrameSerial)
     }
 
     /// `["EVENTS",` and `]` around the comma-separated events.
@@ -78,13 +92,20 @@ extension SessionMachine {
             // The wait runs from the AUTH's own write.
             authWaitUntil = now + config.authenticationWaitSeconds
         }
-        // Events the relay already answered (an OK may overtake the host's confirmation) are
-        // no longer held and stay settled.
-        for id in entry.deliveryEventIDs where deliveries[id] != nil {
+        // Only events still waiting in this frame move: one the relay already answered (an OK
+        // may overtake the host's confirmation) is settled, or held for its auth resend, or
+        // pending again in a newer frame, and stays so.
+        for id in entry.deliveryEventIDs {
+            guard let d = deliveries[id], d.frame == entry.serial else { continue }
+            if d.stage == .awaitingAuthentication {
+                // Answered auth-required before this confirmation: its deadline runs from this write.
+                if d.sentAt == nil { deliveries[id]!.sentAt = now }
+                continue
+            }
+            guard d.stage == .pending, d.drained else { continue }
             deliveries[id]!.drained = false
             deliveries[id]!.stage = .inFlight
-            deliveries[id]!.sentAt = now ?? lastNow
-            noteWritten(id)
+            deliveries[id]!.sentAt = now
         }
     }
 
@@ -103,13 +124,15 @@ extension SessionMachine {
     // MARK: Timers
 
     /// Each held event's acknowledgement deadline (from its own write), the AUTH wait, and
-    /// closed subscriptions' retries: the earliest, or nil when none is armed. Events written
-    /// without a time have no deadline of their own (any `handleTimeout` call times them out).
+    /// closed subscriptions' retries: the earliest, or nil when none is armed. An event written
+    /// without a time makes the timer due at once (`lastNow`, or 0 before any time was given):
+    /// the next `handleTimeout(now:)` starts its deadline from that `now`.
     func pollTimeout() -> Int64? {
+        if closed { return nil }
         var earliest: Int64?
         func consider(_ t: Int64) { earliest = earliest.map { Swift.min($0, t) } ?? t }
         for d in deliveries.values where d.stage != .pending {
-            if let sent = d.sentAt { consider(sent + config.acknowledgementTimeoutSeconds) }
+            consider(d.sentAt.map { $0 + config.acknowledgementTimeoutSeconds } ?? lastNow ?? 0)
         }
         if holdingForAuthentication, let until = authWaitUntil { consider(until) }
         if connection == .connected {
@@ -128,7 +151,12 @@ extension SessionMachine {
         for id in deliveryIDsInOrder {
             let d = deliveries[id]!
             guard d.stage != .pending else { continue }
-            if let sent = d.sentAt, sent + config.acknowledgementTimeoutSeconds > now { continue }
+            guard let sent = d.sentAt else {
+                // Written without a time: its deadline starts now, never in the past.
+                deliveries[id]!.sentAt = now
+                continue
+            }
+            if sent + config.acknowledgementTimeoutSeconds > now { continue }
             deliveries[id] = nil
             timedOut.insert(id)
             actions.append(.deliveryChanged(decision: DeliveryDecision(
@@ -139,11 +167,17 @@ extension SessionMachine {
             // The relay never answered a good AUTH (some stay silent on success): send what waited.
             authWaitUntil = nil
             authWaitEnded = true
+            // Treated as accepted: what waited for authentication is sent again, once.
+            replayAfterAuthentication()
         }
         if connection == .connected {
             for id in subscriptionOrder {
                 guard let at = subscriptions[id]!.retryAt, at <= now else { continue }
-                guard outboundCount < RelaySessionContract.maxOutboundFrames.value else { break }
+                guard outboundCount < RelaySessionContract.maxOutboundFrames.value else {
+                    // No room: try again after the base delay rather than keep a past deadline.
+                    subscriptions[id]!.retryAt = now + config.reconnectBaseDelaySeconds
+                    continue
+                }
                 subscriptions[id]!.retryAt = nil
                 queue.removeAll { $0.purpose == .subscription(id) }
                 queue.append(reqEntry(id, filters: subscriptions[id]!.filters, newestConfirmed: subscriptions[id]!.newestConfirmed))

@@ -6,7 +6,13 @@ extension SessionMachine {
     mutating func receive(_ text: String, now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
         try requireConnected("receive")
         let reader = try FrameReader(text: text, direction: "relay")
+        let actions = try receive(reader, clock: now ?? lastNow)
+        // Only a frame that was accepted moves the session's clock.
         observe(now)
+        return actions
+    }
+
+    mutating func receive(_ reader: FrameReader, clock: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
         if reader.verb == "EVENT" { return try receiveEvent(reader) }
         switch try parseRelayResponseFrame(reader) {
         case .event:
@@ -17,7 +23,7 @@ extension SessionMachine {
             if subscriptions[id] != nil { subscriptions[id]!.closedRetries = 0 }
             return [.endOfStoredEvents(subscriptionID: id)]
         case .closed(let id, let message):
-            return receiveClosed(id: id, message: message)
+            return receiveClosed(id: id, message: message, clock: clock)
         case .notice(let message):
             return [.notice(subscriptionID: nil, eventID: nil, prefix: message.prefix, message: message.message, reason: nil)]
         case .auth(let challenge):
@@ -84,18 +90,19 @@ extension SessionMachine {
     /// `rate-limited:` are retried on the backoff schedule; `blocked:`, `restricted:`,
     /// `invalid:` and any other prefix are not retried on this connection (a reconnect sends
     /// every subscription again).
-    mutating func receiveClosed(id: String, message: RelayMessage) -> [RelaySessionAction] {
+    mutating func receiveClosed(id: String, message: RelayMessage, clock: Int64?) -> [RelaySessionAction] {
         pendingCounts[id] = nil
         countOrder.removeAll { $0 == id }
+        liveREQs.remove(id)
         var retryDelay: Int64?
-        if var sub = subscriptions[id] {
-            queue.removeAll { $0.purpose == .subscription(id) }
+        // A REQ queued after the one the relay closed (a replacement) still goes out as it is.
+        if var sub = subscriptions[id], !queue.contains(where: { $0.purpose == .subscription(id) }) {
             sub.retryAt = nil
             switch message.prefix {
             case "auth-required" where !sub.authReplayUsed && config.answersAuthentication:
-                if authenticated {
-                    sub.authReplayUsed = true
+                if authenticated || authWaitEnded {
                     if outboundCount < RelaySessionContract.maxOutboundFrames.value {
+                        sub.authReplayUsed = true
                         queue.append(reqEntry(id, filters: sub.filters, newestConfirmed: sub.newestConfirmed))
                         retryDelay = 0
                     }
@@ -103,7 +110,7 @@ extension SessionMachine {
                     sub.awaitingAuthReplay = true
                 }
             case "error", "rate-limited":
-                if let now = lastNow {
+                if let now = clock {
                     sub.closedRetries += 1
                     let delay = closedRetryDelaySeconds(sub.closedRetries)
                     sub.retryAt = now + delay
@@ -153,7 +160,7 @@ extension SessionMachine {
             if !decision.state.isTerminal && decision.category == .authRequired && !delivery.authResendUsed && config.answersAuthentication {
                 // The relay wants NIP-42 first: the session sends it again once, after (or, when
                 // already authenticated, right away), within the original deadline.
-                if authenticated {
+                if authenticated || authWaitEnded {
                     deliveries[eventID]!.authResendUsed = true
                     deliveries[eventID]!.stage = .pending
                     deliveries[eventID]!.drained = false
@@ -199,11 +206,10 @@ extension SessionMachine {
     /// again, and events it answered auth-required go back to pending, each once.
     mutating func replayAfterAuthentication() {
         for id in subscriptionOrder where subscriptions[id]!.awaitingAuthReplay {
+            guard outboundCount < RelaySessionContract.maxOutboundFrames.value else { break }
             subscriptions[id]!.awaitingAuthReplay = false
             subscriptions[id]!.authReplayUsed = true
-            if outboundCount < RelaySessionContract.maxOutboundFrames.value {
-                queue.append(reqEntry(id, filters: subscriptions[id]!.filters, newestConfirmed: subscriptions[id]!.newestConfirmed))
-            }
+            queue.append(reqEntry(id, filters: subscriptions[id]!.filters, newestConfirmed: subscriptions[id]!.newestConfirmed))
         }
         for id in deliveryIDsInOrder where deliveries[id]!.stage == .awaitingAuthentication {
             deliveries[id]!.authResendUsed = true
@@ -245,6 +251,10 @@ extension SessionMachine {
         guard !answeredChallenges.contains(pair) else {
             throw .invalidRelayAuthentication("authenticate: this key already answered this challenge on this connection")
         }
+        let frame = ClientRelayFrame.auth(event).toJSON()
+        guard frame.utf8.count <= frameLimit else {
+            throw .invalidRelayAuthentication("authenticate: the AUTH frame would be \(frame.utf8.count) bytes, over this relay's limit of \(frameLimit)")
+        }
         try requireOutboundRoom(1, "authenticate")
         observe(now)
         answeredChallenges.insert(pair)
@@ -253,7 +263,7 @@ extension SessionMachine {
         authenticated = false
         authWaitUntil = clock.map { $0 + config.authenticationWaitSeconds }
         authWaitEnded = false
-        queue.insert(OutboundEntry(frame: ClientRelayFrame.auth(event).toJSON(), deliveryEventIDs: [], purpose: .auth(event.id)), at: 0)
+        queue.insert(OutboundEntry(frame: frame, deliveryEventIDs: [], purpose: .auth(event.id)), at: 0)
         return []
     }
 

@@ -40,6 +40,9 @@ struct SessionMachine {
         let frame: String
         let deliveryEventIDs: [String]
         let purpose: Purpose
+        /// Publish frames are numbered, so a confirmation moves only the events still waiting
+        /// in that very frame (an event answered and re-framed meanwhile is in a newer one).
+        var serial = 0
     }
 
     /// Where a held delivery stands. Retryable and terminal events are not held: they leave
@@ -63,8 +66,9 @@ struct SessionMachine {
         var sequence: Int
         /// The one auth-required re-send of this connection was used.
         var authResendUsed = false
-        /// True while the event sits in a drained, unconfirmed frame.
+        /// True while the event sits in a drained, unconfirmed frame (`frame`).
         var drained = false
+        var frame = 0
         /// When the write was confirmed (`confirmSent(now:)`); nil when the host gave no time,
         /// and then any `handleTimeout` call times it out.
         var sentAt: Int64?
@@ -99,6 +103,10 @@ struct SessionMachine {
     /// Publishes the session holds (pending, in flight, awaiting authentication): the count
     /// that `maxPendingPublishes` bounds.
     var deliveries: [String: Delivery] = [:]
+    var nextFrameSerial = 1
+    /// Subscriptions whose REQ went out on this connection and was not closed: an
+    /// unsubscription sends CLOSE exactly for these.
+    var liveREQs: Set<String> = []
     var nextBatch = 0
     var nextSequence = 0
     /// Events that timed out on this connection: a late OK still settles them.
@@ -196,6 +204,16 @@ struct SessionMachine {
         }
     }
 
+    /// Every frame the session drains fits `frameLimit`; a call that would queue a larger one
+    /// is refused with relay.wire's frame-bound code.
+    func requireFrameFits(_ frame: String, _ call: String) throws(SoftchatError) {
+        let bytes = frame.utf8.count
+        guard bytes <= frameLimit else {
+            throw SoftchatError(RelayWireContract.maxFrameBytes.error,
+                "\(call): the frame would be \(bytes) bytes, over this relay's limit of \(frameLimit)", operation: .relaySession)
+        }
+    }
+
     // MARK: Lifecycle
 
     mutating func connect() throws(SoftchatError) -> [RelaySessionAction] {
@@ -269,20 +287,21 @@ struct SessionMachine {
     }
 
     /// Stops: every delivery the session holds (pending, in flight, awaiting authentication)
-    /// becomes retryable and leaves it, one deliveryChanged each in publish order, so the host
-    /// can release its lease; then closeTransport when a transport is active.
+    /// becomes retryable/cancelled and leaves it, one deliveryChanged each in publish order, so
+    /// the host can release its lease; then closeTransport when a transport is active.
     mutating func cancel() throws(SoftchatError) -> [RelaySessionAction] {
         try requireOpen("cancel")
         let active = connection == .connecting || connection == .connected
         guard active || connection == .backingOff || !deliveries.isEmpty else {
             throw .invalidRelaySession("cancel: nothing to cancel; the session is \(stateName)")
         }
-        var actions = active ? endTransport() : []
+        var actions: [RelaySessionAction] = []
         for id in deliveryIDsInOrder {
             deliveries[id] = nil
             actions.append(.deliveryChanged(decision: DeliveryDecision(
                 eventID: id, state: .retryable, category: .cancelled, message: "the session was cancelled before the relay answered")))
         }
+        if active { _ = endTransport() }
         connection = .cancelled
         readySince = nil
         if active { actions.append(.closeTransport) }
@@ -305,6 +324,7 @@ struct SessionMachine {
         }
         queue.removeAll()
         drained.removeAll()
+        liveREQs.removeAll()
         unanswered.removeAll()
         correlationLost = false
         timedOut = RecentIDs(capacity: timedOut.capacity)
@@ -363,6 +383,8 @@ struct SessionMachine {
         guard pendingCounts[id] == nil else {
             throw .invalidRelaySession("subscribe: \"\(id)\" is the id of a pending COUNT; cancel it with cancelCount first or use another id")
         }
+        // A resubscription adds `since` to every filter: the REQ must fit with the longest one.
+        try requireFrameFits(ClientRelayFrame.req(subscriptionID: id, filters: filters.map { $0.withSince(Int64.max) }).toJSON(), "subscribe")
         let replacing = subscriptions[id] != nil
         if !replacing {
             let bound = RelaySessionContract.maxSubscriptions
@@ -393,13 +415,13 @@ struct SessionMachine {
         guard subscriptions[id] != nil else { throw .invalidRelaySession("unsubscribe: no subscription \"\(id)\"") }
         if connection == .connected {
             let undrained = queue.contains { $0.purpose == .subscription(id) }
-            let wasSent = drained.contains { $0.purpose == .subscription(id) } || !undrained
-            if wasSent {
+            if liveREQs.contains(id) {
+                // The relay has a REQ for it (perhaps an older one than a queued replacement).
                 try requireOutboundRoom(undrained ? 0 : 1, "unsubscribe")
                 queue.removeAll { $0.purpose == .subscription(id) }
                 queue.append(OutboundEntry(frame: ClientRelayFrame.close(subscriptionID: id).toJSON(), deliveryEventIDs: [], purpose: .close(id)))
             } else {
-                // Its REQ never left: dropping it is the whole unsubscription.
+                // No REQ of it reached the relay: dropping the queued one is the whole unsubscription.
                 queue.removeAll { $0.purpose == .subscription(id) }
             }
         }
@@ -415,6 +437,11 @@ struct SessionMachine {
             throw .invalidRelaySession("count: \"\(id)\" is already a subscription id on this connection")
         }
         if pendingCounts[id] == nil { try requireReconnectRoom("count") }
+        if connection == .connected, pendingCounts[id] != nil, !queue.contains(where: { $0.purpose == .count(id) }) {
+            // Its COUNT already went out: the relay's answer would be credited to the new filters.
+            throw .invalidRelaySession("count: the COUNT \"\(id)\" already went out; cancelCount it first or use another id")
+        }
+        try requireFrameFits(ClientRelayFrame.count(subscriptionID: id, filters: filters).toJSON(), "count")
         if connection == .connected {
             // A repeated count's undrained COUNT is superseded rather than sent twice.
             let superseded = queue.filter { $0.purpose == .count(id) }.count
