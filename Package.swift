@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "SoftchatCore", targets: ["SoftchatCore"]),
         .library(name: "SoftchatStorage", targets: ["SoftchatStorage"]),
         .library(name: "SoftchatTransport", targets: ["SoftchatTransport"]),
+        .library(name: "SoftchatSync", targets: ["SoftchatSync"]),
         .executable(name: "softchat", targets: ["SoftchatCLI"]),
         // The C ABI (generated/c/softchat.h) the Kotlin/JNA and Node-API facades load.
         .library(name: "SoftchatFFI", type: .dynamic, targets: ["SoftchatFFI"]),
@@ -68,6 +69,9 @@ let package = Package(
             dependencies: ["SoftchatJSON", "CSecp256k1", "COpenSSL"],
             swiftSettings: fuzzedSwift,
             plugins: ["SoftchatContractPlugin"]),
+
+        // MARK: Sync planning: sans-IO, no I/O and no storage (per-subscription windows and paging)
+        .target(name: "SoftchatSync", dependencies: ["SoftchatCore", "SoftchatJSON"], swiftSettings: strictSwift),
 
         // MARK: Storage: the durable SoftchatAccount on SQLite
         .target(
@@ -123,6 +127,9 @@ let package = Package(
         .testTarget(
             name: "SoftchatTransportTests",
             dependencies: ["SoftchatTransport", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON"],
+            swiftSettings: strictSwift),
+        .testTarget(
+            name: "SoftchatSyncTests", dependencies: ["SoftchatSync", "SoftchatCore", "SoftchatJSON"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatRecipeTests", dependencies: ["SoftchatCore"],

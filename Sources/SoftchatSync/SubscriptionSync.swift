@@ -1,0 +1,476 @@
+public import SoftchatCore
+public import SoftchatJSON
+
+/// How a relay answers a stored-events REQ: the most events it sends for one filter and how it
+/// reads `until`.
+public struct RelayPaging: Sendable, Hashable {
+    /// How a relay compares `created_at` with a filter's `until`.
+    public enum UntilConvention: String, Sendable, Hashable {
+        /// `created_at <= until`, as NIP-01 says.
+        case inclusive
+        /// `created_at < until`, as some relays implement it.
+        case exclusive
+    }
+
+    /// Events per page: the `limit` every REQ carries, which must not exceed what the relay
+    /// really sends for one filter (NIP-11 `limitation.max_limit`; rust-nostr's LocalRelay and
+    /// strfry cap at 500). A relay that caps lower makes a short page look final.
+    public let pageSize: Int
+    public let until: UntilConvention
+
+    public init(pageSize: Int = 500, until: UntilConvention = .inclusive) {
+        precondition(pageSize > 0, "a page holds at least one event")
+        self.pageSize = pageSize
+        self.until = until
+    }
+}
+
+/// One REQ to send: a page of one filter of the subscription.
+public struct SyncRequest: Sendable, Hashable {
+    /// The filter to send, with the window's `since`, the page's `until` (written in the relay's
+    /// convention) and `limit` = the page size (a host `limit` is replaced: a sync is complete). One filter per REQ: relays apply `limit` per
+    /// filter, so several filters in one REQ have no single "oldest event seen" to page from.
+    public let filter: RelayFilter
+    /// Which of the host's filters this page belongs to.
+    public let filterIndex: Int
+    /// The newest `created_at` the page asks for, inclusive (whatever the relay's convention).
+    public let until: Int64
+    /// 1, 2, … for each REQ sent in this window (a re-sent page gets a new number): use a fresh
+    /// subscription id per number and pass only that subscription's events.
+    public let number: Int
+
+    public var filters: [RelayFilter] { [filter] }
+}
+
+/// A finished window.
+public struct SyncOutcome: Sendable, Hashable {
+    /// The new durable cursor: the window's `until`, never later than the `now` it began with.
+    public let cursor: Int64
+    /// Seconds in which more events shared one `created_at` than a page holds: paging by `until`
+    /// cannot reach past the first page of such a run, so these seconds may be incomplete. Each
+    /// second once, newest first for each filter in turn.
+    public let incompleteSeconds: [Int64]
+    /// REQs sent for the window, re-sent pages included.
+    public let requests: Int
+
+    public init(cursor: Int64, incompleteSeconds: [Int64], requests: Int) {
+        self.cursor = cursor
+        self.incompleteSeconds = incompleteSeconds
+        self.requests = requests
+    }
+}
+
+/// What the planner says to do next.
+public enum SyncStep: Sendable, Hashable {
+    /// No window is open: call `begin(now:)`.
+    case idle
+    /// Send this REQ (it counts as sent now).
+    case send(SyncRequest)
+    /// A page is in flight: pass its events to `received(eventID:createdAt:)`, then its EOSE to
+    /// `endOfStoredEvents()`.
+    case awaitingEndOfStoredEvents
+    /// The whole window is synced and the cursor has moved.
+    case synced(SyncOutcome)
+}
+
+/// What `received(eventID:createdAt:)` made of an event.
+public enum SyncDisposition: Sendable, Hashable {
+    /// Counted in the page and not seen before in this window: verify and store it.
+    case new
+    /// Counted in the page, and this id was already received at the page boundary or earlier in
+    /// this page (before a cut): drop it without verifying.
+    case duplicate
+    /// Outside the page's `since`…`until` (a relay that ignores a bound): not counted.
+    case outsideRequest
+    /// No page is in flight (a live event, or one that came after its page's EOSE): not counted;
+    /// live events never extend paging.
+    case notPaging
+}
+
+/// A stored state that does not decode.
+public struct SyncStateError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let message: String
+    public var description: String { "invalid sync state: \(message)" }
+}
+
+/// The sans-IO plan for syncing one subscription on one relay, with all its state in this value
+/// (`jsonValue` / `init(json:)`), so a cut anywhere — mid-page, between pages, a crash — resumes
+/// where it was.
+///
+/// **The window.** A sync covers `[since, until]`, `until` = the `now` it began with and
+/// `since` = cursor − horizon (none without a cursor). A host filter's own `since`/`until`
+/// only narrow it, never widen it. The cursor moves, to `until`, only when every page of every
+/// filter has ended: a cut leaves the cursor where it was, and future-dated events never move it
+/// past `now`. The horizon is there because events reach relays late: NIP-59 gift wraps (kind
+/// 1059, how NIP-17 chats travel) carry a `created_at` backdated up to two days on purpose, and
+/// an outbox that was offline publishes late; so the default horizon is two days + 10 minutes
+/// when a filter can match kind 1059 (it lists 1059 or no kinds), 300 s otherwise. The overlap
+/// costs bandwidth only: ids already seen are reported `.duplicate` before verification.
+///
+/// **Pages.** Relays cap every REQ (LocalRelay at 500 events) and send newest first, so a window
+/// is paged by `until`, one filter per REQ (`limit` applies per filter). The first page asks for
+/// the window's `until`; each later page asks for `until` = the oldest `created_at` seen so far, *inclusive*
+/// — written as that second for relays that read `until` inclusively (NIP-01) and as that
+/// second + 1 for those that read it exclusively — so a run of equal `created_at` spanning a page
+/// boundary is asked again whole under either convention, and the ids already seen at the
+/// boundary come back as `.duplicate`. A page ends at its EOSE; paging of a filter ends when a
+/// page brings fewer events than the page size, counted as the relay sent them (by id, never by
+/// what was new to the database: events may have come first from another relay). A full page
+/// whose events all share the page's `until` second is a run at least a page long, which paging
+/// by `until` cannot get past: that second is recorded in `incompleteSeconds` and the next page asks
+/// for `until` − 1, so paging neither loops nor stops early. Each full page thus lowers `until`
+/// below a second that held events, or steps below such a run (once per second): a filter needs
+/// at most one page per distinct `created_at` in the window plus one, two per second when runs
+/// reach the page size.
+///
+/// **Cuts.** `restarted()` (connection lost) asks the same page again with the same `until`;
+/// the events already received from the cut page are then `.duplicate`. A loaded state has no
+/// connection, so `init(json:)` restarts it. Events arriving when no page is in flight are
+/// `.notPaging` and never counted.
+///
+/// **What it assumes.** `paging.pageSize` is at most the relay's real cap, and the relay sends
+/// newest first (NIP-01). A state is for the filters it holds: when the host's subscription
+/// changes, start a new one (no cursor) rather than loading the old.
+///
+/// **Memory.** Ids are remembered for duplicates only (never for the decisions above): the
+/// boundary second's ids from the last page, and the ids of the page in flight (all of them, and
+/// those at its oldest second), each set at most one page size, so `rememberedIDCount` ≤ 3 × page size whatever the window holds.
+public struct SubscriptionSync: Sendable, Hashable {
+    /// Two days (NIP-59's backdating) plus 10 minutes of margin.
+    public static let giftWrapHorizon: Int64 = 2 * 86_400 + 600
+    /// For filters that cannot match gift wraps.
+    public static let ordinaryHorizon: Int64 = 300
+
+    /// `giftWrapHorizon` when any filter lists kind 1059 or no kinds at all, else `ordinaryHorizon`.
+    public static func defaultHorizon(for filters: [RelayFilter]) -> Int64 {
+        for filter in filters {
+            guard let kinds = filter.kinds else { return giftWrapHorizon }
+            if kinds.contains(1059) { return giftWrapHorizon }
+        }
+        return ordinaryHorizon
+    }
+
+    public let filters: [RelayFilter]
+    public let horizon: Int64
+    public let paging: RelayPaging
+    /// Newest `created_at` up to which every filter's window is known synced.
+    public private(set) var cursor: Int64?
+    private var window: Window?
+    private var outcome: SyncOutcome?
+
+    struct Window: Sendable, Hashable {
+        var since: Int64?
+        var until: Int64
+        var filterIndex = 0
+        /// The inclusive `until` of the current filter's next page.
+        var boundary: Int64
+        /// Ids at `boundary` that the last page brought.
+        var boundaryIDs: Set<String> = []
+        var requests = 0
+        var incompleteSeconds: [Int64] = []
+        var page: Page?
+    }
+
+    struct Page: Sendable, Hashable {
+        var sent = false
+        var count = 0
+        var oldest: Int64?
+        var oldestIDs: Set<String> = []
+        /// Ids received in this page, kept across a cut of it.
+        var seen: Set<String> = []
+    }
+
+    /// - Parameters:
+    ///   - filters: the host's filters (at least one).
+    ///   - cursor: the durable cursor, nil when nothing was synced yet.
+    ///   - horizon: seconds re-asked behind the cursor; nil for `defaultHorizon(for:)`.
+    public init(filters: [RelayFilter], cursor: Int64? = nil, horizon: Int64? = nil, paging: RelayPaging = RelayPaging()) {
+        precondition(!filters.isEmpty, "a subscription has at least one filter")
+        self.filters = filters
+        self.cursor = cursor
+        self.horizon = max(0, horizon ?? Self.defaultHorizon(for: filters))
+        self.paging = paging
+    }
+
+    /// True while a window is open (begun and not yet synced).
+    public var isSyncing: Bool { window != nil }
+
+    /// The open window's bounds, if any.
+    public var windowSince: Int64? { window?.since }
+    public var windowUntil: Int64? { window?.until }
+
+    /// Ids held for duplicate detection (bounded by 3 × page size).
+    public var rememberedIDCount: Int {
+        guard let window else { return 0 }
+        let page = window.page
+        return window.boundaryIDs.count + (page?.seen.count ?? 0) + (page?.oldestIDs.count ?? 0)
+    }
+
+    /// Opens a window `[cursor − horizon, now]`. When a window is already open (a resumed one),
+    /// it is kept as it was, `until` included.
+    public mutating func begin(now: Int64) {
+        guard window == nil else { return }
+        let until = max(0, now)
+        window = Window(since: cursor.map { max(0, $0 - horizon) }, until: until, boundary: until)
+        outcome = nil
+    }
+
+    /// What to do next. A `.send` counts as sent when returned.
+    public mutating func next() -> SyncStep {
+        settle()
+        guard var window else { return outcome.map(SyncStep.synced) ?? .idle }
+        if let page = window.page, page.sent { return .awaitingEndOfStoredEvents }
+        var page = window.page ?? Page()
+        page.sent = true
+        window.page = page
+        window.requests += 1
+        self.window = window
+        return .send(request(window))
+    }
+
+    /// An event of the page in flight, by the id and `created_at` it claims. Call it for every
+    /// event the relay sends on the page's subscription, before verification; a `.new` event that
+    /// fails verification should be passed to `forget(eventID:)`.
+    public mutating func received(eventID: String, createdAt: Int64) -> SyncDisposition {
+        guard self.window?.page?.sent == true, var window = self.window else { return .notPaging }
+        // Moved out and back so the id sets are mutated in place, not copied per event.
+        self.window = nil
+        defer { self.window = window }
+        guard let range = self.range(window) else { return .notPaging }
+        guard createdAt >= range.since, createdAt <= range.until else { return .outsideRequest }
+        var page = window.page ?? Page()
+        window.page = nil
+        defer { window.page = page }
+        let limit = paging.pageSize
+        page.count += 1
+        if page.oldest.map({ createdAt < $0 }) ?? true {
+            page.oldest = createdAt
+            page.oldestIDs = [eventID]
+        } else if page.oldest == createdAt, page.oldestIDs.count < limit {
+            page.oldestIDs.insert(eventID)
+        }
+        let disposition: SyncDisposition
+        if window.boundaryIDs.contains(eventID) || page.seen.contains(eventID) {
+            disposition = .duplicate
+        } else {
+            if page.seen.count < limit { page.seen.insert(eventID) }
+            disposition = .new
+        }
+        return disposition
+    }
+
+    /// Drops an id from duplicate detection (its event failed verification, so a valid copy
+    /// must not be taken for a duplicate).
+    public mutating func forget(eventID: String) {
+        guard window != nil else { return }
+        window?.boundaryIDs.remove(eventID)
+        window?.page?.seen.remove(eventID)
+    }
+
+    /// EOSE of the page in flight. Returns false (and does nothing) when no page is in flight.
+    @discardableResult
+    public mutating func endOfStoredEvents() -> Bool {
+        guard var window, let page = window.page, page.sent else { return false }
+        self.window = nil
+        let pageUntil = range(window)?.until ?? window.boundary
+        window.page = nil
+        if page.count < paging.pageSize {
+            // The relay sent everything it holds at or before the page's until: filter done.
+            window.filterIndex += 1
+            window.boundary = window.until
+            window.boundaryIDs = []
+        } else if let oldest = page.oldest, oldest < pageUntil {
+            window.boundary = oldest
+            window.boundaryIDs = page.oldestIDs
+        } else {
+            // A full page all at one second: a run longer than a page. Record it and step below.
+            if !window.incompleteSeconds.contains(pageUntil) { window.incompleteSeconds.append(pageUntil) }
+            window.boundary = pageUntil - 1
+            window.boundaryIDs = []
+        }
+        self.window = window
+        settle()
+        return true
+    }
+
+    /// The connection was cut: the page in flight (if any) will be sent again with the same
+    /// `until`; what it already brought is kept for duplicate detection only.
+    public mutating func restarted() {
+        guard let sent = window?.page?.sent, sent else { return }
+        window?.page?.sent = false
+        window?.page?.count = 0
+        window?.page?.oldest = nil
+        window?.page?.oldestIDs = []
+    }
+
+    // MARK: Planning
+
+    /// The current filter's `since`…`until` (inclusive) for its next page; nil when empty.
+    private func range(_ window: Window) -> (since: Int64, until: Int64)? {
+        guard window.filterIndex < filters.count else { return nil }
+        let filter = filters[window.filterIndex]
+        let since = max(filter.since ?? 0, window.since ?? 0)
+        let until = min(filter.until ?? Int64.max, window.boundary)
+        return since <= until ? (since, until) : nil
+    }
+
+    /// Skips filters with nothing left to ask and completes the window after the last.
+    private mutating func settle() {
+        guard var window, window.page == nil else { return }
+        while window.filterIndex < filters.count, range(window) == nil {
+            window.filterIndex += 1
+            window.boundary = window.until
+            window.boundaryIDs = []
+        }
+        if window.filterIndex < filters.count {
+            self.window = window
+            return
+        }
+        cursor = window.until
+        outcome = SyncOutcome(cursor: window.until, incompleteSeconds: window.incompleteSeconds, requests: window.requests)
+        self.window = nil
+    }
+
+    private func request(_ window: Window) -> SyncRequest {
+        let filter = filters[window.filterIndex]
+        // `range` is non-nil here: `settle` moved past empty filters before a page was opened.
+        let range = self.range(window) ?? (since: 0, until: window.boundary)
+        var members = filter.json.members
+        if window.since != nil || filter.since != nil { Self.set("since", range.since, in: &members) }
+        let until = paging.until == .inclusive ? range.until : range.until + 1
+        Self.set("until", until, in: &members)
+        Self.set("limit", Int64(paging.pageSize), in: &members)
+        // Cannot fail: the members were valid and only non-negative integers were set.
+        let sent = try! RelayFilter(json: .object(JSONObject(members: members)))
+        return SyncRequest(filter: sent, filterIndex: window.filterIndex, until: range.until, number: window.requests)
+    }
+
+    private static func set(_ key: String, _ value: Int64, in members: inout [JSONObject.Member]) {
+        let member = JSONObject.Member(key: key, value: .integer(max(0, value)))
+        if let i = members.firstIndex(where: { $0.key == key }) { members[i] = member } else { members.append(member) }
+    }
+}
+
+// MARK: Durable state
+
+extension SubscriptionSync {
+    /// Everything, as JSON (id sets sorted, so equal states write equal text).
+    public var jsonValue: JSONValue {
+        var object = JSONObject()
+        object.append("version", 1)
+        object.append("filters", .array(filters.map { JSONValue.object($0.json) }))
+        object.append("horizon", .integer(horizon))
+        object.append("pageSize", .integer(Int64(paging.pageSize)))
+        object.append("until", .string(paging.until.rawValue))
+        object.append("cursor", cursor.map(JSONValue.integer) ?? .null)
+        if let window {
+            var w = JSONObject()
+            w.append("since", window.since.map(JSONValue.integer) ?? .null)
+            w.append("until", .integer(window.until))
+            w.append("filter", .integer(Int64(window.filterIndex)))
+            w.append("boundary", .integer(window.boundary))
+            w.append("boundaryIDs", Self.ids(window.boundaryIDs))
+            w.append("requests", .integer(Int64(window.requests)))
+            w.append("incompleteSeconds", .array(window.incompleteSeconds.map(JSONValue.integer)))
+            if let page = window.page {
+                var p = JSONObject()
+                p.append("sent", .bool(page.sent))
+                p.append("count", .integer(Int64(page.count)))
+                p.append("oldest", page.oldest.map(JSONValue.integer) ?? .null)
+                p.append("oldestIDs", Self.ids(page.oldestIDs))
+                p.append("seen", Self.ids(page.seen))
+                w.append("page", .object(p))
+            } else {
+                w.append("page", .null)
+            }
+            object.append("window", .object(w))
+        } else {
+            object.append("window", .null)
+        }
+        if let outcome {
+            var o = JSONObject()
+            o.append("cursor", .integer(outcome.cursor))
+            o.append("incompleteSeconds", .array(outcome.incompleteSeconds.map(JSONValue.integer)))
+            o.append("requests", .integer(Int64(outcome.requests)))
+            object.append("outcome", .object(o))
+        } else {
+            object.append("outcome", .null)
+        }
+        return .object(object)
+    }
+
+    /// Reads `jsonValue`'s form. The state comes back as `restarted()` leaves it: a loaded state
+    /// has no connection, so a page that was in flight is sent again with the same `until`.
+    public init(json: JSONValue) throws(SyncStateError) {
+        func fail(_ message: String) -> SyncStateError { SyncStateError(message: message) }
+        func int(_ value: JSONValue?, _ name: String) throws(SyncStateError) -> Int64 {
+            guard let n = value?.int64Value else { throw fail("\(name) must be an integer") }
+            return n
+        }
+        func optionalInt(_ value: JSONValue?, _ name: String) throws(SyncStateError) -> Int64? {
+            if value?.isNull ?? false { return nil }
+            return try int(value, name)
+        }
+        func ints(_ value: JSONValue?, _ name: String) throws(SyncStateError) -> [Int64] {
+            guard let list = value?.arrayValue else { throw fail("\(name) must be an array") }
+            var out: [Int64] = []
+            for element in list { out.append(try int(element, name)) }
+            return out
+        }
+        func ids(_ value: JSONValue?, _ name: String) throws(SyncStateError) -> Set<String> {
+            guard let list = value?.arrayValue else { throw fail("\(name) must be an array") }
+            var out: Set<String> = []
+            for element in list {
+                guard let s = element.stringValue else { throw fail("\(name) must hold strings") }
+                out.insert(s)
+            }
+            return out
+        }
+        guard json["version"]?.int64Value == 1 else { throw fail("version must be 1") }
+        guard let filterList = json["filters"]?.arrayValue, !filterList.isEmpty else { throw fail("filters must be a non-empty array") }
+        var filters: [RelayFilter] = []
+        for (i, value) in filterList.enumerated() {
+            do { filters.append(try RelayFilter(json: value, index: i)) } catch { throw fail("\(error)") }
+        }
+        let pageSize = try int(json["pageSize"], "pageSize")
+        guard pageSize > 0, pageSize <= Int64(Int32.max) else { throw fail("pageSize must be positive") }
+        guard let untilText = json["until"]?.stringValue, let convention = RelayPaging.UntilConvention(rawValue: untilText)
+        else { throw fail("until must be \"inclusive\" or \"exclusive\"") }
+        self.init(filters: filters, cursor: try optionalInt(json["cursor"], "cursor"), horizon: try int(json["horizon"], "horizon"),
+                  paging: RelayPaging(pageSize: Int(pageSize), until: convention))
+        if let w = json["window"], !w.isNull {
+            let filterIndex = try int(w["filter"], "window.filter")
+            guard filterIndex >= 0, filterIndex <= Int64(filters.count) else { throw fail("window.filter is out of range") }
+            let requests = try int(w["requests"], "window.requests")
+            guard requests >= 0, requests <= Int64(Int32.max) else { throw fail("window.requests is out of range") }
+            var window = Window(since: try optionalInt(w["since"], "window.since"), until: try int(w["until"], "window.until"),
+                                boundary: try int(w["boundary"], "window.boundary"))
+            window.filterIndex = Int(filterIndex)
+            window.boundaryIDs = try ids(w["boundaryIDs"], "window.boundaryIDs")
+            window.requests = Int(requests)
+            window.incompleteSeconds = try ints(w["incompleteSeconds"], "window.incompleteSeconds")
+            if let p = w["page"], !p.isNull {
+                guard p["sent"]?.boolValue != nil else { throw fail("window.page.sent must be a boolean") }
+                var page = Page()
+                page.seen = try ids(p["seen"], "window.page.seen")
+                // count, oldest and oldestIDs are checked but reset: the page is asked again.
+                _ = try int(p["count"], "window.page.count")
+                _ = try optionalInt(p["oldest"], "window.page.oldest")
+                _ = try ids(p["oldestIDs"], "window.page.oldestIDs")
+                window.page = page
+            }
+            self.window = window
+        }
+        if let o = json["outcome"], !o.isNull {
+            let requests = try int(o["requests"], "outcome.requests")
+            guard requests >= 0, requests <= Int64(Int32.max) else { throw fail("outcome.requests is out of range") }
+            outcome = SyncOutcome(cursor: try int(o["cursor"], "outcome.cursor"),
+                                  incompleteSeconds: try ints(o["incompleteSeconds"], "outcome.incompleteSeconds"),
+                                  requests: Int(requests))
+        }
+    }
+
+    private static func ids(_ set: Set<String>) -> JSONValue {
+        .array(set.sorted().map(JSONValue.string))
+    }
+}

@@ -1,0 +1,187 @@
+import SoftchatCore
+import SoftchatJSON
+import SoftchatSync
+import Testing
+
+/// Sends the next REQ, or records why there is none.
+func nextRequest(_ sync: inout SubscriptionSync, sourceLocation: SourceLocation = #_sourceLocation) -> SyncRequest? {
+    let step = sync.next()
+    guard case .send(let request) = step else {
+        Issue.record("expected a REQ, got \(step)", sourceLocation: sourceLocation)
+        return nil
+    }
+    return request
+}
+
+/// Delivers a page and its EOSE; returns the dispositions.
+@discardableResult
+func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool = true) -> [SyncDisposition] {
+    let out = events.map { sync.received(eventID: $0.id, createdAt: $0.createdAt) }
+    if eose { sync.endOfStoredEvents() }
+    return out
+}
+
+@Suite struct SubscriptionSyncTests {
+    let now: Int64 = 1_700_000_000
+
+    @Test func horizonDefaults() {
+        #expect(SubscriptionSync.defaultHorizon(for: [parseFilter(#"{"kinds":[1,14]}"#)]) == 300)
+        #expect(SubscriptionSync.defaultHorizon(for: [parseFilter(#"{"kinds":[1]}"#), parseFilter(#"{"kinds":[1059]}"#)]) == 2 * 86_400 + 600)
+        #expect(SubscriptionSync.defaultHorizon(for: [parseFilter(#"{"authors":["ab"]}"#)]) == 2 * 86_400 + 600)
+        #expect(SubscriptionSync(filters: [parseFilter(#"{"kinds":[1059]}"#)], horizon: 60).horizon == 60)
+    }
+
+    @Test func firstWindowHasNoSinceAndEndsAtNow() {
+        var sync = SubscriptionSync(filters: [parseFilter(##"{"kinds":[1],"#p":["aa"]}"##)], paging: RelayPaging(pageSize: 3))
+        #expect(sync.next() == .idle)
+        sync.begin(now: now)
+        guard let request = nextRequest(&sync) else { return }
+        #expect(request.filter.toJSON() == ##"{"kinds":[1],"#p":["aa"],"until":1700000000,"limit":3}"##)
+        #expect(sync.next() == .awaitingEndOfStoredEvents)
+        deliver([SimEvent(id: eventID(1), createdAt: now - 5, kind: 1)], to: &sync)
+        #expect(sync.next() == .synced(SyncOutcome(cursor: now, incompleteSeconds: [], requests: 1)))
+        #expect(sync.cursor == now)
+    }
+
+    @Test func sinceComesFromCursorAndHorizonAndNeverWidensTheHost() {
+        let cursor = now - 1_000
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1],"since":1}"#), parseFilter(#"{"since":1699999900,"kinds":[1]}"#)],
+                                    cursor: cursor, horizon: 300, paging: RelayPaging(pageSize: 10, until: .exclusive))
+        sync.begin(now: now)
+        #expect(sync.windowSince == cursor - 300)
+        guard let first = nextRequest(&sync) else { return }
+        #expect(first.filter.toJSON() == #"{"kinds":[1],"since":1699998700,"until":1700000001,"limit":10}"#)
+        deliver([], to: &sync)
+        guard let second = nextRequest(&sync) else { return }
+        #expect(second.filterIndex == 1)
+        #expect(second.filter.toJSON() == #"{"since":1699999900,"kinds":[1],"until":1700000001,"limit":10}"#)
+        #expect(sync.cursor == cursor)
+        deliver([], to: &sync)
+        #expect(sync.cursor == now)
+    }
+
+    /// A run of equal created_at across a page boundary is asked again whole, in both conventions.
+    @Test(arguments: [true, false]) func runAcrossPageBoundary(inclusive: Bool) {
+        var relay = SimulatedRelay(cap: 4, inclusiveUntil: inclusive)
+        relay.insert(SimEvent(id: eventID(1), createdAt: 300, kind: 1))
+        relay.insert(SimEvent(id: eventID(2), createdAt: 200, kind: 1))
+        for i in 3...5 { relay.insert(SimEvent(id: eventID(i), createdAt: 100, kind: 1)) }
+        relay.insert(SimEvent(id: eventID(6), createdAt: 50, kind: 1))
+        relay.insert(SimEvent(id: eventID(7), createdAt: 40, kind: 1))
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 4, until: inclusive ? .inclusive : .exclusive))
+        var rng = SplitMix64(seed: 1)
+        sync.begin(now: 1_000)
+        var received: Set<String> = []
+        var untils: [Int64] = []
+        var duplicates = 0
+        while case .send(let request) = sync.next() {
+            untils.append(request.until)
+            let page = relay.answer(request.filter, rng: &rng)
+            for (e, d) in zip(page, deliver(page, to: &sync)) {
+                received.insert(e.id)
+                if d == .duplicate { duplicates += 1 }
+            }
+        }
+        #expect(received.count == 7)
+        #expect(untils == [1_000, 100, 50])
+        #expect(duplicates == 2 + 1)
+        #expect(sync.next() == .synced(SyncOutcome(cursor: 1_000, incompleteSeconds: [], requests: 3)))
+        #expect(sync.cursor == 1_000)
+    }
+
+    /// More events in one second than a page: reported, stepped over, no loop, nothing older lost.
+    @Test func runLongerThanAPage() {
+        var relay = SimulatedRelay(cap: 4, inclusiveUntil: true)
+        for i in 1...10 { relay.insert(SimEvent(id: eventID(i), createdAt: 100, kind: 1)) }
+        relay.insert(SimEvent(id: eventID(11), createdAt: 99, kind: 1))
+        relay.insert(SimEvent(id: eventID(12), createdAt: 40, kind: 1))
+        var sync = SubscriptionSync(filters: [parseFilter("{}")], paging: RelayPaging(pageSize: 4))
+        var rng = SplitMix64(seed: 2)
+        sync.begin(now: 100)
+        var received: Set<String> = []
+        var steps = 0
+        while case .send(let request) = sync.next(), steps < 20 {
+            steps += 1
+            let page = relay.answer(request.filter, rng: &rng)
+            for e in page { received.insert(e.id) }
+            deliver(page, to: &sync)
+        }
+        #expect(sync.next() == .synced(SyncOutcome(cursor: 100, incompleteSeconds: [100], requests: 2)))
+        #expect(received.isSuperset(of: [eventID(11), eventID(12)]))
+        #expect(received.count == 6)
+    }
+
+    @Test func cutMidPageAsksTheSamePageAgain() throws {
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], cursor: 500, horizon: 100, paging: RelayPaging(pageSize: 2))
+        sync.begin(now: 1_000)
+        guard let first = nextRequest(&sync) else { return }
+        deliver([SimEvent(id: eventID(1), createdAt: 900, kind: 1), SimEvent(id: eventID(2), createdAt: 800, kind: 1)], to: &sync)
+        guard let second = nextRequest(&sync) else { return }
+        #expect(second.until == 800)
+        #expect(deliver([SimEvent(id: eventID(2), createdAt: 800, kind: 1)], to: &sync, eose: false) == [.duplicate])
+        sync = try reloaded(sync)  // a crash: the loaded state has no connection
+        #expect(sync.cursor == 500)
+        guard let again = nextRequest(&sync) else { return }
+        #expect(again.filter == second.filter)
+        #expect(again.number == 3 && first.number == 1)
+        let page = [SimEvent(id: eventID(2), createdAt: 800, kind: 1), SimEvent(id: eventID(3), createdAt: 700, kind: 1)]
+        #expect(deliver(page, to: &sync) == [.duplicate, .new])
+        #expect(sync.cursor == 500)
+        guard nextRequest(&sync)?.until == 700 else { return }
+        deliver([SimEvent(id: eventID(3), createdAt: 700, kind: 1)], to: &sync)
+        #expect(sync.cursor == 1_000)
+    }
+
+    @Test func liveAndStrayEventsAreNotCounted() {
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 1))
+        #expect(sync.received(eventID: eventID(1), createdAt: 1) == .notPaging)
+        sync.begin(now: 1_000)
+        _ = nextRequest(&sync)
+        #expect(sync.received(eventID: eventID(9), createdAt: 1_001) == .outsideRequest)  // future-dated
+        deliver([SimEvent(id: eventID(1), createdAt: 900, kind: 1)], to: &sync)
+        // After EOSE, before the next page: live events do not fill the next page.
+        for i in 10..<20 { #expect(sync.received(eventID: eventID(i), createdAt: 950) == .notPaging) }
+        #expect(sync.endOfStoredEvents() == false)
+        guard nextRequest(&sync)?.until == 900 else { return }
+        deliver([SimEvent(id: eventID(1), createdAt: 900, kind: 1)], to: &sync)  // a full page, all at the boundary
+        guard nextRequest(&sync)?.until == 899 else { return }
+        deliver([], to: &sync)
+        #expect(sync.next() == .synced(SyncOutcome(cursor: 1_000, incompleteSeconds: [900], requests: 3)))
+    }
+
+    @Test func memoryStaysBoundedOverALongRun() {
+        var relay = SimulatedRelay(cap: 10, inclusiveUntil: false, shuffleTies: true)
+        for i in 0..<2_000 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: Int64(10_000 - i / 3), kind: 1)) }
+        var sync = SubscriptionSync(filters: [parseFilter("{}")], paging: RelayPaging(pageSize: 10, until: .exclusive))
+        var rng = SplitMix64(seed: 3)
+        sync.begin(now: 20_000)
+        var received: Set<String> = []
+        var most = 0
+        while case .send(let request) = sync.next() {
+            for e in relay.answer(request.filter, rng: &rng) {
+                _ = sync.received(eventID: e.id, createdAt: e.createdAt)
+                received.insert(e.id)
+                most = max(most, sync.rememberedIDCount)
+            }
+            if Int(rng.next() % 5) == 0 { sync.restarted() } else { sync.endOfStoredEvents() }
+        }
+        #expect(received.count == 2_000)
+        #expect(most <= 30)
+        #expect(most >= 10)
+        #expect(sync.rememberedIDCount == 0)
+    }
+
+    @Test func stateRoundTripsAndBadStateIsRefused() throws {
+        var sync = SubscriptionSync(filters: [parseFilter(##"{"kinds":[1059],"#p":["ab"]}"##)], cursor: 7, paging: RelayPaging(pageSize: 2, until: .exclusive))
+        #expect(try reloaded(sync) == sync)
+        sync.begin(now: 1_000)
+        _ = nextRequest(&sync)
+        deliver([SimEvent(id: eventID(1), createdAt: 900, kind: 1059), SimEvent(id: eventID(2), createdAt: 900, kind: 1059)], to: &sync)
+        #expect(try reloaded(sync) == sync)
+        #expect(try reloaded(sync).jsonValue == sync.jsonValue)
+        var bad = sync.jsonValue.objectValue!
+        bad = JSONObject(members: bad.members.map { $0.key == "until" ? JSONObject.Member(key: "until", value: "sometimes") : $0 })
+        #expect(throws: SyncStateError.self) { try SubscriptionSync(json: .object(bad)) }
+        #expect(throws: SyncStateError.self) { try SubscriptionSync(json: .array([])) }
+    }
+}
