@@ -51,10 +51,12 @@ enum ModelExpect: Equatable {
 
 /// One line per action, the same for a real action and the model's expectation.
 func modelSummary(_ kind: String, sub: String? = nil, id: String? = nil, prefix: String? = nil, challenge: String? = nil,
-                  count: Int64? = nil, decision: (String, DeliveryState, DeliveryCategory)? = nil, attempt: Int? = nil) -> String {
+                  count: Int64? = nil, decision: (String, DeliveryState, DeliveryCategory)? = nil, attempt: Int? = nil,
+                  retry: Int64? = nil) -> String {
     var s = kind
     for (k, v) in [("sub", sub), ("id", id), ("prefix", prefix), ("challenge", challenge), ("count", count.map { "\($0)" }),
-                   ("decision", decision.map { "\($0.0) \($0.1.rawValue) \($0.2.rawValue)" }), ("attempt", attempt.map { "\($0)" })] {
+                   ("decision", decision.map { "\($0.0) \($0.1.rawValue) \($0.2.rawValue)" }), ("attempt", attempt.map { "\($0)" }),
+                   ("retry", retry.map { "\($0)" })] {
         if let v { s += " \(k)=\(v)" }
     }
     return s
@@ -62,23 +64,63 @@ func modelSummary(_ kind: String, sub: String? = nil, id: String? = nil, prefix:
 
 func modelSummary(_ a: RelaySessionAction) -> String {
     modelSummary(a.kind.rawValue, sub: a.subscriptionID, id: a.event?.id ?? a.eventID, prefix: a.prefix, challenge: a.challenge,
-                 count: a.count?.count, decision: a.decision.map { ($0.eventID, $0.state, $0.category) }, attempt: a.attempt)
+                 count: a.count?.count, decision: a.decision.map { ($0.eventID, $0.state, $0.category) }, attempt: a.attempt,
+                 retry: a.retryDelayMilliseconds)
 }
 
 func modelSummary(_ f: OutboundRelayFrame) -> String { "\(f.frame) | \(f.deliveryEventIDs.joined(separator: ","))" }
 
-/// A small reference model of RelaySession, written from the issue text: connection states,
-/// subscriptions and counts, the control queue and lazily framed publishes, delivery states,
-/// the ingestion hand-off, NIP-42 and the backoff attempt. Every method validates before it
-/// mutates, so a call the model expects to fail leaves the model unchanged.
+/// A NIP-42 answer as the model test generates it: the event and what the model needs to know
+/// about it (the challenge in its tag, a wrong kind, a relay tag naming another relay).
+struct ModelAuthAnswer: CustomStringConvertible {
+    let event: VerifiedEvent
+    let challenge: String
+    var wrongKind = false
+    var wrongRelay = false
+
+    var description: String {
+        "\(event.pubkey.prefix(8)), \(challenge), created_at \(event.createdAt)\(wrongKind ? ", kind 1" : "")\(wrongRelay ? ", other relay" : "")"
+    }
+}
+
+/// A small reference model of RelaySession, written from the issue text and the review's
+/// rules: connection states, subscriptions (with their auth-required replay and
+/// `error:`/`rate-limited:` retry schedule, and which REQs the relay has on this connection)
+/// and counts (with the COUNTs cancelled after they went out on this connection), the control queue and publishes packed into numbered frames by bytes at drain
+/// time, REQ/COUNT/AUTH frames checked against the frame limit, held deliveries (pending, in
+/// flight, awaiting authentication) with per-event deadlines (started by the next
+/// handleTimeout for a write without a time), events that timed out on this connection and
+/// events answered terminally, in-order correlation of OKs without an id (in hand-out order),
+/// the ingestion hand-off, NIP-42 (once per key and challenge per connection, the bounded wait
+/// behind our AUTH, whose end counts as an accepted AUTH) and the backoff attempt. Every method
+/// validates before it mutates, so a call the model expects to fail leaves it unchanged.
 struct SessionModel {
     enum Conn { case idle, connecting, connected, backingOff, cancelled }
-    enum Purpose: Equatable { case sub(String), close(String), count(String), auth, publish }
-    struct Frame { var text: String; var ids: [String]; var purpose: Purpose }
-    struct Sub { var filters: [Int]; var newest: Int64?; var awaitingReplay = false; var replayUsed = false }
+    enum Purpose: Equatable {
+        case sub(String), close(String), count(String), auth, publish
+        /// What waits behind an unanswered AUTH: REQ, COUNT and publishes (not AUTH, not CLOSE).
+        var waitsForAuth: Bool {
+            switch self {
+            case .sub, .count, .publish: true
+            case .close, .auth: false
+            }
+        }
+    }
+    /// `serial` numbers publish frames: confirming one moves only the events whose latest
+    /// frame it is and that still wait in it (an OK may overtake the host's confirmation).
+    struct Frame { var text: String; var ids: [String]; var purpose: Purpose; var serial = 0 }
+    /// replayPostponed: `retryAt` is an auth replay that found no outbound room (the retry
+    /// timer sends it), not an `error:`/`rate-limited:` retry; only for the coverage tally.
+    struct Sub {
+        var filters: [Int]; var newest: Int64? = nil; var awaitingReplay = false; var replayUsed = false
+        var retryAt: Int64? = nil; var closes = 0; var replayPostponed = false
+    }
+    enum Stage { case pending, inFlight, awaitingAuth }
     struct Delivery {
-        var event: VerifiedEvent; var state: DeliveryState; var batch: Int; var seq: Int
-        var authResendUsed = false; var awaitingAuthResend = false; var drained = false
+        var event: VerifiedEvent; var stage: Stage; var batch: Int; var seq: Int
+        /// drained: in a handed-out, unconfirmed frame (`frame`, its serial); sentAt: the `now`
+        /// of the confirmSent of its write, or else of the first handleTimeout after it.
+        var authResendUsed = false; var drained = false; var frame = 0; var sentAt: Int64? = nil
     }
     struct Awaiting { var event: VerifiedEvent; var sub: String; var reofferable = false; var filters: [Int] }
 
@@ -86,36 +128,64 @@ struct SessionModel {
     static let maxOutbound = RelaySessionContract.maxOutboundFrames.value
     static let maxPending = RelayPublishContract.maxPendingPublishes.value
     static let maxAwaiting = RelayIngestionContract.maxAwaitingPersistence.value
+    /// How many cancelled COUNT ids a connection remembers (the oldest is forgotten first).
+    static let closedCountsCapacity = 1024
 
     let config: RelaySessionConfig
     let pool: [ModelFilter]
+    /// Each publishable event's JSON length in bytes, as frames write it.
+    let jsonBytes: [String: Int]
+    /// min(relay.wire's frame bound, config.maxMessageBytes).
+    let frameLimit: Int
     var conn = Conn.idle, closed = false
+    var lastNow: Int64?
     var subs: [String: Sub] = [:], subOrder: [String] = []
     var counts: [String: [Int]] = [:], countOrder: [String] = []
-    var queue: [Frame] = [], drained: [Frame] = []
+    /// COUNTs cancelled after they went out on this connection, oldest first (at most
+    /// `closedCountsCapacity`): their id is refused for another COUNT while connected, and a
+    /// late answer is a notice.
+    var closedCounts: [String] = []
+    var queue: [Frame] = [], drained: [Frame] = [], nextSerial = 1
+    /// Subscriptions whose REQ was handed out on this connection and neither CLOSEd by us
+    /// (handed out) nor CLOSED by the relay.
+    var liveREQs: Set<String> = []
     var deliveries: [String: Delivery] = [:], nextBatch = 0, nextSeq = 0
+    var timedOut: Set<String> = [], settled: Set<String> = []
+    var unanswered: [String] = [], correlationLost = false
     var awaiting: [String: Awaiting] = [:], confirmed: Set<String> = []
-    var challenge: String?, answered: Set<String> = [], authEventID: String?, authenticated = false
+    var challenge: String?, answeredPairs: Set<String> = [], answeredChallenges: Set<String> = []
+    /// authWaitEnded: the wait for our AUTH's OK ran out and the connection works unauthenticated.
+    var authEventID: String?, authenticated = false, authWaitUntil: Int64?, authWaitEnded = false
     var attempt = 0, readySince: Int64?, nominalDelay: Int64 = 0
+    /// How often the rules were reached (for the test's coverage check), and challenges
+    /// answered on any connection.
+    var tally = SessionModelTests.Stats(), everAnswered: Set<String> = []
 
-    init(config: RelaySessionConfig, pool: [ModelFilter]) {
+    init(config: RelaySessionConfig, pool: [ModelFilter], jsonBytes: [String: Int]) {
         self.config = config
         self.pool = pool
+        self.jsonBytes = jsonBytes
+        frameLimit = min(RelayWireContract.maxFrameBytes.value, config.maxMessageBytes.map { Int($0) } ?? Int.max)
     }
 
     var outbound: Int { queue.count + drained.count }
+    /// The write an OK without an id would answer now (nil: it names no event).
+    var correlationTarget: String? { config.correlateUnnamedAcknowledgements && !correlationLost ? unanswered.first : nil }
     var bySeq: [String] { deliveries.keys.sorted { deliveries[$0]!.seq < deliveries[$1]!.seq } }
+    var holding: Bool { authWaitUntil != nil && authEventID != nil && !authenticated }
 
     var stateName: String {
         if closed { return "closed" }
         switch conn {
         case .idle: return "idle"
         case .connecting: return "connecting"
-        case .connected: return authEventID != nil && !authenticated ? "authenticating" : "ready"
+        case .connected: return authEventID != nil && !authenticated && !authWaitEnded ? "authenticating" : "ready"
         case .backingOff: return "backingOff"
         case .cancelled: return "cancelled"
         }
     }
+
+    mutating func observe(_ now: Int64?) { if let now { lastNow = now } }
 
     func filters(_ indexes: [Int]) -> [RelayFilter] { indexes.map { pool[$0].parsed } }
 
@@ -128,6 +198,16 @@ struct SessionModel {
         return Frame(text: ClientRelayFrame.req(subscriptionID: id, filters: sent).toJSON(), ids: [], purpose: .sub(id))
     }
 
+    func countFrame(_ id: String, _ indexes: [Int]) -> Frame {
+        Frame(text: ClientRelayFrame.count(subscriptionID: id, filters: filters(indexes)).toJSON(), ids: [], purpose: .count(id))
+    }
+
+    func closeFrame(_ id: String) -> Frame { Frame(text: ClientRelayFrame.close(subscriptionID: id).toJSON(), ids: [], purpose: .close(id)) }
+
+    static func changed(_ id: String, _ state: DeliveryState, _ category: DeliveryCategory) -> String {
+        modelSummary("deliveryChanged", decision: (id, state, category))
+    }
+
     // MARK: Lifecycle
 
     mutating func connect() -> ModelExpect {
@@ -138,38 +218,47 @@ struct SessionModel {
 
     mutating func transportConnected(now: Int64?) -> ModelExpect {
         guard !closed, conn == .connecting else { return .fail(.invalidRelaySession) }
-        let control = subOrder.map { req($0, subs[$0]!.filters, newest: subs[$0]!.newest) } + countOrder.map {
-            Frame(text: ClientRelayFrame.count(subscriptionID: $0, filters: filters(counts[$0]!)).toJSON(), ids: [], purpose: .count($0))
-        }
+        observe(now)
         conn = .connected
         readySince = now
-        queue = control
+        queue = subOrder.map { req($0, subs[$0]!.filters, newest: subs[$0]!.newest) } + countOrder.map { countFrame($0, counts[$0]!) }
         return .ok([])
     }
 
-    mutating func endTransport(_ category: DeliveryCategory) -> [String] {
-        var out: [String] = []
-        for id in bySeq {
-            deliveries[id]!.drained = false
-            if deliveries[id]!.state == .inFlight {
-                deliveries[id]!.state = .retryable
-                out.append(modelSummary("deliveryChanged", decision: (id, .retryable, category)))
-            }
-        }
+    /// What ending a connection does apart from deliveries: frames, per-connection memory
+    /// (timed-out events, cancelled COUNTs, correlation, challenges, authentication,
+    /// subscription retries).
+    mutating func dropConnection() {
+        for id in bySeq { deliveries[id]!.drained = false }
         queue = []
         drained = []
-        (challenge, authEventID, authenticated) = (nil, nil, false)
+        liveREQs = []
+        closedCounts = []
+        unanswered = []
+        correlationLost = false
+        timedOut = []
+        (challenge, authEventID, authenticated, authWaitUntil, authWaitEnded) = (nil, nil, false, nil, false)
+        answeredPairs = []
+        answeredChallenges = []
         for id in awaiting.keys { awaiting[id]!.reofferable = true }
         for id in subOrder {
             subs[id]!.awaitingReplay = false
             subs[id]!.replayUsed = false
+            subs[id]!.retryAt = nil
+            subs[id]!.replayPostponed = false
         }
-        return out
     }
 
     mutating func transportLost(now: Int64?) -> ModelExpect {
         guard !closed, conn == .connecting || conn == .connected else { return .fail(.invalidRelaySession) }
-        var out = endTransport(.transportLost)
+        observe(now)
+        // in flight and awaiting authentication leave as retryable; pending ones stay for the next connection
+        var out: [String] = []
+        for id in bySeq where deliveries[id]!.stage != .pending {
+            deliveries[id] = nil
+            out.append(Self.changed(id, .retryable, .transportLost))
+        }
+        dropConnection()
         if conn == .connected, let ready = readySince, let now, now - ready >= config.reconnectResetAfterSeconds { attempt = 0 }
         attempt += 1
         nominalDelay = min((config.reconnectBaseDelaySeconds * 1000) << Int64(min(attempt - 1, 40)), config.reconnectMaxDelaySeconds * 1000)
@@ -179,33 +268,44 @@ struct SessionModel {
         return .ok(out)
     }
 
+    /// Every held delivery leaves as retryable / cancelled, in publish order.
     mutating func cancel() -> ModelExpect {
         guard !closed else { return .fail(.invalidRelaySession) }
-        switch conn {
-        case .connecting, .connected:
-            let out = endTransport(.transportLost)
-            (conn, readySince) = (.cancelled, nil)
-            return .ok(out + ["closeTransport"])
-        case .backingOff:
-            conn = .cancelled
-            return .ok([])
-        case .idle, .cancelled: return .fail(.invalidRelaySession)
-        }
+        let active = conn == .connecting || conn == .connected
+        guard active || conn == .backingOff || !deliveries.isEmpty else { return .fail(.invalidRelaySession) }
+        let out = bySeq.map { Self.changed($0, .retryable, .cancelled) }
+        deliveries = [:]
+        if active { dropConnection() }
+        (conn, readySince) = (.cancelled, nil)
+        return .ok(out + (active ? ["closeTransport"] : []))
     }
 
-    mutating func close() {
+    mutating func close() -> ModelExpect {
+        if closed { return .ok([]) }
+        guard deliveries.isEmpty else { return .fail(.invalidRelaySession) }
         closed = true
         queue = []
         drained = []
+        return .ok([])
     }
 
-    // MARK: Subscriptions
+    // MARK: Subscriptions and counts
 
     func room(_ n: Int) -> Bool { outbound + n <= Self.maxOutbound }
 
     mutating func subscribe(_ id: String, _ indexes: [Int], inputError: SoftchatErrorCode?) -> ModelExpect {
         guard !closed else { return .fail(.invalidRelaySession) }
         if let inputError { return .fail(inputError) }
+        guard counts[id] == nil else {
+            tally["countIDRefused"] += 1
+            return .fail(.invalidRelaySession)
+        }
+        // a reconnect adds `since` to every filter: the REQ must fit the limit with the longest one
+        let longest = ClientRelayFrame.req(subscriptionID: id, filters: filters(indexes).map { $0.withSince(Int64.max) }).toJSON()
+        guard longest.utf8.count <= frameLimit else {
+            tally["reqTooLarge"] += 1
+            return .fail(.invalidRelayFrame)
+        }
         let replacing = subs[id] != nil
         if !replacing, subs.count >= Self.maxSubs || subs.count + counts.count >= Self.maxOutbound { return .fail(.relaySessionQueueFull) }
         if conn == .connected {
@@ -213,24 +313,26 @@ struct SessionModel {
             queue.removeAll { $0.purpose == .sub(id) }
             queue.append(req(id, indexes, newest: nil))
         }
-        if replacing {
-            subs[id]!.filters = indexes
-            subs[id]!.newest = nil
-        } else {
-            subs[id] = Sub(filters: indexes, newest: nil)
-            subOrder.append(id)
-        }
+        // a replaced subscription starts over: no cursor, no replay or retry state
+        subs[id] = Sub(filters: indexes)
+        if !replacing { subOrder.append(id) }
         return .ok([])
     }
 
     mutating func unsubscribe(_ id: String) -> ModelExpect {
         guard !closed, subs[id] != nil else { return .fail(.invalidRelaySession) }
         if conn == .connected {
+            // CLOSE exactly when the relay has a REQ of it and no CLOSE of it is queued yet (after
+            // unsubscribe, subscribe, unsubscribe before the first CLOSE went out); an undrained
+            // REQ is dropped either way
             let undrained = queue.contains { $0.purpose == .sub(id) }
-            if drained.contains(where: { $0.purpose == .sub(id) }) || !undrained {
+            let closeQueued = queue.contains { $0.purpose == .close(id) }
+            if liveREQs.contains(id), closeQueued { tally["closeAlreadyQueued"] += 1 }
+            if liveREQs.contains(id), !closeQueued {
                 guard room(undrained ? 0 : 1) else { return .fail(.relaySessionQueueFull) }
                 queue.removeAll { $0.purpose == .sub(id) }
-                queue.append(Frame(text: ClientRelayFrame.close(subscriptionID: id).toJSON(), ids: [], purpose: .close(id)))
+                queue.append(closeFrame(id))
+                if undrained { tally["closeOverReplacement"] += 1 }
             } else {
                 queue.removeAll { $0.purpose == .sub(id) }
             }
@@ -245,81 +347,230 @@ struct SessionModel {
         if let inputError { return .fail(inputError) }
         guard subs[id] == nil else { return .fail(.invalidRelaySession) }
         if counts[id] == nil, subs.count + counts.count >= Self.maxOutbound { return .fail(.relaySessionQueueFull) }
+        // nor can a COUNT cancelled after it went out on this connection (a late answer to it
+        // could not be told apart)
+        if conn == .connected, closedCounts.contains(id) {
+            tally["closedCountRefused"] += 1
+            return .fail(.invalidRelaySession)
+        }
+        // a COUNT that already went out cannot be reissued under its id (its answer would be
+        // credited to the new filters)
+        if conn == .connected, counts[id] != nil, !queue.contains(where: { $0.purpose == .count(id) }) {
+            tally["countWentOut"] += 1
+            return .fail(.invalidRelaySession)
+        }
+        guard countFrame(id, indexes).text.utf8.count <= frameLimit else {
+            tally["countTooLarge"] += 1
+            return .fail(.invalidRelayFrame)
+        }
         if conn == .connected {
-            guard room(1) else { return .fail(.relaySessionQueueFull) }
-            queue.append(Frame(text: ClientRelayFrame.count(subscriptionID: id, filters: filters(indexes)).toJSON(), ids: [], purpose: .count(id)))
+            // a repeated count's undrained COUNT is superseded
+            guard room(1 - queue.filter({ $0.purpose == .count(id) }).count) else { return .fail(.relaySessionQueueFull) }
+            queue.removeAll { $0.purpose == .count(id) }
+            queue.append(countFrame(id, indexes))
         }
         if counts[id] == nil { countOrder.append(id) }
         counts[id] = indexes
         return .ok([])
     }
 
-    // MARK: Publishing and the outbound queue
+    mutating func cancelCount(_ id: String) -> ModelExpect {
+        guard !closed, counts[id] != nil else { return .fail(.invalidRelaySession) }
+        if conn == .connected {
+            if !queue.contains(where: { $0.purpose == .count(id) }) {
+                guard room(1) else { return .fail(.relaySessionQueueFull) }
+                queue.append(closeFrame(id))
+                if !closedCounts.contains(id) {
+                    closedCounts.append(id)
+                    if closedCounts.count > Self.closedCountsCapacity { closedCounts.removeFirst() }
+                }
+            }
+            queue.removeAll { $0.purpose == .count(id) }
+        }
+        counts[id] = nil
+        countOrder.removeAll { $0 == id }
+        tally["cancelCount"] += 1
+        return .ok([])
+    }
+
+    // MARK: Publishing, timers and the outbound queue
+
+    func eventFrameBytes(_ e: VerifiedEvent) -> Int { #"["EVENT",]"#.utf8.count + jsonBytes[e.id]! }
 
     mutating func publish(_ events: [VerifiedEvent]) -> ModelExpect {
         guard !closed else { return .fail(.invalidRelaySession) }
         guard (1...256).contains(events.count) else { return .fail(.invalidRelayBatch) }
         var ids: Set<String> = []
-        var added = 0
         for e in events {
             guard ids.insert(e.id).inserted else { return .fail(.invalidRelayBatch) }
-            if let d = deliveries[e.id] {
-                guard d.state == .retryable else { return .fail(.invalidDeliveryState) }
-            } else {
-                added += 1
+            guard deliveries[e.id] == nil, !settled.contains(e.id) else { return .fail(.invalidDeliveryState) }
+            guard eventFrameBytes(e) <= frameLimit else {
+                tally["tooLarge"] += 1
+                return .fail(.invalidRelayBatch)
             }
         }
-        guard deliveries.count + added <= Self.maxPending else { return .fail(.relaySessionQueueFull) }
+        guard deliveries.count + events.count <= Self.maxPending else { return .fail(.relaySessionQueueFull) }
         for e in events {
-            if deliveries[e.id] == nil { deliveries[e.id] = Delivery(event: e, state: .pending, batch: nextBatch, seq: nextSeq) }
-            deliveries[e.id]!.state = .pending
-            deliveries[e.id]!.batch = nextBatch
-            deliveries[e.id]!.seq = nextSeq
-            deliveries[e.id]!.awaitingAuthResend = false
+            timedOut.remove(e.id)
+            deliveries[e.id] = Delivery(event: e, stage: .pending, batch: nextBatch, seq: nextSeq)
             nextSeq += 1
         }
         nextBatch += 1
         return .ok([])
     }
 
-    mutating func timedOut() -> ModelExpect {
+    /// The earliest armed deadline: held events' own (none for a pending one; at once — the
+    /// latest time seen, or 0 — for one written or answered without a time, whose deadline the
+    /// next handleTimeout starts), the AUTH wait, subscription retries.
+    func pollTimeout() -> Int64? {
+        // a closed session has no work for handleTimeout (which refuses every call)
+        guard !closed else { return nil }
+        var times = deliveries.values.filter { $0.stage != .pending }.map { $0.sentAt.map { $0 + config.acknowledgementTimeoutSeconds } ?? lastNow ?? 0 }
+        if holding, let until = authWaitUntil { times.append(until) }
+        if conn == .connected { times += subOrder.compactMap { subs[$0]!.retryAt } }
+        return times.min()
+    }
+
+    mutating func handleTimeout(_ now: Int64) -> ModelExpect {
         guard !closed else { return .fail(.invalidRelaySession) }
-        return .ok(bySeq.filter { deliveries[$0]!.state == .inFlight }.map { id in
-            deliveries[id]!.state = .retryable
-            return modelSummary("deliveryChanged", decision: (id, .retryable, .timeout))
-        })
+        observe(now)
+        var out: [String] = []
+        for id in bySeq where deliveries[id]!.stage != .pending {
+            guard let sent = deliveries[id]!.sentAt else {
+                // written (or answered) without a known time: its deadline starts now
+                deliveries[id]!.sentAt = now
+                tally["deadlineStarted"] += 1
+                continue
+            }
+            if sent + config.acknowledgementTimeoutSeconds > now { continue }
+            deliveries[id] = nil
+            timedOut.insert(id)
+            out.append(Self.changed(id, .retryable, .timeout))
+        }
+        if holding, let until = authWaitUntil, until <= now {
+            // the relay never answered our AUTH: the connection goes on as if it had accepted it
+            (authWaitUntil, authWaitEnded) = (nil, true)
+            tally["authWaitEnded"] += 1
+            if deliveries.values.contains(where: { $0.stage == .awaitingAuth }) || subOrder.contains(where: { subs[$0]!.awaitingReplay }) {
+                tally["authWaitReplay"] += 1
+            }
+            replayAfterAuth()
+        }
+        if conn == .connected {
+            for id in subOrder {
+                guard let at = subs[id]!.retryAt, at <= now else { continue }
+                guard outbound < Self.maxOutbound else {
+                    // no room: again after the base delay
+                    subs[id]!.retryAt = now + config.reconnectBaseDelaySeconds
+                    tally["retryPostponed"] += 1
+                    continue
+                }
+                if subs[id]!.replayPostponed { tally["replayRetried"] += 1 }
+                (subs[id]!.retryAt, subs[id]!.replayPostponed) = (nil, false)
+                queue.removeAll { $0.purpose == .sub(id) }
+                queue.append(req(id, subs[id]!.filters, newest: subs[id]!.newest))
+                tally["retriedREQ"] += 1
+            }
+        }
+        return .ok(out)
+    }
+
+    /// The oldest publish call's pending, undrained events, as many (in publish order) as fit
+    /// the frame limit in one EVENTS frame — a single event goes as EVENT —, or one EVENT each
+    /// for relays without EVENTS.
+    func nextPublishFrame() -> Frame? {
+        let ready = deliveries.values.filter { $0.stage == .pending && !$0.drained }.sorted { $0.seq < $1.seq }
+        guard let first = ready.first else { return nil }
+        var packed: [VerifiedEvent] = [first.event]
+        if config.supportsEventsBatch {
+            // ["EVENTS",e1,e2,…]: 11 bytes around the events, one comma between two
+            var size = #"["EVENTS",]"#.utf8.count + jsonBytes[first.event.id]!
+            for d in ready.dropFirst() where d.batch == first.batch {
+                size += 1 + jsonBytes[d.event.id]!
+                if size > frameLimit { break }
+                packed.append(d.event)
+            }
+        }
+        let frame = packed.count == 1 ? ClientRelayFrame.event(packed[0]) : ClientRelayFrame.events(packed)
+        return Frame(text: frame.toJSON(), ids: packed.map(\.id), purpose: .publish)
     }
 
     mutating func drain(_ max: Int) -> ModelExpect {
         guard !closed, (1...256).contains(max) else { return .fail(.invalidRelaySession) }
         guard conn == .connected else { return .ok([]) }
-        var out = Array(queue.prefix(max))
-        queue.removeFirst(out.count)
+        var out: [Frame] = []
+        let held = holding
+        var i = 0
+        while out.count < max, i < queue.count {
+            if held && queue[i].purpose.waitsForAuth {
+                tally["authHeld"] += 1
+                i += 1
+            } else {
+                let f = queue.remove(at: i)
+                // the relay has a REQ from its hand-out until our CLOSE is handed out
+                if case .sub(let id) = f.purpose { liveREQs.insert(id) }
+                if case .close(let id) = f.purpose { liveREQs.remove(id) }
+                out.append(f)
+            }
+        }
         drained += out
-        // Publishes are framed oldest first: one publish call's pending events together (their
-        // sequence numbers are consecutive), or one EVENT each for relays without EVENTS.
-        let ready = deliveries.values.filter { $0.state == .pending && !$0.drained }.sorted { $0.seq < $1.seq }
-        var next = 0
-        while out.count < max, outbound < Self.maxOutbound, next < ready.count {
-            let batch = config.supportsEventsBatch ? Array(ready[next...].prefix { $0.batch == ready[next].batch }.map(\.event)) : [ready[next].event]
-            next += batch.count
-            let frame = batch.count == 1 ? ClientRelayFrame.event(batch[0]) : ClientRelayFrame.events(batch)
-            let f = Frame(text: frame.toJSON(), ids: batch.map(\.id), purpose: .publish)
-            for id in f.ids { deliveries[id]!.drained = true }
+        while !held, out.count < max, outbound < Self.maxOutbound, var f = nextPublishFrame() {
+            f.serial = nextSerial
+            nextSerial += 1
+            for id in f.ids {
+                deliveries[id]!.drained = true
+                deliveries[id]!.frame = f.serial
+                // frames are written in hand-out order: that is the order an in-order relay answers in
+                noteWritten(id)
+            }
+            if config.supportsEventsBatch, let batch = deliveries[f.ids[0]]?.batch,
+               deliveries.values.contains(where: { $0.batch == batch && $0.stage == .pending && !$0.drained }) {
+                tally["split"] += 1
+            }
             out.append(f)
             drained.append(f)
         }
         return .ok(out.map { "\($0.text) | \($0.ids.joined(separator: ","))" })
     }
 
-    mutating func confirmSent(_ ids: [String]) -> ModelExpect {
+    mutating func confirmSent(_ ids: [String], now: Int64?) -> ModelExpect {
         guard !closed, conn == .connected else { return .fail(.invalidRelaySession) }
         guard let i = drained.firstIndex(where: { $0.ids == ids }) else { return .fail(ids.isEmpty ? .invalidRelaySession : .invalidDeliveryState) }
-        for id in drained.remove(at: i).ids where deliveries[id] != nil {
-            deliveries[id]!.drained = false
-            deliveries[id]!.state = .inFlight
+        observe(now)
+        let frame = drained.remove(at: i)
+        if frame.purpose == .auth, holding, let now { authWaitUntil = now + config.authenticationWaitSeconds }
+        for id in frame.ids {
+            // only an event whose latest frame this is: one answered and re-framed since, or
+            // settled and published again, is not in flight by this write
+            guard let d = deliveries[id], d.frame == frame.serial else {
+                tally["confirmedStale"] += 1
+                continue
+            }
+            switch d.stage {
+            case .awaitingAuth:
+                // answered auth-required before this confirmation: the deadline runs from this write
+                tally["confirmedAwaitingAuth"] += 1
+                if d.sentAt == nil { deliveries[id]!.sentAt = now }
+            case .pending where d.drained:
+                deliveries[id]!.drained = false
+                deliveries[id]!.stage = .inFlight
+                deliveries[id]!.sentAt = now
+            default:
+                // pending again (an auth-required answer re-sends it at once), not yet re-framed
+                tally["confirmedStale"] += 1
+            }
         }
         return .ok([])
+    }
+
+    mutating func noteWritten(_ id: String) {
+        guard config.correlateUnnamedAcknowledgements, !correlationLost else { return }
+        if unanswered.count >= 2 * Self.maxPending {
+            correlationLost = true
+            unanswered = []
+        } else {
+            unanswered.append(id)
+        }
     }
 
     // MARK: Receiving
@@ -331,8 +582,16 @@ struct SessionModel {
         return .ok([])
     }
 
-    mutating func receive(_ input: ModelRelayInput) -> ModelExpect {
+    /// A frame the session accepts moves the time last seen (after it was handled: a CLOSED
+    /// schedules its retry from `now`, or the time seen before); a rejected one changes nothing.
+    mutating func receive(_ input: ModelRelayInput, now: Int64?) -> ModelExpect {
         guard !closed, conn == .connected else { return .fail(.invalidRelaySession) }
+        let result = handle(input, clock: now ?? lastNow)
+        if case .ok = result { observe(now) }
+        return result
+    }
+
+    mutating func handle(_ input: ModelRelayInput, clock: Int64?) -> ModelExpect {
         switch input {
         case .invalid(_, let code): return .fail(code)
         case .event(let sub, let e, _, let valid):
@@ -347,66 +606,179 @@ struct SessionModel {
             guard awaiting.count < Self.maxAwaiting else { return .fail(.relaySessionQueueFull) }
             awaiting[e.id] = Awaiting(event: e, sub: sub, filters: s.filters)
             return .ok([modelSummary("persistEvent", sub: sub, id: e.id)])
-        case .ok(let id, let accepted, let message):
-            let prefix = RelayMessage(message).prefix
-            if let id, id == authEventID {
-                authEventID = nil
-                guard accepted else { return .ok([modelSummary("authenticationFailed", id: id, prefix: prefix)]) }
-                authenticated = true
-                return .ok([modelSummary("authenticated", id: id)] + replayAfterAuthentication())
-            }
-            guard let id, let d = deliveries[id], d.state == .inFlight else { return .ok([modelSummary("notice", id: id, prefix: prefix)]) }
-            let decision = try! classifyDeliveryAcknowledgement(parseRelayResponseFrame(input.text))
-            if decision.state.isTerminal {
-                deliveries[id] = nil
-            } else {
-                deliveries[id]!.state = .retryable
-                if decision.category == .authRequired && !d.authResendUsed { deliveries[id]!.awaitingAuthResend = true }
-            }
-            return .ok([modelSummary("deliveryChanged", decision: (id, decision.state, decision.category))])
-        case .eose(let s): return .ok([modelSummary("endOfStoredEvents", sub: s)])
+        case .ok(let named, let accepted, let message):
+            return .ok(receiveOK(named, accepted: accepted, message: message))
+        case .eose(let s):
+            subs[s]?.closes = 0
+            return .ok([modelSummary("endOfStoredEvents", sub: s)])
         case .closed(let s, let message):
-            let prefix = RelayMessage(message).prefix
-            counts[s] = nil
-            countOrder.removeAll { $0 == s }
-            if subs[s] != nil, prefix == "auth-required", !subs[s]!.replayUsed { subs[s]!.awaitingReplay = true }
-            return .ok([modelSummary("subscriptionClosed", sub: s, prefix: prefix)])
+            return .ok([receiveClosed(s, prefix: RelayMessage(message).prefix, clock: clock)])
         case .notice(let m): return .ok([modelSummary("notice", prefix: RelayMessage(m).prefix)])
         case .auth(let c):
-            if c == challenge || answered.contains(where: { $0.hasSuffix("|" + c) }) { return .ok([]) }
+            if c == challenge || answeredChallenges.contains(c) { return .ok([]) }
             challenge = c
+            if everAnswered.contains(c) { tally["challengeAgainOnNewConnection"] += 1 }
             return .ok([modelSummary("authenticationRequested", challenge: c)])
         case .count(let s, let n):
-            guard counts.removeValue(forKey: s) != nil else { return .ok([modelSummary("notice", sub: s)]) }
+            if closedCounts.contains(s) { tally["closedCountAnswer"] += 1 }
+            guard !closedCounts.contains(s), counts.removeValue(forKey: s) != nil else { return .ok([modelSummary("notice", sub: s)]) }
             countOrder.removeAll { $0 == s }
             return .ok([modelSummary("countResult", sub: s, count: n)])
         }
     }
 
-    mutating func replayAfterAuthentication() -> [String] {
-        for id in subOrder where subs[id]!.awaitingReplay {
-            subs[id]!.awaitingReplay = false
-            subs[id]!.replayUsed = true
-            if outbound < Self.maxOutbound { queue.append(req(id, subs[id]!.filters, newest: subs[id]!.newest)) }
+    mutating func receiveOK(_ named: String?, accepted: Bool, message: String) -> [String] {
+        let prefix = RelayMessage(message).prefix
+        if let named, named == authEventID { return receiveAuthOK(named, accepted: accepted, prefix: prefix) }
+        var target = named
+        if let named {
+            if let i = unanswered.firstIndex(of: named) { unanswered.remove(at: i) }
+        } else if config.correlateUnnamedAcknowledgements, !correlationLost, !unanswered.isEmpty {
+            // the oldest unanswered write of this connection, timed-out ones included
+            target = unanswered.removeFirst()
+            tally["correlated"] += 1
         }
-        return bySeq.filter { deliveries[$0]!.awaitingAuthResend }.map { id in
-            deliveries[id]!.awaitingAuthResend = false
-            deliveries[id]!.authResendUsed = true
-            deliveries[id]!.state = .pending
-            return modelSummary("deliveryChanged", decision: (id, .pending, .authRequired))
+        guard let id = target else { return [modelSummary("notice", prefix: prefix)] }
+        let decision = try! classifyDeliveryAcknowledgement(parseRelayResponseFrame(SessionFixtures.ok(id, accepted, message)))
+        if let d = deliveries[id] {
+            if d.stage == .pending { tally[named == nil ? "correlatedBeforeConfirm" : "okBeforeConfirm"] += 1 }
+            if !decision.state.isTerminal, decision.category == .authRequired, !d.authResendUsed, config.answersAuthentication {
+                // held until our AUTH is accepted or its wait ran out (or at once, when that
+                // already happened), no decision
+                let asAuthenticated = authenticated || authWaitEnded
+                tally[asAuthenticated ? "authResendAtOnce" : "authResend"] += 1
+                if authWaitEnded && !authenticated { tally["authResendAfterWait"] += 1 }
+                if asAuthenticated {
+                    deliveries[id]!.authResendUsed = true
+                    deliveries[id]!.stage = .pending
+                    deliveries[id]!.drained = false
+                } else {
+                    deliveries[id]!.stage = .awaitingAuth
+                }
+                return []
+            }
+            deliveries[id] = nil
+            if decision.state.isTerminal { settled.insert(id) }
+            return [Self.changed(id, decision.state, decision.category)]
+        }
+        if timedOut.contains(id), decision.state.isTerminal {
+            timedOut.remove(id)
+            settled.insert(id)
+            return [Self.changed(id, decision.state, decision.category)]
+        }
+        return [modelSummary("notice", id: id, prefix: prefix)]
+    }
+
+    mutating func receiveAuthOK(_ id: String, accepted: Bool, prefix: String?) -> [String] {
+        (authEventID, authWaitUntil) = (nil, nil)
+        guard accepted else {
+            // a refusal after the wait ran out still counts: the connection is not authenticated
+            if authWaitEnded { tally["authRefusedAfterWait"] += 1 }
+            authWaitEnded = false
+            let out = [modelSummary("authenticationFailed", id: id, prefix: prefix)] + bySeq.filter { deliveries[$0]!.stage == .awaitingAuth }.map { e in
+                deliveries[e] = nil
+                return Self.changed(e, .retryable, .authRequired)
+            }
+            // subscriptions closed for auth wait for a later accepted AUTH
+            return out
+        }
+        authenticated = true
+        replayAfterAuth()
+        return [modelSummary("authenticated", id: id)]
+    }
+
+    /// After our AUTH was accepted or its wait ran out: the REQs the relay closed auth-required
+    /// go out again, each once, in subscription order; one that finds the outbound queue full
+    /// is not stranded: the retry timer sends it, from the time last seen (or 0) + base. Events
+    /// answered auth-required are pending again, each once.
+    mutating func replayAfterAuth() {
+        for s in subOrder where subs[s]!.awaitingReplay {
+            subs[s]!.awaitingReplay = false
+            subs[s]!.replayUsed = true
+            if queue.contains(where: { $0.purpose == .sub(s) }) {
+                // Its REQ is already queued (a due retry): that one goes out, not a second.
+            } else if room(1) {
+                queue.append(req(s, subs[s]!.filters, newest: subs[s]!.newest))
+            } else {
+                tally["replayBounded"] += 1
+                subs[s]!.retryAt = (lastNow ?? 0) + config.reconnectBaseDelaySeconds
+                subs[s]!.replayPostponed = true
+            }
+        }
+        for e in bySeq where deliveries[e]!.stage == .awaitingAuth {
+            deliveries[e]!.authResendUsed = true
+            deliveries[e]!.stage = .pending
+            deliveries[e]!.drained = false
         }
     }
 
-    /// `challenge` is the one in the event's tag; `wrongKind` marks a kind-1 event with the same tags.
-    mutating func authenticate(_ event: VerifiedEvent, challenge tagged: String, wrongKind: Bool) -> ModelExpect {
+    /// A CLOSED ends the relay's REQ (and a pending COUNT). When a newer REQ of the
+    /// subscription is still queued, that one goes out as it is. Otherwise auth-required: the
+    /// REQ again once after our AUTH is accepted or its wait ran out (when that already
+    /// happened: at once, retry 0, if there is room, else by the retry timer at clock + base,
+    /// retry base·1000; not at all for a host that does not answer challenges);
+    /// error/rate-limited: again at clock + base·2^(n-1) s (capped); others: not on this
+    /// connection.
+    mutating func receiveClosed(_ s: String, prefix: String?, clock: Int64?) -> String {
+        counts[s] = nil
+        countOrder.removeAll { $0 == s }
+        liveREQs.remove(s)
+        var retry: Int64?
+        if subs[s] != nil, queue.contains(where: { $0.purpose == .sub(s) }) {
+            tally["closedBehindReplacement"] += 1
+        } else if var sub = subs[s] {
+            (sub.retryAt, sub.replayPostponed) = (nil, false)
+            if prefix == "auth-required", !sub.replayUsed, config.answersAuthentication {
+                if authenticated || authWaitEnded {
+                    if authWaitEnded && !authenticated { tally["closedReplayAfterWait"] += 1 }
+                    sub.replayUsed = true
+                    if room(1) {
+                        queue.append(req(s, sub.filters, newest: sub.newest))
+                        retry = 0
+                    } else {
+                        // no room now: the retry timer sends it once there is
+                        tally["closedReplayPostponed"] += 1
+                        sub.retryAt = (clock ?? 0) + config.reconnectBaseDelaySeconds
+                        sub.replayPostponed = true
+                        retry = config.reconnectBaseDelaySeconds * 1000
+                    }
+                } else {
+                    sub.awaitingReplay = true
+                }
+            } else if prefix == "error" || prefix == "rate-limited", let now = clock {
+                sub.closes += 1
+                let delay = min(config.reconnectBaseDelaySeconds << Int64(min(sub.closes - 1, 40)), config.reconnectMaxDelaySeconds)
+                sub.retryAt = now + delay
+                retry = delay * 1000
+            }
+            subs[s] = sub
+        }
+        return modelSummary("subscriptionClosed", sub: s, prefix: prefix, retry: retry)
+    }
+
+    mutating func authenticate(_ answer: ModelAuthAnswer, now: Int64?) -> ModelExpect {
         guard !closed, conn == .connected else { return .fail(.invalidRelaySession) }
-        guard let challenge, !wrongKind, tagged == challenge, !answered.contains(event.pubkey + "|" + challenge) else {
+        let clock = now ?? lastNow
+        if answer.wrongRelay && config.relayURL != nil { tally["authWrongRelay"] += 1 }
+        if let clock, abs(answer.event.createdAt - clock) > config.authenticationWindowSeconds { tally["authOutsideWindow"] += 1 }
+        guard let challenge, !answer.wrongKind, answer.challenge == challenge, !(answer.wrongRelay && config.relayURL != nil),
+              clock.map({ abs(answer.event.createdAt - $0) <= config.authenticationWindowSeconds }) ?? true,
+              !answeredPairs.contains(answer.event.pubkey + "|" + challenge)
+        else { return .fail(.invalidRelayAuthentication) }
+        let frame = ClientRelayFrame.auth(answer.event).toJSON()
+        guard frame.utf8.count <= frameLimit else {
+            tally["authTooLarge"] += 1
             return .fail(.invalidRelayAuthentication)
         }
         guard room(1) else { return .fail(.relaySessionQueueFull) }
-        answered.insert(event.pubkey + "|" + challenge)
-        (authEventID, authenticated) = (event.id, false)
-        queue.insert(Frame(text: ClientRelayFrame.auth(event).toJSON(), ids: [], purpose: .auth), at: 0)
+        observe(now)
+        answeredPairs.insert(answer.event.pubkey + "|" + challenge)
+        answeredChallenges.insert(challenge)
+        everAnswered.insert(challenge)
+        (authEventID, authenticated) = (answer.event.id, false)
+        authWaitUntil = clock.map { $0 + config.authenticationWaitSeconds }
+        authWaitEnded = false
+        queue.insert(Frame(text: frame, ids: [], purpose: .auth), at: 0)
         return .ok([])
     }
 

@@ -221,4 +221,59 @@ import Testing
         #expect(closed.first?.retryDelayMilliseconds == nil, "no time known: no retry scheduled")
         #expect(session.pollTimeout() == nil)
     }
+
+    @Test func aCancelledCOUNTsIdIsNotReusedOnTheConnectionAndItsLateAnswerIsANotice() throws {
+        let session = try RelaySession.connected()
+        try session.count(id: "n", filtersJSON: [#"{"kinds":[1]}"#])
+        try session.sendAll()
+        try session.cancelCount(id: "n")
+        expectSessionRejected(.invalidRelaySession, session, mentioning: ["cancelled COUNT"]) {
+            try session.count(id: "n", filtersJSON: [#"{"kinds":[7]}"#])
+        }
+        #expect(try session.receive(F.countAnswer("n", 5)).kinds == [.notice])
+        try session.reconnect()
+        try session.count(id: "n", filtersJSON: [#"{"kinds":[7]}"#])   // a new connection has no old answer
+    }
+
+    @Test func aRefusedAuthAfterTheWaitRanOutMeansNotAuthenticated() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(relayURL: F.relay, authenticationWaitSeconds: 2), now: F.baseTime)
+        _ = try session.receive(F.authChallenge("c1"))
+        let answer = F.auth("c1")
+        try session.authenticate(answer, now: F.baseTime)
+        try session.sendAll()
+        _ = try session.handleTimeout(now: F.baseTime + 2)
+        #expect(try session.receive(F.ok(answer.id, false, "restricted: no")).kinds == [.authenticationFailed])
+        let e = F.note(1)
+        try session.publish([e])
+        try session.sendAll()
+        let refused = try session.receive(F.ok(e.id, false, "auth-required: x"))
+        #expect(refused.decisions.map { [$0.state.rawValue, $0.category.rawValue] } == [], "held for an AUTH the host may still send")
+        #expect(session.snapshot().pendingPublishes == 1)
+        #expect(try session.drainAll().isEmpty, "not re-sent as if authenticated")
+    }
+
+    @Test func unsubscribingTwiceAroundAResubscriptionQueuesOneCLOSE() throws {
+        let session = try RelaySession.connected()
+        try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[1]}"#])
+        try session.sendAll()
+        try session.unsubscribe(id: "a")
+        try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[7]}"#])
+        try session.unsubscribe(id: "a")
+        #expect(try session.sendAll() == [#"["CLOSE","a"]"#])
+    }
+
+    @Test func anAuthReplayDoesNotQueueASecondREQBesideADueRetry() throws {
+        let session = try RelaySession.connected(RelaySessionConfig(reconnectBaseDelaySeconds: 1, relayURL: F.relay), now: F.baseTime)
+        try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[1]}"#])
+        try session.sendAll()
+        _ = try session.receive(F.closed("a", "auth-required: x"), now: F.baseTime)
+        _ = try session.receive(F.closed("a", "error: x"), now: F.baseTime)
+        _ = try session.handleTimeout(now: F.baseTime + 5)
+        _ = try session.receive(F.authChallenge("c1"))
+        let answer = F.auth("c1")
+        try session.authenticate(answer, now: F.baseTime + 5)
+        #expect(try session.drainOutbound(max: 1).map { clientVerb($0.frame) } == ["AUTH"])
+        _ = try session.receive(F.ok(answer.id, true))
+        #expect(try session.drainAll().map { clientVerb($0.frame) } == ["REQ"])
+    }
 }

@@ -175,14 +175,16 @@ void softchat_relay_session_unsubscribe(softchat_relay_session *session, const c
 
 /**
  * RelaySession.count(id: string, filtersJson: [json]). Queues a NIP-45 COUNT under this id,
- * answered by a countResult action. Errors: invalid_relay_frame, invalid_relay_filter,
+ * answered by a countResult action; an undrained COUNT under the same id is replaced, one that
+ * already went out is not. Errors: invalid_relay_frame, invalid_relay_filter,
  * invalid_relay_session, relay_session_queue_full.
  */
 void softchat_relay_session_count(softchat_relay_session *session, const char *id, const char *filters_json, softchat_error **error);
 
 /**
  * RelaySession.cancelCount(id: string). Cancels the pending COUNT with this id; queues its CLOSE
- * when the COUNT already went out. Errors: invalid_relay_session, relay_session_queue_full.
+ * when the COUNT already went out, after which a late answer is a notice and the id is not reused
+ * for a COUNT on this connection. Errors: invalid_relay_session, relay_session_queue_full.
  */
 void softchat_relay_session_cancel_count(softchat_relay_session *session, const char *id, softchat_error **error);
 

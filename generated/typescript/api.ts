@@ -571,10 +571,16 @@ export class RelaySession {
   /** Removes the subscription with this id and queues its CLOSE. */
   unsubscribe(id: string): void { call("RelaySession.unsubscribe", () => native().softchat_relay_session_unsubscribe(this.handle, id)); }
 
-  /** Queues a NIP-45 COUNT under this id, answered by a countResult action. */
+  /**
+   * Queues a NIP-45 COUNT under this id, answered by a countResult action; an undrained COUNT under
+   * the same id is replaced, one that already went out is not.
+   */
   count(id: string, filtersJson: string[]): void { call("RelaySession.count", () => native().softchat_relay_session_count(this.handle, id, encode(filtersJson))); }
 
-  /** Cancels the pending COUNT with this id; queues its CLOSE when the COUNT already went out. */
+  /**
+   * Cancels the pending COUNT with this id; queues its CLOSE when the COUNT already went out, after
+   * which a late answer is a notice and the id is not reused for a COUNT on this connection.
+   */
   cancelCount(id: string): void { call("RelaySession.cancelCount", () => native().softchat_relay_session_cancel_count(this.handle, id)); }
 
   /**

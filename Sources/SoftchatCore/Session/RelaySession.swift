@@ -91,7 +91,8 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.count(id: id, filtersJSON: filtersJSON) }
     }
 
-    /// Cancels the pending COUNT `id`; its CLOSE is queued when the COUNT already went out.
+    /// Cancels the pending COUNT `id`; its CLOSE is queued when the COUNT already went out, and
+    /// then a late answer is a notice and `id` is not reused for a COUNT on this connection.
     public func cancelCount(id: String) throws(SoftchatError) {
         try run { m throws(SoftchatError) in try m.cancelCount(id: id) }
     }

@@ -34,7 +34,7 @@ extension SessionMachine {
             self.challenge = challenge
             return [.authenticationRequested(challenge: challenge)]
         case .count(let id, let result):
-            guard pendingCounts.removeValue(forKey: id) != nil else {
+            guard !closedCounts.contains(id), pendingCounts.removeValue(forKey: id) != nil else {
                 return [.notice(subscriptionID: id, eventID: nil, prefix: nil,
                     message: "COUNT answer for \"\(id)\", which has no pending count request", reason: nil)]
             }
@@ -101,10 +101,14 @@ extension SessionMachine {
             switch message.prefix {
             case "auth-required" where !sub.authReplayUsed && config.answersAuthentication:
                 if authenticated || authWaitEnded {
+                    sub.authReplayUsed = true
                     if outboundCount < RelaySessionContract.maxOutboundFrames.value {
-                        sub.authReplayUsed = true
                         queue.append(reqEntry(id, filters: sub.filters, newestConfirmed: sub.newestConfirmed))
                         retryDelay = 0
+                    } else {
+                        // No room now: the retry timer sends it once there is.
+                        sub.retryAt = (clock ?? 0) + config.reconnectBaseDelaySeconds
+                        retryDelay = config.reconnectBaseDelaySeconds * 1000
                     }
                 } else {
                     sub.awaitingAuthReplay = true
@@ -187,6 +191,8 @@ extension SessionMachine {
         authWaitUntil = nil
         authEventID = nil
         guard accepted else {
+            // A refusal after the wait ran out still counts: the connection is not authenticated.
+            authWaitEnded = false
             // Held events do not wait for an authentication that failed: they leave as
             // retryable. Subscriptions closed for auth wait for a later successful AUTH.
             var actions: [RelaySessionAction] = [.authenticationFailed(eventID: eventID, prefix: message.prefix, message: message.message)]
@@ -206,10 +212,16 @@ extension SessionMachine {
     /// again, and events it answered auth-required go back to pending, each once.
     mutating func replayAfterAuthentication() {
         for id in subscriptionOrder where subscriptions[id]!.awaitingAuthReplay {
-            guard outboundCount < RelaySessionContract.maxOutboundFrames.value else { break }
             subscriptions[id]!.awaitingAuthReplay = false
             subscriptions[id]!.authReplayUsed = true
-            queue.append(reqEntry(id, filters: subscriptions[id]!.filters, newestConfirmed: subscriptions[id]!.newestConfirmed))
+            if queue.contains(where: { $0.purpose == .subscription(id) }) {
+                // Its REQ is already queued (a due retry): that one goes out, not a second.
+            } else if outboundCount < RelaySessionContract.maxOutboundFrames.value {
+                queue.append(reqEntry(id, filters: subscriptions[id]!.filters, newestConfirmed: subscriptions[id]!.newestConfirmed))
+            } else {
+                // No room now: the retry timer sends it once there is, never strands it.
+                subscriptions[id]!.retryAt = (lastNow ?? 0) + config.reconnectBaseDelaySeconds
+            }
         }
         for id in deliveryIDsInOrder where deliveries[id]!.stage == .awaitingAuthentication {
             deliveries[id]!.authResendUsed = true

@@ -107,6 +107,10 @@ struct SessionMachine {
     /// Subscriptions whose REQ went out on this connection and was not closed: an
     /// unsubscription sends CLOSE exactly for these.
     var liveREQs: Set<String> = []
+    /// COUNTs cancelled after they went out on this connection: a late answer is a notice, and
+    /// the id is not reused for another COUNT on this connection (its answer could not be told
+    /// apart).
+    var closedCounts = RecentIDs(capacity: 1024)
     var nextBatch = 0
     var nextSequence = 0
     /// Events that timed out on this connection: a late OK still settles them.
@@ -325,6 +329,7 @@ struct SessionMachine {
         queue.removeAll()
         drained.removeAll()
         liveREQs.removeAll()
+        closedCounts = RecentIDs(capacity: closedCounts.capacity)
         unanswered.removeAll()
         correlationLost = false
         timedOut = RecentIDs(capacity: timedOut.capacity)
@@ -415,7 +420,7 @@ struct SessionMachine {
         guard subscriptions[id] != nil else { throw .invalidRelaySession("unsubscribe: no subscription \"\(id)\"") }
         if connection == .connected {
             let undrained = queue.contains { $0.purpose == .subscription(id) }
-            if liveREQs.contains(id) {
+            if liveREQs.contains(id) && !queue.contains(where: { $0.purpose == .close(id) }) {
                 // The relay has a REQ for it (perhaps an older one than a queued replacement).
                 try requireOutboundRoom(undrained ? 0 : 1, "unsubscribe")
                 queue.removeAll { $0.purpose == .subscription(id) }
@@ -437,6 +442,9 @@ struct SessionMachine {
             throw .invalidRelaySession("count: \"\(id)\" is already a subscription id on this connection")
         }
         if pendingCounts[id] == nil { try requireReconnectRoom("count") }
+        if connection == .connected, closedCounts.contains(id) {
+            throw .invalidRelaySession("count: a cancelled COUNT \"\(id)\" went out on this connection; its late answer could not be told apart, use another id")
+        }
         if connection == .connected, pendingCounts[id] != nil, !queue.contains(where: { $0.purpose == .count(id) }) {
             // Its COUNT already went out: the relay's answer would be credited to the new filters.
             throw .invalidRelaySession("count: the COUNT \"\(id)\" already went out; cancelCount it first or use another id")
@@ -464,6 +472,7 @@ struct SessionMachine {
             if !undrained {
                 try requireOutboundRoom(1, "cancelCount")
                 queue.append(OutboundEntry(frame: ClientRelayFrame.close(subscriptionID: id).toJSON(), deliveryEventIDs: [], purpose: .close(id)))
+                closedCounts.insert(id)
             }
             queue.removeAll { $0.purpose == .count(id) }
         }

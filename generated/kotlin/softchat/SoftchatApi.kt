@@ -526,10 +526,16 @@ class RelaySession internal constructor(internal val handle: Pointer) : java.io.
     /** Removes the subscription with this id and queues its CLOSE. */
     fun unsubscribe(id: String): Unit = SoftchatNative.call("RelaySession.unsubscribe") { e -> SoftchatNative.lib.softchat_relay_session_unsubscribe(handle, id, e) }
 
-    /** Queues a NIP-45 COUNT under this id, answered by a countResult action. */
+    /**
+     * Queues a NIP-45 COUNT under this id, answered by a countResult action; an undrained COUNT under
+     * the same id is replaced, one that already went out is not.
+     */
     fun count(id: String, filtersJson: List<String>): Unit = SoftchatNative.call("RelaySession.count") { e -> SoftchatNative.lib.softchat_relay_session_count(handle, id, SoftchatJson.write(filtersJson.map { it }), e) }
 
-    /** Cancels the pending COUNT with this id; queues its CLOSE when the COUNT already went out. */
+    /**
+     * Cancels the pending COUNT with this id; queues its CLOSE when the COUNT already went out, after
+     * which a late answer is a notice and the id is not reused for a COUNT on this connection.
+     */
     fun cancelCount(id: String): Unit = SoftchatNative.call("RelaySession.cancelCount") { e -> SoftchatNative.lib.softchat_relay_session_cancel_count(handle, id, e) }
 
     /**
