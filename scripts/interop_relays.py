@@ -104,6 +104,18 @@ def run_relay(name, url, env, big_content, work):
     q = subprocess.run(["python3", "-c", f"import sqlite3;c=sqlite3.connect('{sdb}');print(c.execute(\"select count(*), count(distinct id) from events\").fetchone())"],
                        capture_output=True, text=True)
     check(q.stdout.strip() == "(1000, 1000)", f"{name}: second account holds 1,000 distinct events ({q.stdout.strip()})")
+    # The same account again, holding 1,003 terminal intents: publish must wait for the NEW event
+    # (it used to count the old terminal intents and exit 0 before sending it), and report it alone.
+    fresh = sign(key, [{"kind": 1, "created_at": int(time.time()), "tags": [["t", tag + "-again"]], "content": "one more"}])
+    r = softchat(["publish", "--relay", url, "--key", key, "--db", db, "--json", "--timeout", "60"], fresh[0] + "\n")
+    final = json.loads(r.stdout.strip().split("\n")[-1]) if r.stdout.strip() else {}
+    check(r.returncode == 0 and final.get("done") is True and final.get("accepted") == 1 and final.get("rejected") == 0,
+          f"{name}: publish with a reused account reports its own new event accepted ({final}, exit {r.returncode})")
+    check(len(r.stdout.strip().split("\n")) == 1, f"{name}: publish prints only its result on stdout ({r.stdout[:200]!r})")
+    r = softchat(["sync", "--relay", url, "--db", os.path.join(work, f"{name}-c.db"), "--filter",
+                  json.dumps({"kinds": [1], "#t": [tag + "-again"]}), "--json", "--timeout", "60"])
+    result = json.loads(r.stdout.strip().split("\n")[-1]) if r.stdout.strip() else {}
+    check(result.get("events") == 1, f"{name}: the relay holds the new event before publish reported done ({result})")
 
 
 def run_auth(name, url, work):

@@ -43,16 +43,12 @@ enum NetworkOptions {
         }
     }
 
-    /// A progress line on a terminal (rewritten in place), JSON lines otherwise.
-    static func progress(_ json: Bool, _ fields: KeyValuePairs<String, JSONValue>, _ text: String) {
-        if json || !isTerminal(1) {
-            var o = JSONObject()
-            for (k, v) in fields { o.append(k, v) }
-            Output.standard.line(JSONValue.object(o).jsonText)
-        } else {
-            Output.standard.line("\u{1B}[1A\u{1B}[2K" + text)
-        }
-        Output.standard.flush()
+    /// A progress line on standard error, rewritten in place, and only when that is a
+    /// terminal: standard output carries the result alone, so scripts read it unmixed.
+    static func progress(_ text: String) {
+        guard isTerminal(2) else { return }
+        Output.error.line("\u{1B}[1A\u{1B}[2K" + text)
+        Output.error.flush()
     }
 }
 
@@ -63,8 +59,10 @@ enum PublishCommand {
 
         Publishes through the durable account: the signed events given one per line on stdin
         (or one kind-14 chat message signed from --message) are committed as publish intents,
-        then the managed transport delivers them. Exits 0 once every intent is terminal and
-        prints the count per state (1 if any was rejected, 3 on timeout, default 60 s).
+        then the managed transport delivers them. Exits 0 once every intent of THIS run is
+        terminal and prints their count per state (1 if any was rejected, 3 on timeout, default
+        60 s); intents the account held from earlier runs are neither waited for nor counted.
+        Progress goes to standard error, and only when it is a terminal.
         URL is ws://, wss:// or noise://host:port?pattern=IK&key=<relay static key, 64 hex>
         (pattern XX when absent; with XX a key pins the relay's key). For noise://, --noise-key
         is this client's X25519 static key file (default <db>.noise-key, created mode 0600).
@@ -96,12 +94,12 @@ enum PublishCommand {
         let account = try SoftchatAccount.open(path: db)
         defer { account.close() }
         // Batches of at most 256 events, one durable operation each.
-        var intents: Set<String> = []
+        var intents: [String] = []
         var offset = 0
         while offset < events.count {
             let batch = Array(events[offset..<min(offset + RelayPublishContract.maxPublishBatchEvents.value, events.count)])
             let operation = "publish-\(batch[0].id.prefix(16))-\(batch.count)"
-            intents.formUnion(try account.outgoing.enqueueSigned(operationID: operation, events: batch, relayURLs: [relay], now: now))
+            intents += try account.outgoing.enqueueSigned(operationID: operation, events: batch, relayURLs: [relay], now: now)
             offset += batch.count
         }
         let json = parsed.has("--json")
@@ -110,17 +108,16 @@ enum PublishCommand {
         let timeout = Double(try parsed.int("--timeout") ?? 60)
         var lastLine = ""
         let done = try DemoCommand.waitUntil(seconds: timeout) {
-            let counts = try account.delivery.stateCounts(relayURL: relay)
+            let counts = try account.delivery.stateCounts(intentIDs: intents)
             let terminal = (counts[.accepted] ?? 0) + (counts[.rejected] ?? 0)
             let line = "publish \(terminal)/\(intents.count) terminal — accepted \(counts[.accepted] ?? 0), rejected \(counts[.rejected] ?? 0), state \(transport.state)"
             if line != lastLine {
                 lastLine = line
-                NetworkOptions.progress(json, ["terminal": .integer(Int64(terminal)), "intents": .integer(Int64(intents.count)),
-                                               "state": .string(transport.state.description)], line)
+                NetworkOptions.progress(line)
             }
             return terminal >= intents.count
         }
-        let counts = try account.delivery.stateCounts(relayURL: relay)
+        let counts = try account.delivery.stateCounts(intentIDs: intents)
         var summary = JSONObject()
         summary.append("done", .bool(done))
         for s in DeliveryState.allCases { summary.append(s.rawValue, .integer(Int64(counts[s] ?? 0))) }
@@ -172,8 +169,7 @@ enum SyncCommand {
             switch event {
             case .synced(let sub, _) where sub == "sync": synced.set()
             case .ingested(let r):
-                NetworkOptions.progress(json, ["inserted": .integer(Int64(r.insertedEventIDs.count)), "duplicates": .integer(Int64(r.duplicateEventIDs.count))],
-                    "sync: +\(r.insertedEventIDs.count) inserted, \(r.duplicateEventIDs.count) duplicates")
+                NetworkOptions.progress("sync: +\(r.insertedEventIDs.count) inserted, \(r.duplicateEventIDs.count) duplicates")
             default: break
             }
         }

@@ -196,6 +196,24 @@ extension AccountDelivery {
         }
     }
 
+    /// Counts of the given intents per state (ids the account does not hold are not counted),
+    /// so a caller waits for its own intents, not for everything the account ever queued.
+    public func stateCounts(intentIDs: [String]) throws(SoftchatError) -> [DeliveryState: Int] {
+        try store.read("stateCounts") { db in
+            var out: [DeliveryState: Int] = [:]
+            var offset = 0
+            while offset < intentIDs.count {
+                let chunk = Array(intentIDs[offset..<min(offset + 500, intentIDs.count)])
+                offset += chunk.count
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let s = try db.statement("SELECT state, COUNT(*) FROM publish_intents WHERE intent_id IN (\(marks)) GROUP BY state")
+                    .bind(chunk.map { SQLValue.text($0) })
+                while try s.step() { if let state = DeliveryState(rawValue: s.text(0)) { out[state, default: 0] += Int(s.int64(1)) } }
+            }
+            return out
+        }
+    }
+
     /// Counts of intents per state, optionally for one relay.
     public func stateCounts(relayURL: String? = nil) throws(SoftchatError) -> [DeliveryState: Int] {
         try store.read("stateCounts") { db in

@@ -110,6 +110,10 @@ final class TransportLoop: @unchecked Sendable {
     var written: Set<String> = []
     /// Events the session holds as pending or in flight (it reports every change).
     var inSession: Set<String> = []
+    /// Terminal answers that came after the event's retryable decision was already applied (a
+    /// late OK after a timeout): applied to the intent when it is claimed again, instead of
+    /// publishing it again (the session refuses to re-publish a settled event).
+    var lateTerminal: [String: DeliveryDecision] = [:]
     var sentAt: [String: Int64] = [:]
     var leaseCounter = 0
     /// Until then (Unix ms), wait for a NIP-42 challenge before publishing.
@@ -276,12 +280,22 @@ final class TransportLoop: @unchecked Sendable {
         else { return }
         claims[lease] = result.claim
         var fresh: [VerifiedEvent] = []
+        var settled: [DeliveryResult] = []
         for payload in result.payloads {
+            if let decision = lateTerminal.removeValue(forKey: payload.eventID) {
+                settled.append(DeliveryResult(intentID: payload.intentID, decision: decision))
+                continue
+            }
             holder[payload.eventID] = (lease, payload.intentID)
             written.remove(payload.eventID)
             if inSession.contains(payload.eventID) { continue }
             fresh.append(try VerifiedEvent(storedJSON: payload.eventJSON))
         }
+        if !settled.isEmpty {
+            try account.delivery.applyResults(result.claim, results: settled)
+            for r in settled { emit(.delivery(intentID: r.intentID, decision: r.decision)) }
+        }
+        if fresh.isEmpty { releaseFinishedClaims() }
         guard !fresh.isEmpty else { return }
         try session.publish(fresh)
         for e in fresh { inSession.insert(e.id) }
@@ -443,7 +457,11 @@ final class TransportLoop: @unchecked Sendable {
             claimPausedUntil = Self.nowMilliseconds() + retryPause
         }
         written.remove(id)
-        guard let h = holder.removeValue(forKey: id), let claim = claims[h.lease] else { return }
+        guard let h = holder.removeValue(forKey: id), let claim = claims[h.lease] else {
+            // No claim holds it any more: a late terminal answer after its retryable decision.
+            if decision.state.isTerminal { lateTerminal[id] = decision }
+            return
+        }
         do {
             try account.delivery.applyResults(claim, results: [DeliveryResult(intentID: h.intent, decision: decision)])
             emit(.delivery(intentID: h.intent, decision: decision))
