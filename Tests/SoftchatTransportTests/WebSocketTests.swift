@@ -71,6 +71,23 @@ func connectedPair(maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value)
         #expect([header[6] ^ header[2], header[7] ^ header[3]] == [0x70, 0x71])
     }
 
+    /// A fragmented message whose fragments arrive further apart than one read's timeout is
+    /// still one message: the fragments received so far are kept across `receive` calls (it
+    /// used to drop them, then close with 1002 on the continuation).
+    @Test func aFragmentedMessageSurvivesAGapLongerThanTheReadTimeout() throws {
+        let server = try RawServer()
+        let raw = try startRawHandshake(server)
+        try raw.stream.write([0x01, 3] + Array("hel".utf8))
+        #expect(throws: TransportError.self) { _ = try raw.client.receive(timeoutMilliseconds: 50) }
+        try raw.stream.write([0x00, 1] + Array("l".utf8))
+        #expect(throws: TransportError.self) { _ = try raw.client.receive(timeoutMilliseconds: 50) }
+        try raw.stream.write([0x80, 1] + Array("o".utf8))
+        #expect(try raw.client.receive(timeoutMilliseconds: 2000) == .text("hello"))
+        // and the next message starts afresh
+        try raw.stream.write([0x81, 2] + Array("hi".utf8))
+        #expect(try raw.client.receive(timeoutMilliseconds: 2000) == .text("hi"))
+    }
+
     @Test func maskedFramesFromTheServerAreAProtocolViolation() throws {
         let server = try RawServer()
         let raw = try startRawHandshake(server)

@@ -23,6 +23,10 @@ public final class WebSocket: @unchecked Sendable {
     private var start = 0
     private var closeSent = false
     public private(set) var isClosed = false
+    /// The fragments of a message received so far. They outlive a `receive` that times out
+    /// between two fragments: a relay may pause longer than one read inside a message.
+    private var partial: [UInt8] = []
+    private var partialOpcode: Opcode? = nil
 
     /// Wraps an open stream whose handshake is done; `leftover` is what the handshake read past
     /// the blank line (the first frames).
@@ -98,12 +102,11 @@ public final class WebSocket: @unchecked Sendable {
     // MARK: Receiving
 
     /// The next complete text message (or the peer's close), answering pings on the way.
-    /// Throws `.timeout` when nothing complete arrived in time (partial data is kept).
+    /// Throws `.timeout` when nothing complete arrived in time; partial data is kept, both a
+    /// frame not yet whole and the fragments of a message not yet finished.
     public func receive(timeoutMilliseconds: Int32) throws(TransportError) -> Message {
-        var message: [UInt8] = []
-        var messageOpcode: Opcode? = nil
         while true {
-            let (fin, opcode, payload) = try readFrame(timeoutMilliseconds: timeoutMilliseconds, messageSoFar: message.count)
+            let (fin, opcode, payload) = try readFrame(timeoutMilliseconds: timeoutMilliseconds, messageSoFar: partial.count)
             switch opcode {
             case .ping:
                 try sendFrame(.pong, payload)
@@ -118,14 +121,17 @@ public final class WebSocket: @unchecked Sendable {
                 stream.close()
                 return .close(code: code, reason: reason)
             case .text, .binary:
-                guard messageOpcode == nil else { throw fail(1002, "a new data frame arrived inside a fragmented message") }
-                messageOpcode = opcode
-                message = payload
+                guard partialOpcode == nil else { throw fail(1002, "a new data frame arrived inside a fragmented message") }
+                partialOpcode = opcode
+                partial = payload
             case .continuation:
-                guard messageOpcode != nil else { throw fail(1002, "a continuation frame arrived with no message to continue") }
-                message += payload
+                guard partialOpcode != nil else { throw fail(1002, "a continuation frame arrived with no message to continue") }
+                partial += payload
             }
-            if fin, let kind = messageOpcode {
+            if fin, let kind = partialOpcode {
+                let message = partial
+                partial = []
+                partialOpcode = nil
                 guard kind == .text else { throw fail(1003, "binary messages are not part of the Nostr protocol") }
                 guard let text = String(validating: message, as: UTF8.self) else {
                     throw fail(1007, "a text message is not valid UTF-8")
