@@ -54,10 +54,10 @@ public enum WireBenchmarks {
 public enum SessionBenchmarks {
     public static func run(quick: Bool) -> [BenchResult] {
         let count = quick ? 500 : 20_000
-        let reps = quick ? 1 : 5
+        let reps = quick ? 1 : 9
         let corpus = BenchCorpus.events(count: count, contentBytes: 200)
         let frames = corpus.map { RelayResponseFrame.event(subscriptionID: "chat", event: $0).toJSON() }
-        // Figure and baseline alternate, best of five each, so drift on a shared machine hits both.
+        // Figure and baseline alternate, best of nine each, so drift on a shared VM hits both.
         let (sessionSeconds, parseSeconds) = bestOfInterleaved(reps, {
             let session = RelaySession()
             _ = try! session.connect()
