@@ -57,7 +57,7 @@ extension SessionMachine {
             OutboundEntry(frame: ClientRelayFrame.event(e).toJSON(), deliveryEventIDs: [e.id], purpose: .publish, serial: nextFrameSerial)
         }
         guard config.supportsEventsBatch else { return single(first.event) }
-        let batch = ready.filter { $0.batch == first.batch }.sorted { $0.sequence < $1.sequence }.map(\.event)
+        let batch = ready.filter { $0.batch == first.batch }.sorted { $0.sequence < $1.sequence }.map { $0.event }
         var packed: [VerifiedEvent] = []
         var size = Self.eventsFrameOverhead
         for e in batch {
@@ -67,7 +67,7 @@ extension SessionMachine {
             size += added
         }
         if packed.count == 1 { return single(packed[0]) }
-        return OutboundEntry(frame: ClientRelayFrame.events(packed).toJSON(), deliveryEventIDs: packed.map(\.id), purpose: .publish,
+        return OutboundEntry(frame: ClientRelayFrame.events(packed).toJSON(), deliveryEventIDs: packed.map { $0.id }, purpose: .publish,
             serial: nextFrameSerial)
     }
 
