@@ -24,15 +24,21 @@ struct ReconnectBackoff: Sendable, Hashable {
     /// (half fixed, half random), so the delay never exceeds the cap and never collapses to 0.
     mutating func next() -> (delayMilliseconds: Int64, attempt: Int) {
         attempt += 1
-        var delay = baseMilliseconds
-        var k = 1
-        while k < attempt && delay < maxMilliseconds {
-            delay *= 2
-            k += 1
-        }
-        delay = min(delay, maxMilliseconds)
+        let delay = Self.cappedDoubling(base: baseMilliseconds, max: maxMilliseconds, attempt: attempt)
         let half = delay / 2
         let jitter = half > 0 ? Int64(rng.next() % UInt64(half + 1)) : 0
         return (delay - half + jitter, attempt)
+    }
+
+    /// base·2^(attempt-1), capped at `max` (attempt counts from 1), without overflowing: the
+    /// schedule of reconnects and of the session's retries of closed subscriptions.
+    static func cappedDoubling(base: Int64, max: Int64, attempt: Int) -> Int64 {
+        var delay = base
+        var k = 1
+        while k < attempt && delay < max {
+            delay *= 2
+            k += 1
+        }
+        return Swift.min(delay, max)
     }
 }

@@ -128,15 +128,9 @@ extension SessionMachine {
         return [.subscriptionClosed(subscriptionID: id, prefix: message.prefix, message: message.message, retryDelayMilliseconds: retryDelay)]
     }
 
-    /// base·2^(n-1) seconds, capped at the reconnect maximum.
+    /// base·2^(n-1) seconds, capped at the reconnect maximum: the reconnect schedule without jitter.
     func closedRetryDelaySeconds(_ n: Int) -> Int64 {
-        var delay = config.reconnectBaseDelaySeconds
-        var k = 1
-        while k < n && delay < config.reconnectMaxDelaySeconds {
-            delay *= 2
-            k += 1
-        }
-        return Swift.min(delay, config.reconnectMaxDelaySeconds)
+        ReconnectBackoff.cappedDoubling(base: config.reconnectBaseDelaySeconds, max: config.reconnectMaxDelaySeconds, attempt: n)
     }
 
     /// An OK: for our AUTH, authentication; otherwise the event it names (or, for in-order
