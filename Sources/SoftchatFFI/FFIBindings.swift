@@ -28,10 +28,10 @@ enum FFI {
     typealias DeliveryState = SoftchatCore.DeliveryState
     typealias DeliveryCategory = SoftchatCore.DeliveryCategory
     typealias DeliveryDecision = SoftchatCore.DeliveryDecision
-    typealias DeliveryClaim = SoftchatStorage.DeliveryClaim
-    typealias DeliveryPayload = SoftchatStorage.DeliveryPayload
-    typealias DeliveryClaimResult = SoftchatStorage.DeliveryClaimResult
-    typealias DeliveryResult = SoftchatStorage.DeliveryResult
+    typealias DeliveryClaim = SoftchatCore.DeliveryClaim
+    typealias DeliveryPayload = SoftchatCore.DeliveryPayload
+    typealias DeliveryClaimResult = SoftchatCore.DeliveryClaimResult
+    typealias DeliveryResult = SoftchatCore.DeliveryResult
     typealias AccountOutgoing = SoftchatStorage.AccountOutgoing
     typealias AccountDelivery = SoftchatStorage.AccountDelivery
     typealias SoftchatAccount = SoftchatStorage.SoftchatAccount

@@ -141,6 +141,16 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.receive(text, now: now) }
     }
 
+    /// `receive`, with `screen` consulted for every EVENT on a known subscription before the
+    /// session's own duplicate checks and before verification, with the subscription id and
+    /// the event id and `created_at` the frame claims (unverified). `false` drops the event
+    /// without verifying it and without an action: a host that already holds that id (a sync's
+    /// overlap, a copy from another relay) pays for the bytes only. `screen` runs under the
+    /// session's lock: it must not call back into this session.
+    public func receive(_ text: String, now: Int64?, screen: EventScreen) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.receive(text, now: now, screen: screen) }
+    }
+
     /// The host committed the event of a `persistEvent` action durably.
     public func confirmIngested(_ eventID: String) throws(SoftchatError) {
         try run { m throws(SoftchatError) in try m.confirmIngested(eventID) }

@@ -151,3 +151,7 @@ public struct RelaySessionSnapshot: Sendable, Hashable, CustomStringConvertible 
             + "reconnectAttempt: \(reconnectAttempt), authenticated: \(authenticated))"
     }
 }
+
+/// Decides, before verification, whether an EVENT is worth verifying: called with the
+/// subscription id and the (unverified) event id and `created_at`; `false` drops it.
+public typealias EventScreen = (_ subscriptionID: String, _ eventID: String, _ createdAt: Int64) -> Bool

@@ -1,35 +1,5 @@
 public import SoftchatCore
 
-/// A lease over claimed delivery work for one relay. Stale once released, or once it expired
-/// and another claim took its work.
-public struct DeliveryClaim: Sendable, Hashable {
-    public let leaseID: String
-    public let relayURL: String
-    public let expiresAt: Int64
-}
-
-/// One claimed intent with the event it delivers.
-public struct DeliveryPayload: Sendable, Hashable {
-    public let intentID: String
-    public let eventID: String
-    public let eventJSON: String
-}
-
-public struct DeliveryClaimResult: Sendable, Hashable {
-    public let claim: DeliveryClaim
-    public let payloads: [DeliveryPayload]
-}
-
-/// A relay's decision for one claimed intent.
-public struct DeliveryResult: Sendable, Hashable {
-    public let intentID: String
-    public let decision: DeliveryDecision
-    public init(intentID: String, decision: DeliveryDecision) {
-        self.intentID = intentID
-        self.decision = decision
-    }
-}
-
 /// Delivery leases: claim committed work, mark socket writes, apply relay results, release.
 /// Only `applyResults` changes durable terminal state; a socket write is never acceptance.
 public struct AccountDelivery: Sendable {
@@ -134,6 +104,18 @@ public struct AccountDelivery: Sendable {
         }
     }
 
+    /// Extends a live claim's lease to `now` + the account's lease duration, so work that stays
+    /// in flight longer than one lease (a slow relay, a long backoff) is not taken by another
+    /// claim meanwhile. A stale claim is refused.
+    public func renew(_ claim: DeliveryClaim, now: Int64) throws(SoftchatError) -> DeliveryClaim {
+        let expiresAt = now + store.policy.leaseSeconds
+        try store.write("renew") { db in
+            try Self.requireLive(db, claim)
+            try db.statement("UPDATE delivery_leases SET expires_at = ? WHERE lease_id = ?").bind(.int(expiresAt), .text(claim.leaseID)).run()
+        }
+        return DeliveryClaim(leaseID: claim.leaseID, relayURL: claim.relayURL, expiresAt: expiresAt)
+    }
+
     /// Gives the claim's unfinished work back (`pending`) and ends the lease.
     public func release(_ claim: DeliveryClaim) throws(SoftchatError) {
         try store.write("release") { db in
@@ -173,14 +155,6 @@ public struct AccountDelivery: Sendable {
             }
             s.reset()
         }
-    }
-}
-
-extension DeliveryClaim {
-    /// Rebuilds a claim from its lease id and relay (for a CLI or a facade that kept only
-    /// those); whether it is still live is decided by the account, not by `expiresAt`.
-    public init(leaseID: String, relayURL: String) {
-        self.init(leaseID: leaseID, relayURL: relayURL, expiresAt: 0)
     }
 }
 

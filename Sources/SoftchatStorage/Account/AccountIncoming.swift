@@ -48,7 +48,17 @@ public struct AccountIncoming: Sendable {
         return try ingest(inputs: lines.indices.map { IngestInput.parse(lines[$0], verified[$0]) }, receivedAt: receivedAt)
     }
 
-    func ingest(inputs: [IngestInput], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
+    /// Stores verified events and the sync states that account for them in ONE transaction:
+    /// a state (and the cursor it may move) is never durable without the events it counted,
+    /// and events are never durable under a state that did not count them. A state whose
+    /// `cursor` is set moves the account's sync cursor there (never back).
+    public func commit(_ events: [VerifiedEvent], syncStates: [SyncStateRecord], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
+        try ingest(inputs: events.map(IngestInput.verified), receivedAt: receivedAt) { db in
+            for record in syncStates { try SyncStateStore.write(db, record, now: receivedAt) }
+        }
+    }
+
+    func ingest(inputs: [IngestInput], receivedAt: Int64, also: (SQLiteConnection) throws -> Void = { _ in }) throws(SoftchatError) -> IngestionOutcome {
         // A forged copy carrying a genuine event's id must not take the id's one receipt slot
         // ahead of the genuine event in the same batch (it would never be stored).
         let verifiedIDs = Set(inputs.compactMap { if case .verified(let e) = $0 { e.id } else { nil } })
@@ -57,6 +67,7 @@ public struct AccountIncoming: Sendable {
             var writer = EventWriter(db: db, receivedAt: receivedAt)
             for input in inputs { try writer.add(input) }
             try writer.recordReceipt()
+            try also(db)
             return IngestionOutcome(receipt: writer.receipt, quarantined: writer.quarantined)
         }
         // The receipt is checked like any host's result before it is returned.

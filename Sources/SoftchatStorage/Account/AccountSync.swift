@@ -59,6 +59,44 @@ extension SoftchatAccount {
     }
 }
 
+/// A stored sync state and the filters it was written for.
+public struct StoredSyncState: Sendable, Hashable {
+    public let filtersJSON: [String]
+    public let stateJSON: String
+}
+
+extension SoftchatAccount {
+    /// The durable sync state of (relay, subscription), or nil.
+    public func syncState(relayURL: String, subscriptionID: String) throws(SoftchatError) -> StoredSyncState? {
+        try store.read("syncState") { db in
+            let s = try db.statement("SELECT filters_json, state_json FROM sync_states WHERE relay_url = ? AND subscription_id = ?")
+                .bind(.text(relayURL), .text(subscriptionID))
+            guard try s.step() else { return nil }
+            let filters = (try? JSONReader().parse(s.text(0)))?.arrayValue?.compactMap(\.stringValue) ?? []
+            return StoredSyncState(filtersJSON: filters, stateJSON: s.text(1))
+        }
+    }
+
+    /// Writes sync states alone (a page that ended with nothing to store), in one transaction.
+    public func saveSyncStates(_ records: [SyncStateRecord], now: Int64) throws(SoftchatError) {
+        try store.write("saveSyncStates") { db in
+            for record in records { try SyncStateStore.write(db, record, now: now) }
+        }
+    }
+}
+
+enum SyncStateStore {
+    static func write(_ db: SQLiteConnection, _ record: SyncStateRecord, now: Int64) throws {
+        let filters = JSONValue.array(record.filtersJSON.map(JSONValue.string)).jsonText
+        try db.statement("INSERT INTO sync_states (relay_url, subscription_id, filters_json, state_json, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET filters_json = excluded.filters_json, state_json = excluded.state_json, updated_at = excluded.updated_at")
+            .bind(.text(record.relayURL), .text(record.subscriptionID), .text(filters), .text(record.stateJSON), .int(now)).run()
+        if let cursor = record.cursor {
+            try db.statement("INSERT INTO sync_cursors (relay_url, subscription_id, newest_created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET newest_created_at = MAX(newest_created_at, excluded.newest_created_at), updated_at = excluded.updated_at")
+                .bind(.text(record.relayURL), .text(record.subscriptionID), .int(cursor), .int(now)).run()
+        }
+    }
+}
+
 /// Filter validation shared with the session's rules (1–64 filters, each a valid NIP-01 filter).
 enum SessionFilters {
     static func parse(_ filtersJSON: [String]) throws(SoftchatError) -> [RelayFilter] {

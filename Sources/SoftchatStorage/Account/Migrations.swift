@@ -97,6 +97,18 @@ enum Migrations {
             relay_url TEXT
         );
         """,
+        // 4: durable sync state per (relay, subscription): the window and page in progress, so
+        // a cut anywhere resumes where it was (SubscriptionSync's JSON), for the filters it is for
+        """
+        CREATE TABLE sync_states (
+            relay_url TEXT NOT NULL,
+            subscription_id TEXT NOT NULL,
+            filters_json TEXT NOT NULL,
+            state_json TEXT NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (relay_url, subscription_id)
+        );
+        """,
     ]
 
     static var latestVersion: Int { steps.count }

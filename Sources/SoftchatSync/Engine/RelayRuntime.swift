@@ -1,0 +1,174 @@
+public import SoftchatCore
+import SoftchatJSON
+
+/// Everything the engine keeps for one relay.
+struct RelayRuntime {
+    enum Phase: Equatable {
+        /// Waiting for the policy or the NIP-11 document.
+        case starting
+        case connecting
+        case connected
+        case backingOff(until: Int64)
+        case stopped
+    }
+
+    let url: String
+    var phase = Phase.starting
+    var reported = RelayConnectionState.connecting
+    var session: RelaySession?
+    var limits: RelayLimits?
+    var statistics = RelayStatistics()
+    var everConnected = false
+
+    // Subscriptions: the account's policy for this relay, and the sync of each.
+    var policy: [EngineSubscription] = []
+    var subscriptions: [String: SubscriptionRuntime] = [:]
+    /// Session subscription id of a page → the policy subscription it pages.
+    var pageOwner: [String: String] = [:]
+
+    // Delivery.
+    var claims: [String: DeliveryClaim] = [:]
+    var renewAt: [String: Int64] = [:]
+    /// Which claim holds each event's intent right now.
+    var holder: [String: (lease: String, intent: String)] = [:]
+    /// Events whose intent is durably in flight under their claim.
+    var written: Set<String> = []
+    /// Events the session holds as pending or in flight.
+    var inSession: Set<String> = []
+    /// Terminal answers that came after the event's retryable decision was applied (a late OK):
+    /// applied when the intent is claimed again instead of publishing it again.
+    var lateTerminal: [String: DeliveryDecision] = [:]
+    /// Results waiting for the next delivery flush, per lease.
+    var pendingResults: [String: [DeliveryResult]] = [:]
+    /// Leases with a release queued.
+    var releasing: Set<String> = []
+    var needsClaim = true
+    var claiming = false
+    var renewing = false
+    var claimPausedUntil: Int64 = 0
+    var retryPause: Int64 = 0
+    /// Write token → the events its frame carries.
+    var writes: [Int: [String]] = [:]
+    /// When each event's frame was written (monotonic ms), for latency.
+    var sentAt: [String: Int64] = [:]
+
+    // Connection timers (monotonic ms).
+    var lastHeard: Int64 = 0
+    var pingSentAt: Int64?
+    var authWindowEnds: Int64 = 0
+    var authSentAt: Int64?
+
+    init(url: String) { self.url = url }
+
+    mutating func heard(_ now: Int64) {
+        lastHeard = now
+        pingSentAt = nil
+    }
+
+    /// When to ping: after at least one interval of silence, on a grid of the interval, so
+    /// every idle connection of the engine pings in the same wakeup (one per interval in
+    /// total, however many relays).
+    func pingDue(_ interval: Int64) -> Int64 {
+        let interval = max(1, interval)
+        return (lastHeard + 2 * interval - 1) / interval * interval
+    }
+
+    /// The earliest time something is due for this relay.
+    func nextDeadline(now: EngineTime, configuration: SyncEngineConfiguration) -> Int64? {
+        var next: Int64?
+        func consider(_ t: Int64?) {
+            guard let t else { return }
+            next = min(next ?? t, t)
+        }
+        switch phase {
+        case .starting, .stopped, .connecting:
+            break
+        case .backingOff(let until):
+            consider(until)
+        case .connected:
+            if let due = session?.pollTimeout() {
+                consider(now.monotonicMilliseconds + max(0, due - now.unixSeconds) * 1000)
+            }
+            if authWindowEnds > now.monotonicMilliseconds { consider(authWindowEnds) }
+            if let sent = authSentAt { consider(sent + 1000) }
+            if let ping = pingSentAt {
+                consider(ping + configuration.readDeadlineMilliseconds)
+            } else {
+                consider(pingDue(configuration.keepaliveIntervalMilliseconds))
+            }
+            if configuration.publishes && needsClaim && inSession.isEmpty && !claiming && claimPausedUntil > now.monotonicMilliseconds {
+                consider(claimPausedUntil)
+            }
+        }
+        if !claims.isEmpty && !renewing { consider(renewAt.values.min()) }
+        return next
+    }
+
+    /// Back to the durable sync states (after a commit that failed).
+    mutating func reloadDurableStates(configuration: SyncEngineConfiguration) {
+        for (id, sub) in subscriptions {
+            subscriptions[id] = sub.reloaded()
+        }
+    }
+}
+
+/// One policy subscription's sync on one relay.
+struct SubscriptionRuntime {
+    let id: String
+    let filtersJSON: [String]
+    let filters: [RelayFilter]
+    var sync: SubscriptionSync
+    /// The state last committed (what a failed commit falls back to).
+    var durable: SubscriptionSync
+    /// The session subscription id of the page in flight.
+    var pageID: String?
+    var pageNumber = 0
+    var liveSubscribed = false
+    /// The state changed since the last commit.
+    var dirty = false
+    /// The window completed since the last commit.
+    var completed: SyncOutcome?
+    var windowEvents = 0
+    var syncedOnce = false
+
+    func reloaded() -> SubscriptionRuntime {
+        var copy = self
+        copy.sync = durable
+        copy.sync.restarted()
+        copy.dirty = false
+        copy.completed = nil
+        return copy
+    }
+
+    /// The live REQ's filters: each host filter from the horizon behind the window's `until`
+    /// (so an event that reaches the relay late, within the horizon, still arrives live), with
+    /// `limit: 1` (its stored events are the pages' business; the one it brings is dropped by
+    /// id before verification).
+    func liveFilters(now: Int64) -> [String] {
+        let until = sync.windowUntil ?? now
+        let since = max(0, until - sync.horizon)
+        return filters.map { filter in
+            var members = filter.json.members
+            let ownSince = filter.since ?? 0
+            Self.set("since", max(since, ownSince), in: &members)
+            Self.set("limit", 1, in: &members)
+            return JSONValue.object(JSONObject(members: members)).jsonText
+        }
+    }
+
+    static func set(_ key: String, _ value: Int64, in members: inout [JSONObject.Member]) {
+        let member = JSONObject.Member(key: key, value: .integer(value))
+        if let i = members.firstIndex(where: { $0.key == key }) { members[i] = member } else { members.append(member) }
+    }
+}
+
+extension RelayStatistics {
+    mutating func count(_ decision: DeliveryDecision) {
+        switch decision.state {
+        case .accepted: accepted += 1
+        case .rejected: rejected += 1
+        case .retryable: retried += 1
+        case .pending, .inFlight: break
+        }
+    }
+}

@@ -1,0 +1,357 @@
+import SoftchatCore
+import SoftchatJSON
+
+/// Connections: session setup from NIP-11, open / lost / backoff, keepalive, receive.
+extension SyncEngine {
+    func startSession(_ r: Int, limits: RelayLimits?) {
+        guard relays[r].session == nil, relays[r].phase == .starting else { return }
+        relays[r].limits = limits
+        var config = configuration.session
+        switch configuration.eventsBatching {
+        case .always: config.supportsEventsBatch = true
+        case .never: config.supportsEventsBatch = false
+        case .auto: config.supportsEventsBatch = limits?.acceptsEventsBatch ?? false
+        }
+        // nostr-relay answers EVENTs in order and rejects with an empty id: correlate by order.
+        // It also never answers a good AUTH: what waits behind our AUTH goes out after 1 s.
+        if let software = limits?.software, software.contains("nostr_relay") {
+            config.correlateUnnamedAcknowledgements = true
+            config.authenticationWaitSeconds = 1
+        }
+        config.relayURL = relays[r].url
+        config.answersAuthentication = configuration.identity != nil
+        config.acknowledgementTimeoutSeconds = configuration.acknowledgementTimeoutSeconds
+        if let limit = limits?.maxMessageLength, Int64(limit) >= RelaySessionConfig.minimumMessageBytes {
+            config.maxMessageBytes = Int64(limit)
+        }
+        do {
+            relays[r].session = try RelaySession(config: config)
+        } catch {
+            report(.notice(relayURL: relays[r].url, "cannot start a session: \(error.code.rawValue): \(error.message)"))
+            relays[r].phase = .stopped
+            setState(r, .stopped)
+            return
+        }
+        buildSubscriptions(r)
+        connect(r)
+    }
+
+    /// The policy's subscriptions for relay `r`, each resumed from its durable state when that
+    /// state is for the same filters (a changed subscription starts over, without a cursor).
+    func buildSubscriptions(_ r: Int) {
+        var pageSize = configuration.paging.pageSize
+        if let cap = relays[r].limits?.maxLimit, cap > 0 { pageSize = min(pageSize, cap) }
+        let paging = RelayPaging(pageSize: pageSize, until: configuration.paging.until)
+        for entry in relays[r].policy {
+            var filters: [RelayFilter] = []
+            for text in entry.filtersJSON {
+                guard let filter = try? RelayFilter.fromJSON(text) else { continue }
+                filters.append(filter)
+            }
+            guard !filters.isEmpty, filters.count == entry.filtersJSON.count else {
+                report(.notice(relayURL: relays[r].url, "subscription \(entry.subscriptionID) has invalid filters; skipped"))
+                continue
+            }
+            let horizon = configuration.horizons[entry.subscriptionID] ?? entry.horizon
+            var sync = SubscriptionSync(filters: filters, cursor: entry.storedFiltersJSON == nil ? entry.cursor : nil,
+                                        horizon: horizon, paging: paging)
+            if let stored = entry.storedStateJSON, entry.storedFiltersJSON == entry.filtersJSON,
+                let json = try? JSONReader().parse(stored), let resumed = try? SubscriptionSync(json: json)
+            {
+                if resumed.paging == paging && (horizon == nil || resumed.horizon == horizon) {
+                    sync = resumed
+                } else {
+                    // Other paging or horizon: keep the cursor, start a new window.
+                    sync = SubscriptionSync(filters: filters, cursor: resumed.cursor, horizon: horizon, paging: paging)
+                }
+            }
+            relays[r].subscriptions[entry.subscriptionID] = SubscriptionRuntime(
+                id: entry.subscriptionID, filtersJSON: entry.filtersJSON, filters: filters, sync: sync, durable: sync)
+        }
+    }
+
+    func connect(_ r: Int) {
+        guard !stopping, let session = relays[r].session else { return }
+        do {
+            process(r, try session.connect())
+        } catch {
+            report(.notice(relayURL: relays[r].url, "connect refused: \(error.message)"))
+        }
+    }
+
+    func opened(_ r: Int) {
+        guard relays[r].phase == .connecting, let session = relays[r].session else { return }
+        let mono = now.monotonicMilliseconds
+        do {
+            process(r, try session.transportConnected(now: now.unixSeconds))
+        } catch {
+            report(.notice(relayURL: relays[r].url, "transportConnected refused: \(error.message)"))
+            return
+        }
+        if relays[r].everConnected { relays[r].statistics.reconnects += 1 }
+        relays[r].everConnected = true
+        relays[r].phase = .connected
+        relays[r].heard(mono)
+        relays[r].authSentAt = nil
+        let speaksAuth = relays[r].limits?.supportsAuthentication ?? false
+        relays[r].authWindowEnds = configuration.identity != nil && speaksAuth ? mono + configuration.authenticationGraceMilliseconds : 0
+        let authFirst = relays[r].limits?.authenticationRequired == true && configuration.identity != nil
+        setState(r, authFirst ? .authenticating : .ready)
+        // Every subscription: the live REQ, then its sync's next page.
+        for id in relays[r].subscriptions.keys.sorted() {
+            relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds)
+            let live = relays[r].subscriptions[id]!.liveFilters(now: now.unixSeconds)
+            do {
+                try session.subscribe(id: id, filtersJSON: live)
+                relays[r].subscriptions[id]!.liveSubscribed = true
+            } catch {
+                report(.notice(relayURL: relays[r].url, "cannot subscribe \(id): \(error.message)"))
+            }
+            advanceSync(r, id)
+        }
+    }
+
+    /// Sends the subscription's next page, or records a completed window.
+    func advanceSync(_ r: Int, _ id: String) {
+        guard var sub = relays[r].subscriptions[id], let session = relays[r].session else { return }
+        defer { relays[r].subscriptions[id] = sub }
+        switch sub.sync.next() {
+        case .idle, .awaitingEndOfStoredEvents:
+            return
+        case .send(let request):
+            sub.pageNumber += 1
+            let pageID = String(id.prefix(48)) + "~p\(sub.pageNumber)"
+            do {
+                try session.subscribe(id: pageID, filtersJSON: [request.filter.toJSON()])
+                sub.pageID = pageID
+                relays[r].pageOwner[pageID] = id
+            } catch {
+                sub.sync.restarted()
+                report(.notice(relayURL: relays[r].url, "cannot send a page of \(id): \(error.message)"))
+            }
+            sub.dirty = true
+            queueIngestFlush()
+        case .synced(let outcome):
+            sub.completed = outcome
+            sub.dirty = true
+            queueIngestFlush()
+        }
+    }
+
+    /// The connection ended (or never opened): the session decides what that means for
+    /// deliveries and when to reconnect; every REQ is withdrawn (the next connection sends the
+    /// live REQs afresh and asks the pages in flight again).
+    func lost(_ r: Int, reason: String) {
+        guard relays[r].phase == .connected || relays[r].phase == .connecting, let session = relays[r].session else { return }
+        report(.notice(relayURL: relays[r].url, "connection lost: \(reason)"))
+        relays[r].writes.removeAll()
+        relays[r].sentAt.removeAll()
+        relays[r].pingSentAt = nil
+        relays[r].authSentAt = nil
+        do {
+            process(r, try session.transportLost(now: now.unixSeconds))
+        } catch {
+            report(.notice(relayURL: relays[r].url, "transportLost refused: \(error.message)"))
+        }
+        for id in relays[r].pageOwner.keys.sorted() { try? session.unsubscribe(id: id) }
+        relays[r].pageOwner.removeAll()
+        for id in relays[r].subscriptions.keys.sorted() {
+            if relays[r].subscriptions[id]!.liveSubscribed { try? session.unsubscribe(id: id) }
+            relays[r].subscriptions[id]!.liveSubscribed = false
+            relays[r].subscriptions[id]!.pageID = nil
+            relays[r].subscriptions[id]!.sync.restarted()
+        }
+    }
+
+    func received(_ r: Int, _ text: String) {
+        guard let session = relays[r].session else { return }
+        relays[r].heard(now.monotonicMilliseconds)
+        let actions: [RelaySessionAction]
+        do {
+            actions = try session.receive(text, now: now.unixSeconds) { subscriptionID, eventID, createdAt in
+                self.screen(r, subscriptionID, eventID, createdAt)
+            }
+        } catch {
+            // Invalid relay text changes nothing; note it and go on.
+            report(.notice(relayURL: relays[r].url, "relay sent an invalid frame: \(error.code.rawValue): \(error.message)"))
+            return
+        }
+        process(r, actions)
+    }
+
+    /// Before verification: a page counts every event the relay sends for it; ids already held
+    /// (the page's own overlap, a copy from another relay) are dropped unverified.
+    func screen(_ r: Int, _ subscriptionID: String, _ eventID: String, _ createdAt: Int64) -> Bool {
+        if let owner = relays[r].pageOwner[subscriptionID] {
+            let disposition = relays[r].subscriptions[owner]!.sync.received(eventID: eventID, createdAt: createdAt)
+            relays[r].subscriptions[owner]!.dirty = true
+            if disposition == .duplicate {
+                relays[r].statistics.duplicatesSkipped += 1
+                return false
+            }
+        }
+        if recent.contains(eventID) {
+            relays[r].statistics.duplicatesSkipped += 1
+            return false
+        }
+        return true
+    }
+
+    func process(_ r: Int, _ actions: [RelaySessionAction]) {
+        for action in actions {
+            switch action {
+            case .openTransport:
+                relays[r].phase = .connecting
+                setState(r, .connecting)
+                push(.action(.open(relay: r, url: relays[r].url)))
+            case .closeTransport:
+                break
+            case .persistEvent(let subscriptionID, let event):
+                relays[r].statistics.eventsReceived += 1
+                recent.insert(event.id)
+                if let owner = relays[r].pageOwner[subscriptionID] { relays[r].subscriptions[owner]?.windowEvents += 1 }
+                pendingIngest.append((r, event))
+                queueIngestFlush()
+            case .eventRejected(let subscriptionID, let eventID, let reason):
+                if let owner = relays[r].pageOwner[subscriptionID] {
+                    relays[r].subscriptions[owner]?.sync.forget(eventID: eventID)
+                }
+                report(.notice(relayURL: relays[r].url, "event \(eventID) on \(subscriptionID) refused: \(reason)"))
+            case .endOfStoredEvents(let subscriptionID):
+                guard let owner = relays[r].pageOwner.removeValue(forKey: subscriptionID) else { continue }
+                try? relays[r].session?.unsubscribe(id: subscriptionID)
+                relays[r].subscriptions[owner]?.pageID = nil
+                relays[r].subscriptions[owner]?.sync.endOfStoredEvents()
+                relays[r].subscriptions[owner]?.dirty = true
+                advanceSync(r, owner)
+            case .subscriptionClosed(let subscriptionID, let prefix, let message, let retry):
+                let again = retry.map { " (sent again in \($0) ms)" } ?? ""
+                report(.notice(relayURL: relays[r].url, "relay closed \(subscriptionID): \(prefix ?? "") \(message)\(again)"))
+            case .notice(_, _, _, let message, let reason):
+                report(.notice(relayURL: relays[r].url, reason ?? message))
+            case .countResult:
+                break
+            case .authenticationRequested(let challenge):
+                authenticate(r, challenge)
+            case .authenticated:
+                relays[r].authSentAt = nil
+                setState(r, .ready)
+            case .authenticationFailed(_, let prefix, let message):
+                relays[r].authSentAt = nil
+                report(.notice(relayURL: relays[r].url, "authentication refused: \(prefix ?? "") \(message)"))
+                setState(r, .ready)
+            case .deliveryChanged(let decision):
+                deliveryChanged(r, decision)
+            case .scheduleReconnect(let delay, _):
+                relays[r].phase = .backingOff(until: now.monotonicMilliseconds + delay)
+                setState(r, .backingOff(delayMilliseconds: delay))
+            }
+        }
+    }
+
+    func authenticate(_ r: Int, _ challenge: String) {
+        guard let identity = configuration.identity, let session = relays[r].session else { return }
+        do {
+            let auth = try identity.createNip42Authentication(challenge: challenge, relayURL: relays[r].url, createdAt: now.unixSeconds)
+            process(r, try session.authenticate(auth, now: now.unixSeconds))
+            relays[r].authWindowEnds = 0
+            relays[r].authSentAt = now.monotonicMilliseconds
+            setState(r, .authenticating)
+        } catch {
+            report(.notice(relayURL: relays[r].url, "cannot answer the challenge: \(error.message)"))
+        }
+    }
+
+    // MARK: Timers and output
+
+    /// Everything due at `now`, then every frame the sessions have ready.
+    func service() {
+        let mono = now.monotonicMilliseconds
+        for r in relays.indices {
+            switch relays[r].phase {
+            case .backingOff(let until) where mono >= until && !stopping:
+                connect(r)
+            case .connected:
+                serviceConnected(r, mono)
+            default:
+                break
+            }
+            if !relays[r].renewing, let (lease, due) = relays[r].renewAt.min(by: { $0.value < $1.value }), mono >= due,
+                let claim = relays[r].claims[lease]
+            {
+                relays[r].renewing = true
+                push(.account(.renew(claim), .renew(relay: r)))
+            }
+        }
+    }
+
+    func serviceConnected(_ r: Int, _ mono: Int64) {
+        guard let session = relays[r].session else { return }
+        if let due = session.pollTimeout(), now.unixSeconds >= due {
+            do { process(r, try session.handleTimeout(now: now.unixSeconds)) } catch {
+                report(.notice(relayURL: relays[r].url, "handleTimeout refused: \(error.message)"))
+            }
+        }
+        if let sent = relays[r].authSentAt, mono - sent >= 1000 {
+            // No answer to our AUTH: some relays stay silent on success (nostr-relay does).
+            relays[r].authSentAt = nil
+            setState(r, .ready)
+        }
+        if let ping = relays[r].pingSentAt {
+            if mono - ping >= configuration.readDeadlineMilliseconds {
+                push(.action(.close(relay: r)))
+                lost(r, reason: "no answer to a keepalive ping within \(configuration.readDeadlineMilliseconds) ms")
+                return
+            }
+        } else if mono >= relays[r].pingDue(configuration.keepaliveIntervalMilliseconds) {
+            relays[r].pingSentAt = mono
+            push(.action(.ping(relay: r)))
+        }
+        guard mono >= relays[r].authWindowEnds, relays[r].phase == .connected else { return }
+        maybeClaim(r, mono)
+        drain(r)
+    }
+
+    func drain(_ r: Int) {
+        guard let session = relays[r].session, relays[r].phase == .connected else { return }
+        let frames: [OutboundRelayFrame]
+        do { frames = try session.drainOutbound() } catch {
+            report(.notice(relayURL: relays[r].url, "drainOutbound refused: \(error.message)"))
+            return
+        }
+        for frame in frames {
+            nextToken += 1
+            relays[r].writes[nextToken] = frame.deliveryEventIDs
+            push(.action(.write(relay: r, text: frame.frame, token: nextToken)))
+        }
+    }
+
+    func written(_ r: Int, _ token: Int) {
+        guard let ids = relays[r].writes.removeValue(forKey: token) else { return }
+        guard !ids.isEmpty else {
+            confirmSent(r, [])
+            return
+        }
+        // Durable first: the intents are in flight before the session says so. An event sent
+        // again after authentication is already in flight durably.
+        var byLease: [String: [String]] = [:]
+        for id in ids where !relays[r].written.contains(id) {
+            if let h = relays[r].holder[id] { byLease[h.lease, default: []].append(h.intent) }
+            relays[r].written.insert(id)
+        }
+        for lease in byLease.keys.sorted() {
+            guard let claim = relays[r].claims[lease] else { continue }
+            push(.account(.markWritten(claim, intentIDs: byLease[lease]!), .markWritten(relay: r)))
+        }
+        let mono = now.monotonicMilliseconds
+        for id in ids { relays[r].sentAt[id] = mono }
+        push(.confirmSent(relay: r, eventIDs: ids))
+    }
+
+    func confirmSent(_ r: Int, _ ids: [String]) {
+        guard relays[r].phase == .connected, let session = relays[r].session else { return }
+        do { try session.confirmSent(ids, now: now.unixSeconds) } catch {
+            report(.notice(relayURL: relays[r].url, "confirmSent refused: \(error.message)"))
+        }
+    }
+}

@@ -1,0 +1,405 @@
+public import SoftchatCore
+import SoftchatJSON
+
+/// Settings of a `SyncEngine`.
+public struct SyncEngineConfiguration: Sendable {
+    /// The relays, by URL; `relay: Int` in inputs and actions is an index into this list.
+    public var relayURLs: [String]
+    /// Answers NIP-42 challenges; nil: `auth-required` is final.
+    public var identity: SoftchatIdentity?
+    /// The base of every relay's session configuration (the engine sets `relayURL`,
+    /// `answersAuthentication`, the acknowledgement timeout and what NIP-11 says).
+    public var session = RelaySessionConfig()
+    public var eventsBatching = EventsBatching.auto
+    /// Seconds without an OK before an event in flight becomes retryable (`timeout`).
+    public var acknowledgementTimeoutSeconds: Int64 = 15
+    /// Intents claimed (and published) at once, 1–256.
+    public var claimBatch = 256
+    /// After a relay answers "later" (rate-limited, auth-required, error…), wait this long
+    /// before claiming again, doubling per consecutive answer up to 60 s.
+    public var retryDelaySeconds: Int64 = 1
+    /// Fetch each relay's NIP-11 document before its first connection.
+    public var fetchRelayInformation = true
+    /// Page size and `until` convention; a relay's NIP-11 `max_limit` lowers the page size.
+    public var paging = RelayPaging()
+    /// The account's lease duration: leases are renewed at half of it while work is held.
+    public var leaseSeconds: Int64 = 60
+    /// A connection silent this long gets a ping…
+    public var keepaliveIntervalMilliseconds: Int64 = 30_000
+    /// …and is declared lost when nothing at all arrives this long after it.
+    public var readDeadlineMilliseconds: Int64 = 10_000
+    /// After connecting to a relay that speaks NIP-42, wait this long for a challenge before
+    /// writing anything, so the AUTH goes ahead of the first REQ or EVENT.
+    public var authenticationGraceMilliseconds: Int64 = 300
+    /// Claim and publish the account's intents (false: receive only).
+    public var publishes = true
+    /// Unique per process run: lease ids are `<prefix>-<n>`.
+    public var leasePrefix: String
+    /// Per subscription id, the late-arrival horizon in seconds (default: `SubscriptionSync.defaultHorizon`).
+    public var horizons: [String: Int64] = [:]
+
+    public init(relayURLs: [String], identity: SoftchatIdentity?, leasePrefix: String) {
+        self.relayURLs = relayURLs
+        self.identity = identity
+        self.leasePrefix = leasePrefix
+    }
+}
+
+/// The sans-IO engine that keeps one account in sync with many relays: a `RelaySession` per
+/// relay and everything around it — delivery claims and leases, per-subscription sync windows
+/// and paging (`SubscriptionSync`, durable with the events it counted), NIP-42, per-event
+/// deadlines, keepalive, reconnect backoff. Its interface is quinn-proto's:
+///
+/// - `handle(_:now:)` for what happened (socket opened, text received, write completed,
+///   connection lost, timer due, the answer to an account request);
+/// - `pollAction()` for what to do next (open, write, ping, close, do this account work,
+///   report), in order, until it returns nil;
+/// - `pollTimeout()` for when to call `handle(.timer, now:)`.
+///
+/// It never does I/O, never reads a clock and never sleeps. Account work is returned as
+/// `AccountRequest`s, one at a time: `pollAction()` returns nil while one is unanswered, so
+/// every account write is committed before anything that depends on it happens (events and
+/// the sync state that counted them are one transaction; a delivery decision is durable before
+/// the next claim).
+public final class SyncEngine {
+    public let configuration: SyncEngineConfiguration
+    var relays: [RelayRuntime] = []
+    var queue: [Step] = []
+    var queueStart = 0
+    var awaiting: Context?
+    var now: EngineTime
+    var loaded = false
+    var stopping = false
+    var finished = false
+    var leaseCounter = 0
+    var nextToken = 0
+    /// Ids committed or on their way to a commit, from any relay: later copies are dropped
+    /// before verification.
+    var recent = RecentIDs(capacity: 200_000)
+    var ingestQueued = false
+    var deliveriesQueued = false
+    /// Events to commit with the next flush, in arrival order.
+    var pendingIngest: [(relay: Int, event: VerifiedEvent)] = []
+
+    /// A queued step: an action for the host, account work, or engine work that must wait for
+    /// the account work queued before it.
+    enum Step {
+        case action(SyncEngineAction)
+        case account(AccountRequest, Context)
+        case flushIngest
+        case flushDeliveries
+        case confirmSent(relay: Int, eventIDs: [String])
+        case finishStop
+    }
+
+    /// What an account reply is for.
+    enum Context {
+        case load
+        case claim(relay: Int)
+        case renew(relay: Int)
+        case markWritten(relay: Int)
+        case apply(relay: Int, results: [DeliveryResult])
+        case release(relay: Int, leaseID: String)
+        case commit(events: [(relay: Int, event: VerifiedEvent)], states: [CommittedState])
+    }
+
+    public init(configuration: SyncEngineConfiguration, now: EngineTime) {
+        self.configuration = configuration
+        self.now = now
+        relays = configuration.relayURLs.map { RelayRuntime(url: $0) }
+        queue.append(.account(.loadSubscriptions(relayURLs: configuration.relayURLs), .load))
+    }
+
+    // MARK: The interface
+
+    /// Feeds what happened at `now`.
+    public func handle(_ input: SyncEngineInput, now: EngineTime) {
+        self.now = now
+        switch input {
+        case .account(let reply):
+            guard let context = awaiting else { return }
+            awaiting = nil
+            accountReplied(reply, context)
+        case .relayInformation(let relay, let limits):
+            guard relays.indices.contains(relay), !stopping else { return }
+            if let limits { report(.relayInformation(relayURL: relays[relay].url, limits)) }
+            startSession(relay, limits: limits)
+        case .opened(let relay):
+            guard relays.indices.contains(relay) else { return }
+            opened(relay)
+        case .received(let relay, let text):
+            guard relays.indices.contains(relay), relays[relay].phase == .connected else { return }
+            received(relay, text)
+        case .alive(let relay):
+            guard relays.indices.contains(relay) else { return }
+            relays[relay].heard(now.monotonicMilliseconds)
+        case .written(let relay, let token):
+            guard relays.indices.contains(relay) else { return }
+            written(relay, token)
+        case .lost(let relay, let reason):
+            guard relays.indices.contains(relay) else { return }
+            lost(relay, reason: reason)
+        case .drop(let relay):
+            guard relays.indices.contains(relay), relays[relay].phase == .connected || relays[relay].phase == .connecting else { return }
+            push(.action(.close(relay: relay)))
+            lost(relay, reason: "connection dropped on request")
+        case .workAvailable:
+            for r in relays.indices { relays[r].needsClaim = true }
+        case .stop:
+            stop()
+        case .timer:
+            break
+        }
+        service()
+    }
+
+    /// The next thing to do, or nil (nothing now, or an account request is unanswered).
+    public func pollAction() -> SyncEngineAction? {
+        while awaiting == nil, queueStart < queue.count {
+            let step = queue[queueStart]
+            queueStart += 1
+            if queueStart > 1024 && queueStart * 2 > queue.count {
+                queue.removeFirst(queueStart)
+                queueStart = 0
+            }
+            switch step {
+            case .action(let action):
+                return action
+            case .account(let request, let context):
+                awaiting = context
+                return .account(request)
+            case .flushIngest:
+                ingestQueued = false
+                flushIngest()
+            case .flushDeliveries:
+                deliveriesQueued = false
+                flushDeliveries()
+            case .confirmSent(let relay, let ids):
+                confirmSent(relay, ids)
+            case .finishStop:
+                finishStop()
+            }
+        }
+        return nil
+    }
+
+    /// When to call `handle(.timer, now:)`, in monotonic milliseconds; nil when nothing is timed.
+    public func pollTimeout() -> Int64? {
+        guard !finished else { return nil }
+        var next: Int64?
+        func consider(_ t: Int64?) {
+            guard let t else { return }
+            next = min(next ?? t, t)
+        }
+        for r in relays.indices {
+            consider(relays[r].nextDeadline(now: now, configuration: configuration))
+        }
+        return next
+    }
+
+    /// True once `.stopped` was returned.
+    public var isStopped: Bool { finished && queueStart >= queue.count }
+
+    /// Per relay URL, its connection state and statistics.
+    public var relayStates: [(url: String, state: RelayConnectionState, statistics: RelayStatistics)] {
+        relays.map { ($0.url, $0.reported, $0.statistics) }
+    }
+
+    /// Per relay URL, per subscription id: true once a whole window was synced on this run.
+    public var syncedSubscriptions: [String: [String: Bool]] {
+        var out: [String: [String: Bool]] = [:]
+        for relay in relays {
+            var subs: [String: Bool] = [:]
+            for (id, sub) in relay.subscriptions { subs[id] = sub.syncedOnce }
+            out[relay.url] = subs
+        }
+        return out
+    }
+
+    /// Leases the engine holds now (a stopped engine holds none).
+    public var heldLeaseCount: Int { relays.reduce(0) { $0 + $1.claims.count } }
+
+    // MARK: Queue
+
+    func push(_ step: Step) { queue.append(step) }
+
+    func report(_ event: SyncEngineEvent) { push(.action(.report(event))) }
+
+    func setState(_ relay: Int, _ state: RelayConnectionState) {
+        guard relays[relay].reported != state else { return }
+        relays[relay].reported = state
+        report(.relayState(relayURL: relays[relay].url, state))
+    }
+
+    func queueIngestFlush() {
+        guard !ingestQueued else { return }
+        ingestQueued = true
+        push(.flushIngest)
+    }
+
+    func queueDeliveryFlush() {
+        guard !deliveriesQueued else { return }
+        deliveriesQueued = true
+        push(.flushDeliveries)
+    }
+
+    // MARK: Account replies
+
+    func accountReplied(_ reply: AccountReply, _ context: Context) {
+        if case .failed(let error) = reply {
+            accountFailed(error, context)
+            return
+        }
+        switch context {
+        case .load:
+            guard case .subscriptions(let byRelay) = reply else { return }
+            loaded = true
+            for r in relays.indices { relays[r].policy = byRelay[relays[r].url] ?? [] }
+            guard !stopping else { return }
+            for r in relays.indices {
+                if configuration.fetchRelayInformation {
+                    setState(r, .fetchingInformation)
+                    push(.action(.fetchInformation(relay: r, url: relays[r].url)))
+                } else {
+                    startSession(r, limits: nil)
+                }
+            }
+        case .claim(let relay):
+            relays[relay].claiming = false
+            guard case .claimed(let result) = reply else { return }
+            claimed(relay, result)
+        case .renew(let relay):
+            relays[relay].renewing = false
+            guard case .renewed(let claim) = reply else { return }
+            if relays[relay].claims[claim.leaseID] != nil {
+                relays[relay].claims[claim.leaseID] = claim
+                relays[relay].renewAt[claim.leaseID] = now.monotonicMilliseconds + configuration.leaseSeconds * 500
+            }
+        case .markWritten:
+            break
+        case .apply(let relay, let results):
+            for r in results {
+                relays[relay].statistics.count(r.decision)
+                report(.delivery(relayURL: relays[relay].url, intentID: r.intentID, decision: r.decision))
+            }
+        case .release(let relay, let leaseID):
+            relays[relay].claims[leaseID] = nil
+            relays[relay].renewAt[leaseID] = nil
+            relays[relay].releasing.remove(leaseID)
+        case .commit(let events, let states):
+            guard case .committed(let result) = reply else { return }
+            committed(events, states, result)
+        }
+    }
+
+    /// An account request failed: nothing of it happened. Work it carried is given back to
+    /// durable state by cutting the connection (the relay's answers come again, the intents
+    /// are claimed again once their lease ends).
+    func accountFailed(_ error: SoftchatError, _ context: Context) {
+        func cut(_ relay: Int) {
+            report(.notice(relayURL: relays[relay].url, "account write failed: \(error.code.rawValue): \(error.message)"))
+            guard relays[relay].phase == .connected || relays[relay].phase == .connecting else { return }
+            push(.action(.close(relay: relay)))
+            lost(relay, reason: "account write failed")
+        }
+        switch context {
+        case .load:
+            // Without the policy nothing can start.
+            for r in relays.indices {
+                report(.notice(relayURL: relays[r].url, "cannot read the subscription policy: \(error.code.rawValue): \(error.message)"))
+            }
+            stop()
+        case .claim(let relay):
+            relays[relay].claiming = false
+            relays[relay].claimPausedUntil = now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000
+            report(.notice(relayURL: relays[relay].url, "claim failed: \(error.code.rawValue): \(error.message)"))
+        case .renew(let relay):
+            relays[relay].renewing = false
+            report(.notice(relayURL: relays[relay].url, "lease renewal failed: \(error.message)"))
+        case .markWritten(let relay):
+            // A stale claim: another claim owns those intents now; the relay's answers for them
+            // are applied by nobody here (the other claim publishes them again).
+            report(.notice(relayURL: relays[relay].url, "in-flight mark not applied: \(error.message)"))
+        case .apply(let relay, let results):
+            for r in results { relays[relay].lateTerminal[r.decision.eventID] = r.decision.state.isTerminal ? r.decision : nil }
+            report(.notice(relayURL: relays[relay].url, "delivery results not applied: \(error.message)"))
+        case .release(let relay, let leaseID):
+            // A stale lease releases nothing: forget it (its work is another claim's now).
+            relays[relay].claims[leaseID] = nil
+            relays[relay].renewAt[leaseID] = nil
+            relays[relay].releasing.remove(leaseID)
+        case .commit(let events, let states):
+            var involved = Set(events.map(\.relay))
+            for s in states { involved.insert(s.relay) }
+            recent.removeAll()
+            for relay in involved {
+                // Back to what is durable: the pages are asked again.
+                relays[relay].reloadDurableStates(configuration: configuration)
+                cut(relay)
+            }
+        }
+    }
+
+    // MARK: Stopping
+
+    func stop() {
+        guard !stopping else { return }
+        stopping = true
+        for r in relays.indices {
+            if let session = relays[r].session, relays[r].phase != .stopped {
+                if let actions = try? session.cancel() { process(r, actions) }
+                if relays[r].phase == .connected || relays[r].phase == .connecting { push(.action(.close(relay: r))) }
+            }
+            relays[r].phase = .stopped
+        }
+        queueIngestFlush()
+        queueDeliveryFlush()
+        push(.finishStop)
+    }
+
+    func finishStop() {
+        for r in relays.indices {
+            for claim in relays[r].claims.values.sorted(by: { $0.leaseID < $1.leaseID }) where !relays[r].releasing.contains(claim.leaseID) {
+                relays[r].releasing.insert(claim.leaseID)
+                push(.account(.release(claim), .release(relay: r, leaseID: claim.leaseID)))
+            }
+            relays[r].holder.removeAll()
+            try? relays[r].session?.close()
+            relays[r].session = nil
+            setState(r, .stopped)
+        }
+        finished = true
+        push(.action(.stopped))
+    }
+}
+
+/// A bounded set of recent ids (insertion order; the oldest leave first).
+struct RecentIDs {
+    let capacity: Int
+    private var set: Set<String> = []
+    private var order: [String] = []
+    private var start = 0
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func contains(_ id: String) -> Bool { set.contains(id) }
+
+    mutating func insert(_ id: String) {
+        guard set.insert(id).inserted else { return }
+        order.append(id)
+        if set.count > capacity {
+            set.remove(order[start])
+            start += 1
+            if start > capacity / 2 {
+                order.removeFirst(start)
+                start = 0
+            }
+        }
+    }
+
+    mutating func removeAll() {
+        set.removeAll()
+        order.removeAll()
+        start = 0
+    }
+}

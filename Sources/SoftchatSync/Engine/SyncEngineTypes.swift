@@ -1,0 +1,208 @@
+public import SoftchatCore
+
+/// The two clocks the engine is given with every input: monotonic milliseconds for its timers
+/// (a wall clock that jumps must not fire or starve a deadline) and Unix seconds for what is
+/// about dates (sync windows, NIP-42 `created_at`, lease expiry stored in the account).
+public struct EngineTime: Sendable, Hashable {
+    public var monotonicMilliseconds: Int64
+    public var unixSeconds: Int64
+    public init(monotonicMilliseconds: Int64, unixSeconds: Int64) {
+        self.monotonicMilliseconds = monotonicMilliseconds
+        self.unixSeconds = unixSeconds
+    }
+}
+
+/// What a relay's NIP-11 document says that the engine uses.
+public struct RelayLimits: Sendable, Hashable {
+    /// `limitation.max_message_length`: the largest frame the relay takes.
+    public var maxMessageLength: Int?
+    /// `limitation.max_limit`: the most events it sends for one filter (a page).
+    public var maxLimit: Int?
+    /// It takes NIP-01 EVENTS batches.
+    public var acceptsEventsBatch: Bool
+    /// It speaks NIP-42 (it may challenge at once).
+    public var supportsAuthentication: Bool
+    /// `limitation.auth_required`.
+    public var authenticationRequired: Bool
+    /// `software`, for known quirks (nostr-relay answers EVENTs in order with empty ids, and
+    /// never answers a good AUTH).
+    public var software: String?
+
+    public init(maxMessageLength: Int? = nil, maxLimit: Int? = nil, acceptsEventsBatch: Bool = false,
+                supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil) {
+        self.maxMessageLength = maxMessageLength
+        self.maxLimit = maxLimit
+        self.acceptsEventsBatch = acceptsEventsBatch
+        self.supportsAuthentication = supportsAuthentication
+        self.authenticationRequired = authenticationRequired
+        self.software = software
+    }
+}
+
+/// Whether multi-event publishes go out as one EVENTS frame.
+public enum EventsBatching: Sendable, Hashable {
+    /// When the relay's NIP-11 document says it accepts them.
+    case auto
+    case always
+    case never
+}
+
+/// A subscription the account keeps for a relay, with the sync state it has there.
+public struct EngineSubscription: Sendable, Hashable {
+    public let subscriptionID: String
+    public let filtersJSON: [String]
+    /// The state the account holds for this relay and subscription (nil: never synced there),
+    /// and the filters it was written for: a state for other filters is not resumed.
+    public let storedStateJSON: String?
+    public let storedFiltersJSON: [String]?
+    /// The account's cursor, used when there is no stored state for these filters.
+    public let cursor: Int64?
+    /// Seconds re-asked behind the cursor (nil: `SubscriptionSync.defaultHorizon`).
+    public let horizon: Int64?
+
+    public init(subscriptionID: String, filtersJSON: [String], storedFiltersJSON: [String]? = nil, storedStateJSON: String? = nil,
+                cursor: Int64? = nil, horizon: Int64? = nil) {
+        self.subscriptionID = subscriptionID
+        self.filtersJSON = filtersJSON
+        self.storedFiltersJSON = storedFiltersJSON
+        self.storedStateJSON = storedStateJSON
+        self.cursor = cursor
+        self.horizon = horizon
+    }
+}
+
+/// Account work the engine needs done, in order. Each is one transaction; the host answers it
+/// with `handle(.account(reply), now:)` before calling `pollAction()` again.
+public enum AccountRequest: Sendable, Hashable {
+    /// The subscription policy for each relay (answer: `.subscriptions`).
+    case loadSubscriptions(relayURLs: [String])
+    /// Claim up to `max` intents for `relayURL` under a new lease (answer: `.claimed`).
+    case claim(relayURL: String, leaseID: String, max: Int)
+    /// Extend a lease (answer: `.renewed`).
+    case renew(DeliveryClaim)
+    /// The frame carrying these intents was written to the socket (answer: `.done`).
+    case markWritten(DeliveryClaim, intentIDs: [String])
+    /// Relay decisions for intents the claim holds (answer: `.done`).
+    case applyResults(DeliveryClaim, results: [DeliveryResult])
+    /// Give the claim's unfinished work back (answer: `.done`).
+    case release(DeliveryClaim)
+    /// Store these events and sync states together (answer: `.committed`).
+    case commit(events: [VerifiedEvent], syncStates: [SyncStateRecord], receivedAt: Int64)
+}
+
+/// The host's answer to the last `AccountRequest`.
+public enum AccountReply: Sendable {
+    /// Per relay URL, its subscriptions.
+    case subscriptions([String: [EngineSubscription]])
+    case claimed(DeliveryClaimResult?)
+    case renewed(DeliveryClaim)
+    case done
+    case committed(IngestionResult)
+    /// The request failed; nothing of it happened.
+    case failed(SoftchatError)
+}
+
+/// One relay connection's state, as the host shows it.
+public enum RelayConnectionState: Sendable, Hashable, CustomStringConvertible {
+    case fetchingInformation
+    case connecting
+    case authenticating
+    case ready
+    /// Waiting to reconnect for this many milliseconds from when it was reported.
+    case backingOff(delayMilliseconds: Int64)
+    case stopped
+
+    public var description: String {
+        switch self {
+        case .fetchingInformation: "fetchingInformation"
+        case .connecting: "connecting"
+        case .authenticating: "authenticating"
+        case .ready: "ready"
+        case .backingOff(let ms): "backingOff(\(ms) ms)"
+        case .stopped: "stopped"
+        }
+    }
+}
+
+/// Counters per relay since the engine started.
+public struct RelayStatistics: Sendable, Hashable {
+    public var accepted = 0
+    public var rejected = 0
+    /// Retryable outcomes (timeouts, lost connections, rate limits…): the intent goes back to the pool.
+    public var retried = 0
+    public var reconnects = 0
+    public var eventsReceived = 0
+    /// Events dropped by id before verification (the sync overlap, copies from other relays).
+    public var duplicatesSkipped = 0
+    /// Publish → OK round trip of the last answered event, and the mean, in milliseconds.
+    public var lastLatencyMilliseconds: Int64?
+    public var meanLatencyMilliseconds: Int64?
+    var latencyTotal: Int64 = 0
+    var latencyCount: Int64 = 0
+
+    public init() {}
+
+    mutating func recordLatency(_ ms: Int64) {
+        lastLatencyMilliseconds = ms
+        latencyTotal += ms
+        latencyCount += 1
+        meanLatencyMilliseconds = latencyTotal / latencyCount
+    }
+}
+
+/// What happened, for hosts that show progress. Never carries secrets or challenges.
+public enum SyncEngineEvent: Sendable, Hashable {
+    case relayState(relayURL: String, RelayConnectionState)
+    case relayInformation(relayURL: String, RelayLimits)
+    /// An intent's relay decision was committed.
+    case delivery(relayURL: String, intentID: String, decision: DeliveryDecision)
+    /// Events from this relay were committed.
+    case ingested(relayURL: String, IngestionResult)
+    /// A subscription's whole window on this relay is synced and its cursor moved.
+    case synced(relayURL: String, subscriptionID: String, events: Int, outcome: SyncOutcome)
+    case notice(relayURL: String, String)
+}
+
+/// What the host must do.
+public enum SyncEngineAction: Sendable, Hashable {
+    /// Fetch the relay's NIP-11 document; answer with `.relayInformation`.
+    case fetchInformation(relay: Int, url: String)
+    /// Open the WebSocket; answer with `.opened` or `.lost`.
+    case open(relay: Int, url: String)
+    /// Write this text frame; answer with `.written(token)` once every byte is written.
+    case write(relay: Int, text: String, token: Int)
+    /// Send a WebSocket ping (keepalive); a pong answers with `.alive`.
+    case ping(relay: Int)
+    /// Close the connection; no `.lost` is expected for it.
+    case close(relay: Int)
+    /// Do this account work and answer with `.account(reply)` before the next `pollAction()`.
+    case account(AccountRequest)
+    /// Show this to the app.
+    case report(SyncEngineEvent)
+    /// Every relay has stopped and every lease is released: the engine is done.
+    case stopped
+}
+
+/// What happened outside, fed to `handle(_:now:)`.
+public enum SyncEngineInput: Sendable {
+    /// The NIP-11 fetch ended (nil: no usable document).
+    case relayInformation(relay: Int, RelayLimits?)
+    case opened(relay: Int)
+    /// One complete text message.
+    case received(relay: Int, text: String)
+    /// A pong or ping arrived: the connection is alive.
+    case alive(relay: Int)
+    case written(relay: Int, token: Int)
+    /// The connection failed to open, or ended.
+    case lost(relay: Int, reason: String)
+    /// The answer to the last account request.
+    case account(AccountReply)
+    /// New publish intents were committed: claim them.
+    case workAvailable
+    /// The host wants this connection cut (as a network failure would).
+    case drop(relay: Int)
+    /// Stop: cancel, close, release every lease, then `.stopped`.
+    case stop
+    /// `pollTimeout()` is due.
+    case timer
+}

@@ -1,0 +1,435 @@
+import SoftchatCore
+import SoftchatJSON
+@testable import SoftchatSync
+
+/// An account in memory with the semantics the engine relies on from `SoftchatAccount`
+/// (claims and leases, the retry budget, commits of events with sync states). The engine's
+/// tests over real SQLite files live beside the transport; this one keeps 100,000-step model
+/// runs fast.
+final class MemoryAccount {
+    struct Intent {
+        let intentID: String
+        let eventID: String
+        let relayURL: String
+        var state: DeliveryState = .pending
+        var category: DeliveryCategory = .accepted
+        var attempts = 0
+        var lease: String?
+        let sequence: Int
+    }
+
+    var events: [String: VerifiedEvent] = [:]
+    var intents: [String: Intent] = [:]
+    var leases: [String: (relay: String, expiresAt: Int64, released: Bool)] = [:]
+    var states: [String: (filters: [String], state: String)] = [:]
+    var cursors: [String: Int64] = [:]
+    var policy: [(id: String, filters: [String], relay: String?)] = []
+    var retryBudget = 10
+    var leaseSeconds: Int64 = 60
+    var failNextCommits = 0
+    var commits = 0
+    /// Ids a commit carried more than once across commits (an event committed twice).
+    var committedTwice: [String] = []
+    private var sequence = 0
+
+    func key(_ relay: String, _ sub: String) -> String { relay + "\u{0}" + sub }
+
+    func enqueue(_ event: VerifiedEvent, relays: [String]) -> [String] {
+        events[event.id] = event
+        var ids: [String] = []
+        for relay in relays {
+            sequence += 1
+            let id = "i\(sequence)"
+            intents[id] = Intent(intentID: id, eventID: event.id, relayURL: relay, sequence: sequence)
+            ids.append(id)
+        }
+        return ids
+    }
+
+    func answer(_ request: AccountRequest, now: Int64) -> AccountReply {
+        switch request {
+        case .loadSubscriptions(let urls):
+            var out: [String: [EngineSubscription]] = [:]
+            for url in urls {
+                out[url] = policy.filter { $0.relay == nil || $0.relay == url }.map { entry in
+                    let stored = states[key(url, entry.id)]
+                    return EngineSubscription(subscriptionID: entry.id, filtersJSON: entry.filters, storedFiltersJSON: stored?.filters,
+                                              storedStateJSON: stored?.state, cursor: cursors[key(url, entry.id)])
+                }
+            }
+            return .subscriptions(out)
+        case .claim(let relay, let leaseID, let max):
+            guard leases[leaseID] == nil else { return .failed(.invalidDeliveryState("lease reused", operation: .relayPublish)) }
+            func free(_ lease: String?) -> Bool {
+                guard let lease else { return true }
+                let l = leases[lease]!
+                return l.released || l.expiresAt <= now
+            }
+            let claimable = intents.values.filter { i in
+                i.relayURL == relay && (((i.state == .pending || i.state == .retryable) && free(i.lease)) || (i.state == .inFlight && free(i.lease)))
+            }.sorted { $0.sequence < $1.sequence }
+            var taken: [Intent] = []
+            for var i in claimable {
+                if i.attempts >= retryBudget {
+                    i.state = .rejected
+                    i.category = .exhausted
+                    i.lease = nil
+                    intents[i.intentID] = i
+                    continue
+                }
+                if taken.count < max { taken.append(i) }
+            }
+            guard !taken.isEmpty else { return .claimed(nil) }
+            leases[leaseID] = (relay, now + leaseSeconds, false)
+            var payloads: [DeliveryPayload] = []
+            for var i in taken {
+                if let old = i.lease { leases[old]!.released = true }
+                i.lease = leaseID
+                i.state = .pending
+                intents[i.intentID] = i
+                payloads.append(DeliveryPayload(intentID: i.intentID, eventID: i.eventID, eventJSON: events[i.eventID]!.jsonText))
+            }
+            return .claimed(DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseID, relayURL: relay, expiresAt: now + leaseSeconds),
+                                                payloads: payloads))
+        case .renew(let claim):
+            guard let l = leases[claim.leaseID], !l.released else { return .failed(.invalidDeliveryState("stale", operation: .relayPublish)) }
+            leases[claim.leaseID]!.expiresAt = now + leaseSeconds
+            return .renewed(DeliveryClaim(leaseID: claim.leaseID, relayURL: claim.relayURL, expiresAt: now + leaseSeconds))
+        case .markWritten(let claim, let ids):
+            guard let l = leases[claim.leaseID], !l.released else { return .failed(.invalidDeliveryState("stale", operation: .relayPublish)) }
+            guard ids.allSatisfy({ intents[$0]?.lease == claim.leaseID && intents[$0]?.state == .pending }) else {
+                return .failed(.invalidDeliveryState("not held", operation: .relayPublish))
+            }
+            for id in ids {
+                intents[id]!.state = .inFlight
+                intents[id]!.attempts += 1
+            }
+            return .done
+        case .applyResults(let claim, let results):
+            guard let l = leases[claim.leaseID], !l.released else { return .failed(.invalidDeliveryState("stale", operation: .relayPublish)) }
+            guard results.allSatisfy({ intents[$0.intentID]?.lease == claim.leaseID }) else {
+                return .failed(.invalidDeliveryState("not held", operation: .relayPublish))
+            }
+            for r in results {
+                var i = intents[r.intentID]!
+                if r.decision.state.isTerminal {
+                    i.state = r.decision.state
+                    i.category = r.decision.category
+                } else if i.attempts >= retryBudget {
+                    i.state = .rejected
+                    i.category = .exhausted
+                } else {
+                    i.state = .retryable
+                    i.category = r.decision.category
+                }
+                i.lease = nil
+                intents[r.intentID] = i
+            }
+            return .done
+        case .release(let claim):
+            guard let l = leases[claim.leaseID], !l.released else { return .failed(.invalidDeliveryState("stale", operation: .relayPublish)) }
+            for (id, i) in intents where i.lease == claim.leaseID && (i.state == .pending || i.state == .inFlight || i.state == .retryable) {
+                intents[id]!.state = .pending
+                intents[id]!.lease = nil
+            }
+            leases[claim.leaseID]!.released = true
+            return .done
+        case .commit(let batch, let syncStates, _):
+            if failNextCommits > 0 {
+                failNextCommits -= 1
+                return .failed(SoftchatError(.accountStorageFailed, "injected commit failure", operation: .relayIngestion))
+            }
+            commits += 1
+            var result = IngestionResult()
+            var seen: Set<String> = []
+            for e in batch where seen.insert(e.id).inserted {
+                if events[e.id] != nil {
+                    result.alreadyPresent.append(e.id)
+                } else {
+                    events[e.id] = e
+                    result.accepted.append(e.id)
+                }
+            }
+            for s in syncStates {
+                states[key(s.relayURL, s.subscriptionID)] = (s.filtersJSON, s.stateJSON)
+                if let c = s.cursor { cursors[key(s.relayURL, s.subscriptionID)] = Swift.max(cursors[key(s.relayURL, s.subscriptionID)] ?? c, c) }
+            }
+            return .committed(result)
+        }
+    }
+
+    var liveLeases: Int { leases.values.filter { !$0.released }.count }
+}
+
+/// A relay in memory that speaks NIP-01 text: stores events, answers REQs newest first capped
+/// per filter with `until` read either way, sends live events, answers EVENT(S) with OK.
+struct WireRelay {
+    var stored: [VerifiedEvent] = []
+    var cap = 500
+    var inclusiveUntil = true
+    var subscriptions: [String: [RelayFilter]] = [:]
+    /// What the relay answered per event id (true: accepted).
+    var answered: [String: Bool] = [:]
+    /// When set, the relay answers every EVENT by this rule instead of OK true.
+    var okRule: ((VerifiedEvent, inout SplitMix64) -> OKBehaviour)?
+    var heldOKs: [String] = []
+    var closeRule: ((String, inout SplitMix64) -> String?)?
+    var rng = SplitMix64(seed: 1)
+
+    enum OKBehaviour {
+        case accept, reject(String), retry(String), silent, late
+    }
+
+    mutating func insert(_ event: VerifiedEvent) {
+        guard !stored.contains(where: { $0.id == event.id }) else { return }
+        let i = stored.firstIndex { $0.createdAt < event.createdAt || ($0.createdAt == event.createdAt && $0.id > event.id) }
+        stored.insert(event, at: i ?? stored.count)
+    }
+
+    func matches(_ filter: RelayFilter, _ e: VerifiedEvent) -> Bool {
+        var members = filter.json.members
+        members.removeAll { $0.key == "until" || $0.key == "limit" }
+        guard let loose = try? RelayFilter(json: .object(JSONObject(members: members))), loose.matches(e) else { return false }
+        if let until = filter.until { return inclusiveUntil ? e.createdAt <= until : e.createdAt < until }
+        return true
+    }
+
+    /// A new event arrives from elsewhere: stored, and sent to the live subscriptions it matches.
+    mutating func publishFromElsewhere(_ event: VerifiedEvent) -> [String] {
+        insert(event)
+        var out: [String] = []
+        for id in subscriptions.keys.sorted() where subscriptions[id]!.contains(where: { matches($0, event) }) {
+            out.append(RelayResponseFrame.event(subscriptionID: id, event: event).toJSON())
+        }
+        return out
+    }
+
+    mutating func dropConnection() {
+        subscriptions.removeAll()
+        heldOKs.removeAll()
+    }
+
+    mutating func receive(_ text: String) -> [String] {
+        guard let frame = try? parseClientRelayFrame(text) else { return [RelayResponseFrame.notice(RelayMessage("invalid: cannot parse")).toJSON()] }
+        switch frame {
+        case .req(let id, let filters):
+            if let rule = closeRule, let message = rule(id, &rng) {
+                return [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage(message)).toJSON()]
+            }
+            var out: [String] = []
+            var sent: Set<String> = []
+            for filter in filters {
+                let n = min(cap, filter.limit.map { Int($0) } ?? cap)
+                var count = 0
+                for e in stored where count < n && matches(filter, e) {
+                    count += 1
+                    if sent.insert(e.id).inserted { out.append(RelayResponseFrame.event(subscriptionID: id, event: e).toJSON()) }
+                }
+            }
+            out.append(RelayResponseFrame.eose(subscriptionID: id).toJSON())
+            subscriptions[id] = filters
+            return out
+        case .close(let id):
+            subscriptions[id] = nil
+            return []
+        case .event(let e):
+            return answer(e)
+        case .events(let list):
+            return list.flatMap { answer($0) }
+        case .auth, .count:
+            return []
+        }
+    }
+
+    mutating func answer(_ e: VerifiedEvent) -> [String] {
+        let behaviour = okRule.map { rule in rule(e, &rng) } ?? .accept
+        switch behaviour {
+        case .accept:
+            insert(e)
+            answered[e.id] = answered[e.id] ?? true
+            return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("")).toJSON()]
+        case .reject(let text):
+            if answered[e.id] == true { return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("duplicate: have it")).toJSON()] }
+            answered[e.id] = false
+            return [RelayResponseFrame.ok(eventID: e.id, accepted: false, message: RelayMessage(text)).toJSON()]
+        case .retry(let text):
+            return [RelayResponseFrame.ok(eventID: e.id, accepted: false, message: RelayMessage(text)).toJSON()]
+        case .silent:
+            insert(e)
+            answered[e.id] = answered[e.id] ?? true
+            return []
+        case .late:
+            insert(e)
+            answered[e.id] = answered[e.id] ?? true
+            heldOKs.append(RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("")).toJSON())
+            return []
+        }
+    }
+}
+
+/// Drives a `SyncEngine` against `WireRelay`s and a `MemoryAccount` with simulated time and
+/// connections: no sockets, no clock.
+final class EngineWorld {
+    let urls: [String]
+    var relays: [WireRelay]
+    let account = MemoryAccount()
+    var engine: SyncEngine!
+    var mono: Int64 = 1_000_000
+    var unix: Int64 = 1_750_000_000
+    /// Frames in flight relay → engine, per relay (delivered in order).
+    var inbox: [[String]]
+    var connected: [Bool]
+    var connecting: [Bool]
+    var reports: [SyncEngineEvent] = []
+    var stopped = false
+    var opens = 0
+    var pings = 0
+    /// When false, a connection attempt fails.
+    var reachable: [Bool]
+    var limits: [RelayLimits?]
+
+    init(relayCount: Int = 1) {
+        urls = (0..<relayCount).map { "wss://relay\($0).test" }
+        relays = Array(repeating: WireRelay(), count: relayCount)
+        inbox = Array(repeating: [], count: relayCount)
+        connected = Array(repeating: false, count: relayCount)
+        connecting = Array(repeating: false, count: relayCount)
+        reachable = Array(repeating: true, count: relayCount)
+        limits = Array(repeating: nil, count: relayCount)
+    }
+
+    var now: EngineTime { EngineTime(monotonicMilliseconds: mono, unixSeconds: unix) }
+
+    func start(_ configure: (inout SyncEngineConfiguration) -> Void = { _ in }) {
+        var config = SyncEngineConfiguration(relayURLs: urls, identity: nil, leasePrefix: "test")
+        config.fetchRelayInformation = true
+        configure(&config)
+        engine = SyncEngine(configuration: config, now: now)
+        pump()
+    }
+
+    func handle(_ input: SyncEngineInput) {
+        engine.handle(input, now: now)
+        pump()
+    }
+
+    /// Runs every action the engine has, answering account requests at once.
+    func pump() {
+        while let action = engine.pollAction() {
+            switch action {
+            case .fetchInformation(let r, _):
+                engine.handle(.relayInformation(relay: r, limits[r]), now: now)
+            case .open(let r, _):
+                opens += 1
+                connecting[r] = true
+            case .write(let r, let text, let token):
+                guard connected[r] else { continue }
+                inbox[r] += relays[r].receive(text)
+                engine.handle(.written(relay: r, token: token), now: now)
+            case .ping(let r):
+                pings += 1
+                _ = r
+            case .close(let r):
+                connected[r] = false
+                connecting[r] = false
+                relays[r].dropConnection()
+                inbox[r].removeAll()
+            case .account(let request):
+                engine.handle(.account(account.answer(request, now: unix)), now: now)
+            case .report(let event):
+                reports.append(event)
+            case .stopped:
+                stopped = true
+            }
+        }
+    }
+
+    /// Completes pending connection attempts.
+    func completeOpens() {
+        for r in urls.indices where connecting[r] {
+            connecting[r] = false
+            if reachable[r] {
+                connected[r] = true
+                handle(.opened(relay: r))
+            } else {
+                handle(.lost(relay: r, reason: "unreachable"))
+            }
+        }
+    }
+
+    /// Delivers up to `max` frames from relay `r`.
+    func deliver(_ r: Int, max: Int = Int.max) {
+        var n = 0
+        while n < max, connected[r], !inbox[r].isEmpty {
+            let text = inbox[r].removeFirst()
+            handle(.received(relay: r, text: text))
+            n += 1
+        }
+    }
+
+    func cut(_ r: Int) {
+        guard connected[r] || connecting[r] else { return }
+        connected[r] = false
+        connecting[r] = false
+        relays[r].dropConnection()
+        inbox[r].removeAll()
+        handle(.lost(relay: r, reason: "cut"))
+    }
+
+    /// Advances both clocks by `ms`, firing the engine's timer when it is due.
+    func advance(_ ms: Int64) {
+        let target = mono + ms
+        while let due = engine.pollTimeout(), due <= target {
+            let step = max(0, due - mono)
+            mono = max(mono, due)
+            unix += (step + 999) / 1000
+            handle(.timer)
+            completeOpens()
+        }
+        unix += (target - mono) / 1000
+        mono = target
+        handle(.timer)
+    }
+
+    /// Runs until nothing is in flight anywhere (no frames, no opens) or `limit` rounds.
+    func settle(rounds limit: Int = 10_000) {
+        var rounds = 0
+        while rounds < limit {
+            rounds += 1
+            completeOpens()
+            var any = false
+            for r in urls.indices where connected[r] && !inbox[r].isEmpty {
+                deliver(r)
+                any = true
+            }
+            if !any && !connecting.contains(true) { return }
+        }
+    }
+
+    /// Settles, lets timers run for `ms`, settles again.
+    func run(for ms: Int64) {
+        settle()
+        var left = ms
+        while left > 0 {
+            let step = min(left, 500)
+            advance(step)
+            settle()
+            left -= step
+        }
+    }
+
+    func synced(_ r: Int, _ sub: String) -> Bool { engine.syncedSubscriptions[urls[r]]?[sub] ?? false }
+
+    var syncReports: [(String, String, Int)] {
+        reports.compactMap { if case .synced(let url, let sub, let n, _) = $0 { (url, sub, n) } else { nil } }
+    }
+}
+
+/// Signed test events.
+enum Fixtures {
+    static let author = SoftchatIdentity.generate()
+
+    static func event(_ createdAt: Int64, kind: Int = 1, content: String) -> VerifiedEvent {
+        try! author.sign(UnsignedEvent(createdAt: createdAt, kind: kind, content: content))
+    }
+}

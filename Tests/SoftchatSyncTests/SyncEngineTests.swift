@@ -1,0 +1,273 @@
+import SoftchatCore
+import SoftchatJSON
+import Testing
+@testable import SoftchatSync
+
+/// The sync engine's rules, each against simulated relays, account and time (no sockets).
+@Suite struct SyncEngineTests {
+    static let notes = #"{"kinds":[1]}"#
+
+    /// 1,200 stored events, a relay that caps every REQ at 500, a world with one subscription.
+    func world(events count: Int = 1_200, relays: Int = 1, base: Int64 = 1_749_000_000) -> (EngineWorld, [VerifiedEvent]) {
+        let w = EngineWorld(relayCount: relays)
+        var events: [VerifiedEvent] = []
+        for i in 0..<count { events.append(Fixtures.event(base + Int64(i / 3), content: "stored \(i)")) }
+        for r in 0..<relays { for e in events { w.relays[r].insert(e) } }
+        w.account.policy = [("notes", [Self.notes], nil)]
+        return (w, events)
+    }
+
+    func held(_ w: EngineWorld, _ events: [VerifiedEvent]) -> Int { events.filter { w.account.events[$0.id] != nil }.count }
+
+    @Test func aWholeSyncPagesPastTheRelaysCapAndMovesTheCursorOnlyAtTheEnd() {
+        let (w, events) = world()
+        w.start()
+        w.completeOpens()
+        w.deliver(0, max: 400)
+        // Mid-sync: events are stored, the cursor has not moved.
+        #expect(held(w, events) > 0)
+        #expect(w.account.cursors.isEmpty)
+        w.settle()
+        #expect(held(w, events) == 1_200)
+        #expect(w.synced(0, "notes"))
+        #expect(w.account.cursors[w.account.key(w.urls[0], "notes")] == w.unix)
+        #expect(w.syncReports.map(\.2) == [1_200])
+    }
+
+    @Test(arguments: [1, 299, 300, 499, 500, 501, 750, 1_000, 1_199])
+    func aCutAnywhereInASyncResumesAndEndsWithEveryEvent(after frames: Int) {
+        let (w, events) = world()
+        w.start()
+        w.completeOpens()
+        w.deliver(0, max: frames)
+        w.cut(0)
+        #expect(!w.synced(0, "notes"))
+        #expect(w.account.cursors.isEmpty, "a cut sync must not move the cursor")
+        w.run(for: 120_000)
+        #expect(held(w, events) == 1_200)
+        #expect(w.synced(0, "notes"))
+    }
+
+    @Test func aResumedProcessContinuesTheWindowFromItsDurableState() {
+        let (w, events) = world()
+        w.start()
+        w.completeOpens()
+        w.deliver(0, max: 700)
+        // The process dies: a new engine over the same account.
+        let stored = w.account.states.count
+        #expect(stored == 1)
+        w.connected[0] = false
+        w.relays[0].dropConnection()
+        w.inbox[0].removeAll()
+        w.start()
+        w.run(for: 5_000)
+        #expect(held(w, events) == 1_200)
+        #expect(w.synced(0, "notes"))
+    }
+
+    @Test func equalCreatedAtRunsAcrossPageBoundariesAreFetchedWholeUnderEitherUntilConvention() {
+        for inclusive in [true, false] {
+            let w = EngineWorld()
+            w.relays[0].inclusiveUntil = inclusive
+            var events: [VerifiedEvent] = []
+            // Runs of 7 events per second: page boundaries fall inside runs.
+            for i in 0..<1_000 { events.append(Fixtures.event(1_749_000_000 + Int64(i / 7), content: "run \(i)")) }
+            for e in events { w.relays[0].insert(e) }
+            w.account.policy = [("notes", [Self.notes], nil)]
+            w.start { $0.paging = RelayPaging(pageSize: 500, until: inclusive ? .inclusive : .exclusive) }
+            w.run(for: 1_000)
+            #expect(held(w, events) == 1_000, "inclusive until: \(inclusive)")
+        }
+    }
+
+    @Test func anEventBackdatedWithinTheHorizonThatArrivesAfterASyncComesWithTheNextSync() {
+        let w = EngineWorld()
+        w.account.policy = [("wraps", [#"{"kinds":[1059]}"#], nil)]
+        w.start()
+        w.run(for: 1_000)
+        #expect(w.synced(0, "wraps"))
+        w.cut(0)
+        // While we are away, a gift wrap backdated by a day and a half reaches the relay.
+        let wrap = Fixtures.event(w.unix - 36 * 3_600, kind: 1059, content: "wrapped")
+        w.relays[0].insert(wrap)
+        w.run(for: 120_000)
+        #expect(w.account.events[wrap.id] != nil)
+    }
+
+    @Test func aBackdatedEventPublishedWhileConnectedArrivesLive() {
+        let w = EngineWorld()
+        w.account.policy = [("wraps", [#"{"kinds":[1059]}"#], nil)]
+        w.start()
+        w.run(for: 1_000)
+        let wrap = Fixtures.event(w.unix - 40 * 3_600, kind: 1059, content: "wrapped live")
+        w.inbox[0] += w.relays[0].publishFromElsewhere(wrap)
+        w.settle()
+        #expect(w.account.events[wrap.id] != nil)
+    }
+
+    @Test func aFutureDatedEventNeverMovesTheCursorPastNow() {
+        let w = EngineWorld()
+        let future = Fixtures.event(w.unix + 86_400 * 365, content: "from the future")
+        w.relays[0].insert(future)
+        w.relays[0].insert(Fixtures.event(w.unix - 10, content: "now-ish"))
+        w.account.policy = [("notes", [Self.notes], nil)]
+        w.start()
+        w.run(for: 1_000)
+        let cursor = w.account.cursors[w.account.key(w.urls[0], "notes")]
+        #expect(cursor != nil)
+        #expect(cursor! <= w.unix)
+    }
+
+    @Test func aChangedSubscriptionStartsOverWithoutTheOldCursor() {
+        let (w, _) = world(events: 10)
+        w.start()
+        w.run(for: 1_000)
+        #expect(w.synced(0, "notes"))
+        // An old event of another kind; the host widens the subscription to include it.
+        let old = Fixtures.event(1_600_000_000, kind: 7, content: "+")
+        w.relays[0].insert(old)
+        w.engine.handle(.stop, now: w.now)
+        w.pump()
+        w.account.policy = [("notes", [#"{"kinds":[1,7]}"#], nil)]
+        w.connected[0] = false
+        w.relays[0].dropConnection()
+        w.start()
+        w.run(for: 1_000)
+        #expect(w.account.events[old.id] != nil)
+    }
+
+    @Test func duplicatesInTheOverlapAndFromOtherRelaysAreDroppedBeforeVerification() {
+        let (w, events) = world(events: 300, relays: 2)
+        w.start()
+        w.run(for: 1_000)
+        #expect(held(w, events) == 300)
+        let skipped = w.engine.relayStates.map(\.statistics.duplicatesSkipped).reduce(0, +)
+        let received = w.engine.relayStates.map(\.statistics.eventsReceived).reduce(0, +)
+        // Each event verified and handed out once across both relays; the other copy skipped.
+        #expect(received == 300)
+        #expect(skipped >= 300)
+        // A second sync re-asks the horizon behind the cursor: all of it is skipped by id.
+        w.cut(0)
+        w.run(for: 120_000)
+        #expect(w.engine.relayStates.map(\.statistics.eventsReceived).reduce(0, +) == 300)
+    }
+
+    @Test func anIdleEngineWakesOnlyForTheSharedKeepaliveGrid() {
+        let w = EngineWorld(relayCount: 50)
+        w.account.policy = [("notes", [Self.notes], nil)]
+        w.start { $0.keepaliveIntervalMilliseconds = 30_000 }
+        w.run(for: 2_000)
+        var wakeups = 0
+        let end = w.mono + 300_000
+        while let due = w.engine.pollTimeout(), due <= end {
+            w.mono = max(w.mono, due)
+            w.handle(.timer)
+            for r in w.urls.indices { w.handle(.alive(relay: r)) }
+            wakeups += 1
+        }
+        // 50 idle relays for 300 s: one wakeup per 30 s interval, not one per relay.
+        #expect(wakeups >= 9 && wakeups <= 11, "wakeups: \(wakeups)")
+    }
+
+    @Test func aSilentConnectionIsPingedThenDeclaredLostAndReconnected() {
+        let (w, _) = world(events: 5)
+        w.start { $0.keepaliveIntervalMilliseconds = 10_000; $0.readDeadlineMilliseconds = 5_000 }
+        w.run(for: 1_000)
+        let opens = w.opens
+        // The peer vanished without a FIN: nothing arrives any more, pings are not answered.
+        w.advance(25_000)
+        #expect(w.pings >= 1)
+        w.completeOpens()
+        #expect(w.opens > opens, "the half-open connection must be replaced")
+    }
+
+    @Test func publishIsDoneOnlyWhenTheRelayAnswersAndATimedOutEventsLateOKStillCounts() {
+        let w = EngineWorld()
+        let e = Fixtures.event(w.unix, content: "hello")
+        let intents = w.account.enqueue(e, relays: [w.urls[0]])
+        w.relays[0].okRule = { _, _ in .late }
+        w.start { $0.acknowledgementTimeoutSeconds = 5 }
+        w.run(for: 1_000)
+        #expect(w.account.intents[intents[0]]!.state == .inFlight)
+        w.run(for: 10_000)
+        // Timed out: retryable, back in the pool; then the relay's late OK arrives.
+        w.relays[0].okRule = nil
+        w.inbox[0] += w.relays[0].heldOKs
+        w.relays[0].heldOKs.removeAll()
+        w.run(for: 5_000)
+        let intent = w.account.intents[intents[0]]!
+        #expect(intent.state == .accepted)
+        #expect(intent.attempts <= 2, "a stored event must not burn its retry budget")
+    }
+
+    @Test func aRelayRejectionIsTheOnlyWayToRejectedAndAcceptanceNeedsAnOK() {
+        let w = EngineWorld()
+        let good = Fixtures.event(w.unix, content: "good")
+        let bad = Fixtures.event(w.unix, content: "bad")
+        let ids = w.account.enqueue(good, relays: [w.urls[0]]) + w.account.enqueue(bad, relays: [w.urls[0]])
+        w.relays[0].okRule = { e, _ in e.id == bad.id ? .reject("invalid: no") : .accept }
+        w.start()
+        w.run(for: 2_000)
+        #expect(w.account.intents[ids[0]]!.state == .accepted)
+        #expect(w.account.intents[ids[1]]!.state == .rejected)
+        #expect(w.account.intents[ids[1]]!.category == .invalid)
+    }
+
+    @Test func oneIntentPerRelayIsDeliveredAndTrackedOnEachRelay() {
+        let w = EngineWorld(relayCount: 3)
+        let e = Fixtures.event(w.unix, content: "to all")
+        let ids = w.account.enqueue(e, relays: w.urls)
+        w.relays[2].okRule = { _, _ in .reject("blocked: not you") }
+        w.start()
+        w.run(for: 2_000)
+        #expect(w.account.intents[ids[0]]!.state == .accepted)
+        #expect(w.account.intents[ids[1]]!.state == .accepted)
+        #expect(w.account.intents[ids[2]]!.state == .rejected)
+        #expect(w.relays[0].stored.contains { $0.id == e.id } && w.relays[1].stored.contains { $0.id == e.id })
+    }
+
+    @Test func stopReleasesEveryLeaseAndEndsWithStopped() {
+        let w = EngineWorld()
+        for i in 0..<20 { _ = w.account.enqueue(Fixtures.event(w.unix, content: "m\(i)"), relays: [w.urls[0]]) }
+        w.relays[0].okRule = { _, _ in .silent }
+        w.start()
+        w.run(for: 1_000)
+        #expect(w.account.liveLeases == 1)
+        w.handle(.stop)
+        #expect(w.stopped)
+        #expect(w.account.liveLeases == 0)
+        #expect(w.engine.heldLeaseCount == 0)
+        #expect(w.account.intents.values.allSatisfy { $0.state == .pending || $0.state == .retryable })
+    }
+
+    @Test func leasesAreRenewedWhileWorkStaysInFlight() {
+        let w = EngineWorld()
+        _ = w.account.enqueue(Fixtures.event(w.unix, content: "slow"), relays: [w.urls[0]])
+        w.relays[0].okRule = { _, _ in .silent }
+        w.start { $0.leaseSeconds = 20; $0.acknowledgementTimeoutSeconds = 600 }
+        w.run(for: 1_000)
+        let lease = w.account.leases.first!.key
+        let first = w.account.leases[lease]!.expiresAt
+        w.run(for: 30_000)
+        #expect(w.account.leases[lease]!.expiresAt > first)
+        #expect(w.account.leases[lease]!.expiresAt > w.unix)
+    }
+
+    @Test func aFailedCommitLosesNothingAndTheSyncStillCompletes() {
+        let (w, events) = world(events: 900)
+        w.account.failNextCommits = 2
+        w.start()
+        w.run(for: 120_000)
+        #expect(held(w, events) == 900)
+        #expect(w.synced(0, "notes"))
+    }
+
+    @Test func aClosedPageIsNeverReportedSynced() {
+        let (w, _) = world(events: 600)
+        w.relays[0].closeRule = { id, _ in id.contains("~p") ? "blocked: no history for you" : nil }
+        w.start()
+        w.run(for: 5_000)
+        #expect(!w.synced(0, "notes"))
+        #expect(w.account.cursors.isEmpty)
+    }
+}
