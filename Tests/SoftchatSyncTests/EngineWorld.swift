@@ -28,6 +28,8 @@ final class MemoryAccount {
     var leaseSeconds: Int64 = 60
     var failNextCommits = 0
     var commits = 0
+    /// Received events committed again although the account held them (verified twice).
+    var duplicateCommits = 0
     /// Ids a commit carried more than once across commits (an event committed twice).
     var committedTwice: [String] = []
     private var sequence = 0
@@ -144,6 +146,7 @@ final class MemoryAccount {
             var seen: Set<String> = []
             for e in batch where seen.insert(e.id).inserted {
                 if events[e.id] != nil {
+                    if !intents.values.contains(where: { $0.eventID == e.id }) { duplicateCommits += 1 }
                     result.alreadyPresent.append(e.id)
                 } else {
                     events[e.id] = e
@@ -168,8 +171,9 @@ struct WireRelay {
     var cap = 500
     var inclusiveUntil = true
     var subscriptions: [String: [RelayFilter]] = [:]
-    /// What the relay answered per event id (true: accepted).
-    var answered: [String: Bool] = [:]
+    /// Events the relay answered OK true for (or stored without answering), and OK false for.
+    var saidAccepted: Set<String> = []
+    var saidRejected: Set<String> = []
     /// When set, the relay answers every EVENT by this rule instead of OK true.
     var okRule: ((VerifiedEvent, inout SplitMix64) -> OKBehaviour)?
     var heldOKs: [String] = []
@@ -246,21 +250,21 @@ struct WireRelay {
         switch behaviour {
         case .accept:
             insert(e)
-            answered[e.id] = answered[e.id] ?? true
+            saidAccepted.insert(e.id)
             return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("")).toJSON()]
         case .reject(let text):
-            if answered[e.id] == true { return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("duplicate: have it")).toJSON()] }
-            answered[e.id] = false
+            if saidAccepted.contains(e.id) { return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("duplicate: have it")).toJSON()] }
+            saidRejected.insert(e.id)
             return [RelayResponseFrame.ok(eventID: e.id, accepted: false, message: RelayMessage(text)).toJSON()]
         case .retry(let text):
             return [RelayResponseFrame.ok(eventID: e.id, accepted: false, message: RelayMessage(text)).toJSON()]
         case .silent:
             insert(e)
-            answered[e.id] = answered[e.id] ?? true
+            saidAccepted.insert(e.id)
             return []
         case .late:
             insert(e)
-            answered[e.id] = answered[e.id] ?? true
+            saidAccepted.insert(e.id)
             heldOKs.append(RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("")).toJSON())
             return []
         }

@@ -25,6 +25,8 @@ struct RelayRuntime {
     var subscriptions: [String: SubscriptionRuntime] = [:]
     /// Session subscription id of a page → the policy subscription it pages.
     var pageOwner: [String: String] = [:]
+    /// One-shot REQs for events dated after a window (future-dated ones): closed at their EOSE.
+    var aheadREQs: Set<String> = []
 
     // Delivery.
     var claims: [String: DeliveryClaim] = [:]
@@ -130,6 +132,9 @@ struct SubscriptionRuntime {
     var completed: SyncOutcome?
     var windowEvents = 0
     var syncedOnce = false
+    /// When the current connection opened (Unix seconds): a window resumed from an earlier
+    /// connection ends before it, so another window follows at once, up to now.
+    var connectedAt: Int64 = 0
 
     func reloaded() -> SubscriptionRuntime {
         var copy = self
@@ -152,6 +157,19 @@ struct SubscriptionRuntime {
             let ownSince = filter.since ?? 0
             Self.set("since", max(since, ownSince), in: &members)
             Self.set("limit", 1, in: &members)
+            return JSONValue.object(JSONObject(members: members)).jsonText
+        }
+    }
+
+    /// The REQ for what is dated after the window: future-dated events already stored (a
+    /// sender whose clock runs ahead) belong to no window yet and would wait for the next one.
+    /// Newest first, so a page of them is the ones that matter.
+    func aheadFilters(now: Int64) -> [String] {
+        let until = sync.windowUntil ?? now
+        return filters.map { filter in
+            var members = filter.json.members
+            Self.set("since", max(until + 1, filter.since ?? 0), in: &members)
+            Self.set("limit", Int64(sync.paging.pageSize), in: &members)
             return JSONValue.object(JSONObject(members: members)).jsonText
         }
     }

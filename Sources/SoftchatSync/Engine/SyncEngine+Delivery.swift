@@ -161,6 +161,9 @@ extension SyncEngine {
             sub.durable = state.sync
             if let outcome, sub.completed == outcome {
                 sub.completed = nil
+            }
+            // Synced means: everything up to this connection's start is held.
+            if let outcome, outcome.cursor >= sub.connectedAt {
                 sub.syncedOnce = true
                 report(.synced(relayURL: relays[r].url, subscriptionID: id, events: sub.windowEvents, outcome: outcome))
                 sub.windowEvents = 0

@@ -41,7 +41,7 @@ extension SyncEngine {
     func buildSubscriptions(_ r: Int) {
         var pageSize = configuration.paging.pageSize
         if let cap = relays[r].limits?.maxLimit, cap > 0 { pageSize = min(pageSize, cap) }
-        let paging = RelayPaging(pageSize: pageSize, until: configuration.paging.until)
+        let paging = RelayPaging(pageSize: pageSize, until: relays[r].limits?.untilConvention ?? configuration.paging.until)
         for entry in relays[r].policy {
             var filters: [RelayFilter] = []
             for text in entry.filtersJSON {
@@ -99,11 +99,15 @@ extension SyncEngine {
         setState(r, authFirst ? .authenticating : .ready)
         // Every subscription: the live REQ, then its sync's next page.
         for id in relays[r].subscriptions.keys.sorted() {
+            relays[r].subscriptions[id]!.connectedAt = now.unixSeconds
             relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds)
             let live = relays[r].subscriptions[id]!.liveFilters(now: now.unixSeconds)
             do {
                 try session.subscribe(id: id, filtersJSON: live)
                 relays[r].subscriptions[id]!.liveSubscribed = true
+                let ahead = String(id.prefix(48)) + "~ahead"
+                try session.subscribe(id: ahead, filtersJSON: relays[r].subscriptions[id]!.aheadFilters(now: now.unixSeconds))
+                relays[r].aheadREQs.insert(ahead)
             } catch {
                 report(.notice(relayURL: relays[r].url, "cannot subscribe \(id): \(error.message)"))
             }
@@ -135,6 +139,15 @@ extension SyncEngine {
             sub.completed = outcome
             sub.dirty = true
             queueIngestFlush()
+            if outcome.cursor < sub.connectedAt {
+                // A window resumed from an earlier connection ended before this one began:
+                // what reached the relay since (live events we were not there for, with any
+                // created_at after that window) is the next window's, now.
+                sub.sync.begin(now: now.unixSeconds)
+                relays[r].subscriptions[id] = sub
+                advanceSync(r, id)
+                sub = relays[r].subscriptions[id]!
+            }
         }
     }
 
@@ -155,6 +168,8 @@ extension SyncEngine {
         }
         for id in relays[r].pageOwner.keys.sorted() { try? session.unsubscribe(id: id) }
         relays[r].pageOwner.removeAll()
+        for id in relays[r].aheadREQs.sorted() { try? session.unsubscribe(id: id) }
+        relays[r].aheadREQs.removeAll()
         for id in relays[r].subscriptions.keys.sorted() {
             if relays[r].subscriptions[id]!.liveSubscribed { try? session.unsubscribe(id: id) }
             relays[r].subscriptions[id]!.liveSubscribed = false
@@ -218,6 +233,10 @@ extension SyncEngine {
                 }
                 report(.notice(relayURL: relays[r].url, "event \(eventID) on \(subscriptionID) refused: \(reason)"))
             case .endOfStoredEvents(let subscriptionID):
+                if relays[r].aheadREQs.remove(subscriptionID) != nil {
+                    try? relays[r].session?.unsubscribe(id: subscriptionID)
+                    continue
+                }
                 guard let owner = relays[r].pageOwner.removeValue(forKey: subscriptionID) else { continue }
                 try? relays[r].session?.unsubscribe(id: subscriptionID)
                 relays[r].subscriptions[owner]?.pageID = nil

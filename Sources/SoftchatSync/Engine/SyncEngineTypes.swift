@@ -27,9 +27,13 @@ public struct RelayLimits: Sendable, Hashable {
     /// `software`, for known quirks (nostr-relay answers EVENTs in order with empty ids, and
     /// never answers a good AUTH).
     public var software: String?
+    /// How the relay reads `until`, when known (nil: the engine's configured convention).
+    public var untilConvention: RelayPaging.UntilConvention?
 
     public init(maxMessageLength: Int? = nil, maxLimit: Int? = nil, acceptsEventsBatch: Bool = false,
-                supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil) {
+                supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil,
+                untilConvention: RelayPaging.UntilConvention? = nil) {
+        self.untilConvention = untilConvention
         self.maxMessageLength = maxMessageLength
         self.maxLimit = maxLimit
         self.acceptsEventsBatch = acceptsEventsBatch
