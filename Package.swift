@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "SoftchatStorage", targets: ["SoftchatStorage"]),
         .library(name: "SoftchatTransport", targets: ["SoftchatTransport"]),
         .library(name: "SoftchatSync", targets: ["SoftchatSync"]),
+        .library(name: "SoftchatClient", targets: ["SoftchatClient"]),
         .executable(name: "softchat", targets: ["SoftchatCLI"]),
         // The C ABI (generated/c/softchat.h) the Kotlin/JNA and Node-API facades load.
         .library(name: "SoftchatFFI", type: .dynamic, targets: ["SoftchatFFI"]),
@@ -70,7 +71,7 @@ let package = Package(
             swiftSettings: fuzzedSwift,
             plugins: ["SoftchatContractPlugin"]),
 
-        // MARK: Sync planning: sans-IO, no I/O and no storage (per-subscription windows and paging)
+        // MARK: Sync: the sans-IO SyncEngine over many relays and the per-subscription planner (no I/O, no storage)
         .target(name: "SoftchatSync", dependencies: ["SoftchatCore", "SoftchatJSON"], swiftSettings: strictSwift),
 
         // MARK: Storage: the durable SoftchatAccount on SQLite
@@ -84,11 +85,17 @@ let package = Package(
             name: "SoftchatFFI", dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON"],
             swiftSettings: strictSwift, plugins: ["SoftchatContractPlugin"]),
 
-        // MARK: Transport: TCP/TLS streams, WebSocket (RFC 6455), the managed relay loop
+        // MARK: Transport: TCP/TLS/Noise streams, WebSocket (RFC 6455), the one-thread I/O driver (core only, no storage)
         .target(
             name: "SoftchatTransport",
-            dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON", "COpenSSL"],
+            dependencies: ["SoftchatCore", "SoftchatJSON", "COpenSSL"],
             swiftSettings: fuzzedSwift),
+
+        // MARK: The managed client: an account + the SyncEngine + the I/O driver (account.startManagedTransport)
+        .target(
+            name: "SoftchatClient",
+            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatSync", "SoftchatStorage", "SoftchatTransport"],
+            swiftSettings: strictSwift),
 
         // MARK: The embedded loopback test relay (demo and tests only; no production path uses it)
         .target(
@@ -98,7 +105,7 @@ let package = Package(
         // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat bench`
         .target(
             name: "SoftchatBenchmarks",
-            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatTestRelay", "CSecp256k1", "CSQLite"],
+            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "CSecp256k1", "CSQLite"],
             swiftSettings: strictSwift),
 
         // MARK: libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer; normally a replay runner)
@@ -110,7 +117,7 @@ let package = Package(
         // MARK: The thin CLI
         .executableTarget(
             name: "SoftchatCLI",
-            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatTestRelay", "SoftchatBenchmarks"],
+            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatBenchmarks"],
             swiftSettings: strictSwift),
 
         // MARK: Tests
@@ -126,7 +133,7 @@ let package = Package(
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatTransportTests",
-            dependencies: ["SoftchatTransport", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON"],
+            dependencies: ["SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatSyncTests", dependencies: ["SoftchatSync", "SoftchatCore", "SoftchatJSON"],

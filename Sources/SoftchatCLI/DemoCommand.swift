@@ -1,4 +1,5 @@
 import SoftchatBenchmarks
+import SoftchatClient
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
@@ -10,21 +11,22 @@ import Glibc
 import Darwin
 #endif
 
-/// `softchat demo`: the main job. Starts the embedded relay on 127.0.0.1 (or uses --relay),
+/// `softchat demo`: the main job. Starts the embedded relay on two loopback ports (or uses --relay),
 /// creates two identities with SQLite accounts in a temporary folder; alice publishes batches
 /// of kind-14 chat messages through her durable account while bob syncs into his; every
 /// delivery change and ingestion receipt is printed; the connection is dropped mid-way to show
 /// recovery; a summary ends it.
 enum DemoCommand {
     static let help = """
-        usage: softchat demo [--relay URL] [--transport ws|noise] [--messages N] [--json] [--keep]
+        usage: softchat demo [--relay URL[,URL…]] [--transport ws|noise] [--messages N] [--json] [--keep]
 
-        Runs Softchat end to end on this machine: the embedded loopback relay (or the relay at
-        URL), two identities with SQLite accounts in a temporary folder, N kind-14 chat
-        messages (default 24, in three batches) published by alice through her durable
-        account while bob syncs them into his; each delivery state change and ingestion
-        receipt is printed, every connection is dropped after the first batch to show
-        recovery, and a summary ends the run (sent, accepted, received, duplicates, time).
+        Runs Softchat end to end on this machine: two embedded loopback relays on two ports (or
+        the relays at URL…), two identities with SQLite accounts in a temporary folder, N
+        kind-14 chat messages (default 24, in three batches) published by alice through her
+        durable account to every relay while bob syncs them from every relay into his, each
+        message verified and stored once; each delivery state change and ingestion receipt is
+        printed, every connection is dropped after the first batch to show recovery, and a
+        summary ends the run (sent, accepted per relay, received, duplicates, time).
         --keep leaves the temporary folder in place and prints its path; --keys-out DIR writes
         the two identities' secret keys to DIR/alice.key and DIR/bob.key (mode 0600).
         --auth makes the embedded relay require NIP-42 authentication.
@@ -48,29 +50,31 @@ enum DemoCommand {
         let printer = DemoPrinter(json: parsed.has("--json"))
         let started = monotonic()
 
-        var relay: TestRelay? = nil
-        let relayURL: String
-        if let given = parsed.options["--relay"] {
-            if transportKind == "noise" && !given.lowercased().hasPrefix("noise://") {
-                throw UsageError("--transport noise needs a noise:// --relay URL (or no --relay: the embedded relay)")
+        var embedded: [TestRelay] = []
+        let relayURLs: [String]
+        if parsed.options["--relay"] != nil {
+            relayURLs = try NetworkOptions.relays(parsed)!
+            if transportKind == "noise" && relayURLs.contains(where: { !$0.lowercased().hasPrefix("noise://") }) {
+                throw UsageError("--transport noise needs noise:// --relay URLs (or no --relay: the embedded relays)")
             }
-            relayURL = given
-            printer.say("relay", ["url": .string(given), "embedded": false], "relay      \(given)")
+            for url in relayURLs { printer.say("relay", ["url": .string(url), "embedded": false], "relay      \(url)") }
         } else {
             var options = TestRelayOptions()
             if transportKind == "noise" { options.noise = TestRelayNoise(patterns: [.IK, .XX]) }
             options.requireAuth = parsed.has("--auth")
             do {
-                relay = try TestRelay(options: options)
+                for _ in 0..<2 { embedded.append(try TestRelay(options: options)) }
             } catch {
                 throw RuntimeFailure(code: "relay_failed", message: "cannot start the embedded relay: \(error)")
             }
-            relayURL = relay!.url
-            printer.say("relay", ["url": .string(relayURL), "embedded": true, "transport": .string(transportKind)],
-                "relay      embedded loopback relay at \(relayURL) (NIP-01, NIP-11, NIP-42, NIP-45, EVENTS batches"
-                    + (transportKind == "noise" ? "; WebSocket over Noise_IK_25519_ChaChaPoly_SHA256, prologue softchat-relay/1)" : ")"))
+            relayURLs = embedded.map(\.url)
+            for url in relayURLs {
+                printer.say("relay", ["url": .string(url), "embedded": true, "transport": .string(transportKind)],
+                    "relay      embedded loopback relay at \(url) (NIP-01, NIP-11, NIP-42, NIP-45, EVENTS batches"
+                        + (transportKind == "noise" ? "; WebSocket over Noise_IK_25519_ChaChaPoly_SHA256, prologue softchat-relay/1)" : ")"))
+            }
         }
-        defer { relay?.stop() }
+        defer { for relay in embedded { relay.stop() } }
 
         let folder = try TemporaryFolder(keep: parsed.has("--keep"))
         let alice = SoftchatIdentity.generate()
@@ -101,8 +105,8 @@ enum DemoCommand {
         let counters = DemoCounters()
         let bobPolicy = observed(policy, name: "bob", printer: printer, counters: counters)
         let alicePolicy = observed(policy, name: "alice", printer: printer, counters: counters)
-        let bobTransport = try bobAccount.startManagedTransport(relayURL: relayURL, identity: bob, policy: bobPolicy)
-        let aliceTransport = try aliceAccount.startManagedTransport(relayURL: relayURL, identity: alice, policy: alicePolicy)
+        let bobTransport = try bobAccount.startManagedTransport(relays: relayURLs, identity: bob, policy: bobPolicy)
+        let aliceTransport = try aliceAccount.startManagedTransport(relays: relayURLs, identity: alice, policy: alicePolicy)
         defer {
             aliceTransport.stop()
             bobTransport.stop()
@@ -119,15 +123,15 @@ enum DemoCommand {
                     createdAt: now - Int64(total - n), kind: 14, tags: [["p", bob.publicKeyHex]],
                     content: "message \(n) of \(total): \"héllo\" 🤙")))
             }
-            _ = try aliceAccount.outgoing.enqueueSigned(operationID: "demo-batch-\(b + 1)", events: batch, relayURLs: [relayURL], now: now)
+            _ = try aliceAccount.outgoing.enqueueSigned(operationID: "demo-batch-\(b + 1)", events: batch, relayURLs: relayURLs, now: now)
             sent += batch
             printer.say("enqueue", ["batch": .integer(Int64(b + 1)), "events": .integer(Int64(size))],
-                "alice      enqueued batch \(b + 1): \(size) messages committed as durable publish intents")
+                "alice      enqueued batch \(b + 1): \(size) messages committed as durable publish intents (one per relay)")
             if b == 0 {
                 // Let the first batch land, then cut every connection mid-run.
-                try waitUntil(seconds: 15) { try terminalCount(aliceAccount) >= batches[0] }
+                try waitUntil(seconds: 15) { try terminalCount(aliceAccount) >= batches[0] * relayURLs.count }
                 printer.say("recovery", [:], "recovery   dropping every connection mid-run")
-                if let relay { relay.dropConnections() } else {
+                if !embedded.isEmpty { for relay in embedded { relay.dropConnections() } } else {
                     aliceTransport.dropConnection()
                     bobTransport.dropConnection()
                 }
@@ -135,21 +139,25 @@ enum DemoCommand {
         }
         let chat = try RelayFilter.fromJSON("{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}")
         let finished = try waitUntil(seconds: 30) {
-            try terminalCount(aliceAccount) >= total && (try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1).count) >= total
+            try terminalCount(aliceAccount) >= total * relayURLs.count && (try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1).count) >= total
         }
         let counts = try aliceAccount.delivery.stateCounts()
         let received = try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1)
         let receivedIDs = Set(received.map(\.id))
         let missing = sent.filter { !receivedIDs.contains($0.id) }.count
         let elapsed = monotonic() - started
-        let c = counters.snapshot()
+        let c = counters
+        let skipped = bobTransport.relays.map(\.statistics.duplicatesSkipped).reduce(0, +)
+        let reconnects = (aliceTransport.relays + bobTransport.relays).map(\.statistics.reconnects).reduce(0, +)
         printer.say("summary", [
             "sent": .integer(Int64(sent.count)), "accepted": .integer(Int64(counts[.accepted] ?? 0)),
             "rejected": .integer(Int64(counts[.rejected] ?? 0)), "received": .integer(Int64(received.count)),
-            "duplicates": .integer(Int64(c.duplicates)), "reconnects": .integer(Int64(c.reconnects)),
+            "relays": .integer(Int64(relayURLs.count)), "duplicates": .integer(Int64(c.duplicates)),
+            "skippedBeforeVerification": .integer(Int64(skipped)), "reconnects": .integer(Int64(reconnects)),
             "milliseconds": .integer(Int64(elapsed * 1000)), "complete": .bool(finished && missing == 0),
-        ], "summary    sent \(sent.count), accepted \(counts[.accepted] ?? 0), received \(received.count) "
-            + "(duplicates \(c.duplicates), reconnects \(c.reconnects)) in \(formatSeconds(elapsed)) s"
+        ], "summary    sent \(sent.count) to \(relayURLs.count) relays, accepted \(counts[.accepted] ?? 0) of \(sent.count * relayURLs.count) intents, "
+            + "received \(received.count) (each stored once; \(skipped) copies skipped before verification, \(c.duplicates) duplicates at commit, "
+            + "reconnects \(reconnects)) in \(formatSeconds(elapsed)) s"
             + (finished && missing == 0 ? "" : " — INCOMPLETE: \(missing) not received"))
         return finished && missing == 0 ? .success : .runtimeFailure
     }
@@ -175,33 +183,40 @@ enum DemoCommand {
         let label = name.padding(10)
         p.observer = { event in
             switch event {
-            case .state(let s):
-                if case .backingOff = s { counters.reconnect() }
-                printer.say("state", ["who": .string(name), "state": .string(s.description)], "\(label) state \(s)")
-            case .relayInformation(let info):
-                printer.say("nip11", ["who": .string(name), "name": .string(info.name ?? ""), "eventsBatch": .bool(info.acceptsEventsBatch)],
-                    "\(label) NIP-11: \(info.name ?? "unnamed relay"), EVENTS batch \(info.acceptsEventsBatch ? "supported" : "not supported")")
-            case .delivery(_, let d):
-                printer.say("delivery", ["who": .string(name), "decision": d.jsonValue],
-                    "\(label) delivery \(d.eventID.prefix(12))… \(d.state.rawValue)/\(d.category.rawValue)\(d.message.isEmpty ? "" : " (\(d.message))")")
-            case .ingested(let r):
-                counters.duplicates(r.duplicateEventIDs.count)
-                printer.say("receipt", ["who": .string(name), "inserted": .integer(Int64(r.insertedEventIDs.count)),
-                                        "duplicates": .integer(Int64(r.duplicateEventIDs.count)), "quarantined": .integer(Int64(r.quarantinedEventIDs.count))],
-                    "\(label) receipt inserted \(r.insertedEventIDs.count), duplicates \(r.duplicateEventIDs.count), quarantined \(r.quarantinedEventIDs.count)")
-            case .synced(let sub, let n):
-                printer.say("synced", ["who": .string(name), "subscription": .string(sub), "events": .integer(Int64(n))],
-                    "\(label) synced \"\(sub)\" to the end of stored events (\(n) received)")
-            case .notice(let text):
-                printer.say("notice", ["who": .string(name), "text": .string(text)], "\(label) notice \(text)")
-            case .connectionFailed(let text):
-                printer.say("connection", ["who": .string(name), "error": .string(text)], "\(label) connection failed: \(text)")
+            case .state:
+                break
+            case .relayState(let url, let s):
+                printer.say("state", ["who": .string(name), "relay": .string(url), "state": .string(s.description)], "\(label) \(short(url)) state \(s)")
+            case .relayInformation(let url, let info):
+                printer.say("nip11", ["who": .string(name), "relay": .string(url), "name": .string(info.name ?? ""), "eventsBatch": .bool(info.acceptsEventsBatch)],
+                    "\(label) \(short(url)) NIP-11: \(info.name ?? "unnamed relay"), EVENTS batch \(info.acceptsEventsBatch ? "supported" : "not supported")")
+            case .delivery(let url, _, let d):
+                printer.say("delivery", ["who": .string(name), "relay": .string(url), "decision": d.jsonValue],
+                    "\(label) \(short(url)) delivery \(d.eventID.prefix(12))… \(d.state.rawValue)/\(d.category.rawValue)\(d.message.isEmpty ? "" : " (\(d.message))")")
+            case .ingested(let url, let r):
+                counters.duplicates(r.alreadyPresent.count)
+                printer.say("receipt", ["who": .string(name), "relay": .string(url), "inserted": .integer(Int64(r.accepted.count)),
+                                        "duplicates": .integer(Int64(r.alreadyPresent.count)), "quarantined": .integer(Int64(r.rejected.count))],
+                    "\(label) \(short(url)) receipt inserted \(r.accepted.count), duplicates \(r.alreadyPresent.count), quarantined \(r.rejected.count)")
+            case .synced(let url, let sub, let n):
+                printer.say("synced", ["who": .string(name), "relay": .string(url), "subscription": .string(sub), "events": .integer(Int64(n))],
+                    "\(label) \(short(url)) synced \"\(sub)\" to the end of stored events (\(n) received)")
+            case .notice(let url, let text):
+                printer.say("notice", ["who": .string(name), "relay": .string(url), "text": .string(text)], "\(label) \(short(url)) notice \(text)")
+            case .connectionFailed(let url, let text):
+                printer.say("connection", ["who": .string(name), "relay": .string(url), "error": .string(text)], "\(label) \(short(url)) connection ended: \(text)")
             }
         }
         return p
     }
 
     static func monotonic() -> Double { monotonicSeconds() }
+
+    /// `host:port` of a relay URL, for the demo's lines.
+    static func short(_ url: String) -> String {
+        let rest = url.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first.map(String.init) ?? url
+        return String(rest.prefix { $0 != "?" })
+    }
 
     static func formatSeconds(_ s: Double) -> String {
         let tenths = Int((s * 10).rounded())
@@ -236,10 +251,8 @@ final class DemoCounters: @unchecked Sendable {
     // @unchecked: the counts are only touched under `lock`.
     private let lock = Lock()
     private var duplicateCount = 0
-    private var reconnectCount = 0
     func duplicates(_ n: Int) { lock.with { duplicateCount += n } }
-    func reconnect() { lock.with { reconnectCount += 1 } }
-    func snapshot() -> (duplicates: Int, reconnects: Int) { lock.with { (duplicateCount, reconnectCount) } }
+    var duplicates: Int { lock.with { duplicateCount } }
 }
 
 /// A temporary folder for the demo's SQLite files, removed afterwards unless kept.

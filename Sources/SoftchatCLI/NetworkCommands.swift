@@ -1,3 +1,4 @@
+import SoftchatClient
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
@@ -23,6 +24,15 @@ enum NetworkOptions {
         }
         if parsed.has("--no-events-batch") { policy.eventsBatch = .never }
         return policy
+    }
+
+    /// `--relay URL[,URL…]`: one or more relays, each delivered to and synced from.
+    static func relays(_ parsed: Arguments) throws -> [String]? {
+        guard let text = parsed.options["--relay"] else { return nil }
+        let urls = text.split(separator: ",", omittingEmptySubsequences: false).map { String($0.drop { $0 == " " }) }
+        guard !urls.isEmpty, !urls.contains(where: \.isEmpty) else { throw UsageError("--relay needs one or more URLs, separated by commas") }
+        guard Set(urls).count == urls.count else { throw UsageError("--relay names a relay twice") }
+        return urls
     }
 
     /// The canonical path of an existing file (the path itself otherwise).
@@ -54,12 +64,13 @@ enum NetworkOptions {
 
 enum PublishCommand {
     static let help = """
-        usage: softchat publish --relay URL --key FILE --db FILE [--message TEXT] [--json]
+        usage: softchat publish --relay URL[,URL…] --key FILE --db FILE [--message TEXT] [--json]
                                 [--ca-file PEM] [--noise-key FILE] [--no-events-batch] [--timeout SECONDS]
 
         Publishes through the durable account: the signed events given one per line on stdin
         (or one kind-14 chat message signed from --message) are committed as publish intents,
-        then the managed transport delivers them. Exits 0 once every intent of THIS run is
+        then the managed transport delivers them, to every relay given (one intent per relay,
+        each tracked on its own). Exits 0 once every intent of THIS run is
         terminal and prints their count per state (1 if any was rejected, 3 on timeout, default
         60 s); intents the account held from earlier runs are neither waited for nor counted.
         Progress goes to standard error, and only when it is a terminal.
@@ -75,7 +86,7 @@ enum PublishCommand {
             Output.standard.line(help)
             return .success
         }
-        guard let relay = parsed.options["--relay"], let db = parsed.options["--db"], let keyPath = parsed.options["--key"] else {
+        guard let relays = try NetworkOptions.relays(parsed), let db = parsed.options["--db"], let keyPath = parsed.options["--key"] else {
             throw UsageError("publish needs --relay URL, --key FILE and --db FILE")
         }
         let identity = try NetworkOptions.loadIdentity(keyPath)!
@@ -99,11 +110,11 @@ enum PublishCommand {
         while offset < events.count {
             let batch = Array(events[offset..<min(offset + RelayPublishContract.maxPublishBatchEvents.value, events.count)])
             let operation = "publish-\(batch[0].id.prefix(16))-\(batch.count)"
-            intents += try account.outgoing.enqueueSigned(operationID: operation, events: batch, relayURLs: [relay], now: now)
+            intents += try account.outgoing.enqueueSigned(operationID: operation, events: batch, relayURLs: relays, now: now)
             offset += batch.count
         }
         let json = parsed.has("--json")
-        let transport = try account.startManagedTransport(relayURL: relay, identity: identity, policy: try NetworkOptions.policy(parsed))
+        let transport = try account.startManagedTransport(relays: relays, identity: identity, policy: try NetworkOptions.policy(parsed))
         defer { transport.stop() }
         let timeout = Double(try parsed.int("--timeout") ?? 60)
         var lastLine = ""
@@ -130,11 +141,12 @@ enum PublishCommand {
 
 enum SyncCommand {
     static let help = """
-        usage: softchat sync --relay URL --db FILE --filter JSON [--key FILE] [--follow] [--json]
+        usage: softchat sync --relay URL[,URL…] --db FILE --filter JSON [--key FILE] [--follow] [--json]
                              [--ca-file PEM] [--noise-key FILE] [--timeout SECONDS]
 
-        Syncs events matching FILTER (one filter object or an array) from the relay into the
-        account, paging past a relay's cap on results, until the end of stored events; with
+        Syncs events matching FILTER (one filter object or an array) from each relay into the
+        account, paging past a relay's cap on results, until every relay's whole window is
+        synced (a cut sync resumes where it was; the cursor moves only at the end); with
         --follow it keeps receiving until interrupted. --key answers NIP-42 when asked.
         Prints the number of events held for the filter. URL may be noise:// (see publish);
         --noise-key defaults to <db>.noise-key.
@@ -147,7 +159,7 @@ enum SyncCommand {
             Output.standard.line(help)
             return .success
         }
-        guard let relay = parsed.options["--relay"], let db = parsed.options["--db"], let filterText = parsed.options["--filter"] else {
+        guard let relays = try NetworkOptions.relays(parsed), let db = parsed.options["--db"], let filterText = parsed.options["--filter"] else {
             throw UsageError("sync needs --relay URL, --db FILE and --filter JSON")
         }
         let value: JSONValue
@@ -161,24 +173,24 @@ enum SyncCommand {
         let identity = try NetworkOptions.loadIdentity(parsed.options["--key"])
         let account = try SoftchatAccount.open(path: db)
         defer { account.close() }
-        try account.setSubscription(id: "sync", filtersJSON: filtersJSON, relayURL: relay)
-        let synced = SyncFlag()
+        try account.setSubscription(id: "sync", filtersJSON: filtersJSON, relayURL: relays.count == 1 ? relays[0] : nil)
+        let synced = SyncedRelays()
         var policy = try NetworkOptions.policy(parsed)
         let json = parsed.has("--json")
         policy.observer = { event in
             switch event {
-            case .synced(let sub, _) where sub == "sync": synced.set()
-            case .ingested(let r):
-                NetworkOptions.progress("sync: +\(r.insertedEventIDs.count) inserted, \(r.duplicateEventIDs.count) duplicates")
+            case .synced(let url, let sub, _) where sub == "sync": synced.insert(url)
+            case .ingested(let url, let r):
+                NetworkOptions.progress("sync \(url): +\(r.accepted.count) inserted, \(r.alreadyPresent.count) duplicates")
             default: break
             }
         }
-        let transport = try account.startManagedTransport(relayURL: relay, identity: identity, policy: policy)
+        let transport = try account.startManagedTransport(relays: relays, identity: identity, policy: policy)
         defer { transport.stop() }
         if parsed.has("--follow") {
             while true { sleep(3600) }
         }
-        let done = try DemoCommand.waitUntil(seconds: Double(try parsed.int("--timeout") ?? 60)) { synced.isSet }
+        let done = try DemoCommand.waitUntil(seconds: Double(try parsed.int("--timeout") ?? 60)) { synced.count >= relays.count }
         let held = try account.events(matching: filters, now: Int64(time(nil))).count
         Output.standard.line(json ? JSONValue.object(JSONObject(["synced": .bool(done), "events": .integer(Int64(held))])).jsonText
             : "synced \(done ? "to the end of stored events" : "NOT to the end (timeout)"): \(held) events held for the filter")
@@ -186,10 +198,11 @@ enum SyncCommand {
     }
 }
 
-final class SyncFlag: @unchecked Sendable {
-    // @unchecked: `value` is only touched under `lock`.
+/// The relays whose sync ended, from the transport's thread.
+final class SyncedRelays: @unchecked Sendable {
+    // @unchecked: `urls` is only touched under `lock`.
     private let lock = Lock()
-    private var value = false
-    func set() { lock.with { value = true } }
-    var isSet: Bool { lock.with { value } }
+    private var urls: Set<String> = []
+    func insert(_ url: String) { lock.with { _ = urls.insert(url) } }
+    var count: Int { lock.with { urls.count } }
 }

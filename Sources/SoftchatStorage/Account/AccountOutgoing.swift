@@ -22,7 +22,7 @@ public struct AccountOutgoing: Sendable {
             throw .invalidRelayBatch("enqueueSigned: relayUrls must be unique", operation: .relayPublish)
         }
         let fingerprint = Hex.encode(SHA256.hash(Array((events.map(\.id).joined(separator: ",") + "|" + relayURLs.joined(separator: ",")).utf8)))
-        return try store.write("enqueueSigned") { db in
+        let ids = try store.write("enqueueSigned") { db in
             // An (event, relay) pair has one intent, whichever operation created it first.
             func intentIDs() throws -> [String] {
                 let lookup = try db.statement("SELECT intent_id FROM publish_intents WHERE event_id = ? AND relay_url = ?")
@@ -74,6 +74,8 @@ public struct AccountOutgoing: Sendable {
             }
             return try intentIDs()
         }
+        store.notifyOutgoing()
+        return ids
     }
 
     static func intentID(_ operation: String, _ eventID: String, _ relay: String) -> String {

@@ -1,3 +1,4 @@
+import Synchronization
 public import SoftchatCore
 
 /// Account settings that bound durable work.
@@ -58,10 +59,30 @@ public final class SoftchatAccount: Sendable {
     }
 
     public static var latestSchemaVersion: Int { Migrations.latestVersion }
+
+    /// Calls `handler` after every commit that adds publish intents, on the committing thread
+    /// (keep it quick: a managed transport only wakes its I/O thread). Returns a token for
+    /// `removeOutgoingObserver`.
+    public func addOutgoingObserver(_ handler: @escaping @Sendable () -> Void) -> Int {
+        store.observers.withLock { o in
+            o.next += 1
+            o.handlers[o.next] = handler
+            return o.next
+        }
+    }
+
+    public func removeOutgoingObserver(_ token: Int) {
+        store.observers.withLock { o in _ = o.handlers.removeValue(forKey: token) }
+    }
 }
 
 /// The connections and the serialization around them, shared by the account's facets.
 final class AccountStore: Sendable {
+    struct Observers {
+        var next = 0
+        var handlers: [Int: @Sendable () -> Void] = [:]
+    }
+    let observers = Mutex(Observers())
     let path: String
     let policy: AccountPolicy
     private let writer: SerialConnection
@@ -93,6 +114,10 @@ final class AccountStore: Sendable {
 
     static func storageError(_ e: SQLiteError, _ call: String) -> SoftchatError {
         SoftchatError(.accountStorageFailed, "\(call): \(e)", operation: .relayIngestion)
+    }
+
+    func notifyOutgoing() {
+        for handler in observers.withLock({ Array($0.handlers.values) }) { handler() }
     }
 
     func close() {
