@@ -137,6 +137,21 @@ func exerciseRelay(_ f: DriverFixture, _ id: Int, sourceLocation: SourceLocation
     #expect(f.probe.events.written(c) == [10, 11, 12], sourceLocation: sourceLocation)
 }
 
+/// A 300 KB event each way: many TLS records or Noise messages, many reads, one message.
+func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let c = ConnectionID(id)
+    let content = String(repeating: "large message ", count: 22_000)
+    let event = try SoftchatIdentity.generate().sign(UnsignedEvent(createdAt: 1_764_000_000, kind: 1, tags: [], content: content))
+    let before = f.probe.events.texts(c).count
+    f.send(id, ClientRelayFrame.event(event).toJSON(), token: 100)
+    f.send(id, #"["REQ","large",{"ids":["\#(event.id)"]}]"#, token: 101)
+    #expect(f.probe.wait { $0.texts(c).count >= before + 3 || $0.closed(c) != nil }, "\(f.probe.events.about(c))", sourceLocation: sourceLocation)
+    let texts = Array(f.probe.events.texts(c).dropFirst(before))
+    #expect(texts.first == #"["OK","\#(event.id)",true,""]"#, sourceLocation: sourceLocation)
+    #expect(texts.contains { $0.hasPrefix(#"["EVENT","large","#) && $0.contains(content) }, sourceLocation: sourceLocation)
+    #expect(f.probe.wait { $0.written(c).suffix(2) == [100, 101] }, sourceLocation: sourceLocation)
+}
+
 // MARK: Round trips against the embedded relay
 
 @Suite struct DriverTests {
@@ -146,6 +161,7 @@ func exerciseRelay(_ f: DriverFixture, _ id: Int, sourceLocation: SourceLocation
         let f = DriverFixture()
         try f.openAndWait(1, relay.url)
         try exerciseRelay(f, 1)
+        try exerciseLargeMessage(f, 1)
         #expect(f.driver.statistics.connectionsOpen == 1)
         #expect(f.driver.statistics.bytesWritten > 0 && f.driver.statistics.bytesRead > 0)
     }
@@ -166,10 +182,7 @@ func exerciseRelay(_ f: DriverFixture, _ id: Int, sourceLocation: SourceLocation
         let options = ConnectionOptions(tls: TLSOptions(caFile: pki.caFile), connectTimeoutMilliseconds: 5000)
         try f.openAndWait(1, relay.url, options: options)
         try exerciseRelay(f, 1)
-        // A large message crosses many TLS records each way.
-        let big = String(repeating: "x", count: 200_000)
-        f.send(1, #"["REQ","big",{"search":"\#(big)"}]"#, token: 13)
-        #expect(f.probe.wait { $0.written(ConnectionID(1)).last == 13 })
+        try exerciseLargeMessage(f, 1)
     }
 
     @Test(arguments: [("wronghost", "mismatch"), ("selfsigned", "self-signed"), ("expired", "expired")])
@@ -202,6 +215,7 @@ func exerciseRelay(_ f: DriverFixture, _ id: Int, sourceLocation: SourceLocation
         let f = DriverFixture()
         try f.openAndWait(1, relay.noiseURL(pattern: pattern))
         try exerciseRelay(f, 1)
+        try exerciseLargeMessage(f, 1)
         #expect(relay.noiseFailures.isEmpty, "\(relay.noiseFailures)")
     }
 
@@ -405,6 +419,36 @@ func exerciseRelay(_ f: DriverFixture, _ id: Int, sourceLocation: SourceLocation
         #expect(f.probe.wait(15) { $0.closed(ConnectionID(1)) != nil })
         let kind = f.probe.events.closed(ConnectionID(1))?.kind
         #expect(kind == .resolve || kind == .timeout, "\(String(describing: kind))")
+    }
+
+    /// The peers of driver connections are often blocking `TLSStream`s (the test relay): a
+    /// TLS write to a socket whose peer is gone fails with an error instead of SIGPIPE
+    /// ending the process (the driver's `stop()` closes sockets the relay still answers on).
+    @Test func aTLSWriteToAVanishedPeerFailsWithoutSIGPIPE() throws {
+        let pki = try TLSTests.pki.get()
+        let listener = try TCPListener()
+        defer { listener.close() }
+        nonisolated(unsafe) var server: TLSStream?
+        let accepted = DispatchSemaphore(value: 0)
+        Thread {
+            if let tcp = try? listener.accept(timeoutMilliseconds: 5000) {
+                server = try? TLSStream(server: tcp, certificateFile: pki.certificate("valid"), keyFile: pki.key("valid"), timeoutMilliseconds: 5000)
+            }
+            accepted.signal()
+        }.start()
+        let tcp = try TCPStream.connect(host: "127.0.0.1", port: listener.port, timeoutMilliseconds: 5000)
+        let client = try TLSStream(client: tcp, host: "127.0.0.1", options: TLSOptions(caFile: pki.caFile), timeoutMilliseconds: 5000)
+        accepted.wait()
+        let peer = try #require(server)
+        // The client vanishes without a word (no close_notify): its socket just closes.
+        tcp.close()
+        var failed = false
+        for _ in 0..<200 where !failed {
+            do { try peer.write([UInt8](repeating: 7, count: 16384)) } catch { failed = true }
+        }
+        #expect(failed)
+        peer.close()
+        _ = client
     }
 
     func tlsRelay(_ name: String) throws -> TestRelay {

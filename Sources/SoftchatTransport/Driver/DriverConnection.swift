@@ -78,7 +78,8 @@ final class DriverConnection {
         return events
     }
 
-    var hasQueuedBytes: Bool { !wire.isEmpty }
+    /// Bytes wait for the kernel, or a closing connection has yet to end its sending side.
+    var needsFlush: Bool { fd >= 0 && (!wire.isEmpty || (stage == .lingering && !writeShut)) }
 
     // MARK: Opening
 
@@ -377,7 +378,7 @@ final class DriverConnection {
 
     /// Sends what the kernel takes now; reports the tokens that completed.
     func flush() {
-        guard fd >= 0, !wire.isEmpty || (stage == .lingering && !writeShut) else { return }
+        guard needsFlush else { return }
         switch wire.flush(fd) {
         case .success(let n):
             driver.countWritten(n)
@@ -450,7 +451,7 @@ final class DriverConnection {
         switch stage {
         case .resolving: during = "resolving \(endpoint.host)"
         case .connecting: during = "connecting to \(target)"
-        case .securing: during = noise != nil ? noise!.handshakeDescription : "the TLS handshake with \(endpoint.host)"
+        case .securing: during = noise?.handshakeDescription ?? "the TLS handshake with \(endpoint.host)"
         case .requesting: during = purpose == .webSocket ? "the WebSocket handshake with \(endpoint)" : "the NIP-11 request to \(endpoint)"
         default: during = "reading the NIP-11 document of \(endpoint)"
         }

@@ -63,11 +63,12 @@ public final class IODriver: @unchecked Sendable {
         self.handler = handler
         self.name = name
         var fds: [Int32] = [-1, -1]
-        if pipe(&fds) == 0 {
-            for fd in fds {
-                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK)
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            }
+        // Without its wake pipe the driver could never be woken or stopped.
+        let rc = pipe(&fds)
+        precondition(rc == 0, "IODriver: pipe failed: \(errnoText())")
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         }
         wakeRead = fds[0]
         wakeWrite = fds[1]
@@ -367,7 +368,7 @@ public final class IODriver: @unchecked Sendable {
         let batch = dirty
         dirty = []
         var seen = Set<UInt64>()
-        for connection in batch where seen.insert(connection.serial).inserted && connection.hasQueuedBytes {
+        for connection in batch where seen.insert(connection.serial).inserted && connection.needsFlush {
             connection.flush()
         }
     }

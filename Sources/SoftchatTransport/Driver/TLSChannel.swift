@@ -17,6 +17,8 @@ final class TLSChannel {
     private(set) var isEstablished = false
     /// The peer's close_notify arrived: no more plaintext will.
     private(set) var peerClosed = false
+    /// Reused for every record read or written (no allocation per send).
+    private var chunk = [UInt8](repeating: 0, count: 16384)
 
     /// Prepares a client session under `context` (which it retains) for `host`.
     init(context: OpaquePointer, host: String) throws(TransportError) {
@@ -66,7 +68,6 @@ final class TLSChannel {
 
     /// Decrypts every complete record received so far, appending the plaintext to `out`.
     func readPlaintext(into out: inout [UInt8]) throws(TransportError) {
-        var chunk = [UInt8](repeating: 0, count: 16384)
         while !peerClosed {
             ERR_clear_error()
             var n = 0
@@ -108,7 +109,6 @@ final class TLSChannel {
 
     /// Moves the ciphertext OpenSSL produced onto `wire`.
     func drainOutput(into wire: inout WireQueue) {
-        var chunk = [UInt8](repeating: 0, count: 16384)
         while BIO_ctrl_pending(output) > 0 {
             let n = chunk.withUnsafeMutableBytes { BIO_read(output, $0.baseAddress, Int32($0.count)) }
             guard n > 0 else { break }

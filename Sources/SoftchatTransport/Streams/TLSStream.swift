@@ -15,6 +15,7 @@ public struct TLSOptions: Sendable, Hashable {
 
 /// A TLS 1.2+ connection over a TCP stream through OpenSSL: SNI, certificate chain and
 /// hostname verification on the client side; certificate and key for the test relay's side.
+/// A peer that vanished makes a write fail with EPIPE, never raise SIGPIPE (`withoutSIGPIPE`).
 public final class TLSStream: ByteStream, @unchecked Sendable {
     // @unchecked: one owner drives a stream at a time.
     private let tcp: TCPStream
@@ -136,7 +137,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
 
     private func handshake(connect: Bool, timeoutMilliseconds: Int32, host: String) throws(TransportError) {
         while true {
-            let rc = connect ? SSL_connect(ssl) : SSL_accept(ssl)
+            let rc = withoutSIGPIPE { connect ? SSL_connect(ssl) : SSL_accept(ssl) }
             if rc == 1 { return }
             let e = SSL_get_error(ssl, rc)
             if e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE {
@@ -154,7 +155,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         guard !closed else { throw TransportError(.closed, "the connection is closed") }
         while true {
             var n = 0
-            let rc = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n)
+            let rc = withoutSIGPIPE { SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n) }
             if rc == 1 { return n }
             let e = SSL_get_error(ssl, rc)
             switch e {
@@ -177,7 +178,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         var offset = 0
         while offset < bytes.count {
             var n = 0
-            let rc = SSL_write_ex(ssl, bytes.baseAddress! + offset, bytes.count - offset, &n)
+            let rc = withoutSIGPIPE { SSL_write_ex(ssl, bytes.baseAddress! + offset, bytes.count - offset, &n) }
             if rc == 1 {
                 offset += n
                 continue
@@ -197,7 +198,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     public func close() {
         guard !closed else { return }
         closed = true
-        SSL_shutdown(ssl)
+        _ = withoutSIGPIPE { SSL_shutdown(ssl) }
         tcp.close()
     }
 }
