@@ -33,10 +33,15 @@ public struct TestRelayOptions: Sendable {
 public struct TestRelayNoise: Sendable {
     public var staticKey: NoiseKeyPair
     public var patterns: [NoiseHandshakePattern]
+    /// Transport messages per key in each direction before rekeying; clients must use the
+    /// same `ConnectionOptions.noiseRekeyAfterMessages`.
+    public var rekeyAfterMessages: UInt64
 
-    public init(staticKey: NoiseKeyPair = .generate(), patterns: [NoiseHandshakePattern] = [.IK, .XX]) {
+    public init(staticKey: NoiseKeyPair = .generate(), patterns: [NoiseHandshakePattern] = [.IK, .XX],
+                rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) {
         self.staticKey = staticKey
         self.patterns = patterns
+        self.rekeyAfterMessages = rekeyAfterMessages
     }
 }
 
@@ -142,7 +147,8 @@ public final class TestRelay: @unchecked Sendable {
         }
         if let noise = options.noise {
             do {
-                stream = try NoiseStream(server: tcp, patterns: noise.patterns, localStatic: noise.staticKey, timeoutMilliseconds: 5000)
+                stream = try NoiseStream(server: tcp, patterns: noise.patterns, localStatic: noise.staticKey, timeoutMilliseconds: 5000,
+                                         rekeyAfterMessages: noise.rekeyAfterMessages)
             } catch {
                 recordNoiseFailure(error)
                 return

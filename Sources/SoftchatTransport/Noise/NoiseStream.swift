@@ -7,7 +7,9 @@ import Darwin
 /// A Noise session over a byte stream (TCP), as a `ByteStream`: the handshake runs in the
 /// initializer, then every write is carried in transport messages of at most 65,535 bytes
 /// (≤ 65,519 bytes of plaintext each), each preceded by its 2-byte big-endian length. Handshake
-/// messages use the same framing. WebSocket runs over it unchanged.
+/// messages use the same framing. WebSocket runs over it unchanged. Each direction rekeys
+/// after every `rekeyAfterMessages` transport messages (see `NoiseTransportMessages`); both
+/// ends must use the same interval.
 ///
 /// Any failure closes the stream with a clear `TransportError`: `.handshake` while
 /// handshaking (a wrong pinned key, a refused or failed handshake), `.protocolViolation`
@@ -24,6 +26,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     /// Interactive patterns a relay connection can use: the initiator's static key is never
     /// known in advance (it is sent, or there is none), and no PSK is configured.
     public static let streamPatterns: Set<String> = ["NN", "NK", "NX", "XN", "XK", "XX", "IN", "IK", "IX"]
+    /// Transport messages per key in each direction before `Rekey()` (noise.md §11.3): 2^20.
+    public static let defaultRekeyAfterMessages: UInt64 = NoiseTransportMessages.defaultRekeyAfterMessages
 
     public let underlying: any ByteStream
     public let noiseProtocol: NoiseProtocol
@@ -34,6 +38,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     public let handshakeHash: [UInt8]
     /// Why the stream failed after the handshake, if it did.
     public private(set) var failure: TransportError?
+    /// Transport messages per key in each direction before rekeying (0: never).
+    public let rekeyAfterMessages: UInt64
 
     private let sendCipher: NoiseCipherState
     private let receiveCipher: NoiseCipherState
@@ -57,38 +63,25 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     /// IX) it pins it — a different key ends the handshake before our static key is sent.
     /// `localStatic` is required by patterns that send the initiator's static key (X*, I*).
     public init(client stream: any ByteStream, pattern: NoiseHandshakePattern, localStatic: NoiseKeyPair?,
-                remoteStatic: [UInt8]?, timeoutMilliseconds: Int32) throws(TransportError) {
+                remoteStatic: [UInt8]?, timeoutMilliseconds: Int32,
+                rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) throws(TransportError) {
         underlying = stream
         isInitiator = true
+        self.rekeyAfterMessages = rekeyAfterMessages
         do throws(TransportError) {
-            try Self.checkStreamPattern(pattern)
-            let proto = NoiseProtocol(pattern: pattern)
-            let knowsRemote = pattern.responderPreMessage.contains(.s)
-            let hs: NoiseHandshakeState
-            do {
-                hs = try NoiseHandshakeState(protocol: proto, initiator: true, prologue: Self.prologue, localStatic: localStatic,
-                                             remoteStatic: knowsRemote ? remoteStatic : nil)
-            } catch {
-                throw TransportError(.handshake, "cannot start the Noise \(pattern.name) handshake: \(error.message)")
-            }
+            let hs = try NoiseTransportMessages.clientHandshake(pattern: pattern, localStatic: localStatic, remoteStatic: remoteStatic)
             var reader = FrameReader()
-            let hint = knowsRemote ? " (the relay refused our first message: is the pinned key=… its static key?)" : ""
+            let hint = NoiseTransportMessages.closedHint(pattern)
             while !hs.isComplete {
                 if hs.isMyTurn {
                     try Self.writeFrame(stream, try Self.handshake(pattern) { () throws(NoiseError) in try hs.writeMessage() })
                 } else {
                     let frame = try reader.next(stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise \(pattern.name) handshake with the relay",
                         closedHint: hint)
-                    let payload = try Self.handshake(pattern, hint: knowsRemote ? " (is the pinned key=… the relay's static key?)" : "") {
-                        () throws(NoiseError) in try hs.readMessage(frame)
-                    }
-                    try Self.checkEmpty(payload, pattern)
-                    if let pinned = remoteStatic, !knowsRemote, let got = hs.remoteStaticKey, got != pinned {
-                        throw TransportError(.handshake, "the relay's Noise static key \(NoiseHex.encode(got)) is not the pinned key \(NoiseHex.encode(pinned)); connection refused")
-                    }
+                    try NoiseTransportMessages.clientRead(hs, frame, pinned: remoteStatic)
                 }
             }
-            noiseProtocol = proto
+            noiseProtocol = hs.noiseProtocol
             remoteStaticKey = hs.remoteStaticKey
             handshakeHash = hs.handshakeHash
             sendCipher = hs.sendCipher!
@@ -107,9 +100,10 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     /// NN) cannot both be told apart, the first listed wins. Then it completes that
     /// handshake with `localStatic`.
     public init(server stream: any ByteStream, patterns: [NoiseHandshakePattern], localStatic: NoiseKeyPair,
-                timeoutMilliseconds: Int32) throws(TransportError) {
+                timeoutMilliseconds: Int32, rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) throws(TransportError) {
         underlying = stream
         isInitiator = false
+        self.rekeyAfterMessages = rekeyAfterMessages
         do throws(TransportError) {
             guard !patterns.isEmpty else { throw TransportError(.handshake, "no Noise pattern is accepted") }
             for p in patterns { try Self.checkStreamPattern(p) }
@@ -159,24 +153,16 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
 
     deinit { close() }
 
-    private static func handshake<R>(_ pattern: NoiseHandshakePattern, hint: String = "", _ body: () throws(NoiseError) -> R) throws(TransportError) -> R {
-        do {
-            return try body()
-        } catch {
-            throw TransportError(.handshake, "Noise \(pattern.name) handshake failed: \(error.message)\(error.kind == .decryptFailed ? hint : "")")
-        }
+    private static func handshake<R>(_ pattern: NoiseHandshakePattern, _ body: () throws(NoiseError) -> R) throws(TransportError) -> R {
+        try NoiseTransportMessages.handshakeStep(pattern, body)
     }
 
-    /// Handshake payloads of softchat-relay/1 are empty (nothing is sent before the channel
-    /// is established).
     private static func checkEmpty(_ payload: [UInt8], _ pattern: NoiseHandshakePattern) throws(TransportError) {
-        guard payload.isEmpty else {
-            throw TransportError(.handshake, "Noise \(pattern.name) handshake failed: a handshake message carried a \(payload.count)-byte payload; softchat-relay/1 handshake payloads are empty")
-        }
+        try NoiseTransportMessages.checkEmptyPayload(payload, pattern)
     }
 
     private static func writeFrame(_ stream: any ByteStream, _ message: [UInt8]) throws(TransportError) {
-        try stream.write([UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message)
+        try stream.write(NoiseTransportMessages.framed(message))
     }
 
     /// Reads length-prefixed frames during the handshake; keeps what arrives after them.
@@ -241,21 +227,11 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         guard !closed else { throw TransportError(.closed, "the connection is closed") }
         while plaintextStart >= plaintext.count {
             if let frame = takeBufferedFrame() {
-                guard frame.count >= NoiseCrypto.tagLength else {
-                    throw failStream("\(peer) sent a Noise frame of \(frame.count) bytes, shorter than the 16-byte tag; connection closed")
-                }
                 do {
-                    plaintext = try receiveCipher.decrypt(frame)
+                    plaintext = try NoiseTransportMessages.open(frame, with: receiveCipher, rekeyAfterMessages: rekeyAfterMessages, peer: peer)
                     plaintextStart = 0
                 } catch {
-                    switch error.kind {
-                    case .decryptFailed:
-                        throw failStream("a Noise transport message from \(peer) failed authentication (bad MAC: tampered, replayed or forged ciphertext); connection closed")
-                    case .nonceExhausted:
-                        throw failStream("the Noise receiving nonce is exhausted; connection closed")
-                    default:
-                        throw failStream("a Noise transport message from \(peer) was refused: \(error.message); connection closed")
-                    }
+                    throw failStream(error.message)
                 }
                 continue
             }
@@ -285,21 +261,11 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         guard !closed else { throw TransportError(.closed, "the connection is closed") }
         guard bytes.count > 0 else { return }
         var out: [UInt8] = []
-        out.reserveCapacity(bytes.count + (bytes.count / Self.maxPlaintextPerMessage + 1) * 18)
-        var offset = 0
-        repeat {
-            let end = min(offset + Self.maxPlaintextPerMessage, bytes.count)
-            let ciphertext: [UInt8]
-            do {
-                ciphertext = try sendCipher.encrypt(ad: [], UnsafeRawBufferPointer(rebasing: bytes[offset..<end]))
-            } catch {
-                throw failStream("cannot encrypt a Noise transport message: \(error.message); connection closed")
-            }
-            out.append(UInt8(ciphertext.count >> 8))
-            out.append(UInt8(ciphertext.count & 0xFF))
-            out += ciphertext
-            offset = end
-        } while offset < bytes.count
+        do {
+            try NoiseTransportMessages.seal(bytes, with: sendCipher, rekeyAfterMessages: rekeyAfterMessages, into: &out)
+        } catch {
+            throw failStream(error.message)
+        }
         try underlying.write(out)
     }
 

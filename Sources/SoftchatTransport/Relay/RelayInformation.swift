@@ -24,17 +24,12 @@ public struct RelayInformation: Sendable, Hashable {
     public static func fetch(_ endpoint: RelayEndpoint, options: ConnectionOptions = ConnectionOptions()) throws(TransportError) -> RelayInformation {
         let stream = try WebSocketClient.openStream(endpoint, options: options)
         defer { stream.close() }
-        let request = "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nAccept: application/nostr+json\r\n"
-            + "User-Agent: softchat\r\nConnection: close\r\n\r\n"
-        try stream.write(Array(request.utf8))
+        try stream.write(request(endpoint))
         let (head, leftover) = try WebSocketClient.readHead(stream, timeoutMilliseconds: options.connectTimeoutMilliseconds)
-        let status = head.firstLine.split(separator: " ")
-        guard status.count >= 2, status[1] == "200" else {
-            throw TransportError(.http, "NIP-11 request answered \"\(head.firstLine)\"")
-        }
+        try checkStatus(head)
         var body = leftover
-        let limit = 256 * 1024
-        let expected = head.header("content-length").flatMap { Int($0) }
+        let limit = maxDocumentBytes
+        let expected = expectedLength(head)
         var chunk = [UInt8](repeating: 0, count: 16384)
         while expected.map({ body.count < $0 }) ?? true {
             guard body.count <= limit else { throw TransportError(.http, "NIP-11 document over 256 KiB") }
@@ -48,6 +43,34 @@ public struct RelayInformation: Sendable, Hashable {
             if n == 0 { break }
             body += chunk[0..<n]
         }
+        return try decode(body)
+    }
+
+    // MARK: The HTTP exchange, shared with the event-driven driver
+
+    /// The largest document read.
+    static let maxDocumentBytes = 256 * 1024
+
+    /// The GET request with `Accept: application/nostr+json`.
+    static func request(_ endpoint: RelayEndpoint) -> [UInt8] {
+        let request = "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nAccept: application/nostr+json\r\n"
+            + "User-Agent: softchat\r\nConnection: close\r\n\r\n"
+        return Array(request.utf8)
+    }
+
+    /// Only 200 carries a document.
+    static func checkStatus(_ head: HTTPHead) throws(TransportError) {
+        let status = head.firstLine.split(separator: " ")
+        guard status.count >= 2, status[1] == "200" else {
+            throw TransportError(.http, "NIP-11 request answered \"\(head.firstLine)\"")
+        }
+    }
+
+    /// The body length the response announces, if it does (else it ends at end of stream).
+    static func expectedLength(_ head: HTTPHead) -> Int? { head.header("content-length").flatMap { Int($0) } }
+
+    /// The document in `body` (JSON).
+    static func decode(_ body: [UInt8]) throws(TransportError) -> RelayInformation {
         do {
             return RelayInformation(document: try JSONReader().parse(body))
         } catch {

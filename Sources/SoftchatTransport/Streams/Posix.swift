@@ -40,3 +40,32 @@ var streamSocketType: Int32 {
 }
 
 func errnoText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }
+
+/// Runs `body` (an OpenSSL call on a socket BIO, which writes with plain write(2)) with
+/// SIGPIPE blocked on this thread, and discards the SIGPIPE a write to a peer that is gone
+/// raised: the call then just fails with EPIPE, as `send(MSG_NOSIGNAL)` would, instead of the
+/// signal ending the process. (Darwin sockets carry SO_NOSIGPIPE instead.) The signal is
+/// thread-directed, so blocking it here affects no other thread.
+@inline(__always) func withoutSIGPIPE<R>(_ body: () -> R) -> R {
+    #if canImport(Glibc)
+    var pipeOnly = sigset_t()
+    sigemptyset(&pipeOnly)
+    sigaddset(&pipeOnly, SIGPIPE)
+    var previous = sigset_t()
+    pthread_sigmask(SIG_BLOCK, &pipeOnly, &previous)
+    var pending = sigset_t()
+    sigpending(&pending)
+    let alreadyPending = sigismember(&pending, SIGPIPE) == 1
+    defer {
+        if !alreadyPending {
+            sigpending(&pending)
+            if sigismember(&pending, SIGPIPE) == 1 {
+                var now = timespec()
+                _ = sigtimedwait(&pipeOnly, nil, &now)
+            }
+        }
+        if sigismember(&previous, SIGPIPE) != 1 { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+    }
+    #endif
+    return body()
+}

@@ -15,6 +15,7 @@ public struct TLSOptions: Sendable, Hashable {
 
 /// A TLS 1.2+ connection over a TCP stream through OpenSSL: SNI, certificate chain and
 /// hostname verification on the client side; certificate and key for the test relay's side.
+/// A peer that vanished makes a write fail with EPIPE, never raise SIGPIPE (`withoutSIGPIPE`).
 public final class TLSStream: ByteStream, @unchecked Sendable {
     // @unchecked: one owner drives a stream at a time.
     private let tcp: TCPStream
@@ -24,9 +25,26 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
 
     /// Client side: handshakes with `host` and verifies its certificate.
     public init(client tcp: TCPStream, host: String, options: TLSOptions, timeoutMilliseconds: Int32) throws(TransportError) {
-        guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw Self.error(.tls, "SSL_CTX_new failed") }
+        let ctx = try Self.makeClientContext(options)
         self.tcp = tcp
         self.ctx = ctx
+        guard let ssl = SSL_new(ctx) else {
+            SSL_CTX_free(ctx)
+            throw Self.error(.tls, "SSL_new failed")
+        }
+        self.ssl = ssl
+        SSL_set_fd(ssl, tcp.fd)
+        Self.configureClient(ssl, host: host)
+        try handshake(connect: true, timeoutMilliseconds: timeoutMilliseconds, host: host)
+        try Self.checkVerified(ssl, host: host)
+    }
+
+    // MARK: Client setup shared with the event-driven driver (IODriver's TLS channel)
+
+    /// A client context: TLS 1.2 or later, peer verification on, trusting `options.caFile`
+    /// or else the system store. The caller owns (frees) it.
+    static func makeClientContext(_ options: TLSOptions) throws(TransportError) -> OpaquePointer {
+        guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw Self.error(.tls, "SSL_CTX_new failed") }
         SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
         if let caFile = options.caFile {
@@ -37,12 +55,12 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         } else {
             SSL_CTX_set_default_verify_paths(ctx)
         }
-        guard let ssl = SSL_new(ctx) else {
-            SSL_CTX_free(ctx)
-            throw Self.error(.tls, "SSL_new failed")
-        }
-        self.ssl = ssl
-        SSL_set_fd(ssl, tcp.fd)
+        return ctx
+    }
+
+    /// What the certificate must name: an IP literal is checked against the IP SANs; a host
+    /// name is sent as SNI and checked against the DNS names.
+    static func configureClient(_ ssl: OpaquePointer, host: String) {
         let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
         if Self.isIPAddress(bareHost) {
             X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), bareHost)
@@ -51,11 +69,26 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
             _ = bareHost.withCString { SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0)) }
             SSL_set1_host(ssl, bareHost)
         }
-        try handshake(connect: true, timeoutMilliseconds: timeoutMilliseconds, host: host)
+    }
+
+    /// After a completed handshake: the chain and name verified (belt and braces: with
+    /// SSL_VERIFY_PEER a failed verification already fails the handshake).
+    static func checkVerified(_ ssl: OpaquePointer, host: String) throws(TransportError) {
         let verify = SSL_get_verify_result(ssl)
         guard verify == X509_V_OK else {
             throw TransportError(.certificate, "certificate of \(host) rejected: \(String(cString: X509_verify_cert_error_string(verify)))")
         }
+    }
+
+    /// Why a handshake failed: `.certificate` when verification refused the peer, else the
+    /// OpenSSL reason as `.tls`.
+    static func handshakeFailure(_ ssl: OpaquePointer, host: String) -> TransportError {
+        let verify = SSL_get_verify_result(ssl)
+        if verify != X509_V_OK {
+            ERR_clear_error()
+            return TransportError(.certificate, "certificate of \(host) rejected: \(String(cString: X509_verify_cert_error_string(verify)))")
+        }
+        return Self.error(.tls, "TLS handshake with \(host) failed")
     }
 
     /// Server side (the embedded test relay): presents `certificateFile` (PEM chain) and `keyFile`.
@@ -104,7 +137,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
 
     private func handshake(connect: Bool, timeoutMilliseconds: Int32, host: String) throws(TransportError) {
         while true {
-            let rc = connect ? SSL_connect(ssl) : SSL_accept(ssl)
+            let rc = withoutSIGPIPE { connect ? SSL_connect(ssl) : SSL_accept(ssl) }
             if rc == 1 { return }
             let e = SSL_get_error(ssl, rc)
             if e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE {
@@ -114,12 +147,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
                 }
                 continue
             }
-            let verify = SSL_get_verify_result(ssl)
-            if verify != X509_V_OK {
-                ERR_clear_error()
-                throw TransportError(.certificate, "certificate of \(host) rejected: \(String(cString: X509_verify_cert_error_string(verify)))")
-            }
-            throw Self.error(.tls, "TLS handshake with \(host) failed")
+            throw Self.handshakeFailure(ssl, host: host)
         }
     }
 
@@ -127,7 +155,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         guard !closed else { throw TransportError(.closed, "the connection is closed") }
         while true {
             var n = 0
-            let rc = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n)
+            let rc = withoutSIGPIPE { SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n) }
             if rc == 1 { return n }
             let e = SSL_get_error(ssl, rc)
             switch e {
@@ -150,7 +178,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         var offset = 0
         while offset < bytes.count {
             var n = 0
-            let rc = SSL_write_ex(ssl, bytes.baseAddress! + offset, bytes.count - offset, &n)
+            let rc = withoutSIGPIPE { SSL_write_ex(ssl, bytes.baseAddress! + offset, bytes.count - offset, &n) }
             if rc == 1 {
                 offset += n
                 continue
@@ -170,7 +198,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     public func close() {
         guard !closed else { return }
         closed = true
-        SSL_shutdown(ssl)
+        _ = withoutSIGPIPE { SSL_shutdown(ssl) }
         tcp.close()
     }
 }

@@ -58,13 +58,20 @@ public struct ConnectionOptions: Sendable, Hashable {
     /// account (the managed transport fills it in). Never the Nostr secret. When nil, each
     /// connection uses a fresh static key.
     public var noiseStaticKeyFile: String?
+    /// For noise:// relays: transport messages per key in each direction before the Noise
+    /// `Rekey()` (noise.md §11.3; see `NoiseStream.defaultRekeyAfterMessages`), 0 for never.
+    /// The relay must rekey on the same schedule: softchat's relay side does with the same
+    /// interval; an independent responder that never rekeys needs 0 here.
+    public var noiseRekeyAfterMessages: UInt64
 
     public init(tls: TLSOptions = TLSOptions(), connectTimeoutMilliseconds: Int32 = 10_000,
-                maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, noiseStaticKeyFile: String? = nil) {
+                maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, noiseStaticKeyFile: String? = nil,
+                noiseRekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) {
         self.tls = tls
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.maxMessageBytes = maxMessageBytes
         self.noiseStaticKeyFile = noiseStaticKeyFile
+        self.noiseRekeyAfterMessages = noiseRekeyAfterMessages
     }
 }
 
@@ -74,25 +81,36 @@ public enum WebSocketClient {
     public static func connect(_ endpoint: RelayEndpoint, options: ConnectionOptions = ConnectionOptions()) throws(TransportError) -> WebSocket {
         let stream = try openStream(endpoint, options: options)
         let key = HandshakeCrypto.randomKey()
-        let request = "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\nUser-Agent: softchat\r\n\r\n"
         do throws(TransportError) {
-            try stream.write(Array(request.utf8))
+            try stream.write(upgradeRequest(endpoint, key: key))
             let (head, leftover) = try readHead(stream, timeoutMilliseconds: options.connectTimeoutMilliseconds)
-            let parts = head.firstLine.split(separator: " ")
-            guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1] == "101" else {
-                throw TransportError(.handshake, "the relay answered \"\(head.firstLine)\" instead of 101 Switching Protocols")
-            }
-            guard head.header("upgrade")?.lowercased() == "websocket",
-                head.header("connection")?.lowercasedTokens.contains("upgrade") == true
-            else { throw TransportError(.handshake, "the relay's 101 lacks Upgrade: websocket / Connection: Upgrade") }
-            guard head.header("sec-websocket-accept") == HandshakeCrypto.acceptValue(forKey: key) else {
-                throw TransportError(.handshake, "Sec-WebSocket-Accept does not match the key")
-            }
+            try checkUpgradeResponse(head, key: key)
             return WebSocket(stream: stream, role: .client, leftover: leftover, maxMessageBytes: options.maxMessageBytes)
         } catch {
             stream.close()
             throw error
+        }
+    }
+
+    /// The client's opening handshake request (RFC 6455 §4.1) for `endpoint` with `key`.
+    static func upgradeRequest(_ endpoint: RelayEndpoint, key: String) -> [UInt8] {
+        let request = "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\nUser-Agent: softchat\r\n\r\n"
+        return Array(request.utf8)
+    }
+
+    /// Checks the relay's answer to `upgradeRequest`: 101, Upgrade/Connection, and the
+    /// Sec-WebSocket-Accept value derived from `key` (RFC 6455 §4.2.2).
+    static func checkUpgradeResponse(_ head: HTTPHead, key: String) throws(TransportError) {
+        let parts = head.firstLine.split(separator: " ")
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1] == "101" else {
+            throw TransportError(.handshake, "the relay answered \"\(head.firstLine)\" instead of 101 Switching Protocols")
+        }
+        guard head.header("upgrade")?.lowercased() == "websocket",
+            head.header("connection")?.lowercasedTokens.contains("upgrade") == true
+        else { throw TransportError(.handshake, "the relay's 101 lacks Upgrade: websocket / Connection: Upgrade") }
+        guard head.header("sec-websocket-accept") == HandshakeCrypto.acceptValue(forKey: key) else {
+            throw TransportError(.handshake, "Sec-WebSocket-Accept does not match the key")
         }
     }
 
@@ -103,7 +121,8 @@ public enum WebSocketClient {
             do {
                 let localStatic = noise.pattern.initiatorSendsStatic ? try options.noiseStaticKey() : nil
                 return try NoiseStream(client: tcp, pattern: noise.pattern, localStatic: localStatic,
-                                       remoteStatic: noise.relayStaticKey, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+                                       remoteStatic: noise.relayStaticKey, timeoutMilliseconds: options.connectTimeoutMilliseconds,
+                                       rekeyAfterMessages: options.noiseRekeyAfterMessages)
             } catch {
                 tcp.close()
                 throw error

@@ -1,0 +1,491 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One connection of an `IODriver`, as a state machine driven by socket readiness and
+/// deadlines: resolve → TCP connect (each address in turn) → TLS or Noise handshake → the
+/// HTTP exchange (WebSocket upgrade, or the NIP-11 GET) → open, and on the way out a bounded
+/// linger that sends the close frame before the fd is closed. Everything runs on the driver
+/// thread; nothing blocks. Events go to the driver's queue, never straight to the handler.
+final class DriverConnection {
+    enum Stage: Equatable {
+        case resolving, connecting, securing, requesting, open, receivingDocument, lingering, finished
+    }
+
+    /// How long a closing connection may take to flush its close frame and see the peer's
+    /// end of stream before the fd is closed regardless.
+    static let lingerMilliseconds: Int64 = 1000
+    /// The most one connection reads in one round, so one busy peer cannot starve the others
+    /// (poll is level-triggered: the rest is read next round).
+    static let readBudgetPerRound = 1 << 20
+
+    unowned let driver: IODriver
+    let id: ConnectionID
+    /// Unique for the driver's lifetime (ids are reused; serials are not).
+    let serial: UInt64
+    let endpoint: RelayEndpoint
+    let options: ConnectionOptions
+    let purpose: ConnectionPurpose
+
+    private(set) var fd: Int32 = -1
+    private(set) var stage: Stage = .resolving
+    /// When the open times out, or the linger ends.
+    private(set) var deadline: Int64?
+    /// The handler closed it, or its last event was delivered: its events are dropped.
+    var suppressed = false
+    /// Its last event (`.closed` / `.information`) was queued, or the handler closed it.
+    private(set) var reported = false
+
+    private var addresses: [SocketAddress] = []
+    private var nextAddress = 0
+    private var lastConnectError: TransportError?
+    private var tls: TLSChannel?
+    private var noise: NoiseChannel?
+    private var codec: WebSocketCodec
+    private var wire = WireQueue()
+    private let key = HandshakeCrypto.randomKey()
+    /// The HTTP response so far (head, then for NIP-11 the body).
+    private var http: [UInt8] = []
+    private var documentLength: Int?
+    /// Sends made before the WebSocket opened, carried once it does.
+    private var early: [(text: String, token: Int)] = []
+    private var readEnded = false
+    private var writeShut = false
+
+    init(driver: IODriver, id: ConnectionID, serial: UInt64, endpoint: RelayEndpoint, options: ConnectionOptions,
+         purpose: ConnectionPurpose, now: Int64) {
+        self.driver = driver
+        self.id = id
+        self.serial = serial
+        self.endpoint = endpoint
+        self.options = options
+        self.purpose = purpose
+        codec = WebSocketCodec(role: .client, maxMessageBytes: options.maxMessageBytes)
+        deadline = now + Int64(max(options.connectTimeoutMilliseconds, 1))
+    }
+
+    private var target: String { "\(endpoint.host):\(endpoint.port)" }
+
+    /// What poll should watch for: always readability (data, end of stream, errors) until
+    /// the end of stream; writability only while bytes wait or a connect is in progress.
+    var pollEvents: Int16 {
+        guard fd >= 0 else { return 0 }
+        if stage == .connecting { return Int16(POLLOUT) }
+        var events: Int16 = readEnded ? 0 : Int16(POLLIN)
+        if !wire.isEmpty { events |= Int16(POLLOUT) }
+        return events
+    }
+
+    /// Bytes wait for the kernel, or a closing connection has yet to end its sending side.
+    var needsFlush: Bool { fd >= 0 && (!wire.isEmpty || (stage == .lingering && !writeShut)) }
+
+    // MARK: Opening
+
+    /// The addresses of the relay (or why there are none): connect to the first.
+    func resolved(_ result: Result<[SocketAddress], TransportError>) {
+        guard stage == .resolving, !reported else { return }
+        switch result {
+        case .success(let list):
+            addresses = list
+            stage = .connecting
+            connectNext()
+        case .failure(let error):
+            fail(error)
+        }
+    }
+
+    private func connectNext() {
+        while nextAddress < addresses.count {
+            let address = addresses[nextAddress]
+            nextAddress += 1
+            switch DriverSocket.startConnect(address, describing: target) {
+            case .success(let started):
+                fd = started.fd
+                if started.connected { connected() }
+                return
+            case .failure(let error):
+                lastConnectError = error
+            }
+        }
+        fail(lastConnectError ?? TransportError(.connect, "no address for \(endpoint.host)"))
+    }
+
+    /// TCP is up: start TLS or Noise, or go straight to the HTTP exchange.
+    private func connected() {
+        do throws(TransportError) {
+            if let parameters = endpoint.noise {
+                stage = .securing
+                let localStatic = parameters.pattern.initiatorSendsStatic ? try options.noiseStaticKey() : nil
+                let channel = try NoiseChannel(pattern: parameters.pattern, localStatic: localStatic, remoteStatic: parameters.relayStaticKey,
+                                               rekeyAfterMessages: options.noiseRekeyAfterMessages)
+                noise = channel
+                var out: [UInt8] = []
+                try channel.handshakeOutput(into: &out)
+                queueWire(out)
+            } else if endpoint.secure {
+                stage = .securing
+                let channel = try TLSChannel(context: try driver.tlsContext(options.tls), host: endpoint.host)
+                tls = channel
+                if try channel.handshake() { try sendRequest() }
+                channel.drainOutput(into: &wire)
+                driver.markDirty(self)
+            } else {
+                try sendRequest()
+            }
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// The secure layer (if any) is up: send the upgrade or the NIP-11 GET.
+    private func sendRequest() throws(TransportError) {
+        stage = .requesting
+        let request = purpose == .webSocket ? WebSocketClient.upgradeRequest(endpoint, key: key) : RelayInformation.request(endpoint)
+        try queuePlaintext(request, token: nil)
+    }
+
+    // MARK: Readiness
+
+    /// Handles what poll reported for the fd; `scratch` is the driver's shared read buffer.
+    func handle(revents: Int16, scratch: UnsafeMutableRawBufferPointer) {
+        guard fd >= 0 else { return }
+        if stage == .connecting {
+            guard revents & Int16(POLLOUT | POLLERR | POLLHUP) != 0 else { return }
+            if let error = DriverSocket.connectResult(fd, describing: target) {
+                posixClose(fd)
+                fd = -1
+                lastConnectError = error
+                connectNext()
+            } else {
+                connected()
+            }
+            return
+        }
+        if revents & Int16(POLLNVAL) != 0 {
+            fail(TransportError(.io, "the socket of \(endpoint) became invalid"))
+            return
+        }
+        if revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 { readAvailable(scratch) }
+        if revents & Int16(POLLOUT) != 0 && fd >= 0 { flush() }
+    }
+
+    private func readAvailable(_ scratch: UnsafeMutableRawBufferPointer) {
+        var budget = Self.readBudgetPerRound
+        while fd >= 0 && budget > 0 {
+            switch DriverSocket.receive(fd, into: scratch) {
+            case .bytes(0):
+                endOfStream()
+                return
+            case .bytes(let n):
+                driver.countRead(n)
+                budget -= n
+                if stage == .lingering { continue }  // after our close only the end of stream matters
+                received(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+            case .wouldBlock:
+                return
+            case .failed(let error):
+                if stage == .lingering { closeNow() } else { fail(error) }
+                return
+            }
+        }
+    }
+
+    /// Raw bytes from the socket, through the secure layer to the HTTP or WebSocket layer.
+    private func received(_ raw: UnsafeRawBufferPointer) {
+        do throws(TransportError) {
+            if let tls {
+                tls.receive(raw)
+                if !tls.isEstablished {
+                    if try tls.handshake() { try sendRequest() }
+                }
+                var plaintext: [UInt8] = []
+                if tls.isEstablished { try tls.readPlaintext(into: &plaintext) }
+                tls.drainOutput(into: &wire)
+                driver.markDirty(self)
+                if !plaintext.isEmpty { try withBytes(plaintext) { raw throws(TransportError) in try receivedPlaintext(raw) } }
+                if tls.peerClosed && stage != .finished && stage != .lingering { endOfStream() }
+            } else if let noise {
+                let wasEstablished = noise.isEstablished
+                var plaintext: [UInt8] = []
+                var out: [UInt8] = []
+                try noise.receive(raw, plaintext: &plaintext, out: &out)
+                queueWire(out)
+                if !wasEstablished && noise.isEstablished { try sendRequest() }
+                if !plaintext.isEmpty { try withBytes(plaintext) { raw throws(TransportError) in try receivedPlaintext(raw) } }
+            } else {
+                try receivedPlaintext(raw)
+            }
+        } catch {
+            fail(error)
+        }
+    }
+
+    private func receivedPlaintext(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
+        switch stage {
+        case .requesting:
+            http.append(contentsOf: bytes)
+            guard let end = WebSocketClient.headEnd(http) else {
+                guard http.count <= 16384 else { throw TransportError(.handshake, "HTTP head over 16 KiB") }
+                return
+            }
+            guard let head = HTTPHead(http[..<end]) else { throw TransportError(.handshake, "malformed HTTP head") }
+            let leftover = Array(http[(end + 4)...])
+            http = []
+            if purpose == .webSocket {
+                try WebSocketClient.checkUpgradeResponse(head, key: key)
+                opened(leftover)
+            } else {
+                try RelayInformation.checkStatus(head)
+                documentLength = RelayInformation.expectedLength(head)
+                stage = .receivingDocument
+                http = leftover
+                try documentProgress()
+            }
+        case .open:
+            codec.feed(bytes)
+            pumpCodec()
+        case .receivingDocument:
+            http.append(contentsOf: bytes)
+            try documentProgress()
+        case .resolving, .connecting, .securing, .lingering, .finished:
+            break
+        }
+    }
+
+    private func opened(_ leftover: [UInt8]) {
+        stage = .open
+        deadline = nil
+        driver.enqueue(self, .opened(id))
+        let waiting = early
+        early = []
+        for (text, token) in waiting { send(text: text, token: token) }
+        guard stage == .open else { return }
+        codec.feed(leftover)
+        pumpCodec()
+    }
+
+    /// Turns every complete frame buffered into events (and pongs to send).
+    private func pumpCodec() {
+        while stage == .open {
+            let event: WebSocketCodec.Event?
+            do {
+                event = try codec.next()
+            } catch {
+                fail(error, closeCode: codec.failureCloseCode)
+                return
+            }
+            guard let event else { return }
+            switch event {
+            case .text(let text):
+                driver.enqueue(self, .text(id, text))
+            case .ping(_, let reply):
+                queueFrame(reply)
+                driver.enqueue(self, .pong(id))
+            case .pong:
+                driver.enqueue(self, .pong(id))
+            case .close(let code, let reason, let reply):
+                if let reply { queueFrame(reply) }
+                let why = reason.isEmpty ? "" : ": \(reason)"
+                fail(TransportError(.closed, "the relay closed the connection with code \(code)\(why)"), linger: true)
+                return
+            }
+        }
+    }
+
+    private func documentProgress() throws(TransportError) {
+        if http.count > RelayInformation.maxDocumentBytes { throw TransportError(.http, "NIP-11 document over 256 KiB") }
+        if let length = documentLength, http.count >= length { finishDocument() }
+    }
+
+    private func finishDocument() {
+        let body = documentLength.map { Array(http.prefix($0)) } ?? http
+        let document = try? RelayInformation.decode(body)
+        reported = true
+        driver.enqueue(self, .information(id, document))
+        closeNow()
+    }
+
+    private func endOfStream() {
+        readEnded = true
+        switch stage {
+        case .lingering, .finished:
+            closeNow()
+        case .receivingDocument where documentLength == nil:
+            finishDocument()
+        case .receivingDocument:
+            fail(TransportError(.http, "the NIP-11 document was cut short"))
+        case .open:
+            fail(noise?.endOfStreamError() ?? TransportError(.closed, "the relay closed the connection without a close frame"))
+        case .securing, .requesting:
+            if let error = noise?.endOfStreamError() { fail(error); return }
+            let during = purpose == .webSocket ? "the WebSocket handshake" : "the NIP-11 request"
+            fail(TransportError(.handshake, "the connection closed during \(during) with \(endpoint)"))
+        case .resolving, .connecting:
+            fail(TransportError(.connect, "the connection to \(target) closed while connecting"))
+        }
+    }
+
+    // MARK: Sending
+
+    /// Queues one text message (or keeps it until the WebSocket opens).
+    func send(text: String, token: Int) {
+        guard !reported, purpose == .webSocket else { return }
+        guard stage == .open else {
+            early.append((text, token))
+            return
+        }
+        queueFrame(codec.textFrame(text), token: token)
+    }
+
+    func ping() {
+        guard !reported, stage == .open else { return }
+        queueFrame(codec.pingFrame())
+    }
+
+    private func queueFrame(_ frame: [UInt8], token: Int? = nil) {
+        do {
+            try queuePlaintext(frame, token: token)
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// Through the secure layer onto the wire queue; `token` completes after its last byte.
+    private func queuePlaintext(_ bytes: [UInt8], token: Int?) throws(TransportError) {
+        try withBytes(bytes) { raw throws(TransportError) in
+            if let tls {
+                try tls.write(raw)
+                tls.drainOutput(into: &wire)
+            } else if let noise {
+                var out: [UInt8] = []
+                try noise.seal(raw, into: &out)
+                wire.append(out)
+            } else {
+                wire.append(raw)
+            }
+        }
+        if let token { wire.mark(token) }
+        driver.markDirty(self)
+    }
+
+    private func queueWire(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        wire.append(bytes)
+        driver.markDirty(self)
+    }
+
+    /// Sends what the kernel takes now; reports the tokens that completed.
+    func flush() {
+        guard needsFlush else { return }
+        switch wire.flush(fd) {
+        case .success(let n):
+            driver.countWritten(n)
+            let done = wire.takeCompletedTokens()
+            if !reported { for token in done { driver.enqueue(self, .written(id, token: token)) } }
+            if stage == .lingering && wire.isEmpty && !writeShut {
+                // Everything said: tell the peer, and wait (bounded) for its end of stream.
+                writeShut = true
+                DriverSocket.shutdownWrite(fd)
+            }
+        case .failure(let error):
+            if stage == .lingering { closeNow() } else { fail(error) }
+        }
+    }
+
+    // MARK: Closing
+
+    /// The connection is over for the handler: its last event is queued (`.closed`, or
+    /// `.information(nil)` for NIP-11). With `closeCode` an open WebSocket first sends that
+    /// close frame; with `linger` (a close already queued) it lingers to flush it.
+    func fail(_ error: TransportError, closeCode: UInt16? = nil, linger: Bool = false) {
+        guard !reported else { return }
+        reported = true
+        driver.enqueue(self, purpose == .relayInformation ? .information(id, nil) : .closed(id, error))
+        if stage == .open, let closeCode, let frame = codec.closeFrame(code: closeCode, reason: error.message) {
+            queueFrame(frame)
+            startLinger()
+        } else if stage == .open && linger {
+            startLinger()
+        } else {
+            closeNow()
+        }
+    }
+
+    /// The handler's close: no event follows. An open WebSocket sends its close frame after
+    /// what is queued and lingers (bounded) to flush it; anything else closes now.
+    func closeByHandler(code: UInt16) {
+        suppressed = true
+        guard !reported else { return }
+        reported = true
+        if stage == .open, let frame = codec.closeFrame(code: code) {
+            queueFrame(frame)
+            startLinger()
+        } else {
+            closeNow()
+        }
+    }
+
+    private func startLinger() {
+        guard fd >= 0, !readEnded else {
+            closeNow()
+            return
+        }
+        tls?.shutdown()
+        tls?.drainOutput(into: &wire)
+        stage = .lingering
+        deadline = IODriver.monotonicMilliseconds() + Self.lingerMilliseconds
+        driver.markDirty(self)
+    }
+
+    /// The deadline passed: the open timed out, or the linger is over.
+    func expire(now: Int64) {
+        guard let deadline, now >= deadline else { return }
+        self.deadline = nil
+        if stage == .lingering {
+            closeNow()
+            return
+        }
+        let during: String
+        switch stage {
+        case .resolving: during = "resolving \(endpoint.host)"
+        case .connecting: during = "connecting to \(target)"
+        case .securing: during = noise?.handshakeDescription ?? "the TLS handshake with \(endpoint.host)"
+        case .requesting: during = purpose == .webSocket ? "the WebSocket handshake with \(endpoint)" : "the NIP-11 request to \(endpoint)"
+        default: during = "reading the NIP-11 document of \(endpoint)"
+        }
+        fail(TransportError(.timeout, "\(during) timed out after \(options.connectTimeoutMilliseconds) ms"))
+    }
+
+    /// Closes the fd now (after one last non-blocking attempt to send what is queued) and
+    /// leaves the driver's socket set.
+    func closeNow() {
+        if fd >= 0 {
+            if !wire.isEmpty, case .success(let n) = wire.flush(fd) { driver.countWritten(n) }
+            posixClose(fd)
+            fd = -1
+        }
+        stage = .finished
+        deadline = nil
+        driver.retire(self)
+    }
+
+    /// The driver is stopping: a going-away close for an open WebSocket, one attempt to send
+    /// it, then the fd closes. No event.
+    func abandon() {
+        suppressed = true
+        reported = true
+        if stage == .open, let frame = codec.closeFrame(code: 1001) { try? queuePlaintext(frame, token: nil) }
+        closeNow()
+    }
+}
+
+/// `body` over the bytes of `array`, keeping the typed throw (Array.withUnsafeBytes rethrows
+/// untyped).
+func withBytes(_ array: [UInt8], _ body: (UnsafeRawBufferPointer) throws(TransportError) -> Void) throws(TransportError) {
+    let result: Result<Void, TransportError> = array.withUnsafeBytes { raw in
+        Result { () throws(TransportError) in try body(raw) }
+    }
+    try result.get()
+}

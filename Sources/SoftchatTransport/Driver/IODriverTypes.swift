@@ -1,0 +1,75 @@
+/// Identifies one connection for the driver's lifetime; chosen by the handler. An id is in
+/// use from `open` until its `.closed` or `.information` event has been delivered, or until
+/// the handler's own `close`; then it may be opened again.
+public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(_ rawValue: Int) { self.rawValue = rawValue }
+    public var description: String { "#\(rawValue)" }
+}
+
+/// What a connection opened through `IODriver` is for.
+public enum ConnectionPurpose: Sendable, Hashable {
+    /// TCP (+TLS for wss, +Noise for noise://), then the RFC 6455 client handshake; the
+    /// connection then carries text messages until it closes.
+    case webSocket
+    /// NIP-11: an HTTP GET with `Accept: application/nostr+json` over the same stack (ws→http,
+    /// wss→https; for noise:// the GET runs inside the Noise channel as
+    /// `RelayInformation.fetch` does), then close. Ends with one `.information` event.
+    case relayInformation
+}
+
+/// What the driver tells its handler, on the driver thread, in the order it happened per
+/// connection.
+public enum IOEvent: Sendable {
+    /// The WebSocket handshake is complete; sends are carried from now on.
+    case opened(ConnectionID)
+    /// One complete, UTF-8-valid text message.
+    case text(ConnectionID, String)
+    /// A pong (or a ping, which the driver answered) arrived: proof of life.
+    case pong(ConnectionID)
+    /// Every byte of the send with this token was accepted by the kernel. Tokens of one
+    /// connection are reported in the order they were sent.
+    case written(ConnectionID, token: Int)
+    /// A `.relayInformation` connection finished: the document, or nil when there is none
+    /// or it could not be fetched or read. The id is free afterwards; no `.closed` follows.
+    case information(ConnectionID, RelayInformation?)
+    /// The connection failed to open, was lost, met a protocol violation, or the peer closed
+    /// it. The id is free afterwards. Not sent after the handler's own `close`.
+    case closed(ConnectionID, TransportError)
+
+    /// The connection the event is about.
+    public var connection: ConnectionID {
+        switch self {
+        case .opened(let id), .text(let id, _), .pong(let id), .written(let id, _), .information(let id, _), .closed(let id, _): id
+        }
+    }
+}
+
+/// The owner of an `IODriver`'s connections: it receives their events and does its due work
+/// when asked. Called on the driver thread only, never re-entrantly (calls the handler makes
+/// into the driver queue their events for later delivery).
+public protocol IODriverHandler: AnyObject {
+    func driver(_ driver: IODriver, handle event: IOEvent)
+    /// After every round of events, after a wake, and when the last deadline passed (and
+    /// once when the thread starts): do due work (it may call open/send/ping/close), and
+    /// return the next deadline in `IODriver.monotonicMilliseconds()` terms, or nil for none.
+    func driverService(_ driver: IODriver, now: Int64) -> Int64?
+}
+
+/// Counters of one driver, as a snapshot.
+public struct IODriverStatistics: Sendable, Hashable, CustomStringConvertible {
+    /// How often the thread came back from `poll(2)`: an idle driver does not wake.
+    public var wakeups: UInt64 = 0
+    /// Connections the handler holds: opening or open, until their last event or its close.
+    public var connectionsOpen: Int = 0
+    /// Bytes received from and handed to the kernel, on the wire (TLS records and Noise
+    /// messages included).
+    public var bytesRead: UInt64 = 0
+    public var bytesWritten: UInt64 = 0
+
+    public init() {}
+
+    public var description: String {
+        "wakeups \(wakeups), connections \(connectionsOpen), read \(bytesRead) B, written \(bytesWritten) B"
+    }
+}
