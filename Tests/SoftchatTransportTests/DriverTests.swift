@@ -1,5 +1,7 @@
 import Foundation
 import SoftchatCore
+import SoftchatClient
+import SoftchatSync
 import SoftchatTestRelay
 @testable import SoftchatTransport
 import Testing

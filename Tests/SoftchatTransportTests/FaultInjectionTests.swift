@@ -1,6 +1,8 @@
 import Foundation
 import SoftchatCore
 import SoftchatStorage
+import SoftchatClient
+import SoftchatSync
 import SoftchatTestRelay
 import SoftchatTransport
 import Testing
@@ -63,7 +65,7 @@ import Testing
         try receiver.removeSubscription(id: "chat")
         let synced = SyncedFlag()
         var finalPolicy = policy
-        finalPolicy.observer = { if case .synced(let sub, _) = $0, sub == "final" { synced.set() } }
+        finalPolicy.observer = { if case .synced(_, let sub, _) = $0, sub == "final" { synced.set() } }
         let catchUp = try receiver.startManagedTransport(relayURL: relay.url, identity: bob, policy: finalPolicy)
         let all = try RelayFilter.fromJSON("{\"kinds\":[14]}")
         #expect(try eventually(120) { try synced.value && receiver.events(matching: [all], now: 2_000_000_000).count == total })

@@ -1,6 +1,8 @@
 import Foundation
 import SoftchatCore
 import SoftchatStorage
+import SoftchatClient
+import SoftchatSync
 import SoftchatTestRelay
 @testable import SoftchatTransport
 import Testing
@@ -655,7 +657,7 @@ final class FailureLog: @unchecked Sendable {
         let failures = FailureLog()
         var policy = quickPolicy()
         policy.connection.maxMessageBytes = 4096
-        policy.observer = { event in if case .connectionFailed(let text) = event { failures.add(text) } }
+        policy.observer = { event in if case .connectionFailed(_, let text) = event { failures.add(text) } }
         let transport = try account.startManagedTransport(relayURL: badURL, identity: alice, policy: policy)
         let refused = eventually(10) { failures.all.contains { $0.contains(expected) } }
         transport.stop()

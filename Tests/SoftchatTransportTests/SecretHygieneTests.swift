@@ -2,6 +2,8 @@ import Foundation
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
+import SoftchatClient
+import SoftchatSync
 import SoftchatTestRelay
 import SoftchatTransport
 import Testing

@@ -145,17 +145,13 @@ struct SubscriptionRuntime {
         return copy
     }
 
-    /// The live REQ's filters: each host filter from the horizon behind the window's `until`
-    /// (so an event that reaches the relay late, within the horizon, still arrives live), with
-    /// `limit: 1` (its stored events are the pages' business; the one it brings is dropped by
-    /// id before verification).
+    /// The live REQ's filters: the host's filters with `limit: 1`. Its stored events are the
+    /// pages' business (the one it brings is dropped by id before verification); what it is
+    /// for is every event the relay receives from now on, whatever its `created_at` — a gift
+    /// wrap backdated by two days, a message from an outbox that was offline — so no `since`.
     func liveFilters(now: Int64) -> [String] {
-        let until = sync.windowUntil ?? now
-        let since = max(0, until - sync.horizon)
-        return filters.map { filter in
+        filters.map { filter in
             var members = filter.json.members
-            let ownSince = filter.since ?? 0
-            Self.set("since", max(since, ownSince), in: &members)
             Self.set("limit", 1, in: &members)
             return JSONValue.object(JSONObject(members: members)).jsonText
         }

@@ -200,6 +200,7 @@ extension SyncEngine {
         if let owner = relays[r].pageOwner[subscriptionID] {
             let disposition = relays[r].subscriptions[owner]!.sync.received(eventID: eventID, createdAt: createdAt)
             relays[r].subscriptions[owner]!.dirty = true
+            if disposition == .new { relays[r].subscriptions[owner]!.windowEvents += 1 }
             if disposition == .duplicate {
                 relays[r].statistics.duplicatesSkipped += 1
                 return false
@@ -224,13 +225,17 @@ extension SyncEngine {
             case .persistEvent(let subscriptionID, let event):
                 relays[r].statistics.eventsReceived += 1
                 recent.insert(event.id)
-                if let owner = relays[r].pageOwner[subscriptionID] { relays[r].subscriptions[owner]?.windowEvents += 1 }
                 pendingIngest.append((r, event))
                 queueIngestFlush()
             case .eventRejected(let subscriptionID, let eventID, let reason):
                 if let owner = relays[r].pageOwner[subscriptionID] {
                     relays[r].subscriptions[owner]?.sync.forget(eventID: eventID)
+                    relays[r].subscriptions[owner]?.windowEvents -= 1
                 }
+                // Events for a REQ we just closed (the relay sent them before our CLOSE
+                // reached it) are no news.
+                guard relays[r].pageOwner[subscriptionID] != nil || relays[r].subscriptions[subscriptionID] != nil
+                    || relays[r].aheadREQs.contains(subscriptionID) else { continue }
                 report(.notice(relayURL: relays[r].url, "event \(eventID) on \(subscriptionID) refused: \(reason)"))
             case .endOfStoredEvents(let subscriptionID):
                 if relays[r].aheadREQs.remove(subscriptionID) != nil {
