@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Sync against rust-nostr's LocalRelay (../shared/peers; it caps every REQ at 500 events).
+
+  * A cut anywhere in a 1,200-event sync: a TCP proxy in front of the relay cuts the connection
+    after a given share of the sync's bytes and refuses reconnections, so `softchat sync` ends
+    without finishing; it must then report synced:false and leave the durable cursor where it
+    was. A second `softchat sync` through the same relay URL (the proxy now passes everything)
+    must end with all 1,200 events held, each once.
+  * Events that reach the relay late: after a sync, events backdated within the horizon (a kind-1
+    note two minutes old; a kind-1059 gift wrap dated a day ago, as NIP-59 does on purpose) are
+    published; the next sync of the same account brings them.
+Prints "interop-sync: N passed, M failed"; exits non-zero on any failure.
+Usage: interop_sync.py SOFTCHAT_BINARY   (run from the repository root; peers started here)
+"""
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import random
+
+from checks import Tally
+
+SOFTCHAT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/softchat")
+KIT = os.path.abspath("../shared/peers")
+PEERS_DIR = os.path.abspath(os.environ.get("PEERS_DIR", ".peers"))
+RELAY_PORT = 7777
+tally = Tally("interop-sync", show_passes=True)
+check = tally.check
+
+
+def peers(script, *names, env=None):
+    e = dict(os.environ, PEERS_DIR=PEERS_DIR, **(env or {}))
+    r = subprocess.run(["bash", f"{KIT}/{script}", *names], capture_output=True, text=True, env=e)
+    if r.returncode != 0:
+        print(r.stdout, r.stderr, file=sys.stderr)
+        raise SystemExit(f"peers {script} {names} failed")
+
+
+def softchat(args, stdin="", timeout=180):
+    return subprocess.run([SOFTCHAT] + args, input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+def sign(key, drafts):
+    r = softchat(["event", "sign", "--key", key], "".join(json.dumps(d) + "\n" for d in drafts))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.split("\n")[:-1]
+
+
+class CutProxy:
+    """Forwards TCP to the relay. Counts what the relay sends on WebSocket connections (NIP-11
+    fetches pass uncounted); once `cut_after` bytes went through, closes that connection and
+    refuses every later one until `heal()`."""
+
+    def __init__(self, upstream_port, cut_after=None):
+        self.upstream_port = upstream_port
+        self.cut_after = cut_after
+        self.sent = 0
+        self.refusing = False
+        self.cuts = 0
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.running = True
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"ws://127.0.0.1:{self.port}"
+
+    def heal(self):
+        with self.lock:
+            self.refusing = False
+            self.cut_after = None
+
+    def stop(self):
+        self.running = False
+        self.listener.close()
+
+    def accept_loop(self):
+        while self.running:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                refusing = self.refusing
+            if refusing:
+                client.close()
+                continue
+            threading.Thread(target=self.serve, args=(client,), daemon=True).start()
+
+    def serve(self, client):
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+        except OSError:
+            client.close()
+            return
+        first = client.recv(65536)
+        counted = b"upgrade: websocket" in first.lower()
+        upstream.sendall(first)
+        done = threading.Event()
+
+        def pump(src, dst, count):
+            try:
+                while not done.is_set():
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    if count:
+                        with self.lock:
+                            limit = self.cut_after
+                            if limit is not None and self.sent + len(data) >= limit:
+                                part = max(0, limit - self.sent)
+                                self.sent = limit
+                                self.refusing = True
+                                self.cuts += 1
+                                cut = True
+                            else:
+                                self.sent += len(data)
+                                cut = False
+                        if cut:
+                            dst.sendall(data[:part])
+                            break
+                    dst.sendall(data)
+            except OSError:
+                pass
+            done.set()
+            for s in (client, upstream):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        t = threading.Thread(target=pump, args=(upstream, client, counted), daemon=True)
+        t.start()
+        pump(client, upstream, False)
+        t.join(timeout=5)
+        client.close()
+        upstream.close()
+
+
+def sync(url, db, flt, timeout):
+    r = softchat(["sync", "--relay", url, "--db", db, "--filter", json.dumps(flt), "--json", "--timeout", str(timeout)])
+    try:
+        return json.loads(r.stdout.strip().split("\n")[-1]), r
+    except ValueError:
+        return {}, r
+
+
+def distinct(db):
+    c = sqlite3.connect(db)
+    try:
+        return c.execute("select count(*), count(distinct id) from events").fetchone()
+    finally:
+        c.close()
+
+
+def cursor(db):
+    c = sqlite3.connect(db)
+    try:
+        return c.execute("select newest_created_at from sync_cursors where subscription_id = 'sync'").fetchone()
+    finally:
+        c.close()
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="softchat-interop-sync-")
+    lmdb = os.path.join(work, "lmdb")
+    os.makedirs(lmdb)
+    local_env = {"PEERS_LOCAL_ARGS": f"--rate 100000:10000000 --lmdb {lmdb}"}
+    relay = f"ws://127.0.0.1:{RELAY_PORT}"
+    try:
+        peers("stop.sh", "local")
+        peers("start.sh", "local", env=local_env)
+        key = os.path.join(work, "writer.key")
+        softchat(["keygen", "--out", key])
+        tag = f"softchat-sync-{random.randrange(1 << 30)}"
+        now = int(time.time())
+        # 1,200 events, three per second: runs of equal created_at cross the 500-event pages.
+        drafts = [{"kind": 1, "created_at": now - 1000 + i // 3, "tags": [["t", tag]], "content": f"history {i}"} for i in range(1200)]
+        lines = sign(key, drafts)
+        ids = {json.loads(l)["id"] for l in lines}
+        r = softchat(["publish", "--relay", relay, "--key", key, "--db", os.path.join(work, "writer.db"), "--json", "--timeout", "120"],
+                     "\n".join(lines) + "\n")
+        check(r.returncode == 0, f"1,200 events published to LocalRelay ({r.stdout.strip()[-200:]})")
+        flt = {"kinds": [1], "#t": [tag]}
+
+        # The bytes of a whole sync, through a proxy that never cuts.
+        probe = CutProxy(RELAY_PORT)
+        result, _ = sync(probe.url, os.path.join(work, "probe.db"), flt, 60)
+        total = probe.sent
+        probe.stop()
+        check(result.get("synced") is True and result.get("events") == 1200, f"an uncut sync holds 1,200 ({result}, {total} bytes)")
+
+        # Cuts early, inside pages, near the page boundaries (500 and 1,000 events), near the end.
+        for share in (0.03, 0.25, 0.41, 0.43, 0.6, 0.83, 0.85, 0.97):
+            db = os.path.join(work, f"cut-{share}.db")
+            proxy = CutProxy(RELAY_PORT, cut_after=int(total * share))
+            first, r1 = sync(proxy.url, db, flt, 6)
+            held_first = distinct(db)[0]
+            check(proxy.cuts == 1 and first.get("synced") is False and held_first < 1200,
+                  f"cut at {share:.0%}: the cut sync says it is not synced ({first}, cuts {proxy.cuts})")
+            check(cursor(db) is None, f"cut at {share:.0%}: the durable cursor did not move ({cursor(db)})")
+            proxy.heal()
+            second, r2 = sync(proxy.url, db, flt, 60)
+            count, unique = distinct(db)
+            c = sqlite3.connect(db)
+            held = {row[0] for row in c.execute("select id from events")}
+            c.close()
+            check(second.get("synced") is True and count == 1200 and unique == 1200 and held == ids,
+                  f"cut at {share:.0%}: resumed through the same URL, all 1,200 held once ({second}, {count}/{unique}, "
+                  f"first run held {held_first}) {r2.stderr[-200:]}")
+            proxy.stop()
+
+        # Late arrivals within the horizon reach the next sync.
+        reader = os.path.join(work, "reader.db")
+        late_tag = tag + "-late"
+        notes = {"kinds": [1], "#t": [late_tag]}
+        wraps = {"kinds": [1059], "#t": [late_tag]}
+        first, _ = sync(relay, reader, [notes, wraps], 30)
+        check(first.get("synced") is True and first.get("events") == 0, f"late: the first sync holds nothing yet ({first})")
+        now = int(time.time())
+        recipient = json.loads(lines[0])["pubkey"]  # LocalRelay wants one recipient on a gift wrap
+        late = sign(key, [
+            {"kind": 1, "created_at": now - 120, "tags": [["t", late_tag]], "content": "written two minutes ago, published now"},
+            {"kind": 1059, "created_at": now - 86_400, "tags": [["p", recipient], ["t", late_tag]], "content": "a gift wrap dated a day back"},
+            {"kind": 1059, "created_at": now - 40 * 3600, "tags": [["p", recipient], ["t", late_tag]], "content": "another, 40 hours back"},
+        ])
+        r = softchat(["publish", "--relay", relay, "--key", key, "--db", os.path.join(work, "writer.db"), "--json", "--timeout", "60"],
+                     "\n".join(late) + "\n")
+        check(r.returncode == 0, f"late: three backdated events published after the sync ({r.stdout.strip()})")
+        second, _ = sync(relay, reader, [notes, wraps], 30)
+        late_ids = {json.loads(l)["id"] for l in late}
+        c = sqlite3.connect(reader)
+        held = {row[0] for row in c.execute("select id from events")}
+        c.close()
+        check(second.get("synced") is True and late_ids <= held,
+              f"late: the next sync brings all three backdated events ({second}, {len(late_ids & held)}/3)")
+    finally:
+        peers("stop.sh", "local")
+        shutil.rmtree(work, ignore_errors=True)
+    tally.finish()
+
+
+if __name__ == "__main__":
+    main()
