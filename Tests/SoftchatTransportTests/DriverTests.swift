@@ -363,7 +363,7 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
         let started = IODriver.monotonicMilliseconds()
         driver.stop()
         let took = IODriver.monotonicMilliseconds() - started
-        #expect(took < 500, "stop took \(took) ms")
+        #expect(took < 1000, "stop took \(took) ms")
         driver.stop()  // idempotent
         #expect(driver.statistics.connectionsOpen == 0)
         #expect(eventually(5) { relay.connectionCount == 0 })

@@ -1,5 +1,6 @@
 import Foundation
 import SoftchatCore
+import SoftchatTestRelay
 @testable import SoftchatTransport
 import Testing
 
@@ -217,6 +218,59 @@ final class ClientFrameReader {
         #expect(error?.kind == .handshake && error?.message.contains("Sec-WebSocket-Accept") == true)
     }
 
+    /// A peer that stops reading fills the socket: the driver keeps the rest queued without
+    /// blocking (another connection carries on meanwhile), and the handler's close() of the
+    /// stalled connection is bounded — about a second later the fd is closed regardless.
+    @Test func aStalledPeerBlocksNothingAndCloseIsBounded() throws {
+        let server = try ScriptedServer()
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let f = DriverFixture()
+        try f.open(1, server.url)
+        let tcp = try server.accept()
+        defer { tcp.close() }
+        #expect(f.probe.wait { $0.opened(ConnectionID(1)) })
+        let megabyte = String(repeating: "m", count: 1 << 20)
+        for k in 0..<24 { f.send(1, megabyte, token: k) }
+        // The kernel takes a few megabytes at most; the other connection is not held up.
+        try f.openAndWait(2, relay.url)
+        try exerciseRelay(f, 2)
+        let written = f.probe.events.written(ConnectionID(1))
+        #expect(written.count < 24, "\(written.count) of 24 MB flushed to a peer that reads nothing")
+        let closedAt = IODriver.monotonicMilliseconds()
+        f.probe.run(on: f.driver) { $0.close(ConnectionID(1)) }
+        // The peer stays stalled past the linger bound, then reads what the kernel holds.
+        usleep(1_500_000)
+        var total = 0
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var ended = false
+        while !ended {
+            do {
+                let n = try readChunk(tcp, &chunk, timeoutMilliseconds: 5000)
+                if n == 0 { ended = true } else { total += n }
+            } catch {
+                ended = error.kind != .timeout
+                if error.kind == .timeout { break }
+            }
+        }
+        #expect(ended, "the driver still holds the stalled connection open")
+        #expect(total < 24 << 20)
+        #expect(IODriver.monotonicMilliseconds() - closedAt < 8000)
+        #expect(f.probe.events.closed(ConnectionID(1)) == nil)
+    }
+
+    /// The handler may stop the driver from its own callbacks: the loop ends after that round.
+    @Test func stopFromTheHandlerEndsTheLoop() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let f = DriverFixture()
+        try f.openAndWait(1, relay.url)
+        f.probe.run(on: f.driver) { $0.stop() }
+        #expect(eventually(5) { relay.connectionCount == 0 })
+        f.driver.stop()  // from another thread afterwards: returns, nothing left to do
+        #expect(f.driver.statistics.connectionsOpen == 0)
+    }
+
     /// The handler's deadline is honored: the thread wakes for it and nothing else.
     @Test func theHandlersDeadlineWakesTheThread() throws {
         final class Ticker: IODriverHandler, @unchecked Sendable {
@@ -270,6 +324,17 @@ final class ClientFrameReader {
             if text.count > 8 { #expect(!frame.suffix(text.utf8.count).elementsEqual(text.utf8)) }
             server.feed(frame)
             #expect(try server.next() == .text(text))
+        }
+    }
+
+    @Test func maskingMatchesTheBytewiseDefinitionAtEveryLength() {
+        let key: (UInt8, UInt8, UInt8, UInt8) = (0x12, 0x34, 0xAB, 0xCD)
+        let k = [key.0, key.1, key.2, key.3]
+        for length in 0..<40 {
+            let original = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 5) }
+            var masked = original
+            masked.withUnsafeMutableBytes { WebSocketCodec.mask($0, key) }
+            #expect(masked == original.enumerated().map { $0.element ^ k[$0.offset & 3] })
         }
     }
 

@@ -225,8 +225,11 @@ final class DriverConnection {
     private func receivedPlaintext(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
         switch stage {
         case .requesting:
+            // Only the new bytes (and the 3 before them) can complete the blank line: a peer
+            // sending its head a byte at a time costs linear, not quadratic, work.
+            let searchFrom = max(0, http.count - 3)
             http.append(contentsOf: bytes)
-            guard let end = WebSocketClient.headEnd(http) else {
+            guard let end = Self.headEnd(http, from: searchFrom) else {
                 guard http.count <= 16384 else { throw TransportError(.handshake, "HTTP head over 16 KiB") }
                 return
             }
@@ -252,6 +255,15 @@ final class DriverConnection {
         case .resolving, .connecting, .securing, .lingering, .finished:
             break
         }
+    }
+
+    /// The index of the CRLFCRLF that ends an HTTP head, searching from `start`.
+    static func headEnd(_ bytes: [UInt8], from start: Int) -> Int? {
+        guard bytes.count >= 4, start <= bytes.count - 4 else { return nil }
+        for i in start...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+            return i
+        }
+        return nil
     }
 
     private func opened(_ leftover: [UInt8]) {
