@@ -11,9 +11,10 @@
 /// exposes at most the messages since the last rekey, and no key encrypts more than the
 /// interval's worth of messages.
 enum NoiseTransportMessages {
-    /// The default rekey interval: 2^20 messages per key, far below the 2^64-1 nonce limit
-    /// and far above anything a relay connection sends in a second.
-    static let defaultRekeyAfterMessages: UInt64 = 1 << 20
+    /// The default rekey interval: 0, no rekey by count — a peer that does not rekey in step
+    /// (any other softchat-relay/1 implementation) could not read us after the first rekey, so
+    /// both ends opt in with the same count. The nonce limit (2^64 − 1) still ends a session.
+    static let defaultRekeyAfterMessages: UInt64 = 0
 
     /// Runs `Rekey()` on `cipher` when the message just processed completed an interval.
     static func rekeyIfDue(_ cipher: NoiseCipherState, every interval: UInt64) throws(NoiseError) {
