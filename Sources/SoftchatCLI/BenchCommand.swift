@@ -8,7 +8,7 @@ import Darwin
 
 enum BenchCommand {
     static let help = """
-        usage: softchat bench [events|wire|session|account|transport|cli|memory|all] [--json] [--quick]
+        usage: softchat bench [events|wire|session|account|transport|managed|cli|memory|all] [--json] [--quick]
                softchat bench corpus DIR [--quick]
 
         Each figure is printed beside a baseline measured in the same process, with the ratio
@@ -21,6 +21,12 @@ enum BenchCommand {
                      rows with the same durability; chat-history query latency
           transport  publish → OK round trips on loopback, single EVENTs vs EVENTS batches,
                      beside a loopback REQ → EOSE round trip
+          managed    the managed transport against relays in a child process (`softchat relay`):
+                     context switches per second idle with 1 and 50 connections, threads with
+                     1 and 100, memory per idle connection, single EVENT → OK round trips
+                     through the I/O driver beside a loopback echo through the same driver,
+                     the durable publish path, and a 100,000-event sync into a fresh account
+                     beside `account ingest` of the same events
           cli        `event verify`, `frame check`, `account ingest` as child processes on
                      corpus files beside the same library calls in-process; the child's peak
           memory     peak memory of `event verify`, `account ingest` and a RelaySession replay
@@ -45,7 +51,7 @@ enum BenchCommand {
             try writeCorpus(to: parsed.positional[1], quick: parsed.has("--quick"))
             return .success
         }
-        let all = ["events", "wire", "session", "account", "transport", "cli", "memory"]
+        let all = ["events", "wire", "session", "account", "transport", "managed", "cli", "memory"]
         guard all.contains(which) || which == "all", parsed.positional.count <= 1 else {
             throw UsageError("unknown benchmark \"\(which)\" (\(all.joined(separator: ", ")), all)")
         }
@@ -65,6 +71,15 @@ enum BenchCommand {
                 let path = try temporaryDirectory()
                 results = CLIBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
                 rmdir(path)
+            case "managed":
+                let path = try temporaryDirectory()
+                let figures = ManagedBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
+                for name in ["idle-1", "idle-50", "idle-100", "publish", "ingest", "sync"] {
+                    for suffix in [".db", ".db-wal", ".db-shm"] { unlink("\(path)/\(name)\(suffix)") }
+                }
+                rmdir(path)
+                print(figures, json: parsed.has("--json"))
+                continue
             case "memory":
                 let path = try temporaryDirectory()
                 let probes = MemoryBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
@@ -106,6 +121,29 @@ enum BenchCommand {
         var template = Array("/tmp/softchat-bench-XXXXXX".utf8CString)
         guard let dir = mkdtemp(&template) else { throw RuntimeFailure(code: "tempdir", message: "mkdtemp failed") }
         return String(cString: dir)
+    }
+
+    static func print(_ figures: [ManagedFigure], json: Bool) {
+        for f in figures {
+            if json {
+                var o = JSONObject()
+                o.append("bench", .string(f.name))
+                o.append("value", .number(format(f.value, 3)))
+                o.append("unit", .string(f.unit))
+                if let b = f.baselineName { o.append("baseline", .string(b)) }
+                if let b = f.baselineValue { o.append("baselineValue", .number(format(b, 3))) }
+                if let r = f.ratio, f.unit == "/s" { o.append("ratio", .number(format(r, 3))) }
+                Output.standard.line(JSONValue.object(o).jsonText)
+            } else {
+                var text = "\(f.name): \(format(f.value, 1)) \(f.unit)"
+                if let b = f.baselineValue, let name = f.baselineName {
+                    text += " — baseline \(name): \(format(b, 1))"
+                    if let r = f.ratio, f.unit == "/s" { text += " — ratio \(format(r, 3))" }
+                }
+                Output.standard.line(text)
+            }
+            Output.standard.flush()
+        }
     }
 
     static func print(_ probes: [MemoryProbe], json: Bool) {

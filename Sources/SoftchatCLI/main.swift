@@ -23,7 +23,8 @@ let topHelp = """
       replay SCRIPT|-         run a JSON-lines script of RelaySession calls, one JSON line per call
       account …               the durable SQLite account: ingest, enqueue, claim, apply, check
       publish                 publish signed events through the durable account to a relay
-      sync                    sync events matching a filter from a relay into the account
+      sync                    sync events matching a filter from relays into the account
+      relay                   run embedded loopback relays in this process (benchmarks, trying by hand)
       bench events            signing and verification throughput beside raw libsecp256k1
     """
 
@@ -47,6 +48,7 @@ do {
     case "publish": status = try PublishCommand.run(rest)
     case "sync": status = try SyncCommand.run(rest)
     case "bench": status = try BenchCommand.run(rest)
+    case "relay": status = try RelayCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
     }

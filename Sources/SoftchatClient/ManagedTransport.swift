@@ -220,7 +220,9 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
             publish(.connectionFailed(relayURL: endpoints[relay].url, error.description))
             engine.handle(.lost(relay: relay, reason: error.description), now: Self.now())
         }
-        pump()
+        // Actions run at the end of the driver's round (`driverService`), so the events of one
+        // round are committed together; sooner only when many wait.
+        if engine.wantsFlush { pump() }
     }
 
     func driverService(_ driver: IODriver, now: Int64) -> Int64? {

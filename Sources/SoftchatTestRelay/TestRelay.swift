@@ -1,5 +1,5 @@
 import Dispatch
-import SoftchatCore
+public import SoftchatCore
 public import SoftchatJSON
 public import SoftchatTransport
 #if canImport(Glibc)
@@ -219,6 +219,14 @@ public final class TestRelay: @unchecked Sendable {
     // MARK: Shared state used by connections
 
     /// Stores a verified event; false when it was already there. Live subscribers get it.
+    /// Stores events as if they had been published before anyone connected (benchmarks and
+    /// sync tests start from a relay that already holds history).
+    public func preload(_ events: [VerifiedEvent]) {
+        lock.with {
+            for event in events where eventIDs.insert(event.id).inserted { self.events.append(event) }
+        }
+    }
+
     fileprivate func store(_ event: VerifiedEvent) -> Bool {
         let (stored, subscribers): (Bool, [Connection]) = lock.with {
             guard eventIDs.insert(event.id).inserted else { return (false, []) }

@@ -262,6 +262,27 @@ import Testing
         #expect(w.synced(0, "notes"))
     }
 
+    @Test func aRoundOfMoreEventsThanTheSessionHoldsIsDeferredNotRefused() {
+        let (w, events) = world(events: 1_200)
+        w.relays[0].cap = 2_000
+        w.start { $0.paging = RelayPaging(pageSize: 2_000) }
+        w.completeOpens()
+        // The host feeds a whole round of I/O before running actions (as the driver does):
+        // 1,200 events exceed the session's 1,024 awaiting their commit.
+        var fed = 0
+        while !w.inbox[0].isEmpty {
+            w.engine.handle(.received(relay: 0, text: w.inbox[0].removeFirst()), now: w.now)
+            fed += 1
+        }
+        #expect(fed > 1_024)
+        #expect(w.engine.wantsFlush)
+        w.pump()
+        w.settle()
+        #expect(held(w, events) == 1_200)
+        #expect(w.synced(0, "notes"))
+        #expect(!w.reports.contains { if case .notice(_, let text) = $0 { text.contains("invalid frame") } else { false } })
+    }
+
     @Test func aClosedPageIsNeverReportedSynced() {
         let (w, _) = world(events: 600)
         w.relays[0].closeRule = { id, _ in id.contains("~p") ? "blocked: no history for you" : nil }

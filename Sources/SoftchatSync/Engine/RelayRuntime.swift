@@ -54,6 +54,11 @@ struct RelayRuntime {
     /// When each event's frame was written (monotonic ms), for latency.
     var sentAt: [String: Int64] = [:]
 
+    /// Events handed out by the session and not yet confirmed (its bound is 1,024).
+    var awaitingCommit = 0
+    /// Relay text held back while too many events await their commit, in arrival order.
+    var deferred: [String] = []
+
     // Connection timers (monotonic ms).
     var lastHeard: Int64 = 0
     var pingSentAt: Int64?

@@ -144,6 +144,7 @@ extension SyncEngine {
         let present = Set(result.alreadyPresent)
         for (r, event) in events {
             try? relays[r].session?.confirmIngested(event.id)
+            relays[r].awaitingCommit -= 1
             var partial = perRelay[r] ?? IngestionResult()
             if accepted.contains(event.id) {
                 partial.accepted.append(event.id)
@@ -170,6 +171,7 @@ extension SyncEngine {
             }
             relays[r].subscriptions[id] = sub
         }
+        replayDeferred()
     }
 }
 

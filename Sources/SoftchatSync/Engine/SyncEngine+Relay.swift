@@ -3,6 +3,28 @@ import SoftchatJSON
 
 /// Connections: session setup from NIP-11, open / lost / backoff, keepalive, receive.
 extension SyncEngine {
+    /// Events awaiting their commit on one relay before its text is held back.
+    static let deferAt = 512
+
+    /// True when enough events wait for a commit that the host should run `pollAction()` now
+    /// rather than at the end of its round of I/O (it batches commits by rounds otherwise).
+    public var wantsFlush: Bool { pendingIngest.count >= 256 || relays.contains { !$0.deferred.isEmpty } }
+
+    /// Feeds text held back while the session was full, after a commit made room.
+    func replayDeferred() {
+        for r in relays.indices where !relays[r].deferred.isEmpty && relays[r].awaitingCommit < Self.deferAt {
+            let texts = relays[r].deferred
+            relays[r].deferred.removeAll()
+            for (i, text) in texts.enumerated() {
+                if relays[r].awaitingCommit >= Self.deferAt {
+                    relays[r].deferred = Array(texts[i...])
+                    break
+                }
+                received(r, text)
+            }
+        }
+    }
+
     func startSession(_ r: Int, limits: RelayLimits?) {
         guard relays[r].session == nil, relays[r].phase == .starting else { return }
         relays[r].limits = limits
@@ -159,6 +181,7 @@ extension SyncEngine {
         report(.notice(relayURL: relays[r].url, "connection lost: \(reason)"))
         relays[r].writes.removeAll()
         relays[r].sentAt.removeAll()
+        relays[r].deferred.removeAll()
         relays[r].pingSentAt = nil
         relays[r].authSentAt = nil
         do {
@@ -181,6 +204,13 @@ extension SyncEngine {
     func received(_ r: Int, _ text: String) {
         guard let session = relays[r].session else { return }
         relays[r].heard(now.monotonicMilliseconds)
+        // The session holds at most 1,024 events awaiting their commit: past half of that,
+        // text waits here (in order) for the next commit instead of being refused.
+        if !relays[r].deferred.isEmpty || relays[r].awaitingCommit >= Self.deferAt {
+            relays[r].deferred.append(text)
+            queueIngestFlush()
+            return
+        }
         let actions: [RelaySessionAction]
         do {
             actions = try session.receive(text, now: now.unixSeconds) { subscriptionID, eventID, createdAt in
@@ -223,7 +253,9 @@ extension SyncEngine {
             case .closeTransport:
                 break
             case .persistEvent(let subscriptionID, let event):
+                _ = subscriptionID
                 relays[r].statistics.eventsReceived += 1
+                relays[r].awaitingCommit += 1
                 recent.insert(event.id)
                 pendingIngest.append((r, event))
                 queueIngestFlush()

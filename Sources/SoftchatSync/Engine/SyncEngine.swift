@@ -329,6 +329,7 @@ public final class SyncEngine {
             relays[relay].renewAt[leaseID] = nil
             relays[relay].releasing.remove(leaseID)
         case .commit(let events, let states):
+            for (relay, _) in events { relays[relay].awaitingCommit -= 1 }
             var involved = Set(events.map(\.relay))
             for s in states { involved.insert(s.relay) }
             recent.removeAll()

@@ -1,0 +1,100 @@
+import Dispatch
+import SoftchatCore
+import SoftchatTestRelay
+import SoftchatTransport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `softchat relay`: the embedded loopback relay as its own process, for benchmarks that must
+/// not count a relay's threads as the client's, and for trying the CLI by hand.
+enum RelayCommand {
+    static let help = """
+        usage: softchat relay [--count N] [--cap N] [--preload FILE] [--echo]
+
+        Starts N embedded loopback relays (default 1; NIP-01, NIP-11, NIP-42, NIP-45, EVENTS
+        batches) and prints one ws:// URL per line; with --echo, a last line gives a loopback
+        WebSocket echo server's URL (every text message sent straight back). --cap N answers
+        at most N events per REQ, as LocalRelay does with 500. --preload FILE stores the signed
+        events in FILE (one JSON per line, verified first) in every relay before the URLs are
+        printed. Runs until standard input closes. Test tool: nothing is persisted.
+        """
+
+    static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
+        let parsed = try Arguments(args, valued: ["--count", "--cap", "--preload"], switches: ["--echo", "--help", "-h"])
+        if parsed.has("--help") || parsed.has("-h") {
+            Output.standard.line(help)
+            return .success
+        }
+        let count = Int(try parsed.int("--count") ?? 1)
+        guard count >= 1 && count <= 1_000 else { throw UsageError("--count must be 1 to 1000") }
+        var options = TestRelayOptions()
+        if let cap = try parsed.int("--cap") { options.reqCap = Int(cap) }
+        var preload: [VerifiedEvent] = []
+        if let file = parsed.options["--preload"] {
+            let fd = open(file, O_RDONLY)
+            guard fd >= 0 else { throw RuntimeFailure(code: "preload", message: "cannot open \(file)") }
+            let reader = LineReader(fd: fd)
+            var lines: [String] = []
+            while let line = reader.next() {
+                if !line.isEmpty { lines.append(String(decoding: line, as: UTF8.self)) }
+            }
+            close(fd)
+            for (i, result) in VerifiedEvent.verify(texts: lines).enumerated() {
+                guard case .success(let event) = result else { throw UsageError("--preload line \(i + 1) is not a valid signed event") }
+                preload.append(event)
+            }
+        }
+        var relays: [TestRelay] = []
+        for _ in 0..<count {
+            let relay = try TestRelay(options: options)
+            relay.preload(preload)
+            relays.append(relay)
+            Output.standard.line(relay.url)
+        }
+        var echo: EchoServer?
+        if parsed.has("--echo") {
+            let server = try EchoServer()
+            echo = server
+            Output.standard.line(server.url)
+        }
+        Output.standard.flush()
+        // Until standard input closes (the parent exits or closes its end).
+        var byte: UInt8 = 0
+        while read(0, &byte, 1) > 0 {}
+        echo?.stop()
+        for relay in relays { relay.stop() }
+        return .success
+    }
+}
+
+/// A loopback WebSocket server that sends every text message straight back, one thread per
+/// connection: the floor a relay round trip is measured against.
+final class EchoServer: @unchecked Sendable {
+    // @unchecked: `running` is only touched under `lock`.
+    let listener: TCPListener
+    private let lock = Lock()
+    private var running = true
+    var url: String { "ws://127.0.0.1:\(listener.port)" }
+
+    init() throws(TransportError) {
+        listener = try TCPListener()
+        DispatchQueue(label: "softchat.echo").async { [self] in
+            while lock.with({ running }) {
+                guard let tcp = try? listener.accept(timeoutMilliseconds: 100) else { continue }
+                DispatchQueue(label: "softchat.echo.connection").async {
+                    guard case .websocket(let server)? = try? ServerHandshake.accept(tcp, timeoutMilliseconds: 10_000) else { return }
+                    while case .text(let t)? = try? server.receive(timeoutMilliseconds: 3_600_000) {
+                        guard (try? server.send(text: t)) != nil else { return }
+                    }
+                }
+            }
+        }
+    }
+
+    func stop() {
+        lock.with { running = false }
+    }
+}
