@@ -103,3 +103,61 @@ public enum AccountBenchmarks {
         return monotonicSeconds() - t0
     }
 }
+
+/// `softchat bench scale`: an account of 1,000,000 events — the ingest rate of its last 10,000
+/// beside its first 10,000, and the chat-history query's median at 1,000,000 beside the same
+/// query at 10,000 — so "cost flat" is measured, not assumed.
+public enum ScaleBenchmarks {
+    public static func run(quick: Bool, directory: String) -> [BenchResult] {
+        let total = quick ? 20_000 : 1_000_000
+        let step = quick ? 2_000 : 10_000
+        let path = directory + "/scale.db"
+        let account = try! SoftchatAccount.open(path: path)
+        defer {
+            account.close()
+            CorpusFiles.removeDatabase(path)
+        }
+        var firstRate = 0.0, lastRate = 0.0
+        var queryAtSmall = 0.0, queryAtLarge = 0.0
+        var recipient: String?
+        var held = 0
+        var chunk = 0
+        while held < total {
+            // Chunks of fresh events (a seed each), so a million never sit in memory at once.
+            let events = BenchCorpus.events(count: step, contentBytes: 200, seed: 1_000 + UInt64(chunk))
+            chunk += 1
+            recipient = recipient ?? events.first { $0.firstTagValue("p") != nil }?.firstTagValue("p")
+            let t0 = monotonicSeconds()
+            for start in stride(from: 0, to: events.count, by: 256) {
+                _ = try! account.incoming.ingest(Array(events[start..<min(start + 256, events.count)]), receivedAt: 1_800_000_000)
+            }
+            let rate = Double(events.count) / (monotonicSeconds() - t0)
+            held += events.count
+            if held == step {
+                firstRate = rate
+                queryAtSmall = medianQuery(account, recipient!, quick: quick)
+            }
+            if held >= total { lastRate = rate }
+        }
+        queryAtLarge = medianQuery(account, recipient!, quick: quick)
+        return [
+            BenchResult(name: "durable ingestion at \(total) events (the last \(step))", items: step, seconds: Double(step) / lastRate,
+                        baselineName: "the first \(step)", baselinePerSecond: firstRate, peakMiB: peakMemoryMiB()),
+            BenchResult(name: "chat-history query (#p + kind, limit 100) at \(total) events, median", items: 1, seconds: queryAtLarge,
+                        baselineName: "at \(step) events", baselinePerSecond: 1 / queryAtSmall, peakMiB: peakMemoryMiB()),
+        ]
+    }
+
+    static func medianQuery(_ account: SoftchatAccount, _ recipient: String, quick: Bool) -> Double {
+        let filter = try! RelayFilter.fromJSON("{\"kinds\":[1],\"#p\":[\"\(recipient)\"],\"limit\":100}")
+        var latencies: [Double] = []
+        for _ in 0..<(quick ? 21 : 201) {
+            let q0 = monotonicSeconds()
+            let found = try! account.events(matching: [filter], now: 1_800_000_000)
+            latencies.append(monotonicSeconds() - q0)
+            precondition(!found.isEmpty)
+        }
+        latencies.sort()
+        return latencies[latencies.count / 2]
+    }
+}

@@ -8,7 +8,7 @@ import Darwin
 
 enum BenchCommand {
     static let help = """
-        usage: softchat bench [events|wire|session|account|transport|managed|cli|memory|all] [--json] [--quick]
+        usage: softchat bench [events|wire|session|account|scale|transport|managed|cli|memory|all] [--json] [--quick]
                softchat bench corpus DIR [--quick]
 
         Each figure is printed beside a baseline measured in the same process, with the ratio
@@ -19,6 +19,8 @@ enum BenchCommand {
           session    receive → persistEvent → confirmIngested beside parse+verify alone
           account    durable ingestion in batches of 256 beside raw SQLite inserts of the same
                      rows with the same durability; chat-history query latency
+          scale      an account of 1,000,000 events: ingest rate of the last 10,000 beside the
+                     first 10,000, chat-history query median beside the same at 10,000
           transport  publish → OK round trips on loopback, single EVENTs vs EVENTS batches,
                      beside a loopback REQ → EOSE round trip
           managed    the managed transport against relays in a child process (`softchat relay`):
@@ -51,7 +53,7 @@ enum BenchCommand {
             try writeCorpus(to: parsed.positional[1], quick: parsed.has("--quick"))
             return .success
         }
-        let all = ["events", "wire", "session", "account", "transport", "managed", "cli", "memory"]
+        let all = ["events", "wire", "session", "account", "scale", "transport", "managed", "cli", "memory"]
         guard all.contains(which) || which == "all", parsed.positional.count <= 1 else {
             throw UsageError("unknown benchmark \"\(which)\" (\(all.joined(separator: ", ")), all)")
         }
@@ -70,6 +72,10 @@ enum BenchCommand {
             case "cli":
                 let path = try temporaryDirectory()
                 results = CLIBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
+                rmdir(path)
+            case "scale":
+                let path = try temporaryDirectory()
+                results = ScaleBenchmarks.run(quick: quick, directory: path)
                 rmdir(path)
             case "managed":
                 let path = try temporaryDirectory()
