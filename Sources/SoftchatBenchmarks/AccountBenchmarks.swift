@@ -108,8 +108,8 @@ public enum AccountBenchmarks {
 /// beside its first 10,000, and the chat-history query's median at 1,000,000 beside the same
 /// query at 10,000 — so "cost flat" is measured, not assumed.
 public enum ScaleBenchmarks {
-    public static func run(quick: Bool, directory: String) -> [BenchResult] {
-        let total = quick ? 20_000 : 1_000_000
+    public static func run(quick: Bool, directory: String, events: Int? = nil) -> [BenchResult] {
+        let total = events ?? (quick ? 20_000 : 1_000_000)
         let step = quick ? 2_000 : 10_000
         let path = directory + "/scale.db"
         let account = try! SoftchatAccount.open(path: path)

@@ -48,7 +48,8 @@ public enum ManagedBenchmarks {
     // MARK: Idle connections
 
     static func idle(quick: Bool, executable: String, directory: String) -> [ManagedFigure] {
-        let window: UInt32 = quick ? 2 : 30
+        // Longer than two keepalive intervals (30 s): the window holds at least one ping round.
+        let window: UInt32 = quick ? 2 : 65
         let relays = RelayProcess(executable: executable, arguments: ["--count", "100"], lines: 100)
         defer { relays.stop() }
         let threadsBefore = ProcStatus.threads()
@@ -103,11 +104,22 @@ public enum ManagedBenchmarks {
         let relays = RelayProcess(executable: executable, arguments: ["--count", "1", "--echo"], lines: 2)
         defer { relays.stop() }
         let corpus = BenchCorpus.events(count: count * reps, contentBytes: 200, seed: 21)
-        var echo = Double.infinity, relay = Double.infinity
+        var echo = Double.infinity, relay = Double.infinity, blocking = Double.infinity
+        let blockingCorpus = BenchCorpus.events(count: count * reps, contentBytes: 200, seed: 24)
         for rep in 0..<reps {
             let frames = corpus[rep * count..<(rep + 1) * count].map { ClientRelayFrame.event($0).toJSON() }
             echo = min(echo, DriverRoundTrips.run(url: relays.urls[1], frames: frames, answer: { _ in true }))
             relay = min(relay, DriverRoundTrips.run(url: relays.urls[0], frames: frames, answer: { $0.hasPrefix("[\"OK\"") }))
+            // The previous transport's path: a blocking WebSocket client, one EVENT at a time.
+            let others = blockingCorpus[rep * count..<(rep + 1) * count].map { ClientRelayFrame.event($0).toJSON() }
+            let ws = try! WebSocketClient.connect(try! RelayEndpoint(relays.urls[0]))
+            let b0 = monotonicSeconds()
+            for frame in others {
+                try! ws.send(text: frame)
+                while case .text(let t) = try! ws.receive(timeoutMilliseconds: 10_000), !t.hasPrefix("[\"OK\"") {}
+            }
+            blocking = min(blocking, monotonicSeconds() - b0)
+            ws.close()
         }
         // The durable path: each intent committed, claimed, written, marked in flight, answered,
         // applied and released — five fsync'd transactions per event with synchronous=FULL.
@@ -130,6 +142,9 @@ public enum ManagedBenchmarks {
         return [
             ManagedFigure(name: "single EVENT → OK round trips through the I/O driver", value: Double(count) / relay, unit: "/s",
                           baselineName: "loopback WebSocket echo through the same driver", baselineValue: echoRate),
+            ManagedFigure(name: "single EVENT → OK round trips through the I/O driver", value: Double(count) / relay, unit: "/s",
+                          baselineName: "the same through a blocking WebSocket client (the previous transport)",
+                          baselineValue: Double(count) / blocking),
             ManagedFigure(name: "durable publish, one intent at a time (commit → OK → accepted committed)",
                           value: Double(durableCount) / durable, unit: "/s",
                           baselineName: "loopback WebSocket echo through the same driver", baselineValue: echoRate),

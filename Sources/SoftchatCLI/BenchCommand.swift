@@ -42,7 +42,7 @@ enum BenchCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--small", "--large"], switches: ["--json", "--quick", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--small", "--large", "--events"], switches: ["--json", "--quick", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -75,7 +75,7 @@ enum BenchCommand {
                 rmdir(path)
             case "scale":
                 let path = try temporaryDirectory()
-                results = ScaleBenchmarks.run(quick: quick, directory: path)
+                results = ScaleBenchmarks.run(quick: quick, directory: path, events: try parsed.int("--events").map { Int($0) })
                 rmdir(path)
             case "managed":
                 let path = try temporaryDirectory()
@@ -141,9 +141,9 @@ enum BenchCommand {
                 if let r = f.ratio, f.unit == "/s" { o.append("ratio", .number(format(r, 3))) }
                 Output.standard.line(JSONValue.object(o).jsonText)
             } else {
-                var text = "\(f.name): \(format(f.value, 1)) \(f.unit)"
+                var text = "\(f.name): \(format(f.value, 2)) \(f.unit)"
                 if let b = f.baselineValue, let name = f.baselineName {
-                    text += " — baseline \(name): \(format(b, 1))"
+                    text += " — baseline \(name): \(format(b, 2))"
                     if let r = f.ratio, f.unit == "/s" { text += " — ratio \(format(r, 3))" }
                 }
                 Output.standard.line(text)

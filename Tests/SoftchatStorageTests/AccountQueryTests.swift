@@ -313,4 +313,31 @@ import Testing
         #expect(try t.account.syncCursor(relayURL: "wss://o", subscriptionID: "s") == 1)
         #expect(try t.served(now: t0).count == 2)
     }
+
+    @Test func aTagHistoryWithALimitWalksTheTagIndexAndEqualsTheFilterSemantics() throws {
+        let t = try TestAccount()
+        let recipients = [StorageKeys.bob.publicKeyHex, StorageKeys.alice.publicKeyHex]
+        var events: [VerifiedEvent] = []
+        for i in 0..<300 {
+            var tags = [["p", recipients[i % 2]]]
+            if i % 7 == 0 { tags.append(["p", recipients[i % 2]]) }  // the same tag value twice
+            events.append(signed(kind: i % 5 == 0 ? 7 : 14, tags: tags, content: "m\(i)", createdAt: t0 + Int64(i / 4)))
+        }
+        _ = try t.account.incoming.ingest(events, receivedAt: t0)
+        // Hide some: a deletion by the author.
+        let doomed = events.filter { $0.content.hasSuffix("3") }.prefix(5).map(\.id)
+        _ = try t.account.incoming.ingest([signed(kind: 5, tags: doomed.map { ["e", $0] }, content: "", createdAt: t0 + 500)], receivedAt: t0)
+        for limit in [1, 10, 57, 500] {
+            for since in [nil, t0 + 20] as [Int64?] {
+                var json = "{\"kinds\":[14],\"#p\":[\"\(recipients[0])\"],\"limit\":\(limit)"
+                if let since { json += ",\"since\":\(since)" }
+                json += "}"
+                let limited = try t.account.events(matching: [RelayFilter.fromJSON(json)], now: t0)
+                // The same filter without a limit takes the general path; its first `limit` are the answer.
+                let unlimited = try t.account.events(matching: [RelayFilter.fromJSON(json.replacingOccurrences(of: ",\"limit\":\(limit)", with: ""))], now: t0)
+                #expect(limited.map(\.id) == Array(unlimited.prefix(limit)).map(\.id), "limit \(limit), since \(String(describing: since))")
+                #expect(!limited.contains { doomed.contains($0.id) })
+            }
+        }
+    }
 }

@@ -64,7 +64,7 @@ public struct AccountIncoming: Sendable {
         let verifiedIDs = Set(inputs.compactMap { if case .verified(let e) = $0 { e.id } else { nil } })
         let inputs = inputs.filter { if case .unverifiable(let key, _, _, _) = $0 { !verifiedIDs.contains(key) } else { true } }
         let outcome = try store.write("ingest") { db in
-            var writer = EventWriter(db: db, receivedAt: receivedAt)
+            var writer = EventWriter(db: db, receivedAt: receivedAt, tagTimes: store.version >= 5)
             for input in inputs { try writer.add(input) }
             try writer.recordReceipt()
             try also(db)
@@ -129,13 +129,16 @@ enum KindClass {
 struct EventWriter {
     let db: SQLiteConnection
     let receivedAt: Int64
+    /// event_tags has its created_at column (schema 5; older only in upgrade tests).
+    let tagTimes: Bool
     var receipt = IngestionReceipt()
     var quarantined: [QuarantinedEvent] = []
     private var seen: Set<String> = []
 
-    init(db: SQLiteConnection, receivedAt: Int64) {
+    init(db: SQLiteConnection, receivedAt: Int64, tagTimes: Bool = true) {
         self.db = db
         self.receivedAt = receivedAt
+        self.tagTimes = tagTimes
     }
 
     mutating func add(_ input: IngestInput) throws {
@@ -196,9 +199,14 @@ struct EventWriter {
         try db.statement("INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
             .bind(.text(event.id), .text(event.pubkey), .int(event.createdAt), .int(Int64(event.kind)), .optional(dTag),
                 .optional(expiration), .int(hidden ? 1 : 0), .int(receivedAt), .text(event.jsonText)).run()
-        let tagInsert = try db.statement("INSERT INTO event_tags (event_id, name, value) VALUES (?, ?, ?)")
+        let tagInsert = try db.statement(tagTimes ? "INSERT INTO event_tags (event_id, name, value, created_at) VALUES (?, ?, ?, ?)"
+                                                  : "INSERT INTO event_tags (event_id, name, value) VALUES (?, ?, ?)")
         for tag in event.tags where tag.count >= 2 && tag[0].unicodeScalars.count == 1 {
-            try tagInsert.bind(.text(event.id), .text(tag[0]), .text(tag[1])).run()
+            if tagTimes {
+                try tagInsert.bind(.text(event.id), .text(tag[0]), .text(tag[1]), .int(event.createdAt)).run()
+            } else {
+                try tagInsert.bind(.text(event.id), .text(tag[0]), .text(tag[1])).run()
+            }
             tagInsert.reset()
         }
         if event.kind == 5 { try applyDeletion(event) }

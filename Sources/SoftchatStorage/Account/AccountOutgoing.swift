@@ -47,7 +47,7 @@ public struct AccountOutgoing: Sendable {
             }
             try db.statement("INSERT INTO publish_operations (operation_id, fingerprint, created_at) VALUES (?, ?, ?)")
                 .bind(.text(operationID), .text(fingerprint), .int(now)).run()
-            var writer = EventWriter(db: db, receivedAt: now)
+            var writer = EventWriter(db: db, receivedAt: now, tagTimes: store.version >= 5)
             for e in events {
                 if !(try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(e.id)).step()) {
                     try writer.add(e)

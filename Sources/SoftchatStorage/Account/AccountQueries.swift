@@ -27,8 +27,16 @@ extension SoftchatAccount {
         {
             return []
         }
-        var sql = "SELECT e.json FROM events e WHERE e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
-        var args: [SQLValue] = [.int(now)]
+        // A chat's history (a tag with one value, and a limit): walk that tag's time index newest
+        // first and stop at `limit` matches, instead of collecting and sorting every event that
+        // carries the tag (cost flat in the account's size).
+        let driving = filter.limit != nil ? filter.tagConditions.first { $0.values.count == 1 } : nil
+        var sql = driving == nil
+            ? "SELECT e.json FROM events e WHERE e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
+            : "SELECT e.json, e.id FROM event_tags d JOIN events e ON e.id = d.event_id WHERE d.name = ? AND d.value = ? AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
+        var args: [SQLValue] = []
+        if let driving { args += [.text(String(driving.letter)), .text(driving.values[0])] }
+        args.append(.int(now))
         func hexCondition(_ column: String, _ values: [String]) {
             var parts: [String] = []
             let exact = values.filter { $0.utf8.count == 64 }
@@ -51,21 +59,38 @@ extension SoftchatAccount {
             sql += " AND \(column) IN (\(Array(repeating: "?", count: kinds.count).joined(separator: ",")))"
             args += kinds.map { .int(Int64($0)) }
         }
+        let time = driving == nil ? "e.created_at" : "d.created_at"
         if let since = filter.since {
-            sql += " AND e.created_at >= ?"
+            sql += " AND \(time) >= ?"
             args.append(.int(since))
         }
         if let until = filter.until {
-            sql += " AND e.created_at <= ?"
+            sql += " AND \(time) <= ?"
             args.append(.int(until))
         }
-        for condition in filter.tagConditions {
+        for condition in filter.tagConditions where driving.map({ $0 != condition }) ?? true {
             // An IN over the tag index yields the candidate ids first (few for a chat filter),
             // instead of testing every event of the kind in time order.
             sql += " AND e.id IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN ("
                 + Array(repeating: "?", count: condition.values.count).joined(separator: ",") + "))"
             args.append(.text(String(condition.letter)))
             args += condition.values.map(SQLValue.text)
+        }
+        if let driving, let limit = filter.limit {
+            _ = driving
+            sql += " ORDER BY d.created_at DESC, d.event_id ASC"
+            let statement = try db.statement(sql).bind(args)
+            var out: [VerifiedEvent] = []
+            var seen: Set<String> = []
+            // No SQL LIMIT: an event carrying the tag value twice gives two rows, and the
+            // filter's own semantics decide; stop at `limit` distinct matches.
+            while out.count < limit, try statement.step() {
+                guard seen.insert(statement.text(1)).inserted else { continue }
+                let event = try VerifiedEvent(storedJSON: statement.text(0))
+                if filter.matches(event) { out.append(event) }
+            }
+            statement.reset()
+            return out
         }
         sql += " ORDER BY e.created_at DESC, e.id ASC"
         if let limit = filter.limit {

@@ -109,6 +109,13 @@ enum Migrations {
             PRIMARY KEY (relay_url, subscription_id)
         );
         """,
+        // 5: a tag's event time beside it, so "the newest N events with this tag" (a chat's
+        // history: #p + kind, limit) walks one index in order and stops, whatever the account holds
+        """
+        ALTER TABLE event_tags ADD COLUMN created_at INTEGER NOT NULL DEFAULT 0;
+        UPDATE event_tags SET created_at = COALESCE((SELECT e.created_at FROM events e WHERE e.id = event_tags.event_id), 0);
+        CREATE INDEX event_tags_time ON event_tags (name, value, created_at DESC, event_id);
+        """,
     ]
 
     static var latestVersion: Int { steps.count }

@@ -9,11 +9,15 @@ public struct AccountPolicy: Sendable, Hashable {
     public var retryBudget: Int
     /// SQLite busy timeout for the writer, in milliseconds.
     public var busyTimeoutMilliseconds: Int
+    /// SQLite's page cache per connection (writer and reader), in MiB: SQLite's default (2 MiB)
+    /// makes every insert into a large account's random-id indexes a read from the OS.
+    public var cacheMebibytes: Int
 
-    public init(leaseSeconds: Int64 = 60, retryBudget: Int = 10, busyTimeoutMilliseconds: Int = 5_000) {
+    public init(leaseSeconds: Int64 = 60, retryBudget: Int = 10, busyTimeoutMilliseconds: Int = 5_000, cacheMebibytes: Int = 32) {
         self.leaseSeconds = leaseSeconds
         self.retryBudget = retryBudget
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
+        self.cacheMebibytes = cacheMebibytes
     }
 }
 
@@ -84,12 +88,15 @@ final class AccountStore: Sendable {
     }
     let observers = Mutex(Observers())
     let path: String
+    /// The schema version this store runs at (below the latest only in upgrade tests).
+    let version: Int
     let policy: AccountPolicy
     private let writer: SerialConnection
     private let reader: SerialConnection
 
     init(path: String, policy: AccountPolicy, migrateTo version: Int) throws(SoftchatError) {
         self.path = path
+        self.version = version
         self.policy = policy
         do {
             let w = try SQLiteConnection(path: path)
@@ -97,10 +104,12 @@ final class AccountStore: Sendable {
             try w.execute("PRAGMA synchronous = FULL")
             try w.execute("PRAGMA foreign_keys = ON")
             try w.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
+            try w.execute("PRAGMA cache_size = -\(max(1, policy.cacheMebibytes) * 1024)")
             try Migrations.migrate(w, upTo: version)
             w.resetStatements()
             let r = try SQLiteConnection(path: path, readOnly: true)
             try r.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
+            try r.execute("PRAGMA cache_size = -\(max(1, policy.cacheMebibytes) * 1024)")
             writer = SerialConnection(w)
             reader = SerialConnection(r)
         } catch let error as SQLiteError {
