@@ -25,6 +25,7 @@ let topHelp = """
       publish                 publish signed events through the durable account to a relay
       sync                    sync events matching a filter from a relay into the account
       bench events            signing and verification throughput beside raw libsecp256k1
+      faults                  seeded end-to-end runs through fault proxies; PASS/FAIL per run
     """
 
 let arguments = CommandLine.arguments
@@ -47,6 +48,7 @@ do {
     case "publish": status = try PublishCommand.run(rest)
     case "sync": status = try SyncCommand.run(rest)
     case "bench": status = try BenchCommand.run(rest)
+    case "faults": status = try FaultsCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
     }
