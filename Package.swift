@@ -133,7 +133,8 @@ let package = Package(
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatTransportTests",
-            dependencies: ["SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON"],
+            dependencies: ["SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON",
+                           "SoftchatBenchmarks"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatSyncTests", dependencies: ["SoftchatSync", "SoftchatCore", "SoftchatJSON"],

@@ -26,6 +26,7 @@ let topHelp = """
       sync                    sync events matching a filter from relays into the account
       relay                   run embedded loopback relays in this process (benchmarks, trying by hand)
       bench events            signing and verification throughput beside raw libsecp256k1
+      faults                  seeded end-to-end runs through fault proxies; PASS/FAIL per run
     """
 
 let arguments = CommandLine.arguments
@@ -49,6 +50,7 @@ do {
     case "sync": status = try SyncCommand.run(rest)
     case "bench": status = try BenchCommand.run(rest)
     case "relay": status = try RelayCommand.run(rest)
+    case "faults": status = try FaultsCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
     }

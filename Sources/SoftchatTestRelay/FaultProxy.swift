@@ -7,167 +7,156 @@ import Glibc
 import Darwin
 #endif
 
-/// How often the proxy misbehaves, per relayed WebSocket message (probabilities 0…1).
-public struct FaultPlan: Sendable {
-    public var drop = 0.0
-    public var duplicate = 0.0
-    /// Hold the message and send it after the next one (a reordering).
-    public var reorder = 0.0
-    /// Hold the message for up to `maxDelayMilliseconds` before sending it.
-    public var delay = 0.0
-    public var maxDelayMilliseconds: Int32 = 50
-    /// Cut both connections at this message (after writing half of a frame: a truncation).
-    public var cut = 0.0
+/// What the fault proxy does to a connection, as probabilities (0…1) per relayed WebSocket
+/// message. Only faults a real network (or a real relay) produces: TCP never drops or
+/// duplicates a single message, so neither does this proxy; it stalls, splits, delays and cuts.
+public struct FaultPlan: Sendable, Hashable {
+    /// The run seed: connection n draws every choice from one `SplitMix64` seeded with
+    /// (seed, n), so the same seed and the same message sequence replay the same faults.
     public var seed: UInt64 = 1
+    /// Per message (either direction): from here on forward nothing either way but keep both
+    /// sockets open (a half-open path: only a keepalive ping and a read deadline find it).
+    public var blackHole = 0.0
+    /// Per relay→client text message: re-frame it as 2…`maxFragments` WebSocket fragments
+    /// written with gaps in `fragmentGapMilliseconds` between them (longer than any socket
+    /// read timeout, so a reader must keep partial messages across reads).
+    public var fragment = 0.0
+    public var maxFragments = 3
+    public var fragmentGapMilliseconds: ClosedRange<Int> = 200...1_500
+    /// Per gap of a fragmented message: send a ping frame from the proxy inside it.
+    public var pingBetweenFragments = 0.3
+    /// Per message (either direction): write half of its frame (a truncation), then cut both sockets.
+    public var cut = 0.0
+    /// Per EOSE relay→client: cut both sockets right after it passed (a page boundary).
+    public var cutAfterEndOfStoredEvents = 0.0
+    /// Per stored-events burst (the EVENTs of a subscription before its EOSE): cut inside it,
+    /// truncating one of its first 300 events.
+    public var cutMidSync = 0.0
+    /// Per message: hold it 1…`maxDelayMilliseconds` (later messages of that direction wait
+    /// behind it: order is kept per direction).
+    public var delay = 0.0
+    public var maxDelayMilliseconds = 300
 
     public init() {}
+
+    /// No faults at all: a transparent WebSocket-aware proxy.
+    public static let none = FaultPlan()
 }
 
-/// What the proxy did, for the test's report.
-public struct FaultCounts: Sendable, Equatable {
-    public var relayed = 0, dropped = 0, duplicated = 0, reordered = 0, delayed = 0, cuts = 0
+/// What the proxy did, per kind, for a run's report.
+public struct FaultCounts: Sendable, Hashable {
+    /// WebSocket connections and NIP-11 HTTP requests (passed through unmodified).
+    public var connections = 0, informationRequests = 0
+    /// Data messages relayed (both directions).
+    public var relayed = 0
+    public var blackHoles = 0, fragmented = 0, pingsInjected = 0, cuts = 0, cutsAfterEndOfStoredEvents = 0, cutsMidSync = 0
+    public var delayed = 0
+
+    public init() {}
+
+    /// Faults injected, all kinds.
+    public var total: Int { blackHoles + fragmented + cuts + cutsAfterEndOfStoredEvents + cutsMidSync + delayed }
+
+    public static func + (a: FaultCounts, b: FaultCounts) -> FaultCounts {
+        var c = FaultCounts()
+        c.connections = a.connections + b.connections
+        c.informationRequests = a.informationRequests + b.informationRequests
+        c.relayed = a.relayed + b.relayed
+        c.blackHoles = a.blackHoles + b.blackHoles
+        c.fragmented = a.fragmented + b.fragmented
+        c.pingsInjected = a.pingsInjected + b.pingsInjected
+        c.cuts = a.cuts + b.cuts
+        c.cutsAfterEndOfStoredEvents = a.cutsAfterEndOfStoredEvents + b.cutsAfterEndOfStoredEvents
+        c.cutsMidSync = a.cutsMidSync + b.cutsMidSync
+        c.delayed = a.delayed + b.delayed
+        return c
+    }
+
+    /// `blackHoles=… fragmented=… …` for logs.
+    public var summary: String {
+        "blackHoles=\(blackHoles) fragmented=\(fragmented) pings=\(pingsInjected) cuts=\(cuts) "
+            + "eoseCuts=\(cutsAfterEndOfStoredEvents) midSyncCuts=\(cutsMidSync) delayed=\(delayed) "
+            + "connections=\(connections) nip11=\(informationRequests) relayed=\(relayed)"
+    }
 }
 
-/// A loopback WebSocket proxy between a client and a relay that drops, duplicates, reorders,
-/// delays and truncates messages and cuts connections at random points, deterministically for
-/// a seed. For fault-injection tests only.
+/// A loopback proxy between WebSocket clients and a relay that injects the faults of a
+/// `FaultPlan`. It parses WebSocket frames in both directions (so it can cut inside a frame,
+/// split a relay message into continuation frames, slip a ping between them and recognise
+/// EVENT and EOSE) but otherwise forwards bytes as they are; NIP-11 HTTP requests pass through
+/// unmodified. One thread per connection, sleeping in `poll(2)` until a socket or a held
+/// message is due. For fault-injection tests and the `softchat faults` harness only.
 public final class FaultProxy: @unchecked Sendable {
-    // @unchecked: mutable state is behind `lock`.
+    // @unchecked: mutable state is behind `lock`; each connection's state is its thread's.
     public let port: Int
     public var url: String { "ws://127.0.0.1:\(port)" }
-    private let upstream: String
-    private let plan: FaultPlan
+    let upstream: RelayEndpoint
+    let plan: FaultPlan
     private let listener: TCPListener
     private let lock = Lock()
     private var running = true
+    private var injecting = true
     private var counts = FaultCounts()
-    private var rng: SplitMix64
+    private var ordinal: UInt64 = 0
     private let group = DispatchGroup()
 
+    /// Listens on a free loopback port and forwards to `upstream` (a ws:// URL).
     public init(upstream: String, plan: FaultPlan) throws(TransportError) {
-        self.upstream = upstream
+        self.upstream = try RelayEndpoint(upstream)
         self.plan = plan
-        rng = SplitMix64(seed: plan.seed)
         listener = try TCPListener()
         port = listener.port
         group.enter()
-        DispatchQueue(label: "softchat.test-relay").async { [self] in  // own thread: the loop blocks
+        DispatchQueue(label: "softchat.fault-proxy").async { [self] in  // own thread: the loop blocks
             acceptLoop()
             group.leave()
         }
     }
 
+    /// What was injected so far.
     public var faults: FaultCounts { lock.with { counts } }
 
+    /// False: inject nothing new from now on (connections already black-holed stay so until
+    /// their client gives up on them). For a run's quiet period.
+    public var injectsFaults: Bool {
+        get { lock.with { injecting } }
+        set { lock.with { injecting = newValue } }
+    }
+
+    /// Stops accepting, cuts every connection and waits for their threads.
     public func stop() {
         lock.with { running = false }
         group.wait()
         listener.close()
     }
 
-    private var isRunning: Bool { lock.with { running } }
+    var isRunning: Bool { lock.with { running } }
 
-    private func random() -> Double {
-        lock.with { rng.unitInterval() }
-    }
+    func count(_ change: (inout FaultCounts) -> Void) { lock.with { change(&counts) } }
 
     private func acceptLoop() {
         while isRunning {
-            guard let tcp = try? listener.accept(timeoutMilliseconds: 50) else { continue }
+            guard let tcp = try? listener.accept(timeoutMilliseconds: 100) else { continue }
+            let n: UInt64 = lock.with {
+                ordinal += 1
+                return ordinal
+            }
             group.enter()
-            DispatchQueue(label: "softchat.test-relay").async { [self] in  // own thread: the loop blocks
-                relay(tcp)
+            DispatchQueue(label: "softchat.fault-proxy").async { [self] in  // own thread: the loop blocks
+                var connection = ProxyConnection(proxy: self, client: tcp, ordinal: n)
+                connection.run()
                 group.leave()
             }
         }
     }
 
-    /// One client connection: both directions pumped on this thread, faults applied per message.
-    private func relay(_ tcp: TCPStream) {
-        guard case .websocket(let client)? = try? ServerHandshake.accept(tcp, timeoutMilliseconds: 2000),
-            let endpoint = try? RelayEndpoint(upstream),
-            let server = try? WebSocketClient.connect(endpoint, options: ConnectionOptions(connectTimeoutMilliseconds: 2000))
-        else {
-            tcp.close()
-            return
-        }
-        var held: [(WebSocket, String)] = []  // reordered messages waiting for the next one
-        defer {
-            client.stream.close()
-            server.stream.close()
-        }
-        while isRunning {
-            var idle = true
-            for (from, to) in [(client, server), (server, client)] {
-                let received: WebSocket.Message?
-                do {
-                    received = try receiveOrNil(from)
-                } catch {
-                    return
-                }
-                guard let message = received else { continue }
-                idle = false
-                guard case .text(let text) = message else { return }
-                if !apply(text, to: to, held: &held) { return }
-            }
-            if idle { usleep(1000) }
-        }
-    }
+    /// A plan choice made now: false while injection is off.
+    func allowed() -> Bool { lock.with { injecting && running } }
+}
 
-    private func receiveOrNil(_ ws: WebSocket) throws(TransportError) -> WebSocket.Message? {
-        do {
-            return try ws.receive(timeoutMilliseconds: 2)
-        } catch {
-            if error.kind == .timeout { return nil }
-            throw error
-        }
-    }
-
-    /// Sends `text` to `to` with faults applied; false when the connection was cut.
-    private func apply(_ text: String, to: WebSocket, held: inout [(WebSocket, String)]) -> Bool {
-        let r = random()
-        var p = plan.cut
-        if r < p {
-            lock.with { counts.cuts += 1 }
-            // Half a frame, then nothing: the peer sees a truncated message and a dead socket.
-            let bytes = Array(text.utf8)
-            var frame: [UInt8] = [0x81, bytes.count < 126 ? UInt8(bytes.count) : 126]
-            if bytes.count >= 126 { frame += [UInt8((bytes.count >> 8) & 0xFF), UInt8(bytes.count & 0xFF)] }
-            frame += bytes.prefix(bytes.count / 2)
-            try? to.stream.write(frame)
-            return false
-        }
-        p += plan.drop
-        if r < p {
-            lock.with { counts.dropped += 1 }
-            return true
-        }
-        p += plan.reorder
-        if r < p {
-            lock.with { counts.reordered += 1 }
-            held.append((to, text))
-            return true
-        }
-        p += plan.delay
-        if r < p {
-            lock.with { counts.delayed += 1 }
-            usleep(UInt32(Int32.random(in: 1...max(1, plan.maxDelayMilliseconds))) * 1000)
-        }
-        do {
-            try to.send(text: text)
-            p += plan.duplicate
-            if r < p {
-                lock.with { counts.duplicated += 1 }
-                try to.send(text: text)
-            }
-            // Anything held for reordering goes out after this message.
-            let waiting = held
-            held.removeAll()
-            for (ws, t) in waiting { try ws.send(text: t) }
-            lock.with { counts.relayed += 1 }
-            return true
-        } catch {
-            return false
-        }
-    }
+/// Monotonic milliseconds.
+func proxyNow() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
 }
