@@ -131,7 +131,8 @@ struct SubscriptionRuntime {
     var pageID: String?
     var pageNumber = 0
     var liveSubscribed = false
-    /// The state changed since the last commit.
+    /// A page boundary or the window changed since the last commit (what a page in flight
+    /// counted is not durable: a loaded state asks that page again).
     var dirty = false
     /// The window completed since the last commit.
     var completed: SyncOutcome?

@@ -228,8 +228,10 @@ extension SyncEngine {
     /// (the page's own overlap, a copy from another relay) are dropped unverified.
     func screen(_ r: Int, _ subscriptionID: String, _ eventID: String, _ createdAt: Int64) -> Bool {
         if let owner = relays[r].pageOwner[subscriptionID] {
+            // Not a durable change: what a page in flight has counted is reset when a loaded
+            // state asks the page again, so the state is written at page boundaries only (with
+            // the events before them), not with every event.
             let disposition = relays[r].subscriptions[owner]!.sync.received(eventID: eventID, createdAt: createdAt)
-            relays[r].subscriptions[owner]!.dirty = true
             if disposition == .new { relays[r].subscriptions[owner]!.windowEvents += 1 }
             if disposition == .duplicate {
                 relays[r].statistics.duplicatesSkipped += 1
