@@ -224,13 +224,29 @@ public final class TestRelay: @unchecked Sendable {
     public func preload(_ events: [VerifiedEvent]) {
         lock.with {
             for event in events where eventIDs.insert(event.id).inserted { self.events.append(event) }
+            self.events.sort(by: Self.newestFirst)
         }
+    }
+
+    /// The order a relay answers in: newest first, ties by lowest id.
+    static func newestFirst(_ a: VerifiedEvent, _ b: VerifiedEvent) -> Bool {
+        a.createdAt != b.createdAt ? a.createdAt > b.createdAt : a.id < b.id
+    }
+
+    /// Where `event` belongs in `events` (kept newest first), by binary search.
+    private func insertionIndex(_ event: VerifiedEvent) -> Int {
+        var lo = 0, hi = events.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if Self.newestFirst(events[mid], event) { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
     }
 
     fileprivate func store(_ event: VerifiedEvent) -> Bool {
         let (stored, subscribers): (Bool, [Connection]) = lock.with {
             guard eventIDs.insert(event.id).inserted else { return (false, []) }
-            events.append(event)
+            events.insert(event, at: insertionIndex(event))
             return (true, Array(connections.values))
         }
         for c in subscribers { c.offer(event) }
@@ -241,13 +257,32 @@ public final class TestRelay: @unchecked Sendable {
 
     /// Stored events matching the filters, newest first, each filter's limit applied.
     fileprivate func query(_ filters: [RelayFilter]) -> [VerifiedEvent] {
-        let snapshot = lock.with { events }
+        let snapshot = lock.with { events }  // newest first
         var out: [String: VerifiedEvent] = [:]
         for f in filters {
-            var matched = snapshot.filter { f.matches($0) }
-            matched.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
-            if let limit = f.limit { matched = Array(matched.prefix(Int(limit))) }
-            for e in matched { out[e.id] = e }
+            // From the first event at or before `until`, newest first, until `limit` matched or
+            // `since` passed: an index walk, as a real relay answers, not a sort per REQ.
+            var lo = 0, hi = snapshot.count
+            if let until = f.until {
+                while lo < hi {
+                    let mid = (lo + hi) / 2
+                    if snapshot[mid].createdAt > until { lo = mid + 1 } else { hi = mid }
+                }
+            } else {
+                lo = 0
+            }
+            let limit = f.limit.map { Int($0) } ?? Int.max
+            var matched = 0
+            var i = lo
+            while i < snapshot.count, matched < limit {
+                let e = snapshot[i]
+                if let since = f.since, e.createdAt < since { break }
+                if f.matches(e) {
+                    out[e.id] = e
+                    matched += 1
+                }
+                i += 1
+            }
         }
         var all = Array(out.values)
         all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
