@@ -226,6 +226,19 @@ import Testing
         #expect(w.relays[0].stored.contains { $0.id == e.id } && w.relays[1].stored.contains { $0.id == e.id })
     }
 
+    @Test func intentsCommittedWithoutAWakeAreClaimedOnTheNextKeepalive() {
+        let w = EngineWorld()
+        w.account.policy = [("notes", [Self.notes], nil)]
+        w.start { $0.keepaliveIntervalMilliseconds = 10_000 }
+        w.run(for: 2_000)
+        // Another process commits an intent to the same account file: no .workAvailable here.
+        let ids = w.account.enqueue(Fixtures.event(w.unix, content: "from another process"), relays: [w.urls[0]])
+        w.run(for: 2_000)
+        #expect(w.account.intents[ids[0]]!.state == .pending)
+        w.run(for: 20_000)
+        #expect(w.account.intents[ids[0]]!.state == .accepted)
+    }
+
     @Test func stopReleasesEveryLeaseAndEndsWithStopped() {
         let w = EngineWorld()
         for i in 0..<20 { _ = w.account.enqueue(Fixtures.event(w.unix, content: "m\(i)"), relays: [w.urls[0]]) }

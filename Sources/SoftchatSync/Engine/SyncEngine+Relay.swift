@@ -364,6 +364,9 @@ extension SyncEngine {
         } else if mono >= relays[r].pingDue(configuration.keepaliveIntervalMilliseconds) {
             relays[r].pingSentAt = mono
             push(.action(.ping(relay: r)))
+            // Intents another process committed to the same account file send no wake to this
+            // one: look for work on the keepalive's wakeup, so nothing waits for a reconnect.
+            relays[r].needsClaim = true
         }
         guard mono >= relays[r].authWindowEnds, relays[r].phase == .connected else { return }
         maybeClaim(r, mono)
