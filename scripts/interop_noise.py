@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives import serialization
 from noise.connection import NoiseConnection, Keypair
 
-from checks import Tally
+from checks import Tally, peers
 
 args = [a for a in sys.argv[1:]]
 N = 200
@@ -41,8 +41,6 @@ if "--events" in args:
     N = int(args[i + 1])
     del args[i:i + 2]
 SOFTCHAT = os.path.abspath(args[0] if args else ".build/debug/softchat")
-KIT = os.path.abspath("../shared/peers")
-PEERS_DIR = os.path.abspath(os.environ.get("PEERS_DIR", ".peers"))
 RELAY = ("127.0.0.1", int(os.environ.get("PEERS_PORT_OPEN", "7447")))
 PROLOGUE = b"softchat-relay/1"
 MAX_PLAINTEXT = 65535 - 16
@@ -196,12 +194,6 @@ def peer_running():
         return False
 
 
-def peers(script, *names):
-    r = subprocess.run(["bash", f"{KIT}/{script}", *names], capture_output=True, text=True,
-                       env=dict(os.environ, PEERS_DIR=PEERS_DIR))
-    if r.returncode != 0:
-        print(r.stdout, r.stderr, file=sys.stderr)
-        raise SystemExit(f"peers {script} {names} failed")
 
 
 def x25519_public(private_key):

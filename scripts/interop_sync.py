@@ -23,33 +23,16 @@ import tempfile
 import threading
 import time
 import random
+from functools import partial
 
-from checks import Tally
+from checks import Tally, peers, run_softchat, sign_events
 
 SOFTCHAT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/softchat")
-KIT = os.path.abspath("../shared/peers")
-PEERS_DIR = os.path.abspath(os.environ.get("PEERS_DIR", ".peers"))
 RELAY_PORT = 7777
 tally = Tally("interop-sync", show_passes=True)
 check = tally.check
-
-
-def peers(script, *names, env=None):
-    e = dict(os.environ, PEERS_DIR=PEERS_DIR, **(env or {}))
-    r = subprocess.run(["bash", f"{KIT}/{script}", *names], capture_output=True, text=True, env=e)
-    if r.returncode != 0:
-        print(r.stdout, r.stderr, file=sys.stderr)
-        raise SystemExit(f"peers {script} {names} failed")
-
-
-def softchat(args, stdin="", timeout=180):
-    return subprocess.run([SOFTCHAT] + args, input=stdin, capture_output=True, text=True, timeout=timeout)
-
-
-def sign(key, drafts):
-    r = softchat(["event", "sign", "--key", key], "".join(json.dumps(d) + "\n" for d in drafts))
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r.stdout.split("\n")[:-1]
+softchat = partial(run_softchat, SOFTCHAT)
+sign = partial(sign_events, SOFTCHAT)
 
 
 class CutProxy:

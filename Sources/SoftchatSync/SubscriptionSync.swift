@@ -345,7 +345,9 @@ public struct SubscriptionSync: Sendable, Hashable {
         return SyncRequest(filter: sent, filterIndex: window.filterIndex, until: range.until, number: window.requests)
     }
 
-    private static func set(_ key: String, _ value: Int64, in members: inout [JSONObject.Member]) {
+    /// Sets (or adds) a non-negative integer member of a filter's JSON; the engine's live and
+    /// ahead REQs use it too.
+    static func set(_ key: String, _ value: Int64, in members: inout [JSONObject.Member]) {
         let member = JSONObject.Member(key: key, value: .integer(max(0, value)))
         if let i = members.firstIndex(where: { $0.key == key }) { members[i] = member } else { members.append(member) }
     }

@@ -76,8 +76,7 @@ extension SoftchatAccount {
             args.append(.text(String(condition.letter)))
             args += condition.values.map(SQLValue.text)
         }
-        if let driving, let limit = filter.limit {
-            _ = driving
+        if driving != nil, let limit = filter.limit {
             sql += " ORDER BY d.created_at DESC, d.event_id ASC"
             let statement = try db.statement(sql).bind(args)
             var out: [VerifiedEvent] = []

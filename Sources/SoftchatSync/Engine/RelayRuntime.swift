@@ -112,7 +112,7 @@ struct RelayRuntime {
     }
 
     /// Back to the durable sync states (after a commit that failed).
-    mutating func reloadDurableStates(configuration: SyncEngineConfiguration) {
+    mutating func reloadDurableStates() {
         for (id, sub) in subscriptions {
             subscriptions[id] = sub.reloaded()
         }
@@ -155,10 +155,10 @@ struct SubscriptionRuntime {
     /// pages' business (the one it brings is dropped by id before verification); what it is
     /// for is every event the relay receives from now on, whatever its `created_at` — a gift
     /// wrap backdated by two days, a message from an outbox that was offline — so no `since`.
-    func liveFilters(now: Int64) -> [String] {
+    func liveFilters() -> [String] {
         filters.map { filter in
             var members = filter.json.members
-            Self.set("limit", 1, in: &members)
+            SubscriptionSync.set("limit", 1, in: &members)
             return JSONValue.object(JSONObject(members: members)).jsonText
         }
     }
@@ -170,15 +170,10 @@ struct SubscriptionRuntime {
         let until = sync.windowUntil ?? now
         return filters.map { filter in
             var members = filter.json.members
-            Self.set("since", max(until + 1, filter.since ?? 0), in: &members)
-            Self.set("limit", Int64(sync.paging.pageSize), in: &members)
+            SubscriptionSync.set("since", max(until + 1, filter.since ?? 0), in: &members)
+            SubscriptionSync.set("limit", Int64(sync.paging.pageSize), in: &members)
             return JSONValue.object(JSONObject(members: members)).jsonText
         }
-    }
-
-    static func set(_ key: String, _ value: Int64, in members: inout [JSONObject.Member]) {
-        let member = JSONObject.Member(key: key, value: .integer(value))
-        if let i = members.firstIndex(where: { $0.key == key }) { members[i] = member } else { members.append(member) }
     }
 }
 

@@ -123,7 +123,7 @@ extension SyncEngine {
         for id in relays[r].subscriptions.keys.sorted() {
             relays[r].subscriptions[id]!.connectedAt = now.unixSeconds
             relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds)
-            let live = relays[r].subscriptions[id]!.liveFilters(now: now.unixSeconds)
+            let live = relays[r].subscriptions[id]!.liveFilters()
             do {
                 try session.subscribe(id: id, filtersJSON: live)
                 relays[r].subscriptions[id]!.liveSubscribed = true
@@ -254,8 +254,7 @@ extension SyncEngine {
                 push(.action(.open(relay: r, url: relays[r].url)))
             case .closeTransport:
                 break
-            case .persistEvent(let subscriptionID, let event):
-                _ = subscriptionID
+            case .persistEvent(_, let event):
                 relays[r].statistics.eventsReceived += 1
                 relays[r].awaitingCommit += 1
                 recent.insert(event.id)

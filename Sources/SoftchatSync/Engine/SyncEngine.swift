@@ -335,7 +335,7 @@ public final class SyncEngine {
             recent.removeAll()
             for relay in involved {
                 // Back to what is durable: the pages are asked again.
-                relays[relay].reloadDurableStates(configuration: configuration)
+                relays[relay].reloadDurableStates()
                 cut(relay)
             }
         }

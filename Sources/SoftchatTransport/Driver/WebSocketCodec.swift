@@ -206,12 +206,16 @@ struct WebSocketCodec {
     }
 
     func frame(_ opcode: Opcode, _ payload: [UInt8]) -> [UInt8] {
-        payload.withUnsafeBytes { frame(opcode, $0) }
+        payload.withUnsafeBytes { Self.encode(opcode, $0, role: role) }
     }
 
-    /// One final frame with `payload`, masked with a fresh key when we are the client
-    /// (RFC 6455 §5.3).
     func frame(_ opcode: Opcode, _ payload: UnsafeRawBufferPointer) -> [UInt8] {
+        Self.encode(opcode, payload, role: role)
+    }
+
+    /// One final frame with `payload`, masked with a fresh key when `role` is the client
+    /// (RFC 6455 §5.3). The blocking `WebSocket` sends through it too.
+    static func encode(_ opcode: Opcode, _ payload: UnsafeRawBufferPointer, role: Role) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(payload.count + 14)
         out.append(0x80 | opcode.rawValue)
@@ -235,7 +239,7 @@ struct WebSocketCodec {
         out += [key.0, key.1, key.2, key.3]
         let bodyStart = out.count
         out.append(contentsOf: payload)
-        out.withUnsafeMutableBytes { raw in Self.mask(UnsafeMutableRawBufferPointer(rebasing: raw[bodyStart...]), key) }
+        out.withUnsafeMutableBytes { raw in mask(UnsafeMutableRawBufferPointer(rebasing: raw[bodyStart...]), key) }
         return out
     }
 

@@ -45,31 +45,7 @@ public final class WebSocket: @unchecked Sendable {
     }
 
     func sendFrame(_ opcode: Opcode, _ payload: [UInt8]) throws(TransportError) {
-        var frame: [UInt8] = []
-        frame.reserveCapacity(payload.count + 14)
-        frame.append(0x80 | opcode.rawValue)
-        let maskBit: UInt8 = role == .client ? 0x80 : 0
-        if payload.count < 126 {
-            frame.append(maskBit | UInt8(payload.count))
-        } else if payload.count <= 0xFFFF {
-            frame.append(maskBit | 126)
-            frame.append(UInt8(payload.count >> 8))
-            frame.append(UInt8(payload.count & 0xFF))
-        } else {
-            frame.append(maskBit | 127)
-            for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((UInt64(payload.count) >> UInt64(shift)) & 0xFF)) }
-        }
-        if role == .client {
-            // Clients mask every frame with a fresh key (RFC 6455 §5.3).
-            var key: UInt32 = 0
-            key = UInt32.random(in: 0...UInt32.max)
-            let k = [UInt8(key >> 24), UInt8((key >> 16) & 0xFF), UInt8((key >> 8) & 0xFF), UInt8(key & 0xFF)]
-            frame += k
-            for (i, b) in payload.enumerated() { frame.append(b ^ k[i & 3]) }
-        } else {
-            frame += payload
-        }
-        try stream.write(frame)
+        try stream.write(payload.withUnsafeBytes { WebSocketCodec.encode(opcode, $0, role: role) })
     }
 
     /// Starts the close handshake (idempotent) and waits briefly for the peer's close.
