@@ -82,7 +82,7 @@ let package = Package(
         // MARK: The C ABI over the core and storage: @_cdecl exports generated from Schema/
         // (SoftchatContractPlugin), hand-written handle boxes and codecs (Sources/SoftchatFFI)
         .target(
-            name: "SoftchatFFI", dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON"],
+            name: "SoftchatFFI", dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON", "SoftchatClient", "SoftchatSync", "SoftchatTransport"],
             swiftSettings: strictSwift, plugins: ["SoftchatContractPlugin"]),
 
         // MARK: Transport: TCP/TLS/Noise streams, WebSocket (RFC 6455), the one-thread I/O driver (core only, no storage)

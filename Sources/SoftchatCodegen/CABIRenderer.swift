@@ -29,13 +29,14 @@ public struct CABIRenderer {
     /// frame verb, a verified event, a claim with no public memberwise initializer). Every other
     /// record's codec is generated from its fields.
     public static let handWrittenCodecs: Set<String> = [
-        "VerifiedEvent", "CountResult", "ClientRelayFrame", "RelayResponseFrame", "DeliveryClaim",
+        "VerifiedEvent", "CountResult", "ClientRelayFrame", "RelayResponseFrame", "DeliveryClaim", "AccountCheckReport",
     ]
 
     // MARK: C header
 
     func cType(_ ref: TypeRef) -> String {
-        if model.isHandle(ref), case .named(let n) = ref { return "\(FFIModel.cPrefix(n)) *" }
+        if let n = model.handleName(ref) { return "\(FFIModel.cPrefix(n)) *" }
+        if let cb = model.callback(ref) { return FFIModel.cPrefix(cb.name) }
         return "const char *"
     }
 
@@ -52,7 +53,10 @@ public struct CABIRenderer {
         case .handle(let t): out.append(("\(FFIModel.cPrefix(t)) *", FFIModel.receiverName(t)))
         case .value(let t): out.append(("const char *", FFIModel.receiverName(t) + "_json"))
         }
-        for p in e.params { out.append((cType(p.type), FFIModel.cParam(p.name))) }
+        for p in e.params {
+            out.append((cType(p.type), FFIModel.cParam(p.name)))
+            if model.callback(p.type) != nil { out.append(("void *", FFIModel.cParam(p.name) + "_context")) }
+        }
         if e.kind != .free { out.append(("softchat_error **", "error")) }
         return out
     }
@@ -102,8 +106,16 @@ public struct CABIRenderer {
         }
         w.line()
         for t in set.allTypes where model.role(t.name) == .handle {
-            w.doc(t.doc)
+            w.doc(t.doc + (t.concurrent ? " Its calls may run on several threads at once (no handle lock)." : ""))
             w.line("typedef struct \(FFIModel.cPrefix(t.name)) \(FFIModel.cPrefix(t.name));")
+        }
+        for t in set.allTypes where t.kind == .callback {
+            w.line()
+            w.doc(t.doc + " Called with the context given beside it and one \(t.payload.map { "\($0)" } ?? "value") as JSON (valid only during the call),"
+                + " on the library's delivery thread, one call at a time and in order, never while the library holds a lock;"
+                + " stop (or free) on the handle delivers what was queued, then calls it once with json NULL (the end: the host may let the context go) before it returns;"
+                + " after that it is not called again. A NULL function means no calls.")
+            w.line("typedef void (*\(FFIModel.cPrefix(t.name)))(void *context, const char *json);")
         }
         w.line()
         w.line("/** The schema checksum the library was built from (static; do not free). */")
@@ -158,7 +170,14 @@ public struct CABIRenderer {
 
     func swiftArgs(_ e: FFIModel.EntryPoint) -> String {
         e.params.map { p in
-            let value = model.isHandle(p.type) ? "h_" + p.name : "try ffiArgument(\(swiftParamName(p)), \(quoted(p.name)), raw: \(model.isRawText(p.type)), code: code)"
+            let value: String
+            if model.handleName(p.type) != nil {
+                value = "h_" + p.name
+            } else if let cb = model.callback(p.type), let payload = cb.payload {
+                value = "FFICallback<FFI.\(payload)>(\(swiftParamName(p)), context: \(swiftParamName(p))_context)"
+            } else {
+                value = "try ffiArgument(\(swiftParamName(p)), \(quoted(p.name)), raw: \(model.isRawText(p.type)), code: code)"
+            }
             return swiftLabel(p).map { "\($0): \(value)" } ?? value
         }.joined(separator: ", ")
     }
@@ -221,7 +240,14 @@ public struct CABIRenderer {
         case .value: params.append("_ receiver: UnsafePointer<CChar>?")
         }
         for p in e.params {
-            params.append(model.isHandle(p.type) ? "_ \(swiftParamName(p)): UnsafeMutableRawPointer?" : "_ \(swiftParamName(p)): UnsafePointer<CChar>?")
+            if model.handleName(p.type) != nil {
+                params.append("_ \(swiftParamName(p)): UnsafeMutableRawPointer?")
+            } else if model.callback(p.type) != nil {
+                params.append("_ \(swiftParamName(p)): FFICallbackFunction?")
+                params.append("_ \(swiftParamName(p))_context: UnsafeMutableRawPointer?")
+            } else {
+                params.append("_ \(swiftParamName(p)): UnsafePointer<CChar>?")
+            }
         }
         if e.kind != .free { params.append("_ error: UnsafeMutablePointer<UnsafeMutableRawPointer?>?") }
         let ret: String
@@ -252,7 +278,12 @@ public struct CABIRenderer {
                 result = "\(body)"
             }
             w.block("return ffiCall(error, \(quoted(e.symbol)), fallback: \(e.returns == nil ? "()" : "nil")) {") { w in
-                if case .handle(let t) = e.receiver {
+                if case .handle(let t) = e.receiver, model.isConcurrent(t) {
+                    // A concurrent handle: no lock, so a callback may call in while stop() waits.
+                    w.line("let box = try FFIHandle<FFI.\(t)>.unwrap(handle, code: code)")
+                    bindHandleParams(e, &w)
+                    w.line(result)
+                } else if case .handle(let t) = e.receiver {
                     w.line("let box = try FFIHandle<FFI.\(t)>.unwrap(handle, code: code)")
                     w.block("return try box.withLock {") { w in
                         bindHandleParams(e, &w)
@@ -268,8 +299,11 @@ public struct CABIRenderer {
 
     /// Handle-typed parameters are unwrapped first (`planNip42Authentication(identity:…)`).
     func bindHandleParams(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
-        for p in e.params where model.isHandle(p.type) {
-            if case .named(let n) = p.type {
+        for p in e.params {
+            guard let n = model.handleName(p.type) else { continue }
+            if case .optional = p.type {
+                w.line("let h_\(p.name) = try \(swiftParamName(p)).map { try FFIHandle<FFI.\(n)>.unwrap($0, code: code).value }")
+            } else {
                 w.line("let h_\(p.name) = try FFIHandle<FFI.\(n)>.unwrap(\(swiftParamName(p)), code: code).value")
             }
         }
@@ -291,10 +325,12 @@ public struct CABIRenderer {
     }
 
     func renderCodecs(_ w: inout SourceWriter) {
-        let params = model.entryPoints.flatMap { $0.params.map(\.type) }
+        // A callback's payload travels from the library to the host, as results do.
+        let params = model.entryPoints.flatMap { $0.params.map(\.type) }.filter { model.callback($0) == nil }
+        let payloads = model.entryPoints.flatMap { $0.params.compactMap { model.callback($0.type)?.payload } }
         let results = model.entryPoints.compactMap(\.returns)
         let decode = reachable(from: params)
-        let encode = reachable(from: results)
+        let encode = reachable(from: results + payloads)
         w.line("// MARK: Codecs generated from the schema's records and enums (JSON keys are the schema's names)")
         for name in set.allTypes.map(\.name) where (decode.contains(name) || encode.contains(name)) && !Self.handWrittenCodecs.contains(name) {
             guard let t = set.type(named: name) else { continue }
@@ -326,7 +362,7 @@ public struct CABIRenderer {
                 }
             case .union:
                 renderUnionCodec(t, encode: encode.contains(name), decode: decode.contains(name), &w)
-            case .object, .identifier:
+            case .object, .identifier, .callback:
                 break
             }
         }

@@ -135,6 +135,22 @@ public struct FFIModel: Sendable {
         return false
     }
 
+    /// The handle type a parameter passes, optional (`SoftchatIdentity?`, NULL for none) or not.
+    public func handleName(_ ref: TypeRef) -> String? {
+        if case .named(let n) = ref.nonOptional, roles[n] == .handle { return n }
+        return nil
+    }
+
+    /// The callback type a parameter passes (optional or not): in C a function pointer and
+    /// its context pointer.
+    public func callback(_ ref: TypeRef) -> TypeDecl? {
+        if case .named(let n) = ref.nonOptional, let t = set.type(named: n), t.kind == .callback { return t }
+        return nil
+    }
+
+    /// Whether calls on this handle type run without the handle's lock (`"concurrent": true`).
+    public func isConcurrent(_ typeName: String) -> Bool { set.type(named: typeName)?.concurrent ?? false }
+
     /// Parameters that cross as raw UTF-8 text rather than JSON: `string` and `json`.
     public static func isRaw(_ ref: TypeRef) -> Bool { ref == .string || ref == .json }
 

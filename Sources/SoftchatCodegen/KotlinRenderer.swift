@@ -139,8 +139,16 @@ public struct KotlinRenderer {
     /// The JNA parameter list of an entry point (handles as Pointer, text as String).
     func jnaParams(_ e: FFIModel.EntryPoint) -> String {
         let c = CABIRenderer(set: set)
+        let callbacks = Dictionary(uniqueKeysWithValues: e.params.compactMap { p in model.callback(p.type).map { (FFIModel.cParam(p.name), $0.name) } })
         return c.cArguments(e).map { arg in
-            let type = arg.name == "error" ? "PointerByReference" : (arg.type.hasPrefix("const char") ? "String?" : "Pointer?")
+            let type: String
+            if arg.name == "error" {
+                type = "PointerByReference"
+            } else if let cb = callbacks[arg.name] {
+                type = "\(cb)Native?"
+            } else {
+                type = arg.type.hasPrefix("const char") ? "String?" : "Pointer?"
+            }
             return "\(arg.name): \(type)"
         }.joined(separator: ", ")
     }
@@ -156,6 +164,13 @@ public struct KotlinRenderer {
         w.line("// The C ABI of generated/c/softchat.h as a JNA interface, and the loader that refuses a library")
         w.line("// built from another schema. Internal: the public API is SoftchatApi.kt.")
         w.line()
+        for t in set.allTypes where t.kind == .callback {
+            w.line("/** The C callback behind \(t.name): (context, JSON or NULL for the final call). */")
+            w.block("internal interface \(t.name)Native : com.sun.jna.Callback {") { w in
+                w.line("fun invoke(context: Pointer?, json: Pointer?)")
+            }
+            w.line()
+        }
         w.line("@Suppress(\"FunctionName\")")
         w.block("internal interface SoftchatNativeLibrary : Library {") { w in
             w.line("fun softchat_contract_checksum(): String")
@@ -182,8 +197,7 @@ public struct KotlinRenderer {
                 w.line("loaded")
             }
             w.line()
-            w.line("val cleaner: java.lang.ref.Cleaner = java.lang.ref.Cleaner.create()")
-            w.line()
+
             w.line("/** Runs one C call; a reported softchat_error becomes a SoftchatException with its stable code. */")
             w.block("fun <T> call(symbol: String, body: (PointerByReference) -> T): T {") { w in
                 w.line("val error = PointerByReference()")
@@ -206,8 +220,38 @@ public struct KotlinRenderer {
                 w.line("return SoftchatJson.parse(text)")
             }
         }
+        w.line()
+        for l in Self.cleaner { w.line(l) }
         return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatNative.kt", contents: w.text)
     }
+
+    /// Frees native handles of collected objects without `java.lang.ref.Cleaner` (Android API
+    /// 33+): phantom references on a queue drained by one daemon thread, as JNA's own cleaner does.
+    static let cleaner: [String] = #"""
+/** Runs a handle's free function once its owner is collected (phantom references, one daemon thread). */
+internal object SoftchatCleaner {
+    private val queue = java.lang.ref.ReferenceQueue<Any>()
+    private val live = java.util.Collections.newSetFromMap(java.util.concurrent.ConcurrentHashMap<Ref, Boolean>())
+
+    private class Ref(owner: Any, val action: Runnable) : java.lang.ref.PhantomReference<Any>(owner, queue)
+
+    init {
+        val thread = Thread({
+            while (true) {
+                val ref = queue.remove() as Ref
+                live.remove(ref)
+                try { ref.action.run() } catch (t: Throwable) { t.printStackTrace() }
+            }
+        }, "softchat-cleaner")
+        thread.isDaemon = true
+        thread.start()
+    }
+
+    fun register(owner: Any, action: Runnable) {
+        live.add(Ref(owner, action))
+    }
+}
+"""#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
 
     func renderJSON() -> GeneratedFile {
         var w = SourceWriter()
@@ -421,6 +465,7 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             case .record, .union: return "decode\(n)(\(expr))"
             case .identifier: return "\(n)(jsonString(\(expr)))"
             case .object: return "\(n)(SoftchatJson.write(\(expr)))"
+            case .callback: return expr
             }
         }
     }
@@ -439,6 +484,7 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             case .record, .union: return "encode\(n)(\(expr))"
             case .identifier: return "\(expr).\(t.encoding ?? "hex")"
             case .object: return "SoftchatJson.parse(\(expr).json)"
+            case .callback: return expr
             }
         }
     }
@@ -446,6 +492,7 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
     /// How an argument crosses: text as is, handles as their pointer, the rest as JSON text.
     func argument(_ p: Param) -> String {
         if model.isHandle(p.type) { return "\(ident(p.name)).handle" }
+        if model.handleName(p.type) != nil { return "\(ident(p.name))?.handle" }
         if FFIModel.isRaw(p.type) { return ident(p.name) }
         if model.isRawText(p.type) { return encode(p.type, ident(p.name)) }
         return "SoftchatJson.write(\(encode(p.type, ident(p.name))))"
@@ -455,13 +502,16 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
     func call(_ e: FFIModel.EntryPoint, receiver: String?) -> String {
         var args: [String] = []
         if let receiver { args.append(receiver) }
-        args += e.params.map(argument)
+        // A callback crosses as its native adapter (`cb_states`) and a null context.
+        args += e.params.flatMap { p in model.callback(p.type) != nil ? ["cb_\(p.name)", "null"] : [argument(p)] }
         args.append("e")
         let native = "SoftchatNative.lib.\(e.cName)(\(args.joined(separator: ", ")))"
         let invoke = "SoftchatNative.call(\(quoted(e.symbol))) { e -> \(native) }"
         guard let r = e.returns else { return invoke }
+        let callbacks = e.params.filter { model.callback($0.type) != nil }.map { "cb_\($0.name)" }
         if model.isHandle(r), case .named(let n) = r {
-            return "\(n)(\(invoke) ?: throw IllegalStateException(\"softchat: \(e.cName) returned no handle\"))"
+            let retained = callbacks.isEmpty ? "" : ", listOf(\(callbacks.joined(separator: ", ")))"
+            return "\(n)(\(invoke) ?: throw IllegalStateException(\"softchat: \(e.cName) returned no handle\")\(retained))"
         }
         return decode(r, "SoftchatNative.take(\(invoke))")
     }
@@ -606,12 +656,33 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
         w.doc(m.doc)
         let e = entry(t.name, m.name, kind: m.isStatic ? .staticMethod : .method)
         let ret = m.returns.map { ": " + typeName($0) } ?? ": Unit"
+        let callbacks = m.params.compactMap { p in model.callback(p.type).map { (p, $0) } }
+        if !callbacks.isEmpty {
+            // Each listener gets a native adapter, kept alive by the returned handle until it is freed.
+            w.block("\(override ? "override " : "")fun \(ident(m.name))(\(params(m)))\(ret) {") { w in
+                for (p, cb) in callbacks {
+                    let payload = cb.payload ?? .json
+                    w.line("val cb_\(p.name) = \(ident(p.name))?.let { listener ->")
+                    w.block("    object : \(cb.name)Native {", closer: "    }") { w in
+                        w.block("    override fun invoke(context: Pointer?, json: Pointer?) {", closer: "    }") { w in
+                            w.line("    if (json != null) listener(\(decode(payload, "SoftchatJson.parse(json.getString(0L, \"UTF-8\"))")))")
+                        }
+                    }
+                    w.line("}")
+                }
+                w.line("return \(call(e, receiver: m.isStatic ? nil : receiver))")
+            }
+            return
+        }
         w.line("\(override ? "override " : "")fun \(ident(m.name))(\(params(m)))\(ret) = \(call(e, receiver: m.isStatic ? nil : receiver))")
     }
 
     func renderType(_ t: TypeDecl, _ w: inout SourceWriter) {
         w.doc(t.doc)
         switch t.kind {
+        case .callback:
+            let payload = t.payload.map { typeName($0) } ?? "Any?"
+            w.line("typealias \(t.name) = (\(payload)) -> Unit")
         case .union:
             renderUnion(t, &w)
         case .identifier:
@@ -633,7 +704,9 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             renderEnum(t, name: t.name, &w)
         case .record:
             let nested = set.allTypes.first { nestedEnumOwner($0)?.name == t.name }
-            let fields = t.fields.map { "val \(ident($0.name)): \(typeName($0.type))" }.joined(separator: ",\n    ")
+            let fields = t.fields.map { f in
+                "val \(ident(f.name)): \(typeName(f.type))" + (f.type.nonOptional != f.type ? " = null" : "")
+            }.joined(separator: ",\n    ")
             if let nested {
                 w.line("data class \(t.name)(\n    \(fields)\n) {")
                 w.line("    /** Kinds of \(t.name). */")
@@ -651,10 +724,18 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             let statics = t.methods.filter(\.isStatic)
             switch model.role(t.name) ?? .handle {
             case .handle:
-                w.block("class \(t.name) internal constructor(internal val handle: Pointer)\(closeable ? " : java.io.Closeable" : "") {") { w in
+                let keeps = model.entryPoints.contains { e in e.returns == .named(t.name) && e.params.contains { model.callback($0.type) != nil } }
+                let extra = keeps ? ", retained: List<Any?> = emptyList()" : ""
+                w.block("class \(t.name) internal constructor(internal val handle: Pointer\(extra))\(closeable ? " : java.io.Closeable" : "") {") { w in
                     w.block("init {") { w in
                         w.line("val h = handle")
-                        w.line("SoftchatNative.cleaner.register(this, Runnable { SoftchatNative.lib.\(FFIModel.cPrefix(t.name))_free(h) })")
+                        if keeps {
+                            // The native adapters of its listeners live until the handle is freed.
+                            w.line("val keep = retained")
+                            w.line("SoftchatCleaner.register(this, Runnable { SoftchatNative.lib.\(FFIModel.cPrefix(t.name))_free(h); keep.size })")
+                        } else {
+                            w.line("SoftchatCleaner.register(this, Runnable { SoftchatNative.lib.\(FFIModel.cPrefix(t.name))_free(h) })")
+                        }
                     }
                     for (i, c) in t.constructors.enumerated() {
                         let e = model.entryPoints.filter { $0.type == t.name && $0.kind == .constructor }[i]

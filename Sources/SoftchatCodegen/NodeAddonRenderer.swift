@@ -57,30 +57,44 @@ public struct NodeAddonRenderer {
     }
 
     func renderFunction(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
-        let args = abi.cArguments(e).filter { $0.name != "error" }
+        let cArgs = abi.cArguments(e).filter { $0.name != "error" }
+        // What JavaScript passes: one value per C argument, except a callback's context, which
+        // is the thread-safe function the addon makes of the callback's JS function.
+        let callbackNames = Set(e.params.filter { model.callback($0.type) != nil }.map { FFIModel.cParam($0.name) })
+        let optionalHandles = Set(e.params.filter { if case .optional = $0.type { model.handleName($0.type) != nil } else { false } }.map { FFIModel.cParam($0.name) })
+        let jsArgs = cArgs.filter { a in !(a.name.hasSuffix("_context") && callbackNames.contains(String(a.name.dropLast("_context".count)))) }
         w.block("static napi_value js_\(e.cName)(napi_env env, napi_callback_info info) {") { w in
-            w.line("size_t argc = \(max(args.count, 1));")
-            w.line("napi_value argv[\(max(args.count, 1))];")
+            w.line("size_t argc = \(max(jsArgs.count, 1));")
+            w.line("napi_value argv[\(max(jsArgs.count, 1))];")
             w.line("napi_get_cb_info(env, info, &argc, argv, NULL, NULL);")
-            if !args.isEmpty {
-                w.line("if (argc < \(args.count)) return throw_type_error(env, \(quoted("\(e.cName) takes \(args.count) arguments")));")
+            if !jsArgs.isEmpty {
+                w.line("if (argc < \(jsArgs.count)) return throw_type_error(env, \(quoted("\(e.cName) takes \(jsArgs.count) arguments")));")
             } else {
                 w.line("(void)argc;")
             }
-            var strings: [String] = []
-            for (i, a) in args.enumerated() {
-                if a.type.hasPrefix("const char") {
+            var cleanup: [String] = []
+            var callArgs: [String] = []
+            for (i, a) in jsArgs.enumerated() {
+                if callbackNames.contains(a.name) {
+                    w.line("napi_threadsafe_function t\(i) = NULL;")
+                    w.line("if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) { \(cleanup.joined())return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a function or null"))); }")
+                    cleanup.append("release_callback(t\(i)); ")
+                    callArgs += ["t\(i) != NULL ? callback_trampoline : NULL", "(void *)t\(i)"]
+                } else if a.type.hasPrefix("const char") {
                     w.line("char *a\(i) = NULL;")
-                    w.line("if (!get_text(env, argv[\(i)], &a\(i))) return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a string or null")));")
-                    strings.append("a\(i)")
+                    w.line("if (!get_text(env, argv[\(i)], &a\(i))) { \(cleanup.joined())return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a string or null"))); }")
+                    cleanup.append("free(a\(i)); ")
+                    callArgs.append("a\(i)")
                 } else {
                     let type = a.type.replacingOccurrences(of: " *", with: "")
+                    let getter = optionalHandles.contains(a.name) ? "get_optional_handle" : "get_handle"
                     w.line("\(type) *a\(i) = NULL;")
-                    w.line("if (!get_handle(env, argv[\(i)], (void **)&a\(i))) { \(strings.map { "free(\($0)); " }.joined())return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle"))); }")
+                    w.line("if (!\(getter)(env, argv[\(i)], (void **)&a\(i))) { \(cleanup.joined())return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandles.contains(a.name) ? " or null" : "")"))); }")
+                    callArgs.append("a\(i)")
                 }
             }
             w.line("softchat_error *error = NULL;")
-            let call = "\(e.cName)(\((args.indices.map { "a\($0)" } + ["&error"]).joined(separator: ", ")))"
+            let call = "\(e.cName)(\((callArgs + ["&error"]).joined(separator: ", ")))"
             if let r = e.returns {
                 if model.isHandle(r), case .named(let n) = r {
                     w.line("\(FFIModel.cPrefix(n)) *result = \(call);")
@@ -90,8 +104,15 @@ public struct NodeAddonRenderer {
             } else {
                 w.line("\(call);")
             }
-            for s in strings { w.line("free(\(s));") }
-            w.line("if (error != NULL) return throw_softchat_error(env, error);")
+            let strings = cleanup.filter { $0.hasPrefix("free(") }
+            for s in strings { w.line(String(s.dropLast())) }
+            let callbacks = cleanup.filter { $0.hasPrefix("release_callback(") }
+            if callbacks.isEmpty {
+                w.line("if (error != NULL) return throw_softchat_error(env, error);")
+            } else {
+                // Nothing will call a callback of a call that failed: its JS function is let go.
+                w.line("if (error != NULL) { \(callbacks.joined())return throw_softchat_error(env, error); }")
+            }
             if let r = e.returns {
                 if model.isHandle(r), case .named(let n) = r {
                     w.line("return wrap_handle(env, result, finalize_\(FFIModel.cPrefix(n)));")
@@ -143,6 +164,64 @@ static int get_text(napi_env env, napi_value value, char **out) {
     napi_get_value_string_utf8(env, value, text, length + 1, &length);
     *out = text;
     return 1;
+}
+
+/* A handle that may be absent: null and undefined become NULL. */
+static int get_optional_handle(napi_env env, napi_value value, void **out) {
+    napi_valuetype type;
+    napi_typeof(env, value, &type);
+    if (type == napi_null || type == napi_undefined) {
+        *out = NULL;
+        return 1;
+    }
+    if (type != napi_external) return 0;
+    return napi_get_value_external(env, value, out) == napi_ok;
+}
+
+/* Runs on the JS thread for each update the library's delivery thread queued: calls the JS
+ * function with the update's JSON, or with null for the final call. */
+static void callback_call_js(napi_env env, napi_value js_callback, void *context, void *data) {
+    (void)context;
+    if (env == NULL) {
+        free(data);
+        return;
+    }
+    napi_value argument, receiver;
+    if (data != NULL) {
+        napi_create_string_utf8(env, (const char *)data, NAPI_AUTO_LENGTH, &argument);
+        free(data);
+    } else {
+        napi_get_null(env, &argument);
+    }
+    napi_get_undefined(env, &receiver);
+    napi_call_function(env, receiver, js_callback, 1, &argument, NULL);
+}
+
+/* The C callback the library calls (on its delivery thread): queues a copy of the JSON for the
+ * JS thread without blocking (the queue is unbounded); the final call (NULL) lets the JS
+ * function go once everything queued before it has run. */
+static void callback_trampoline(void *context, const char *json) {
+    napi_threadsafe_function fn = (napi_threadsafe_function)context;
+    char *copy = json != NULL ? strdup(json) : NULL;
+    napi_call_threadsafe_function(fn, copy, napi_tsfn_nonblocking);
+    if (json == NULL) napi_release_threadsafe_function(fn, napi_tsfn_release);
+}
+
+/* A JS function (or null) as a thread-safe function the library's thread can call; it keeps
+ * the event loop alive until the final call. */
+static int get_callback(napi_env env, napi_value value, const char *name, napi_threadsafe_function *out) {
+    napi_valuetype type;
+    napi_typeof(env, value, &type);
+    *out = NULL;
+    if (type == napi_null || type == napi_undefined) return 1;
+    if (type != napi_function) return 0;
+    napi_value resource_name;
+    napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource_name);
+    return napi_create_threadsafe_function(env, value, NULL, resource_name, 0, 1, NULL, NULL, NULL, callback_call_js, out) == napi_ok;
+}
+
+static void release_callback(napi_threadsafe_function fn) {
+    if (fn != NULL) napi_release_threadsafe_function(fn, napi_tsfn_release);
 }
 
 static int get_handle(napi_env env, napi_value value, void **out) {

@@ -89,8 +89,10 @@ public struct TypeScriptRenderer {
         }
     }
 
+    /// A method's parameters as TypeScript declares them: callbacks are not parameters there
+    /// but `AsyncIterable` methods of the handle the method returns.
     func params(_ f: FunctionDecl) -> String {
-        f.params.map { p in
+        f.params.filter { model.callback($0.type) == nil }.map { p in
             let optional = p.defaultValue != nil ? "?" : ""
             return "\(p.name)\(optional): \(typeName(p.type))"
         }.joined(separator: ", ")
@@ -104,7 +106,7 @@ public struct TypeScriptRenderer {
         case .named(let n):
             guard let t = set.type(named: n), !seen.contains(n) else { return false }
             switch t.kind {
-            case .enum, .identifier: return false
+            case .enum, .identifier, .callback: return false
             case .object: return true
             case .record, .union: return t.fields.contains { needsDecoding($0.type, seen.union([n])) }
             }
@@ -127,6 +129,8 @@ public struct TypeScriptRenderer {
     func argument(_ p: Param) -> String {
         let value = p.defaultValue.map { "(\(p.name) ?? \($0.jsonText))" } ?? p.name
         if model.isHandle(p.type) { return "\(p.name).handle" }
+        if model.handleName(p.type) != nil { return "(\(p.name)?.handle ?? null)" }
+        if model.callback(p.type) != nil { return "\(p.name).sink" }
         if model.isRawText(p.type) { return value }
         return "encode(\(value))"
     }
@@ -137,6 +141,10 @@ public struct TypeScriptRenderer {
         args += e.params.map(argument)
         let invoke = "call(\(quoted(e.symbol)), () => native().\(e.cName)(\(args.joined(separator: ", "))))"
         guard let r = e.returns else { return invoke }
+        let streams = e.params.filter { model.callback($0.type) != nil }.map(\.name)
+        if model.isHandle(r), case .named(let n) = r, !streams.isEmpty {
+            return "wrapStreams(\(n), \(invoke), { \(streams.joined(separator: ", ")) })"
+        }
         if model.isHandle(r), case .named(let n) = r { return "wrap(\(n), \(invoke))" }
         return decode(r, "JSON.parse(\(invoke) as string)")
     }
@@ -150,6 +158,17 @@ public struct TypeScriptRenderer {
         let e = entry(t.name, m.name, kind: m.isStatic ? .staticMethod : .method)
         var ret = m.returns.map(typeName) ?? "void"
         let body = call(e, receiver: m.isStatic ? nil : receiver)
+        let channels = m.params.compactMap { p in model.callback(p.type)?.payload.map { (p.name, $0) } }
+        if !channels.isEmpty {
+            // Each callback becomes a channel the returned handle reads as an AsyncIterable.
+            w.block("\(m.isStatic ? "static " : "")\(m.name)(\(params(m))): \(ret) {") { w in
+                for (name, payload) in channels {
+                    w.line("const \(name) = new UpdateChannel<\(typeName(payload))>((v) => \(decode(payload, "v")));")
+                }
+                w.line("return \(body);")
+            }
+            return
+        }
         if m.isAsync {
             ret = "Promise<\(ret)>"
             w.line("\(m.isStatic ? "static " : "")async \(m.name)(\(params(m))): \(ret) { \(m.returns == nil ? "" : "return ")\(body); }")
@@ -165,7 +184,7 @@ public struct TypeScriptRenderer {
         w.line("// that calls the C ABI (generated/c/softchat.h). Records are plain objects in the schema's")
         w.line("// names; handle classes free their native handle when collected; errors are SoftchatError.")
         w.line()
-        w.line("import { call, encode, native, wrap, wrapView, type Handle } from \"./native\";")
+        w.line("import { call, encode, native, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native\";")
         for t in set.allTypes {
             w.line()
             w.doc(t.doc)
@@ -184,6 +203,9 @@ public struct TypeScriptRenderer {
                 }
             case .identifier:
                 w.line("export type \(t.name) = string;")
+            case .callback:
+                // No type of its own: the handle its method returns reads it as an AsyncIterable.
+                w.line("export type \(t.name) = AsyncIterable<\(t.payload.map(typeName) ?? "unknown")>;")
             case .union:
                 renderUnion(t, &w)
             case .object:
@@ -273,6 +295,10 @@ public struct TypeScriptRenderer {
             w.block("export class \(t.name) {") { w in
                 w.line("/** @internal */")
                 w.line("handle!: Handle;")
+                if !streams(of: t).isEmpty {
+                    w.line("/** @internal */")
+                    w.line("streams!: Record<string, unknown>;")
+                }
                 let ctors = model.entryPoints.filter { $0.type == t.name && $0.kind == .constructor }
                 if !ctors.isEmpty {
                     w.line()
@@ -311,6 +337,11 @@ public struct TypeScriptRenderer {
                     } else {
                         w.line("get \(p.name)(): \(typeName(p.type)) { return \(call(entry(t.name, p.name, kind: .property), receiver: "this.handle")); }")
                     }
+                }
+                for (name, payload) in streams(of: t) {
+                    w.line()
+                    w.doc("The `\(name)` updates, in order, as an AsyncIterable: every update since this handle was created reaches the first iterator; a later iterator sees those after it was created. It ends once stop() has delivered the last update.")
+                    w.line("\(name)(): AsyncIterable<\(typeName(payload))> { return (this.streams as Record<string, UpdateChannel<\(typeName(payload))>>)[\(quoted(name))].iterate(); }")
                 }
                 for m in t.methods {
                     w.line()
@@ -355,6 +386,20 @@ public struct TypeScriptRenderer {
                 }
             }
         }
+    }
+
+    /// The callback parameters (name, payload) of the methods that return handles of type `t`:
+    /// the returned handle reads each as an AsyncIterable method of that name.
+    func streams(of t: TypeDecl) -> [(String, TypeRef)] {
+        var out: [(String, TypeRef)] = []
+        for o in set.allTypes where o.kind == .object {
+            for m in o.methods where m.returns == .named(t.name) {
+                for p in m.params {
+                    if let payload = model.callback(p.type)?.payload, !out.contains(where: { $0.0 == p.name }) { out.append((p.name, payload)) }
+                }
+            }
+        }
+        return out
     }
 
     func renderNative() -> GeneratedFile {
@@ -420,6 +465,15 @@ public struct TypeScriptRenderer {
             w.line("return o;")
         }
         w.line()
+        w.line("/** A handle returned with callbacks: its channels, read by its AsyncIterable methods. */")
+        w.block("export function wrapStreams<T extends object>(cls: { prototype: T }, handle: unknown, streams: Record<string, unknown>): T {") { w in
+            w.line("const o = wrap(cls, handle) as T & { streams: Record<string, unknown> };")
+            w.line("o.streams = streams;")
+            w.line("return o;")
+        }
+        w.line()
+        for l in Self.updateChannel { w.line(l) }
+        w.line()
         w.line("/** A view (`account.incoming`) over its owner's handle. */")
         w.block("export function wrapView<T extends object>(cls: { prototype: T }, owner: unknown): T {") { w in
             w.line("const o = Object.create(cls.prototype) as T & { owner: unknown };")
@@ -428,6 +482,70 @@ public struct TypeScriptRenderer {
         }
         return GeneratedFile(path: "generated/typescript/native.ts", contents: w.text)
     }
+
+    /// The receiving end of a C callback: the addon calls `sink` on the JS thread with each
+    /// update's JSON, and null once no more follow.
+    static let updateChannel: [String] = #"""
+/**
+ * The updates of one native callback. The addon calls `sink` on the JS thread, in order, with
+ * each update's JSON and finally with null. Until the first iterator exists updates are kept,
+ * so nothing is lost between start and the first `for await`; each iterator then gets every
+ * later update. An iterator ends after the final null.
+ */
+export class UpdateChannel<T> {
+  private readonly early: T[] = [];
+  private readonly readers = new Set<{ queue: T[]; wake: (() => void) | null }>();
+  private attached = false;
+  private ended = false;
+
+  constructor(private readonly decode: (value: unknown) => T) {}
+
+  readonly sink = (json: string | null): void => {
+    if (json === null) {
+      this.ended = true;
+      for (const r of this.readers) r.wake?.();
+      return;
+    }
+    const value = this.decode(JSON.parse(json));
+    if (!this.attached) {
+      this.early.push(value);
+      return;
+    }
+    for (const r of this.readers) {
+      r.queue.push(value);
+      r.wake?.();
+    }
+  };
+
+  iterate(): AsyncIterable<T> {
+    const reader = { queue: this.attached ? [] : this.early.splice(0), wake: null as (() => void) | null };
+    this.attached = true;
+    this.readers.add(reader);
+    const channel = this;
+    return {
+      [Symbol.asyncIterator](): AsyncIterator<T> {
+        return {
+          async next(): Promise<IteratorResult<T>> {
+            while (reader.queue.length === 0) {
+              if (channel.ended) {
+                channel.readers.delete(reader);
+                return { done: true, value: undefined };
+              }
+              await new Promise<void>((resolve) => { reader.wake = resolve; });
+              reader.wake = null;
+            }
+            return { done: false, value: reader.queue.shift() as T };
+          },
+          async return(): Promise<IteratorResult<T>> {
+            channel.readers.delete(reader);
+            return { done: true, value: undefined };
+          },
+        };
+      },
+    };
+  }
+}
+"""#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
 
     func renderIndex() -> GeneratedFile {
         var w = SourceWriter(indent: "  ")

@@ -212,6 +212,11 @@ public struct TypeDecl: Sendable, Equatable {
         case identifier
         /// A type with constructors, properties and methods.
         case object
+        /// A function the library calls with one value (`payload`, a record or union), as a
+        /// parameter of a method that returns a handle: a C function pointer plus a context
+        /// pointer in the C ABI, a `fun interface` in Kotlin, an `AsyncIterable` method of the
+        /// returned object in TypeScript. It lives as long as that handle.
+        case callback
     }
     public var name: String
     public var contract: String
@@ -232,6 +237,11 @@ public struct TypeDecl: Sendable, Equatable {
     public var encoding: String?
     /// An identifier's size in bytes before encoding (32 for an event id).
     public var bytes: Int64?
+    /// A callback's argument type.
+    public var payload: TypeRef?
+    /// An object whose methods may run on several threads at once (no handle lock in the C
+    /// ABI), so a callback may call into it while another thread waits in `stop()`.
+    public var concurrent: Bool = false
 
     public init(
         name: String, contract: String, kind: Kind, doc: String, fields: [Field] = [], cases: [EnumCase] = [],

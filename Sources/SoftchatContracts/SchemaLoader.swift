@@ -257,7 +257,7 @@ public struct SchemaLoader {
     private func loadType(_ t: SchemaNode, contract: String) -> TypeDecl? {
         let keys: Set<String> = [
             "name", "kind", "doc", "fields", "cases", "constructors", "properties", "methods", "tag", "variants",
-            "encoding", "bytes",
+            "encoding", "bytes", "payload", "concurrent",
         ]
         guard t.expectObject(keys: keys, what: "a type") else { return nil }
         let name = t.string("name", in: "a type") ?? ""
@@ -271,9 +271,14 @@ public struct SchemaLoader {
         var decl = TypeDecl(name: name, contract: contract, kind: kind, doc: t.string("doc", in: what) ?? "")
         let allowedByKind: [TypeDecl.Kind: Set<String>] = [
             .record: ["fields"], .enum: ["cases"], .object: ["constructors", "properties", "methods"],
-            .union: ["tag", "fields", "variants"], .identifier: ["encoding", "bytes"],
+            .union: ["tag", "fields", "variants"], .identifier: ["encoding", "bytes"], .callback: ["payload"],
         ]
-        for key in ["fields", "cases", "constructors", "properties", "methods", "tag", "variants", "encoding", "bytes"]
+        if kind == .object, t.child("concurrent") != nil {
+            decl.concurrent = t.bool("concurrent", in: what) ?? false
+        } else if let concurrent = t.child("concurrent") {
+            concurrent.error("\(what) is a \(kind.rawValue) and cannot have \"concurrent\"", atKey: true)
+        }
+        for key in ["fields", "cases", "constructors", "properties", "methods", "tag", "variants", "encoding", "bytes", "payload"]
         where t.child(key) != nil && !allowedByKind[kind]!.contains(key) {
             t.child(key)!.error("\(what) is a \(kind.rawValue) and cannot have \"\(key)\"", atKey: true)
         }
@@ -310,6 +315,8 @@ public struct SchemaLoader {
         case .identifier:
             decl.encoding = t.string("encoding", in: what)
             decl.bytes = t.integer("bytes", in: what, required: false)
+        case .callback:
+            decl.payload = typeRef(t, key: "payload", what: what)
         case .object:
             decl.constructors = (t.array("constructors", in: what, required: false) ?? []).compactMap {
                 loadFunction($0, what: "a constructor of \(what)", requireName: false)

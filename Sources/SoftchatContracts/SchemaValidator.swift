@@ -131,6 +131,8 @@ struct SchemaValidator {
             if let bytes = type.bytes, bytes < 1 {
                 error("identifier \"\(type.name)\" must have at least 1 byte, not \(bytes)", contract: contract, path: "\(path).bytes")
             }
+        case .callback:
+            if type.payload == nil { error("callback \"\(type.name)\" has no payload", contract: contract, path: path) }
         case .object:
             unique(type.methods.map(\.name) + type.properties.map(\.name), "member", "methods")
             for (i, m) in type.methods.enumerated() {
@@ -245,7 +247,17 @@ struct SchemaValidator {
     }
 
     func checkReferences(of type: TypeDecl, contract: Contract, path: String) {
-        for (i, f) in type.fields.enumerated() { checkType(f.type, contract: contract, path: "\(path).fields[\(i)].type") }
+        for (i, f) in type.fields.enumerated() {
+            checkType(f.type, contract: contract, path: "\(path).fields[\(i)].type")
+            if isCallback(f.type) { error("field \"\(f.name)\" of \"\(type.name)\" is a callback; a callback can only be a parameter", contract: contract, path: "\(path).fields[\(i)].type") }
+        }
+        if type.kind == .callback, let payload = type.payload {
+            checkType(payload, contract: contract, path: "\(path).payload")
+            let kind = payload.namedTypes.first.flatMap { set.type(named: $0) }?.kind
+            if payload.namedTypes.count != 1 || payload.nonOptional != payload || !(kind == .record || kind == .union) {
+                error("callback \"\(type.name)\" has payload \"\(payload)\"; a payload is one record or union", contract: contract, path: "\(path).payload")
+            }
+        }
         if type.kind == .union, let tag = type.tag {
             checkType(tag.type, contract: contract, path: "\(path).tag.type")
             checkTag(of: type, contract: contract, path: path)
@@ -261,7 +273,20 @@ struct SchemaValidator {
 
     func checkReferences(_ f: FunctionDecl, contract: Contract, path: String) {
         for (i, p) in f.params.enumerated() { checkType(p.type, contract: contract, path: "\(path).params[\(i)].type") }
-        if let r = f.returns { checkType(r, contract: contract, path: "\(path).returns") }
+        if let r = f.returns {
+            checkType(r, contract: contract, path: "\(path).returns")
+            if isCallback(r) { error("\"\(f.name)\" returns callback \"\(r)\"; a callback can only be a parameter", contract: contract, path: "\(path).returns") }
+        }
+        // A callback lives as long as the handle its method returns, so only such a method may take one.
+        let returnsObject = f.returns.map { r in r.namedTypes.first.flatMap { set.type(named: $0) }?.kind == .object && r.nonOptional == r } ?? false
+        for (i, p) in f.params.enumerated() where isCallback(p.type) && !returnsObject {
+            error("parameter \"\(p.name)\" of \"\(f.name)\" is a callback, but \"\(f.name)\" returns no handle to tie its lifetime to",
+                contract: contract, path: "\(path).params[\(i)].type")
+        }
+    }
+
+    func isCallback(_ ref: TypeRef) -> Bool {
+        ref.namedTypes.contains { set.type(named: $0)?.kind == .callback }
     }
 
     func resolveBound(_ qualified: String) -> Bound? {

@@ -5,6 +5,7 @@
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
+import SoftchatClient
 
 /// The schema's names for the Swift types the exports call.
 enum FFI {
@@ -42,6 +43,21 @@ enum FFI {
     typealias QuarantinedEvent = SoftchatStorage.QuarantinedEvent
     typealias IngestionOutcome = SoftchatStorage.IngestionOutcome
     typealias AccountIncoming = SoftchatStorage.AccountIncoming
+    typealias EventCursor = SoftchatStorage.EventCursor
+    typealias EventPage = SoftchatStorage.EventPage
+    typealias SubscriptionPolicyEntry = SoftchatStorage.SubscriptionPolicyEntry
+    typealias PublishIntentStatus = SoftchatStorage.PublishIntentStatus
+    typealias IntentStateCount = IntentStateCountFFI
+    typealias AccountCheckReport = SoftchatStorage.AccountCheckReport
+    // relay.recovery: the managed transport
+    typealias ManagedTransportContext = ManagedTransportContextFFI
+    typealias RelayPhase = SoftchatCore.RelayPhase
+    typealias ManagedTransportStateChangeKind = SoftchatCore.ManagedTransportStateChangeKind
+    typealias ManagedTransportStateChange = SoftchatCore.ManagedTransportStateChange
+    typealias ManagedTransportActivityKind = SoftchatCore.ManagedTransportActivityKind
+    typealias ManagedTransportActivity = SoftchatCore.ManagedTransportActivity
+    typealias ManagedRelayStatus = ManagedRelayStatusFFI
+    typealias ManagedTransport = ManagedTransportHandle
 
     // Free functions, spelled as the schema declares them.
     static func parseClientRelayFrame(_ text: String) throws(SoftchatError) -> ClientRelayFrame {
@@ -106,6 +122,9 @@ final class IdentityHandle: @unchecked Sendable {
     }
 
     func erase() { identity = nil }
+
+    /// The identity, for a managed transport that answers NIP-42 with it (it keeps its own copy).
+    func current() throws(SoftchatError) -> SoftchatIdentity { try live() }
 }
 
 // MARK: Hand-written codecs (CABIRenderer.handWrittenCodecs and value objects)

@@ -1,0 +1,233 @@
+// The managed transport behind the C ABI: `softchat_account_start_managed_transport` starts
+// SoftchatClient's transport for the account and hands its state changes and activity to the
+// host's two callbacks on a delivery thread of its own, so the I/O thread never waits for the
+// host and a callback never runs inside the engine (it may call back into the account or the
+// transport). Also the account reads whose Swift spelling differs from the schema's.
+import Dispatch
+import SoftchatClient
+import SoftchatCore
+import SoftchatJSON
+import SoftchatStorage
+import SoftchatSync
+import SoftchatTransport
+import Synchronization
+
+/// `void (*)(void *context, const char *json)`, as the header declares every callback.
+public typealias FFICallbackFunction = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void
+
+/// A host callback and its context: called with one value's JSON, valid only during the call.
+struct FFICallback<Payload: FFIEncodable>: @unchecked Sendable {
+    // @unchecked: the context is the host's; the C contract says the host may receive calls on
+    // the library's delivery thread, and this type only ever calls it there.
+    let function: FFICallbackFunction
+    let context: UnsafeMutableRawPointer?
+
+    /// nil when the host passed no function (it wants no calls).
+    init?(_ function: FFICallbackFunction?, context: UnsafeMutableRawPointer?) {
+        guard let function else { return nil }
+        self.function = function
+        self.context = context
+    }
+
+    func call(_ value: Payload) {
+        value.ffiJSON.jsonText.withCString { function(context, $0) }
+    }
+
+    /// The final call (JSON NULL): nothing follows, and the host may let its context go.
+    func end() { function(context, nil) }
+}
+
+/// What the app decides for a managed transport (the schema's `ManagedTransportContext`).
+struct ManagedTransportContextFFI: Sendable {
+    var relayURLs: [String]
+    var acknowledgementTimeoutSeconds: Int64?
+    var keepaliveIntervalMilliseconds: Int64?
+    var publishes: Bool?
+}
+
+/// One relay's phase and counters (the schema's `ManagedRelayStatus`).
+struct ManagedRelayStatusFFI: Sendable {
+    var relayURL: String
+    var phase: RelayPhase
+    var delayMilliseconds: Int64?
+    var accepted: Int
+    var rejected: Int
+    var retried: Int
+    var reconnects: Int
+    var eventsReceived: Int
+    var duplicatesSkipped: Int
+    var meanLatencyMilliseconds: Int64?
+
+    init(_ status: SoftchatClient.ManagedRelayStatus) {
+        relayURL = status.relayURL
+        (phase, delayMilliseconds) = RelayPhase.of(status.state)
+        accepted = status.statistics.accepted
+        rejected = status.statistics.rejected
+        retried = status.statistics.retried
+        reconnects = status.statistics.reconnects
+        eventsReceived = status.statistics.eventsReceived
+        duplicatesSkipped = status.statistics.duplicatesSkipped
+        meanLatencyMilliseconds = status.statistics.meanLatencyMilliseconds
+    }
+}
+
+/// The schema's `IntentStateCount` (only inside `AccountCheckReport`, whose codec is hand-written).
+struct IntentStateCountFFI: Sendable {
+    var state: DeliveryState
+    var count: Int
+}
+
+extension RelayPhase {
+    static func of(_ state: RelayConnectionState) -> (RelayPhase, Int64?) {
+        switch state {
+        case .fetchingInformation: (.fetchingInformation, nil)
+        case .connecting: (.connecting, nil)
+        case .authenticating: (.authenticating, nil)
+        case .ready: (.ready, nil)
+        case .backingOff(let ms): (.backingOff, ms)
+        case .stopped: (.stopped, nil)
+        }
+    }
+}
+
+/// The `ManagedTransport` handle. Concurrent (no handle lock): every member is thread-safe, so
+/// a callback may call `relays()` or `stop()` while another thread is inside `stop()`.
+final class ManagedTransportHandle: Sendable {
+    private let transport: SoftchatClient.ManagedTransport
+    private let delivery: DispatchQueue
+    /// Set by the first stop(): no update is queued for the host after it.
+    private let closed = Flag()
+    final class Flag: Sendable {
+        private let value = Mutex(false)
+        var isSet: Bool { value.withLock { $0 } }
+        /// Sets it; true for the call that set it first.
+        func set() -> Bool { value.withLock { v in defer { v = true }; return !v } }
+    }
+    private let states: FFICallback<ManagedTransportStateChange>?
+    private let events: FFICallback<ManagedTransportActivity>?
+    private static let onDelivery = DispatchSpecificKey<Bool>()
+
+    init(account: SoftchatAccount, context: ManagedTransportContextFFI, identity: SoftchatIdentity?,
+         states: FFICallback<ManagedTransportStateChange>?, events: FFICallback<ManagedTransportActivity>?) throws(SoftchatError)
+    {
+        var policy = ManagedTransportPolicy()
+        if let s = context.acknowledgementTimeoutSeconds {
+            guard s >= 1 else { throw .invalidRelaySession("startManagedTransport: acknowledgementTimeoutSeconds must be at least 1, not \(s)") }
+            policy.acknowledgementTimeoutSeconds = s
+        }
+        if let ms = context.keepaliveIntervalMilliseconds {
+            guard ms >= 1_000 else { throw .invalidRelaySession("startManagedTransport: keepaliveIntervalMilliseconds must be at least 1,000, not \(ms)") }
+            policy.keepaliveIntervalMilliseconds = ms
+        }
+        if let p = context.publishes { policy.publishes = p }
+        self.states = states
+        self.events = events
+        let delivery = DispatchQueue(label: "softchat.ffi.delivery")
+        delivery.setSpecific(key: Self.onDelivery, value: true)
+        self.delivery = delivery
+        let closed = self.closed
+        // Called on the I/O thread: translate, and queue for the host; never call it here.
+        policy.observer = { event in
+            let update = Self.translate(event)
+            guard !closed.isSet else { return }
+            switch update {
+            case .state(let change): if let states { delivery.async { states.call(change) } }
+            case .activity(let activity): if let events { delivery.async { events.call(activity) } }
+            case .none: break
+            }
+        }
+        do {
+            transport = try account.startManagedTransport(relays: context.relayURLs, identity: identity, policy: policy)
+        } catch {
+            throw .invalidRelaySession("startManagedTransport: \(error.message)")
+        }
+    }
+
+    enum Update {
+        case state(ManagedTransportStateChange)
+        case activity(ManagedTransportActivity)
+    }
+
+    static func translate(_ event: ManagedTransportEvent) -> Update? {
+        switch event {
+        case .state(let s):
+            switch s {
+            case .connecting: return .state(.overall(phase: .connecting, delayMilliseconds: nil, reason: nil))
+            case .authenticating: return .state(.overall(phase: .authenticating, delayMilliseconds: nil, reason: nil))
+            case .ready: return .state(.overall(phase: .ready, delayMilliseconds: nil, reason: nil))
+            case .backingOff(let ms): return .state(.overall(phase: .backingOff, delayMilliseconds: ms, reason: nil))
+            case .stopped(let reason): return .state(.overall(phase: .stopped, delayMilliseconds: nil, reason: reason))
+            }
+        case .relayState(let url, let state):
+            let (phase, delay) = RelayPhase.of(state)
+            return .state(.relay(relayURL: url, phase: phase, delayMilliseconds: delay))
+        case .delivery(let url, let intentID, let decision):
+            return .activity(.delivery(relayURL: url, intentID: intentID, decision: decision))
+        case .ingested(let url, let result):
+            return .activity(.ingested(relayURL: url, result: result))
+        case .synced(let url, let subscriptionID, let count):
+            return .activity(.synced(relayURL: url, subscriptionID: subscriptionID, events: count))
+        case .notice(let url, let text):
+            return .activity(.notice(relayURL: url, message: text))
+        case .connectionFailed(let url, let text):
+            return .activity(.connectionFailed(relayURL: url, message: text))
+        case .relayInformation:
+            return nil
+        }
+    }
+
+    func relays() -> [ManagedRelayStatusFFI] { transport.relays.map(ManagedRelayStatusFFI.init) }
+
+    func dropConnection(relayURL: String?) { transport.dropConnection(relayURL: relayURL) }
+
+    /// Stops the transport, then lets the delivery thread hand over what was queued before (the
+    /// last update is the overall `stopped` state), then makes each callback's final call (JSON
+    /// NULL). After it returns no callback runs again — unless it was called from a callback,
+    /// which cannot wait for the queue it runs on: then the rest follows once that call returns.
+    func stop() {
+        transport.stop()
+        if closed.set() {
+            let (states, events) = (self.states, self.events)
+            delivery.async {
+                states?.end()
+                events?.end()
+            }
+        }
+        if DispatchQueue.getSpecific(key: Self.onDelivery) != true { delivery.sync {} }
+    }
+
+    func close() { stop() }
+
+    deinit {
+        // A handle freed without stop(): stop, so no thread outlives it. Its callbacks' queue is
+        // drained first, since the host's contexts go away with the handle.
+        stop()
+    }
+}
+
+// MARK: SoftchatAccount as the schema spells it
+
+extension SoftchatAccount {
+    func startManagedTransport(context: ManagedTransportContextFFI, identity: IdentityHandle?,
+                               states: FFICallback<ManagedTransportStateChange>?,
+                               events: FFICallback<ManagedTransportActivity>?) throws(SoftchatError) -> ManagedTransportHandle
+    {
+        try ManagedTransportHandle(account: self, context: context, identity: try identity?.current(), states: states, events: events)
+    }
+
+    func subscriptions(relayURL: String?) throws(SoftchatError) -> [SubscriptionPolicyEntry] {
+        try subscriptions(for: relayURL)
+    }
+}
+
+extension AccountCheckReport: FFIEncodable {
+    var ffiJSON: JSONValue {
+        let counts = DeliveryState.allCases.compactMap { state in intentsByState[state.rawValue].map { IntentStateCountFFI(state: state, count: $0) } }
+        return .object(JSONObject([
+            "ok": .bool(ok), "problems": .array(problems.map(JSONValue.string)), "events": .integer(Int64(events)),
+            "quarantined": .integer(Int64(quarantined)), "receipts": .integer(Int64(receipts)),
+            "intents": .array(counts.map { .object(JSONObject(["state": .string($0.state.rawValue), "count": .integer(Int64($0.count))])) }),
+            "liveLeases": .integer(Int64(liveLeases)),
+        ]))
+    }
+}
