@@ -311,14 +311,17 @@ public struct CABIRenderer {
 
     /// Record codecs by direction: encoders for types reachable from results, decoders for
     /// types reachable from arguments (not descending into hand-written codecs).
-    func reachable(from refs: [TypeRef]) -> [String] {
+    /// The records, unions and enums values of `refs` can hold, hand-written codecs included.
+    public func reachableValues(from refs: [TypeRef]) -> [String] { reachable(from: refs, throughHandWritten: true) }
+
+    func reachable(from refs: [TypeRef], throughHandWritten: Bool = false) -> [String] {
         var seen: [String] = []
         var stack = refs.flatMap(\.namedTypes)
         while let n = stack.popLast() {
             guard !seen.contains(n), let t = set.type(named: n) else { continue }
             if t.kind == .object { continue }
             seen.append(n)
-            if Self.handWrittenCodecs.contains(n) { continue }
+            if Self.handWrittenCodecs.contains(n) && !throughHandWritten { continue }
             stack.append(contentsOf: t.fields.flatMap(\.type.namedTypes) + (t.tag?.type.namedTypes ?? []))
         }
         return set.allTypes.map(\.name).filter { seen.contains($0) }

@@ -98,6 +98,21 @@ public struct TypeScriptRenderer {
         }.joined(separator: ", ")
     }
 
+    /// A NIP-01 event record (`VerifiedEvent`): its `createdAt` is also served as `created_at`,
+    /// the name other Nostr libraries read.
+    func isNostrEvent(_ t: TypeDecl) -> Bool {
+        t.kind == .record && Set(t.fields.map(\.name)) == ["id", "pubkey", "createdAt", "kind", "tags", "content", "sig"]
+    }
+
+    /// Records only ever passed in (never in a result or a callback's payload): their optional
+    /// fields may be left out (`{ relayUrls: [url] }`).
+    var inputOnlyRecords: Set<String> {
+        let abi = CABIRenderer(set: set)
+        let outputs = model.entryPoints.compactMap(\.returns) + model.entryPoints.flatMap { $0.params.compactMap { model.callback($0.type)?.payload } }
+        let reachable = Set(abi.reachableValues(from: outputs))
+        return Set(set.allTypes.filter { $0.kind == .record && !reachable.contains($0.name) }.map(\.name))
+    }
+
     /// Whether values of this type hold a value object somewhere (and so need decoding).
     func needsDecoding(_ ref: TypeRef, _ seen: Set<String> = []) -> Bool {
         switch ref {
@@ -108,6 +123,7 @@ public struct TypeScriptRenderer {
             switch t.kind {
             case .enum, .identifier, .callback: return false
             case .object: return true
+            case .record where isNostrEvent(t): return true
             case .record, .union: return t.fields.contains { needsDecoding($0.type, seen.union([n])) }
             }
         }
@@ -185,6 +201,7 @@ public struct TypeScriptRenderer {
         w.line("// names; handle classes free their native handle when collected; errors are SoftchatError.")
         w.line()
         w.line("import { call, encode, native, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native\";")
+        let inputOnly = inputOnlyRecords
         for t in set.allTypes {
             w.line()
             w.doc(t.doc)
@@ -195,10 +212,16 @@ public struct TypeScriptRenderer {
                     for c in t.cases { w.line("\(quoted(c.value)),") }
                 }
             case .record:
+                let omittable = inputOnly.contains(t.name)
                 w.block("export interface \(t.name) {") { w in
                     for f in t.fields {
                         w.doc(f.doc)
-                        w.line("readonly \(f.name): \(typeName(f.type));")
+                        let optional = omittable && f.type.nonOptional != f.type ? "?" : ""
+                        w.line("readonly \(f.name)\(optional): \(typeName(f.type));")
+                        if f.name == "createdAt" && isNostrEvent(t) {
+                            w.doc("NIP-01's name for createdAt, set on every event the library returns (other Nostr libraries read it); either name is accepted.")
+                            w.line("readonly created_at?: number;")
+                        }
                     }
                 }
             case .identifier:
@@ -225,9 +248,16 @@ public struct TypeScriptRenderer {
         let decoded = set.allTypes.filter { $0.kind == .record && needsDecoding(.named($0.name)) }
         if !decoded.isEmpty {
             w.line()
-            w.line("// Records that hold value objects are rebuilt from their JSON.")
+            w.line("// Records that hold value objects (or events, which gain created_at) are rebuilt from their JSON.")
             for t in decoded {
                 w.line()
+                if isNostrEvent(t) {
+                    w.block("function decode\(t.name)(v: unknown): \(t.name) {") { w in
+                        w.line("const o = v as \(t.name);")
+                        w.line("return { ...o, created_at: o.createdAt };")
+                    }
+                    continue
+                }
                 w.block("function decode\(t.name)(v: unknown): \(t.name) {") { w in
                     w.line("const o = v as Record<string, unknown>;")
                     w.block("return {", closer: "};") { w in

@@ -1,0 +1,156 @@
+// The TypeScript managed-transport program (scripts/test-facades runs it against rust-nostr's
+// LocalRelay from ../shared/peers): `account.startManagedTransport(...)`, its `states()` and
+// `events()` as AsyncIterables, and `await transport.stop()`, with no frame handled in TypeScript.
+// A writer account publishes 200 events through enqueueSigned (100, then 100 more while the
+// driver has the relay killed), observes its states until every intent is terminal, and a second
+// account reads the synced messages back through queryEvents, page by page.
+//
+// Driver protocol (stdin/stdout lines), as ManagedProgram.kt: HALF → DOWN, QUEUED → UP, then one
+// line of JSON; exit 0 only if every check held. Environment: SOFTCHAT_RELAY, SOFTCHAT_WORK,
+// SOFTCHAT_TAG.
+import {
+  SoftchatAccount, SoftchatError, SoftchatIdentity,
+  type EventCursor, type ManagedTransportActivity, type ManagedTransportStateChange, type VerifiedEvent,
+} from "../lib/index";
+
+declare function require(id: string): any;
+declare const process: { env: Record<string, string | undefined>; stdin: unknown; exit(code: number): never };
+const readline = require("node:readline");
+
+const failures: string[] = [];
+function check(ok: boolean, what: string): void {
+  if (!ok) failures.push(what);
+}
+
+const lines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]() as AsyncIterator<string>;
+async function expectLine(word: string): Promise<void> {
+  const line = await lines.next();
+  check(line.value === word, `driver said ${String(line.value)}, not ${word}`);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function waitUntil(seconds: number, condition: () => boolean): Promise<boolean> {
+  const deadline = Date.now() + seconds * 1000;
+  while (Date.now() < deadline) {
+    if (condition()) return true;
+    await sleep(50);
+  }
+  return condition();
+}
+
+const now = (): number => Math.floor(Date.now() / 1000);
+
+function codeOf(body: () => unknown): string {
+  try {
+    body();
+  } catch (e) {
+    return e instanceof SoftchatError ? e.code : `not a SoftchatError: ${String(e)}`;
+  }
+  return "none";
+}
+
+async function main(): Promise<void> {
+  const relay = process.env.SOFTCHAT_RELAY!;
+  const work = process.env.SOFTCHAT_WORK!;
+  const tag = process.env.SOFTCHAT_TAG!;
+  const filter = JSON.stringify({ kinds: [1], "#t": [tag] });
+
+  const writer = SoftchatAccount.open(`${work}/writer.db`);
+  const reader = SoftchatAccount.open(`${work}/reader.db`);
+  const identity = SoftchatIdentity.generate();
+  reader.setSubscription("chat", [filter]);
+  check(JSON.stringify(reader.subscriptions().map((s) => s.subscriptionId)) === '["chat"]', "the reader's policy holds its subscription");
+
+  const writerTransport = writer.startManagedTransport({ relayUrls: [relay], acknowledgementTimeoutSeconds: 5 }, identity);
+  const readerTransport = reader.startManagedTransport({ relayUrls: [relay], publishes: false });
+
+  // Consumers of the AsyncIterables; they end once stop() has delivered the last update.
+  const phases: string[] = [];
+  let overallStopped = false;
+  let accepted = 0;
+  let rejected = 0;
+  let received = 0;
+  const writerStates = (async () => {
+    for await (const change of writerTransport.states() as AsyncIterable<ManagedTransportStateChange>) {
+      if (change.kind === "relay") phases.push(change.phase);
+      if (change.kind === "overall" && change.phase === "stopped") overallStopped = true;
+    }
+  })();
+  const writerEvents = (async () => {
+    for await (const activity of writerTransport.events() as AsyncIterable<ManagedTransportActivity>) {
+      if (activity.kind === "delivery" && activity.decision.state === "accepted") accepted += 1;
+      if (activity.kind === "delivery" && activity.decision.state === "rejected") rejected += 1;
+    }
+  })();
+  const readerEvents = (async () => {
+    for await (const activity of readerTransport.events()) {
+      if (activity.kind === "ingested") received += activity.result.accepted.length;
+    }
+  })();
+
+  const start = now() - 300;
+  const events: VerifiedEvent[] = [];
+  for (let i = 0; i < 200; i++) {
+    events.push(identity.sign({ pubkey: null, createdAt: start + Math.floor(i / 4), kind: 1, tags: [["t", tag]], content: `managed typescript ${i}` }));
+  }
+  const operations = events.map((_, i) => `typescript-${tag}-${i}`);
+  for (let i = 0; i < 100; i++) writer.outgoing.enqueueSigned(operations[i], [events[i]], [relay], now());
+  check(await waitUntil(60, () => accepted >= 100), `the first 100 accepted (saw ${accepted})`);
+  console.log("HALF");
+  await expectLine("DOWN");
+  for (let i = 100; i < 200; i++) writer.outgoing.enqueueSigned(operations[i], [events[i]], [relay], now());
+  console.log("QUEUED");
+  await expectLine("UP");
+
+  const states = () => operations.flatMap((op) => writer.delivery.intents(op)).map((s) => s.state);
+  check(await waitUntil(90, () => states().every((s) => s === "accepted" || s === "rejected")), "every intent terminal");
+  const final = states();
+  check(final.length === 200 && final.every((s) => s === "accepted"), `all 200 intents accepted: ${JSON.stringify(final.filter((s) => s !== "accepted"))}`);
+  check(accepted >= 200 && rejected === 0, `events() saw 200 acceptances, no rejection (${accepted}, ${rejected})`);
+  check(phases.includes("backingOff") && phases.filter((p) => p === "ready").length >= 2, `states() saw the relay go away and come back: ${phases}`);
+  const status = writerTransport.relays()[0];
+  check(status.relayUrl === relay && status.accepted >= 200 && status.reconnects >= 1, `the writer's relay status counts it: ${JSON.stringify(status)}`);
+
+  check(await waitUntil(90, () => reader.queryEvents([filter], 1000, now()).events.length === 200), "the reader holds 200 events");
+  const paged: VerifiedEvent[] = [];
+  let cursor: EventCursor | null = null;
+  let pages = 0;
+  do {
+    const page: { events: VerifiedEvent[]; next: EventCursor | null } = reader.queryEvents([filter], 33, now(), cursor);
+    paged.push(...page.events);
+    cursor = page.next;
+    pages += 1;
+  } while (cursor !== null && pages < 20);
+  const published = new Set(events.map((e) => e.id));
+  check(paged.length === 200 && new Set(paged.map((e) => e.id)).size === 200 && paged.every((e) => published.has(e.id)), `pages hold the 200 published events once each (${paged.length})`);
+  check(paged.every((e, i) => i === 0 || paged[i - 1].createdAt > e.createdAt || (paged[i - 1].createdAt === e.createdAt && paged[i - 1].id < e.id)), "pages are newest first, ties by id");
+  check(pages === 7, `200 events in pages of 33 are 7 pages, not ${pages}`);
+  check(paged.every((e) => e.created_at === e.createdAt), "events carry NIP-01's created_at beside createdAt");
+
+  check(codeOf(() => reader.queryEvents([filter], 0, now())) === "invalid_relay_filter", "a page of 0 is refused with invalid_relay_filter");
+  check(codeOf(() => writer.startManagedTransport({ relayUrls: ["http://not-a-relay"] })) === "invalid_relay_session",
+    "a bad relay URL is refused with invalid_relay_session");
+
+  await writerTransport.stop();
+  await readerTransport.stop();
+  await Promise.all([writerStates, writerEvents, readerEvents]);
+  check(overallStopped, "states() ended with the overall stopped state");
+  const writerCheck = writer.check(now());
+  const readerCheck = reader.check(now());
+  check(writerCheck.ok && writerCheck.liveLeases === 0, `the writer's check: ${writerCheck.problems}, leases ${writerCheck.liveLeases}`);
+  check(writerCheck.intents.length === 1 && writerCheck.intents[0].state === "accepted" && writerCheck.intents[0].count === 200, `the writer's check counts 200 accepted: ${JSON.stringify(writerCheck.intents)}`);
+  check(readerCheck.ok && readerCheck.events === 200, `the reader's check: ${readerCheck.problems}, ${readerCheck.events} events`);
+  writer.close();
+  reader.close();
+  console.log(JSON.stringify({ language: "typescript", accepted, received, pages, phases: phases.join(","), failures: failures.length }));
+  for (const f of failures) console.error(`FAIL ${f}`);
+  process.exit(failures.length === 0 ? 0 : 1);
+}
+
+main().catch((e) => {
+  console.error(`FAIL ${String(e?.stack ?? e)}`);
+  process.exit(1);
+});
