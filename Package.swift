@@ -137,6 +137,9 @@ let package = Package(
                            "SoftchatBenchmarks"],
             swiftSettings: strictSwift),
         .testTarget(
+            name: "SoftchatFFITests", dependencies: ["SoftchatFFI", "SoftchatTestRelay", "SoftchatCore", "SoftchatJSON"],
+            swiftSettings: strictSwift),
+        .testTarget(
             name: "SoftchatSyncTests", dependencies: ["SoftchatSync", "SoftchatCore", "SoftchatJSON"],
             swiftSettings: strictSwift),
         .testTarget(

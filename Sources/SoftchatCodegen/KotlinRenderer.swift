@@ -7,7 +7,10 @@ public struct KotlinRenderer {
     public let set: ContractSet
     public init(set: ContractSet) { self.set = set }
 
-    static let package = "softchat"
+    /// Reverse-DNS, as Android packages are.
+    static let package = "org.softchat"
+    /// `generated/kotlin/org/softchat`.
+    static let directory = "generated/kotlin/" + package.split(separator: ".").joined(separator: "/")
     static let keywords: Set<String> = ["as", "break", "class", "continue", "do", "else", "false", "for", "fun", "if",
         "in", "interface", "is", "null", "object", "package", "return", "super", "this", "throw", "true", "try",
         "typealias", "val", "var", "when", "while"]
@@ -82,7 +85,7 @@ public struct KotlinRenderer {
             w.line("/** Fingerprint of the schema the facade was generated from; the native library must match. */")
             w.line("const val CHECKSUM: String = \(quoted(contractChecksum(set)))")
         }
-        return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatContracts.kt", contents: w.text)
+        return GeneratedFile(path: "\(Self.directory)/SoftchatContracts.kt", contents: w.text)
     }
 
     /// Enums named `<Record>Kind` that are the `kind` field of record `<Record>` nest as
@@ -222,7 +225,7 @@ public struct KotlinRenderer {
         }
         w.line()
         for l in Self.cleaner { w.line(l) }
-        return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatNative.kt", contents: w.text)
+        return GeneratedFile(path: "\(Self.directory)/SoftchatNative.kt", contents: w.text)
     }
 
     /// Frees native handles of collected objects without `java.lang.ref.Cleaner` (Android API
@@ -260,7 +263,7 @@ internal object SoftchatCleaner {
         w.line("// LinkedHashMap, arrays as List, integers as Long, other numbers as Double.")
         w.line()
         for l in Self.jsonSource { w.line(l) }
-        return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatJson.kt", contents: w.text)
+        return GeneratedFile(path: "\(Self.directory)/SoftchatJson.kt", contents: w.text)
     }
 
     static let jsonSource: [String] = #"""
@@ -538,7 +541,7 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             let e = entry(nil, f.name)
             w.line("fun \(f.name)(\(params(f)))\(f.returns.map { ": " + typeName($0) } ?? "") = \(call(e, receiver: nil))")
         }
-        return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatApi.kt", contents: w.text)
+        return GeneratedFile(path: "\(Self.directory)/SoftchatApi.kt", contents: w.text)
     }
 
     /// The records' JSON codecs, in their own file so SoftchatApi.kt declares only public API.
@@ -563,7 +566,7 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             }
             w.line(")")
         }
-        return GeneratedFile(path: "generated/kotlin/\(Self.package)/SoftchatCodecs.kt", contents: w.text)
+        return GeneratedFile(path: "\(Self.directory)/SoftchatCodecs.kt", contents: w.text)
     }
 
     /// The Kotlin class of a union variant (`persistEvent` → `PersistEvent`).

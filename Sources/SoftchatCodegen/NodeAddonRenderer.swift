@@ -166,17 +166,6 @@ static int get_text(napi_env env, napi_value value, char **out) {
     return 1;
 }
 
-/* A handle that may be absent: null and undefined become NULL. */
-static int get_optional_handle(napi_env env, napi_value value, void **out) {
-    napi_valuetype type;
-    napi_typeof(env, value, &type);
-    if (type == napi_null || type == napi_undefined) {
-        *out = NULL;
-        return 1;
-    }
-    if (type != napi_external) return 0;
-    return napi_get_value_external(env, value, out) == napi_ok;
-}
 
 /* Runs on the JS thread for each update the library's delivery thread queued: calls the JS
  * function with the update's JSON, or with null for the final call. */
@@ -229,6 +218,17 @@ static int get_handle(napi_env env, napi_value value, void **out) {
     napi_typeof(env, value, &type);
     if (type != napi_external) return 0;
     return napi_get_value_external(env, value, out) == napi_ok;
+}
+
+/* A handle that may be absent: null and undefined become NULL. */
+static int get_optional_handle(napi_env env, napi_value value, void **out) {
+    napi_valuetype type;
+    napi_typeof(env, value, &type);
+    if (type == napi_null || type == napi_undefined) {
+        *out = NULL;
+        return 1;
+    }
+    return get_handle(env, value, out);
 }
 
 /* A handle as an external; the garbage collector calls the handle's free function. */

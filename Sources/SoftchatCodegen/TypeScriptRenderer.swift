@@ -8,7 +8,8 @@ public struct TypeScriptRenderer {
     public init(set: ContractSet) { self.set = set }
 
     public func render() -> [GeneratedFile] {
-        [renderContracts(), renderAPI(), renderNative(), renderIndex(), NodeAddonRenderer(set: set).render()]
+        [renderContracts(), renderAPI(), renderNative(), renderIndex(), renderPackage(), renderESMEntry(), renderESMTypes(),
+         NodeAddonRenderer(set: set).render()]
     }
 
     func header(_ w: inout SourceWriter) {
@@ -576,6 +577,75 @@ export class UpdateChannel<T> {
   }
 }
 """#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+
+    /// The names the CommonJS build exports at run time (classes, functions, constants): the
+    /// ES-module entry re-exports exactly these.
+    var runtimeExports: [String] {
+        var names = ["SoftchatErrorCodes", "SoftchatError"]
+        names += set.contracts.map { "\(Naming.upperCamel(contractID: $0.id))Contract" }
+        names.append("SOFTCHAT_CONTRACT_CHECKSUM")
+        for t in set.allTypes {
+            switch t.kind {
+            case .enum: names.append("\(t.name)Values")
+            case .object: names.append(t.name)
+            case .record, .union, .identifier, .callback: break
+            }
+        }
+        names += set.allFunctions.map(\.name)
+        return names
+    }
+
+    /// `package.json` of the built package (tsc's CommonJS output beside the addon, and `esm/`).
+    func renderPackage() -> GeneratedFile {
+        let json = """
+        {
+          "name": "softchat",
+          "version": "\(set.schemaVersion).0.0",
+          "description": "Softchat for Node: relay validation, a sans-IO relay session, a durable SQLite account and the managed transport, over the Swift core's C ABI (Node-API addon). Generated from Schema/ (checksum \(contractChecksum(set))).",
+          "main": "./index.js",
+          "types": "./index.d.ts",
+          "exports": {
+            ".": {
+              "import": { "types": "./esm/index.d.mts", "default": "./esm/index.mjs" },
+              "require": { "types": "./index.d.ts", "default": "./index.js" }
+            },
+            "./package.json": "./package.json"
+          },
+          "files": ["*.js", "*.d.ts", "esm/", "softchat_addon.node"],
+          "engines": { "node": ">=18" }
+        }
+
+        """
+        return GeneratedFile(path: "generated/typescript/package.json", contents: json)
+    }
+
+    /// The ES-module entry: the CommonJS build loaded through `createRequire`, so an app that
+    /// imports and a library that requires share one addon and one set of classes.
+    func renderESMEntry() -> GeneratedFile {
+        var w = SourceWriter(indent: "  ")
+        header(&w)
+        w.line("// The ES-module entry of the package: loads the CommonJS build, and through it the Node-API")
+        w.line("// addon, with createRequire, so `import` and `require` share one addon and one set of classes.")
+        w.line("import { createRequire } from \"node:module\";")
+        w.line()
+        w.line("const softchat = createRequire(import.meta.url)(\"../index.js\");")
+        w.line()
+        w.block("export const {", closer: "} = softchat;") { w in
+            for name in runtimeExports { w.line("\(name),") }
+        }
+        w.line("export default softchat;")
+        return GeneratedFile(path: "generated/typescript/esm/index.mjs", contents: w.text)
+    }
+
+    func renderESMTypes() -> GeneratedFile {
+        var w = SourceWriter(indent: "  ")
+        header(&w)
+        w.line("// Types of the ES-module entry: those of the CommonJS build it re-exports.")
+        w.line("export * from \"../index.js\";")
+        w.line("import * as softchat from \"../index.js\";")
+        w.line("export default softchat;")
+        return GeneratedFile(path: "generated/typescript/esm/index.d.mts", contents: w.text)
+    }
 
     func renderIndex() -> GeneratedFile {
         var w = SourceWriter(indent: "  ")

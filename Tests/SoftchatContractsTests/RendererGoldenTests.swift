@@ -91,7 +91,7 @@ func expectMatchesGolden(_ files: [GeneratedFile], sourceLocation: SourceLocatio
         let after = [SwiftRenderer(set: edited).render()] + BindingsRenderer(set: edited).render()
         let changed = Set(zip(before, after).filter { $0.0 != $0.1 }.map(\.0.path))
         // Every target carrying bounds changes; the restating contract's page changes too.
-        for path in ["SoftchatContractSurface.swift", "generated/kotlin/softchat/SoftchatContracts.kt",
+        for path in ["SoftchatContractSurface.swift", "generated/kotlin/org/softchat/SoftchatContracts.kt",
                      "generated/typescript/contracts.ts", "docs/reference/demo.echo.md", "docs/reference/demo.mirror.md",
                      "docs/reference/index.md"] {
             #expect(changed.contains(path), "\(path) did not change")

@@ -120,6 +120,34 @@ import Testing
         expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "type \"Echo\" is already declared in contract \"demo.echo\"")
     }
 
+    // MARK: Callbacks and concurrent objects
+
+    @Test func aCallbackPayloadMustBeOneRecordOrUnion() throws {
+        let d = try diagnostics("demo.mirror.json") {
+            $0.replacingFirst("\"api\": {\"types\": []", with: "\"api\": {\"types\": [{\"name\": \"Sink\", \"kind\": \"callback\", \"doc\": \"x\", \"payload\": \"string\"}]")
+        }
+        expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "callback \"Sink\" has payload \"string\"; a payload is one record or union")
+    }
+
+    @Test func aCallbackParameterNeedsAMethodThatReturnsAHandle() throws {
+        let d = try diagnostics("demo.mirror.json") {
+            $0.replacingFirst("\"api\": {\"types\": []", with: "\"api\": {\"types\": [{\"name\": \"Sink\", \"kind\": \"callback\", \"doc\": \"x\", \"payload\": \"Echo\"}, "
+                + "{\"name\": \"Tap\", \"kind\": \"object\", \"doc\": \"x\", \"methods\": [{\"name\": \"listen\", \"doc\": \"x\", \"params\": [{\"name\": \"sink\", \"type\": \"Sink\"}], \"returns\": null, \"throws\": []}, "
+                + "{\"name\": \"echo\", \"doc\": \"x\", \"params\": [], \"returns\": \"Sink\", \"throws\": []}]}]")
+        }
+        expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "parameter \"sink\" of \"listen\" is a callback, but \"listen\" returns no handle")
+        expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "\"echo\" returns callback \"Sink\"; a callback can only be a parameter")
+    }
+
+    @Test func onlyAnObjectCanBeConcurrentAndOnlyACallbackHasAPayload() throws {
+        let d = try diagnostics("demo.mirror.json") {
+            $0.replacingFirst("\"api\": {\"types\": []", with: "\"api\": {\"types\": [{\"name\": \"Pair\", \"kind\": \"record\", \"doc\": \"x\", \"concurrent\": true, \"payload\": \"Echo\", "
+                + "\"fields\": [{\"name\": \"a\", \"type\": \"string\", \"doc\": \"a\"}]}]")
+        }
+        expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "type \"Pair\" is a record and cannot have \"concurrent\"")
+        expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "type \"Pair\" is a record and cannot have \"payload\"")
+    }
+
     // MARK: Unions and identifiers
 
     @Test func unionVariantWithAnUndeclaredFieldIsReported() throws {

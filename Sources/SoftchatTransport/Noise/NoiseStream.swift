@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -47,7 +48,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     private var inboundStart = 0
     private var plaintext: [UInt8] = []
     private var plaintextStart = 0
-    private var closed = false
+    /// Set by close() or a failure; close() may come from another thread than a blocked read's.
+    private let closed = Atomic(false)
     private var scratch = [UInt8](repeating: 0, count: 65537)
     private var peer: String { isInitiator ? "the relay" : "the client" }
 
@@ -199,7 +201,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     private func failStream(_ message: String) -> TransportError {
         let error = TransportError(.protocolViolation, message)
         failure = error
-        closed = true
+        closed.store(true, ordering: .releasing)
         underlying.close()
         return error
     }
@@ -224,7 +226,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
 
     public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
         if let failure { throw failure }
-        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         while plaintextStart >= plaintext.count {
             if let frame = takeBufferedFrame() {
                 do {
@@ -258,7 +260,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
         if let failure { throw failure }
-        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         guard bytes.count > 0 else { return }
         var out: [UInt8] = []
         do {
@@ -280,8 +282,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     }
 
     public func close() {
-        guard !closed else { return }
-        closed = true
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         underlying.close()
     }
 }

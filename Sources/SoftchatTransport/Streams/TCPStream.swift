@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -9,7 +10,8 @@ import Darwin
 public final class TCPStream: ByteStream, @unchecked Sendable {
     // @unchecked: one owner drives a stream at a time (the managed transport's loop).
     public let fd: Int32
-    private var closed = false
+    /// Set by the first close(), which may come from another thread than a blocked read's.
+    private let closed = Atomic(false)
 
     public init(fd: Int32) {
         self.fd = fd
@@ -20,7 +22,13 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         #endif
     }
 
-    deinit { close() }
+    deinit {
+        close()
+        // The descriptor is released only here, when no thread can still be inside read or
+        // write: closing it in close() would let a blocked reader on another thread poll a
+        // descriptor number the process may already have reused.
+        posixClose(fd)
+    }
 
     /// Connects to `host:port`, trying each resolved address until one answers within the timeout.
     public static func connect(host: String, port: Int, timeoutMilliseconds: Int32) throws(TransportError) -> TCPStream {
@@ -71,7 +79,7 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
     }
 
     public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
-        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         while true {
             let n = recv(fd, buffer.baseAddress, buffer.count, 0)
             if n >= 0 { return n }
@@ -87,7 +95,7 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
-        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         var offset = 0
         while offset < bytes.count {
             #if canImport(Glibc)
@@ -114,15 +122,15 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         return poll(&p, 1, 0) > 0
     }
 
+    /// Shuts the connection down (a read blocked on another thread returns at once); the
+    /// descriptor itself is released when the stream is.
     public func close() {
-        guard !closed else { return }
-        closed = true
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         #if canImport(Glibc)
         shutdown(fd, Int32(SHUT_RDWR))
         #else
         shutdown(fd, SHUT_RDWR)
         #endif
-        posixClose(fd)
     }
 }
 

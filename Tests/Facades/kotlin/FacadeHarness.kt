@@ -4,7 +4,7 @@
 // actions, delivery decisions and error codes; then checks the public names (Names.kt).
 // Stand-ins: Socket (records text frames), Logger, the database (a SQLite SoftchatAccount in a
 // temporary folder), execute/executeRecovery (record actions) and correlatedRelayResults.
-import softchat.*
+import org.softchat.*
 import java.io.File
 import kotlin.reflect.KVisibility
 import kotlin.reflect.full.companionObject
@@ -248,14 +248,14 @@ fun main() {
     if (Report.failed > 0) System.exit(1)
 }
 
-/** The public names of the compiled facade (package softchat, from the facade jar) against the schema. */
+/** The public names of the compiled facade (package org.softchat, from the facade jar) against the schema. */
 fun checkNames() {
     val jar = java.util.jar.JarFile(System.getProperty("softchat.facadeJar"))
     val names = sortedSetOf<String>()
     val dataMembers = setOf("copy", "equals", "hashCode", "toString")
     for (entry in jar.entries()) {
         val path = entry.name
-        if (!path.startsWith("softchat/") || !path.endsWith(".class") || path.count { it == '/' } != 1 || '$' in path) continue
+        if (!path.startsWith("org/softchat/") || !path.endsWith(".class") || path.count { it == '/' } != 2 || '$' in path) continue
         val cls = Class.forName(path.removeSuffix(".class").replace('/', '.'))
         if (cls.simpleName.endsWith("Kt")) {
             // File facades: public top-level functions (SoftchatApi.kt only declares public API).

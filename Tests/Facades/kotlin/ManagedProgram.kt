@@ -8,7 +8,7 @@
 // waits for DOWN (the relay is killed); it enqueues the rest, prints QUEUED and waits for UP (the
 // relay is back); then it prints one line of JSON with what it saw, and exits 0 only if every check
 // held. Environment: SOFTCHAT_RELAY (ws URL), SOFTCHAT_WORK (a fresh directory), SOFTCHAT_TAG.
-import softchat.*
+import org.softchat.*
 import java.util.concurrent.ConcurrentLinkedQueue
 import java.util.concurrent.atomic.AtomicInteger
 

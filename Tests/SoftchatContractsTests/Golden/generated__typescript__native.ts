@@ -61,6 +61,73 @@ export function wrap<T extends object>(cls: { prototype: T }, handle: unknown): 
   return o;
 }
 
+/** A handle returned with callbacks: its channels, read by its AsyncIterable methods. */
+export function wrapStreams<T extends object>(cls: { prototype: T }, handle: unknown, streams: Record<string, unknown>): T {
+  const o = wrap(cls, handle) as T & { streams: Record<string, unknown> };
+  o.streams = streams;
+  return o;
+}
+
+/**
+ * The updates of one native callback. The addon calls `sink` on the JS thread, in order, with
+ * each update's JSON and finally with null. Until the first iterator exists updates are kept,
+ * so nothing is lost between start and the first `for await`; each iterator then gets every
+ * later update. An iterator ends after the final null.
+ */
+export class UpdateChannel<T> {
+  private readonly early: T[] = [];
+  private readonly readers = new Set<{ queue: T[]; wake: (() => void) | null }>();
+  private attached = false;
+  private ended = false;
+
+  constructor(private readonly decode: (value: unknown) => T) {}
+
+  readonly sink = (json: string | null): void => {
+    if (json === null) {
+      this.ended = true;
+      for (const r of this.readers) r.wake?.();
+      return;
+    }
+    const value = this.decode(JSON.parse(json));
+    if (!this.attached) {
+      this.early.push(value);
+      return;
+    }
+    for (const r of this.readers) {
+      r.queue.push(value);
+      r.wake?.();
+    }
+  };
+
+  iterate(): AsyncIterable<T> {
+    const reader = { queue: this.attached ? [] : this.early.splice(0), wake: null as (() => void) | null };
+    this.attached = true;
+    this.readers.add(reader);
+    const channel = this;
+    return {
+      [Symbol.asyncIterator](): AsyncIterator<T> {
+        return {
+          async next(): Promise<IteratorResult<T>> {
+            while (reader.queue.length === 0) {
+              if (channel.ended) {
+                channel.readers.delete(reader);
+                return { done: true, value: undefined };
+              }
+              await new Promise<void>((resolve) => { reader.wake = resolve; });
+              reader.wake = null;
+            }
+            return { done: false, value: reader.queue.shift() as T };
+          },
+          async return(): Promise<IteratorResult<T>> {
+            channel.readers.delete(reader);
+            return { done: true, value: undefined };
+          },
+        };
+      },
+    };
+  }
+}
+
 /** A view (`account.incoming`) over its owner's handle. */
 export function wrapView<T extends object>(cls: { prototype: T }, owner: unknown): T {
   const o = Object.create(cls.prototype) as T & { owner: unknown };

@@ -49,11 +49,69 @@ static int get_text(napi_env env, napi_value value, char **out) {
     return 1;
 }
 
+
+/* Runs on the JS thread for each update the library's delivery thread queued: calls the JS
+ * function with the update's JSON, or with null for the final call. */
+static void callback_call_js(napi_env env, napi_value js_callback, void *context, void *data) {
+    (void)context;
+    if (env == NULL) {
+        free(data);
+        return;
+    }
+    napi_value argument, receiver;
+    if (data != NULL) {
+        napi_create_string_utf8(env, (const char *)data, NAPI_AUTO_LENGTH, &argument);
+        free(data);
+    } else {
+        napi_get_null(env, &argument);
+    }
+    napi_get_undefined(env, &receiver);
+    napi_call_function(env, receiver, js_callback, 1, &argument, NULL);
+}
+
+/* The C callback the library calls (on its delivery thread): queues a copy of the JSON for the
+ * JS thread without blocking (the queue is unbounded); the final call (NULL) lets the JS
+ * function go once everything queued before it has run. */
+static void callback_trampoline(void *context, const char *json) {
+    napi_threadsafe_function fn = (napi_threadsafe_function)context;
+    char *copy = json != NULL ? strdup(json) : NULL;
+    napi_call_threadsafe_function(fn, copy, napi_tsfn_nonblocking);
+    if (json == NULL) napi_release_threadsafe_function(fn, napi_tsfn_release);
+}
+
+/* A JS function (or null) as a thread-safe function the library's thread can call; it keeps
+ * the event loop alive until the final call. */
+static int get_callback(napi_env env, napi_value value, const char *name, napi_threadsafe_function *out) {
+    napi_valuetype type;
+    napi_typeof(env, value, &type);
+    *out = NULL;
+    if (type == napi_null || type == napi_undefined) return 1;
+    if (type != napi_function) return 0;
+    napi_value resource_name;
+    napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource_name);
+    return napi_create_threadsafe_function(env, value, NULL, resource_name, 0, 1, NULL, NULL, NULL, callback_call_js, out) == napi_ok;
+}
+
+static void release_callback(napi_threadsafe_function fn) {
+    if (fn != NULL) napi_release_threadsafe_function(fn, napi_tsfn_release);
+}
+
 static int get_handle(napi_env env, napi_value value, void **out) {
     napi_valuetype type;
     napi_typeof(env, value, &type);
     if (type != napi_external) return 0;
     return napi_get_value_external(env, value, out) == napi_ok;
+}
+
+/* A handle that may be absent: null and undefined become NULL. */
+static int get_optional_handle(napi_env env, napi_value value, void **out) {
+    napi_valuetype type;
+    napi_typeof(env, value, &type);
+    if (type == napi_null || type == napi_undefined) {
+        *out = NULL;
+        return 1;
+    }
+    return get_handle(env, value, out);
 }
 
 /* A handle as an external; the garbage collector calls the handle's free function. */
@@ -123,9 +181,9 @@ static napi_value js_softchat_echoer_echo_text(napi_env env, napi_callback_info 
     softchat_echoer *a0 = NULL;
     if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_echoer_echo_text: argument echoer must be a Softchat handle"); }
     char *a1 = NULL;
-    if (!get_text(env, argv[1], &a1)) return throw_type_error(env, "softchat_echoer_echo_text: argument text must be a string or null");
+    if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_echoer_echo_text: argument text must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) return throw_type_error(env, "softchat_echoer_echo_text: argument max must be a string or null");
+    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_echoer_echo_text: argument max must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_echoer_echo_text(a0, a1, a2, &error);
     free(a1);
@@ -153,7 +211,7 @@ static napi_value js_softchat_echoer_from_json(napi_env env, napi_callback_info 
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_echoer_from_json takes 1 arguments");
     char *a0 = NULL;
-    if (!get_text(env, argv[0], &a0)) return throw_type_error(env, "softchat_echoer_from_json: argument json must be a string or null");
+    if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_echoer_from_json: argument json must be a string or null"); }
     softchat_error *error = NULL;
     softchat_echoer *result = softchat_echoer_from_json(a0, &error);
     free(a0);
@@ -169,7 +227,7 @@ static napi_value js_softchat_echoer_last_event(napi_env env, napi_callback_info
     softchat_echoer *a0 = NULL;
     if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_echoer_last_event: argument echoer must be a Softchat handle"); }
     char *a1 = NULL;
-    if (!get_text(env, argv[1], &a1)) return throw_type_error(env, "softchat_echoer_last_event: argument echo_id must be a string or null");
+    if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_echoer_last_event: argument echo_id must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_echoer_last_event(a0, a1, &error);
     free(a1);
@@ -183,7 +241,7 @@ static napi_value js_softchat_make_echoer(napi_env env, napi_callback_info info)
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_make_echoer takes 1 arguments");
     char *a0 = NULL;
-    if (!get_text(env, argv[0], &a0)) return throw_type_error(env, "softchat_make_echoer: argument relay_url must be a string or null");
+    if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_make_echoer: argument relay_url must be a string or null"); }
     softchat_error *error = NULL;
     softchat_echoer *result = softchat_make_echoer(a0, &error);
     free(a0);
