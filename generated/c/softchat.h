@@ -76,12 +76,14 @@ typedef struct softchat_account softchat_account;
 typedef struct softchat_managed_transport softchat_managed_transport;
 
 /**
- * Receives a managed transport's state changes. Called with the context given beside it and one
- * ManagedTransportStateChange as JSON (valid only during the call), on the library's delivery
- * thread, one call at a time and in order, never while the library holds a lock; stop (or free) on
- * the handle delivers what was queued, then calls it once with json NULL (the end: the host may
- * let the context go) before it returns; after that it is not called again. A NULL function means
- * no calls.
+ * Receives a managed transport's state changes. In Kotlin, callbackFlow {
+ * startManagedTransport(context, states = { trySend(it) }).also { t -> awaitClose { t.close() } }
+ * } adapts it to a coroutine Flow (docs/guides/android-and-typescript.md). Called with the context
+ * given beside it and one ManagedTransportStateChange as JSON (valid only during the call), on the
+ * library's delivery thread, one call at a time and in order, never while the library holds a
+ * lock; stop (or free) on the handle delivers what was queued, then calls it once with json NULL
+ * (the end: the host may let the context go) before it returns; after that it is not called again.
+ * A NULL function means no calls.
  */
 typedef void (*softchat_managed_transport_state_listener)(void *context, const char *json);
 

@@ -1153,7 +1153,11 @@ export interface ManagedTransportActivityConnectionFailed {
   readonly message: string;
 }
 
-/** Receives a managed transport's state changes. */
+/**
+ * Receives a managed transport's state changes. In Kotlin, callbackFlow {
+ * startManagedTransport(context, states = { trySend(it) }).also { t -> awaitClose { t.close() } }
+ * } adapts it to a coroutine Flow (docs/guides/android-and-typescript.md).
+ */
 export type ManagedTransportStateListener = AsyncIterable<ManagedTransportStateChange>;
 
 /**
@@ -1227,7 +1231,7 @@ export class ManagedTransport {
    * done; idempotent. Called from a listener, it does not wait for the updates queued behind the
    * current one.
    */
-  stop(): void { call("ManagedTransport.stop", () => native().softchat_managed_transport_stop(this.handle)); }
+  async stop(): Promise<void> { call("ManagedTransport.stop", () => native().softchat_managed_transport_stop(this.handle)); }
 
   /** stop(), for use/Closeable and explicit resource management. */
   close(): void { call("ManagedTransport.close", () => native().softchat_managed_transport_close(this.handle)); }

@@ -1126,7 +1126,11 @@ sealed class ManagedTransportActivity {
     }
 }
 
-/** Receives a managed transport's state changes. */
+/**
+ * Receives a managed transport's state changes. In Kotlin, callbackFlow {
+ * startManagedTransport(context, states = { trySend(it) }).also { t -> awaitClose { t.close() } }
+ * } adapts it to a coroutine Flow (docs/guides/android-and-typescript.md).
+ */
 typealias ManagedTransportStateListener = (ManagedTransportStateChange) -> Unit
 
 /**
