@@ -271,6 +271,26 @@ final class ClientFrameReader {
         #expect(f.driver.statistics.connectionsOpen == 0)
     }
 
+    /// A stop() from another thread right after the handler's own stop returns only once the
+    /// thread has ended: every connection closed and the statistics say so. (It used to return
+    /// at once, because the handler's stop had detached the thread; CI caught the window.)
+    @Test func aStopAfterTheHandlersStopWaitsForTheThreadsEnd() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        for _ in 0..<10 {
+            let f = DriverFixture()
+            try f.openAndWait(3, relay.url)
+            let requested = DispatchSemaphore(value: 0)
+            f.probe.run(on: f.driver) { driver in
+                driver.stop()
+                requested.signal()
+            }
+            requested.wait()  // the handler's stop has detached the thread; its round is not over
+            f.driver.stop()
+            #expect(f.driver.statistics.connectionsOpen == 0)
+        }
+    }
+
     /// The handler's deadline is honored: the thread wakes for it and nothing else.
     @Test func theHandlersDeadlineWakesTheThread() throws {
         final class Ticker: IODriverHandler, @unchecked Sendable {

@@ -36,6 +36,9 @@ public final class IODriver: @unchecked Sendable {
     private var stopRequested = false
     /// The thread was joined (or detached): `stop()` has nothing left to wait for.
     private var joined = false
+    /// Signalled once when the thread has finished (every connection closed, statistics
+    /// published), for a stop() from another thread after the handler's own stop detached it.
+    private let ended = DispatchSemaphore(value: 0)
     private var thread: pthread_t?
     private var wakePending = false
     private var serviceRequested = false
@@ -149,7 +152,12 @@ public final class IODriver: @unchecked Sendable {
         }
         signal(service: false)
         stopLock.with {
-            guard !lock.with({ joined }) else { return }
+            guard !lock.with({ joined }) else {
+                // Detached by the handler's stop: nobody joins it, so wait for its end instead.
+                ended.wait()
+                ended.signal()
+                return
+            }
             pthread_join(tid, nil)
             lock.with { joined = true }
         }
@@ -388,6 +396,7 @@ public final class IODriver: @unchecked Sendable {
         dirty = []
         handler = nil
         publish()
+        ended.signal()
     }
 
     private func setThreadName() {
