@@ -76,7 +76,7 @@ public struct NodeAddonRenderer {
             var callArgs: [String] = []
             for (i, a) in jsArgs.enumerated() {
                 if callbackNames.contains(a.name) {
-                    w.line("napi_threadsafe_function t\(i) = NULL;")
+                    w.line("callback_context *t\(i) = NULL;")
                     w.line("if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) { \(cleanup.joined())return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a function or null"))); }")
                     cleanup.append("release_callback(t\(i)); ")
                     callArgs += ["t\(i) != NULL ? callback_trampoline : NULL", "(void *)t\(i)"]
@@ -186,31 +186,61 @@ static void callback_call_js(napi_env env, napi_value js_callback, void *context
     napi_call_function(env, receiver, js_callback, 1, &argument, NULL);
 }
 
+/* What the library's callback context points at: the thread-safe function, and whether Node
+ * said it is closing (the environment is being torn down). Only the library's delivery thread,
+ * one call at a time, reads or writes it after creation; the final call frees it. */
+typedef struct callback_context {
+    napi_threadsafe_function fn;
+    int closing;
+} callback_context;
+
 /* The C callback the library calls (on its delivery thread): queues a copy of the JSON for the
  * JS thread without blocking (the queue is unbounded); the final call (NULL) lets the JS
- * function go once everything queued before it has run. */
+ * function go once everything queued before it has run. Once Node reports the function
+ * closing, nothing more is queued. */
 static void callback_trampoline(void *context, const char *json) {
-    napi_threadsafe_function fn = (napi_threadsafe_function)context;
-    char *copy = json != NULL ? strdup(json) : NULL;
-    napi_call_threadsafe_function(fn, copy, napi_tsfn_nonblocking);
-    if (json == NULL) napi_release_threadsafe_function(fn, napi_tsfn_release);
+    callback_context *c = (callback_context *)context;
+    if (json == NULL) {
+        if (!c->closing && napi_call_threadsafe_function(c->fn, NULL, napi_tsfn_nonblocking) == napi_ok) {
+            napi_release_threadsafe_function(c->fn, napi_tsfn_release);
+        }
+        free(c);
+        return;
+    }
+    if (c->closing) return;
+    char *copy = strdup(json);
+    if (copy == NULL) return;
+    if (napi_call_threadsafe_function(c->fn, copy, napi_tsfn_nonblocking) != napi_ok) {
+        free(copy);
+        c->closing = 1;
+    }
 }
 
 /* A JS function (or null) as a thread-safe function the library's thread can call; it keeps
  * the event loop alive until the final call. */
-static int get_callback(napi_env env, napi_value value, const char *name, napi_threadsafe_function *out) {
+static int get_callback(napi_env env, napi_value value, const char *name, callback_context **out) {
     napi_valuetype type;
     napi_typeof(env, value, &type);
     *out = NULL;
     if (type == napi_null || type == napi_undefined) return 1;
     if (type != napi_function) return 0;
+    callback_context *c = calloc(1, sizeof(callback_context));
+    if (c == NULL) return 0;
     napi_value resource_name;
     napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource_name);
-    return napi_create_threadsafe_function(env, value, NULL, resource_name, 0, 1, NULL, NULL, NULL, callback_call_js, out) == napi_ok;
+    if (napi_create_threadsafe_function(env, value, NULL, resource_name, 0, 1, NULL, NULL, NULL, callback_call_js, &c->fn) != napi_ok) {
+        free(c);
+        return 0;
+    }
+    *out = c;
+    return 1;
 }
 
-static void release_callback(napi_threadsafe_function fn) {
-    if (fn != NULL) napi_release_threadsafe_function(fn, napi_tsfn_release);
+/* A callback of a call that failed: nothing will call it, so its JS function is let go. */
+static void release_callback(callback_context *c) {
+    if (c == NULL) return;
+    napi_release_threadsafe_function(c->fn, napi_tsfn_release);
+    free(c);
 }
 
 static int get_handle(napi_env env, napi_value value, void **out) {

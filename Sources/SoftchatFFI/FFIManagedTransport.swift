@@ -105,7 +105,11 @@ final class ManagedTransportHandle: Sendable {
     }
     private let states: FFICallback<ManagedTransportStateChange>?
     private let events: FFICallback<ManagedTransportActivity>?
-    private static let onDelivery = DispatchSpecificKey<Bool>()
+    /// Which handle's delivery queue the current thread runs (each handle has its own token),
+    /// so a callback of one transport that stops another still waits for that one's queue.
+    private static let onDelivery = DispatchSpecificKey<UInt64>()
+    private static let tokens = Atomic<UInt64>(0)
+    private let token: UInt64
 
     init(account: SoftchatAccount, context: ManagedTransportContextFFI, identity: SoftchatIdentity?,
          states: FFICallback<ManagedTransportStateChange>?, events: FFICallback<ManagedTransportActivity>?) throws(SoftchatError)
@@ -123,7 +127,9 @@ final class ManagedTransportHandle: Sendable {
         self.states = states
         self.events = events
         let delivery = DispatchQueue(label: "softchat.ffi.delivery")
-        delivery.setSpecific(key: Self.onDelivery, value: true)
+        let token = Self.tokens.add(1, ordering: .relaxed).newValue
+        self.token = token
+        delivery.setSpecific(key: Self.onDelivery, value: token)
         self.delivery = delivery
         let closed = self.closed
         // Called on the I/O thread: translate, and queue for the host; never call it here.
@@ -193,7 +199,7 @@ final class ManagedTransportHandle: Sendable {
                 events?.end()
             }
         }
-        if DispatchQueue.getSpecific(key: Self.onDelivery) != true { delivery.sync {} }
+        if DispatchQueue.getSpecific(key: Self.onDelivery) != token { delivery.sync {} }
     }
 
     func close() { stop() }

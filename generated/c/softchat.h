@@ -438,9 +438,11 @@ void softchat_managed_transport_drop_connection(softchat_managed_transport *tran
 
 /**
  * ManagedTransport.stop(). Stops the transport: cancels every session, closes every socket,
- * releases every lease, and delivers the updates queued before it (the last is the overall stopped
- * state). Blocks until done; idempotent. Called from a listener, it does not wait for the updates
- * queued behind the current one.
+ * releases every lease, and hands each listener the updates queued before it (the last is the
+ * overall stopped state), then its end. Idempotent. Called from a listener, it does not wait for
+ * the updates queued behind the current one. In TypeScript the returned promise resolves once
+ * stopped; the iterators end right after, when those last updates have reached the event loop:
+ * await the iterators to see every update.
  */
 void softchat_managed_transport_stop(softchat_managed_transport *transport, softchat_error **error);
 

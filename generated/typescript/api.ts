@@ -1226,10 +1226,12 @@ export class ManagedTransport {
   dropConnection(relayUrl?: string | null): void { call("ManagedTransport.dropConnection", () => native().softchat_managed_transport_drop_connection(this.handle, encode((relayUrl ?? null)))); }
 
   /**
-   * Stops the transport: cancels every session, closes every socket, releases every lease, and
-   * delivers the updates queued before it (the last is the overall stopped state). Blocks until
-   * done; idempotent. Called from a listener, it does not wait for the updates queued behind the
-   * current one.
+   * Stops the transport: cancels every session, closes every socket, releases every lease, and hands
+   * each listener the updates queued before it (the last is the overall stopped state), then its
+   * end. Idempotent. Called from a listener, it does not wait for the updates queued behind the
+   * current one. In TypeScript the returned promise resolves once stopped; the iterators end right
+   * after, when those last updates have reached the event loop: await the iterators to see every
+   * update.
    */
   async stop(): Promise<void> { call("ManagedTransport.stop", () => native().softchat_managed_transport_stop(this.handle)); }
 

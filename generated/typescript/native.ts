@@ -65,16 +65,23 @@ export function wrap<T extends object>(cls: { prototype: T }, handle: unknown): 
 export function wrapStreams<T extends object>(cls: { prototype: T }, handle: unknown, streams: Record<string, unknown>): T {
   const o = wrap(cls, handle) as T & { streams: Record<string, unknown> };
   o.streams = streams;
+  for (const channel of Object.values(streams)) (channel as { owner: unknown }).owner = o;
   return o;
 }
 
 /**
  * The updates of one native callback. The addon calls `sink` on the JS thread, in order, with
- * each update's JSON and finally with null. Until the first iterator exists updates are kept,
- * so nothing is lost between start and the first `for await`; each iterator then gets every
- * later update. An iterator ends after the final null.
+ * each update's JSON and finally with null. Until the first iterator exists the newest
+ * `earlyLimit` updates are kept, so nothing is lost between start and the first `for await`;
+ * each iterator then gets every later update. An iterator ends after the final null. The
+ * channel keeps its handle alive until then, so a transport read only through its iterators is
+ * not collected (and stopped) while it runs.
  */
 export class UpdateChannel<T> {
+  /** Updates kept before the first iterator exists (the newest ones; the account holds the rest). */
+  static readonly earlyLimit = 10_000;
+  /** The handle the channel belongs to: kept alive while updates may still come. */
+  owner: unknown = null;
   private readonly early: T[] = [];
   private readonly readers = new Set<{ queue: T[]; wake: (() => void) | null }>();
   private attached = false;
@@ -85,11 +92,13 @@ export class UpdateChannel<T> {
   readonly sink = (json: string | null): void => {
     if (json === null) {
       this.ended = true;
+      this.owner = null;
       for (const r of this.readers) r.wake?.();
       return;
     }
     const value = this.decode(JSON.parse(json));
     if (!this.attached) {
+      if (this.early.length === UpdateChannel.earlyLimit) this.early.shift();
       this.early.push(value);
       return;
     }

@@ -42,19 +42,25 @@ extension SoftchatAccount {
             throw .invalidRelayFilter("queryEvents: the cursor's id must be 64 lowercase hex characters")
         }
         let filters = try SessionFilters.parse(filtersJSON)
-        // Events at the cursor's own second that sort at or before it were served already.
-        var served = 0
-        if let before {
-            let atSecond = try filters.map { f throws(SoftchatError) in try Self.paged(f, since: before.createdAt, until: before.createdAt, limit: nil) }
-            served = try events(matching: atSecond, now: now).filter { $0.id <= before.id }.count
+        let atSecond = try before.map { b throws(SoftchatError) in
+            try filters.map { f throws(SoftchatError) in try Self.paged(f, since: b.createdAt, until: b.createdAt, limit: nil) }
         }
-        let want = limit + served + 1
-        let candidates = try filters.map { f throws(SoftchatError) in try Self.paged(f, since: nil, until: before?.createdAt, limit: want) }
-        var found = try events(matching: candidates, limit: want, now: now)
-        if let before { found.removeAll { $0.createdAt == before.createdAt && $0.id <= before.id } }
-        let more = found.count > limit
-        if more { found.removeLast(found.count - limit) }
-        return EventPage(events: found, next: more ? found.last.map { EventCursor(createdAt: $0.createdAt, id: $0.id) } : nil)
+        // Both reads in one snapshot: an event committed between them (at the cursor's second,
+        // sorting before it) would otherwise end the walk early.
+        return try store.snapshot("queryEvents") { db in
+            // Events at the cursor's own second that sort at or before it were served already.
+            var served = 0
+            if let before, let atSecond {
+                served = try Self.events(db, matching: atSecond, limit: nil, now: now).filter { $0.id <= before.id }.count
+            }
+            let want = limit + served + 1
+            let candidates = try filters.map { f throws(SoftchatError) in try Self.paged(f, since: nil, until: before?.createdAt, limit: want) }
+            var found = try Self.events(db, matching: candidates, limit: want, now: now)
+            if let before { found.removeAll { $0.createdAt == before.createdAt && $0.id <= before.id } }
+            let more = found.count > limit
+            if more { found.removeLast(found.count - limit) }
+            return EventPage(events: found, next: more ? found.last.map { EventCursor(createdAt: $0.createdAt, id: $0.id) } : nil)
+        }
     }
 
     /// `filter` with its limit replaced and its time range narrowed (never widened).

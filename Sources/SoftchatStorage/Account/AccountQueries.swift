@@ -8,16 +8,18 @@ extension SoftchatAccount {
     /// SQL narrows candidates over the indexes; `RelayFilter.matches` decides, so results equal
     /// the filter semantics exactly.
     public func events(matching filters: [RelayFilter], limit: Int? = nil, now: Int64) throws(SoftchatError) -> [VerifiedEvent] {
-        try store.read("events(matching:)") { db in
-            var byID: [String: VerifiedEvent] = [:]
-            for filter in filters {
-                for event in try Self.query(db, filter, now: now) { byID[event.id] = event }
-            }
-            var all = Array(byID.values)
-            all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
-            if let limit, all.count > limit { all.removeLast(all.count - limit) }
-            return all
+        try store.read("events(matching:)") { db in try Self.events(db, matching: filters, limit: limit, now: now) }
+    }
+
+    static func events(_ db: SQLiteConnection, matching filters: [RelayFilter], limit: Int?, now: Int64) throws -> [VerifiedEvent] {
+        var byID: [String: VerifiedEvent] = [:]
+        for filter in filters {
+            for event in try query(db, filter, now: now) { byID[event.id] = event }
         }
+        var all = Array(byID.values)
+        all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+        if let limit, all.count > limit { all.removeLast(all.count - limit) }
+        return all
     }
 
     static func query(_ db: SQLiteConnection, _ filter: RelayFilter, now: Int64) throws -> [VerifiedEvent] {

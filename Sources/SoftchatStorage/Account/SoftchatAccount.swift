@@ -151,6 +151,16 @@ final class AccountStore: Sendable {
         return try result.get()
     }
 
+    /// Runs `body` on the reader connection inside one read transaction, so every statement
+    /// sees the same WAL snapshot.
+    func snapshot<R>(_ call: String, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
+        try read(call) { db in
+            try db.execute("BEGIN")
+            defer { db.resetStatements(); try? db.execute("COMMIT") }
+            return try body(db)
+        }
+    }
+
     /// Runs `body` on the reader connection (a consistent WAL snapshot per statement).
     func read<R>(_ call: String, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
         let result: Result<R, SoftchatError> = reader.with { db in

@@ -1,3 +1,4 @@
+import Synchronization
 import COpenSSL
 #if canImport(Glibc)
 import Glibc
@@ -21,7 +22,8 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     private let tcp: TCPStream
     private let ctx: OpaquePointer
     private let ssl: OpaquePointer
-    private var closed = false
+    /// Set by the first close(), which may come from another thread than a blocked read's.
+    private let closed = Atomic(false)
 
     /// Client side: handshakes with `host` and verifies its certificate.
     public init(client tcp: TCPStream, host: String, options: TLSOptions, timeoutMilliseconds: Int32) throws(TransportError) {
@@ -152,7 +154,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     }
 
     public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
-        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         while true {
             var n = 0
             let rc = withoutSIGPIPE { SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n) }
@@ -174,7 +176,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
-        guard !closed else { throw TransportError(.closed, "the connection is closed") }
+        guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         var offset = 0
         while offset < bytes.count {
             var n = 0
@@ -196,8 +198,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     public func hasBufferedInput() -> Bool { SSL_pending(ssl) > 0 || tcp.hasBufferedInput() }
 
     public func close() {
-        guard !closed else { return }
-        closed = true
+        guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         _ = withoutSIGPIPE { SSL_shutdown(ssl) }
         tcp.close()
     }

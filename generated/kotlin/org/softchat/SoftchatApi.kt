@@ -1174,10 +1174,12 @@ class ManagedTransport internal constructor(internal val handle: Pointer, retain
     fun dropConnection(relayUrl: String? = null): Unit = SoftchatNative.call("ManagedTransport.dropConnection") { e -> SoftchatNative.lib.softchat_managed_transport_drop_connection(handle, SoftchatJson.write(relayUrl), e) }
 
     /**
-     * Stops the transport: cancels every session, closes every socket, releases every lease, and
-     * delivers the updates queued before it (the last is the overall stopped state). Blocks until
-     * done; idempotent. Called from a listener, it does not wait for the updates queued behind the
-     * current one.
+     * Stops the transport: cancels every session, closes every socket, releases every lease, and hands
+     * each listener the updates queued before it (the last is the overall stopped state), then its
+     * end. Idempotent. Called from a listener, it does not wait for the updates queued behind the
+     * current one. In TypeScript the returned promise resolves once stopped; the iterators end right
+     * after, when those last updates have reached the event loop: await the iterators to see every
+     * update.
      */
     fun stop(): Unit = SoftchatNative.call("ManagedTransport.stop") { e -> SoftchatNative.lib.softchat_managed_transport_stop(handle, e) }
 
