@@ -72,24 +72,35 @@ public struct NodeAddonRenderer {
             } else {
                 w.line("(void)argc;")
             }
-            var cleanup: [String] = []
+            // What the function owns once an argument is decoded: freed on every way out.
+            enum Owned {
+                case text(String), callback(String)
+                var release: String {
+                    switch self {
+                    case .text(let v): "free(\(v)); "
+                    case .callback(let v): "release_callback(\(v)); "
+                    }
+                }
+            }
+            var owned: [Owned] = []
+            var cleanup: String { owned.map(\.release).joined() }
             var callArgs: [String] = []
             for (i, a) in jsArgs.enumerated() {
                 if callbackNames.contains(a.name) {
                     w.line("callback_context *t\(i) = NULL;")
-                    w.line("if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) { \(cleanup.joined())return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a function or null"))); }")
-                    cleanup.append("release_callback(t\(i)); ")
+                    w.line("if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a function or null"))); }")
+                    owned.append(.callback("t\(i)"))
                     callArgs += ["t\(i) != NULL ? callback_trampoline : NULL", "(void *)t\(i)"]
                 } else if a.type.hasPrefix("const char") {
                     w.line("char *a\(i) = NULL;")
-                    w.line("if (!get_text(env, argv[\(i)], &a\(i))) { \(cleanup.joined())return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a string or null"))); }")
-                    cleanup.append("free(a\(i)); ")
+                    w.line("if (!get_text(env, argv[\(i)], &a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a string or null"))); }")
+                    owned.append(.text("a\(i)"))
                     callArgs.append("a\(i)")
                 } else {
                     let type = a.type.replacingOccurrences(of: " *", with: "")
                     let getter = optionalHandles.contains(a.name) ? "get_optional_handle" : "get_handle"
                     w.line("\(type) *a\(i) = NULL;")
-                    w.line("if (!\(getter)(env, argv[\(i)], (void **)&a\(i))) { \(cleanup.joined())return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandles.contains(a.name) ? " or null" : "")"))); }")
+                    w.line("if (!\(getter)(env, argv[\(i)], (void **)&a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandles.contains(a.name) ? " or null" : "")"))); }")
                     callArgs.append("a\(i)")
                 }
             }
@@ -104,9 +115,8 @@ public struct NodeAddonRenderer {
             } else {
                 w.line("\(call);")
             }
-            let strings = cleanup.filter { $0.hasPrefix("free(") }
-            for s in strings { w.line(String(s.dropLast())) }
-            let callbacks = cleanup.filter { $0.hasPrefix("release_callback(") }
+            for case .text(let v) in owned { w.line("free(\(v));") }
+            let callbacks = owned.filter { if case .callback = $0 { true } else { false } }.map(\.release)
             if callbacks.isEmpty {
                 w.line("if (error != NULL) return throw_softchat_error(env, error);")
             } else {
