@@ -54,44 +54,16 @@ struct ProxyFrame {
 
     /// The frame starting at `start`, nil while it is incomplete.
     static func parse(_ b: [UInt8], at start: Int) -> ProxyFrame? {
-        let available = b.count - start
-        guard available >= 2 else { return nil }
-        let b1 = b[start + 1]
-        var length = Int(b1 & 0x7F)
-        var header = 2
-        if length == 126 {
-            guard available >= 4 else { return nil }
-            length = Int(b[start + 2]) << 8 | Int(b[start + 3])
-            header = 4
-        } else if length == 127 {
-            guard available >= 10 else { return nil }
-            length = 0
-            for i in 2..<10 { length = length << 8 | Int(b[start + i]) }
-            header = 10
-        }
-        var key: [UInt8]?
-        if b1 & 0x80 != 0 {
-            guard available >= header + 4 else { return nil }
-            key = Array(b[(start + header)..<(start + header + 4)])
-            header += 4
-        }
-        guard available >= header + length else { return nil }
-        return ProxyFrame(fin: b[start] & 0x80 != 0, opcode: b[start] & 0x0F, maskKey: key, headerLength: header, payloadLength: length)
+        guard let h = WebSocketFrameHeader.parse(b, at: start) else { return nil }
+        let length = Int(clamping: h.payloadLength)
+        guard b.count - start >= h.length + length else { return nil }
+        let key = h.masked ? Array(b[(start + h.lengthFieldEnd)..<(start + h.length)]) : nil
+        return ProxyFrame(fin: h.fin, opcode: h.opcode, maskKey: key, headerLength: h.length, payloadLength: length)
     }
 
     /// An unmasked (server-to-client) frame.
     static func serverFrame(opcode: UInt8, fin: Bool, _ payload: ArraySlice<UInt8>) -> [UInt8] {
-        var out: [UInt8] = [(fin ? 0x80 : 0) | opcode]
-        if payload.count < 126 {
-            out.append(UInt8(payload.count))
-        } else if payload.count <= 0xFFFF {
-            out += [126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
-        } else {
-            out.append(127)
-            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((payload.count >> shift) & 0xFF)) }
-        }
-        out += payload
-        return out
+        WebSocketFrameHeader.bytes(fin: fin, opcode: opcode, masked: false, payloadLength: payload.count) + payload
     }
 }
 

@@ -146,19 +146,10 @@ struct WebSocketCodec {
         let masked = b1 & 0x80 != 0
         if role == .client && masked { throw fail(1002, "the server masked a frame") }
         if role == .server && !masked { throw fail(1002, "the client sent an unmasked frame") }
-        var length = UInt64(b1 & 0x7F)
-        var headerLength = 2
-        if length == 126 {
-            guard available >= 4 else { return nil }
-            length = UInt64(buffer[start + 2]) << 8 | UInt64(buffer[start + 3])
-            headerLength = 4
-        } else if length == 127 {
-            guard available >= 10 else { return nil }
-            length = 0
-            for k in 2..<10 { length = length << 8 | UInt64(buffer[start + k]) }
-            headerLength = 10
-            guard length >> 63 == 0 else { throw fail(1002, "frame length has its top bit set") }
-        }
+        guard let header = WebSocketFrameHeader.parse(buffer, at: start) else { return nil }
+        let length = header.payloadLength
+        let headerLength = header.lengthFieldEnd
+        guard length >> 63 == 0 else { throw fail(1002, "frame length has its top bit set") }
         let isControl = opcode.rawValue >= 0x8
         if isControl && (length > 125 || !fin) { throw fail(1002, "control frames must be unfragmented and at most 125 bytes") }
         // The size limit is enforced from the header, before the payload is read.
@@ -216,20 +207,8 @@ struct WebSocketCodec {
     /// One final frame with `payload`, masked with a fresh key when `role` is the client
     /// (RFC 6455 §5.3). The blocking `WebSocket` sends through it too.
     static func encode(_ opcode: Opcode, _ payload: UnsafeRawBufferPointer, role: Role) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(payload.count + 14)
-        out.append(0x80 | opcode.rawValue)
-        let maskBit: UInt8 = role == .client ? 0x80 : 0
-        if payload.count < 126 {
-            out.append(maskBit | UInt8(payload.count))
-        } else if payload.count <= 0xFFFF {
-            out.append(maskBit | 126)
-            out.append(UInt8(payload.count >> 8))
-            out.append(UInt8(payload.count & 0xFF))
-        } else {
-            out.append(maskBit | 127)
-            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((UInt64(payload.count) >> UInt64(shift)) & 0xFF)) }
-        }
+        var out = WebSocketFrameHeader.bytes(fin: true, opcode: opcode.rawValue, masked: role == .client, payloadLength: payload.count)
+        out.reserveCapacity(out.count + 4 + payload.count)
         guard role == .client else {
             out.append(contentsOf: payload)
             return out

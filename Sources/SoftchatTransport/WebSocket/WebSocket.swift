@@ -155,19 +155,12 @@ public final class WebSocket: @unchecked Sendable {
         let masked = b1 & 0x80 != 0
         if role == .client && masked { throw fail(1002, "the server masked a frame") }
         if role == .server && !masked { throw fail(1002, "the client sent an unmasked frame") }
-        var length = UInt64(b1 & 0x7F)
-        var headerLength = 2
-        if length == 126 {
-            try fill(4, timeoutMilliseconds: timeoutMilliseconds)
-            length = UInt64(buffer[start + 2]) << 8 | UInt64(buffer[start + 3])
-            headerLength = 4
-        } else if length == 127 {
-            try fill(10, timeoutMilliseconds: timeoutMilliseconds)
-            length = 0
-            for k in 2..<10 { length = length << 8 | UInt64(buffer[start + k]) }
-            headerLength = 10
-            guard length >> 63 == 0 else { throw fail(1002, "frame length has its top bit set") }
-        }
+        try fill(WebSocketFrameHeader.lengthFieldEnd(secondByte: b1), timeoutMilliseconds: timeoutMilliseconds)
+        // Cannot be nil: the whole length field is buffered.
+        let header = WebSocketFrameHeader.parse(buffer, at: start)!
+        let length = header.payloadLength
+        let headerLength = header.lengthFieldEnd
+        guard length >> 63 == 0 else { throw fail(1002, "frame length has its top bit set") }
         let isControl = opcode.rawValue >= 0x8
         if isControl && (length > 125 || !fin) { throw fail(1002, "control frames must be unfragmented and at most 125 bytes") }
         // The size limit is enforced from the header, before the payload is read.
