@@ -176,16 +176,25 @@ extension ClientRelayFrame: FFIEncodable {
         var sub: String? = nil
         var events: [VerifiedEvent] = []
         var filters: [RelayFilter] = []
+        var negentropy: String? = nil
         switch self {
         case .event(let e), .auth(let e): events = [e]
         case .req(let id, let f), .count(let id, let f):
             sub = id
             filters = f
-        case .close(let id): sub = id
+        case .close(let id), .negClose(let id): sub = id
         case .events(let e): events = e
+        case .negOpen(let id, let f, let m):
+            sub = id
+            filters = [f]
+            negentropy = Hex.encode(m)
+        case .negMessage(let id, let m):
+            sub = id
+            negentropy = Hex.encode(m)
         }
         return .object(JSONObject([
             "verb": .string(verb), "subscriptionId": sub.ffiJSON, "events": events.ffiJSON, "filters": filters.ffiJSON,
+            "negentropy": negentropy.ffiJSON,
         ]))
     }
 }
@@ -196,6 +205,7 @@ extension RelayResponseFrame: FFIEncodable, FFIDecodable {
         var o = JSONObject()
         var sub: String? = nil, event: VerifiedEvent? = nil, eventID: String? = nil, accepted: Bool? = nil
         var prefix: String? = nil, message: String? = nil, challenge: String? = nil, count: CountResult? = nil
+        var negentropy: String? = nil
         switch self {
         case .event(let s, let e):
             sub = s
@@ -217,6 +227,13 @@ extension RelayResponseFrame: FFIEncodable, FFIDecodable {
         case .count(let s, let r):
             sub = s
             count = r
+        case .negMessage(let s, let m):
+            sub = s
+            negentropy = Hex.encode(m)
+        case .negError(let s, let m):
+            sub = s
+            prefix = m.prefix
+            message = m.text
         }
         o.append("verb", .string(verb))
         o.append("subscriptionId", sub.ffiJSON)
@@ -227,6 +244,7 @@ extension RelayResponseFrame: FFIEncodable, FFIDecodable {
         o.append("message", message.ffiJSON)
         o.append("challenge", challenge.ffiJSON)
         o.append("count", count.ffiJSON)
+        o.append("negentropy", negentropy.ffiJSON)
         return .object(o)
     }
 
@@ -252,6 +270,10 @@ extension RelayResponseFrame: FFIEncodable, FFIDecodable {
         case "AUTH":
             let challenge: String? = try ffiField(o, "challenge", in: "RelayResponseFrame", code: code)
             elements += [.string(challenge ?? "")]
+        case "NEG-MSG":
+            let negentropy: String? = try ffiField(o, "negentropy", in: "RelayResponseFrame", code: code)
+            elements += [.string(sub ?? ""), .string(negentropy ?? "")]
+        case "NEG-ERR": elements += [.string(sub ?? ""), .string(message ?? "")]
         default:
             throw FFIFailure(code: code, message: "RelayResponseFrame verb \(verb) cannot be rebuilt")
         }

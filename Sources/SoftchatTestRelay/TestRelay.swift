@@ -24,8 +24,25 @@ public struct TestRelayOptions: Sendable {
     /// Serve WebSocket over Noise (noise://) as the responder with this static key and these
     /// patterns, instead of plain ws.
     public var noise: TestRelayNoise? = nil
+    /// How NEG-OPEN is met (NIP-77).
+    public var negentropy = TestRelayNegentropy.answer
+    /// The largest negentropy message it writes, in bytes of binary (0: what fits its own
+    /// frame bound as hex).
+    public var negentropyFrameLimit = 0
 
     public init() {}
+}
+
+/// How the embedded relay meets NIP-77.
+public enum TestRelayNegentropy: Sendable, Hashable {
+    /// As a negentropy responder (and `supported_nips` lists 77).
+    case answer
+    /// With a NOTICE, as relays that do not know the verb do.
+    case notice
+    /// Not at all.
+    case silent
+    /// With `NEG-ERR blocked:`.
+    case blocked
 }
 
 /// The embedded relay's Noise responder: its static key pair and the handshake patterns it
@@ -210,7 +227,7 @@ public final class TestRelay: @unchecked Sendable {
         doc.append("name", "softchat test relay")
         doc.append("description", "Embedded loopback relay for Softchat's demo and tests")
         doc.append("software", "softchat")
-        doc.append("supported_nips", .array([1, 11, 42, 45]))
+        doc.append("supported_nips", .array(options.negentropy == .answer ? [1, 11, 42, 45, 77] : [1, 11, 42, 45]))
         doc.append("limitation", .object(limitation))
         doc.append("softchat", .object(JSONObject(["events_batch": .bool(options.acceptEventsBatch)])))
         return .object(doc)
@@ -254,6 +271,14 @@ public final class TestRelay: @unchecked Sendable {
     }
 
     fileprivate func countFrame() { lock.with { acceptedFrames += 1 } }
+
+    /// The negentropy responder over the events matching `filter` (its limit applied, as a REQ
+    /// would), its messages bounded so that each NEG-MSG fits the relay's frame bound.
+    fileprivate func reconciler(_ filter: RelayFilter) -> Negentropy {
+        let items = query([filter]).compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+        let limit = options.negentropyFrameLimit > 0 ? options.negentropyFrameLimit : (RelayWireContract.maxFrameBytes.value - 256) / 2
+        return Negentropy(storage: NegentropyStorage(items: items), frameSizeLimit: limit)
+    }
 
     /// Stored events matching the filters, newest first, each filter's limit applied.
     fileprivate func query(_ filters: [RelayFilter]) -> [VerifiedEvent] {
@@ -302,6 +327,8 @@ private final class Connection: @unchecked Sendable {
     var challenge: String
     var authenticatedKeys: Set<String> = []
     var cutRequested = false
+    /// Open NIP-77 reconciliations by subscription id (this connection's thread only).
+    var reconciliations: [String: Negentropy] = [:]
 
     init(relay: TestRelay, socket: WebSocket, id: Int) {
         self.relay = relay
@@ -392,6 +419,29 @@ private final class Connection: @unchecked Sendable {
             }
             let n = relay.query(filters.map { $0 }).count
             send(.count(subscriptionID: sub, result: CountResult(count: Int64(n))))
+        case .negOpen(let sub, let filter, let message):
+            switch relay.options.negentropy {
+            case .notice: send(.notice(RelayMessage("invalid: unknown verb NEG-OPEN")))
+            case .silent: break
+            case .blocked: send(.negError(subscriptionID: sub, message: RelayMessage("blocked: negentropy is off here")))
+            case .answer:
+                guard !relay.options.requireAuth || authenticated else {
+                    send(.negError(subscriptionID: sub, message: RelayMessage("auth-required: authenticate to reconcile")))
+                    return
+                }
+                let reconciler = relay.reconciler(filter)
+                reconciliations[sub] = reconciler
+                negentropyAnswer(sub, reconciler, message)
+            }
+        case .negMessage(let sub, let message):
+            guard relay.options.negentropy == .answer else { return }
+            guard let reconciler = reconciliations[sub] else {
+                send(.negError(subscriptionID: sub, message: RelayMessage("closed: no reconciliation \(sub) is open")))
+                return
+            }
+            negentropyAnswer(sub, reconciler, message)
+        case .negClose(let sub):
+            reconciliations[sub] = nil
         case .auth(let e):
             do {
                 try Nip42.verify(e, challenge: challenge, relayURL: relay.url, now: Int64(time(nil)))
@@ -400,6 +450,15 @@ private final class Connection: @unchecked Sendable {
             } catch {
                 send(.ok(eventID: e.id, accepted: false, message: RelayMessage("auth-required: \(error.message)")))
             }
+        }
+    }
+
+    func negentropyAnswer(_ sub: String, _ reconciler: Negentropy, _ message: [UInt8]) {
+        do {
+            send(.negMessage(subscriptionID: sub, message: try reconciler.respond(message)))
+        } catch {
+            reconciliations[sub] = nil
+            send(.negError(subscriptionID: sub, message: RelayMessage("error: \(error.message)")))
         }
     }
 

@@ -242,6 +242,8 @@ struct WireRelay {
             return list.flatMap { answer($0) }
         case .auth, .count:
             return []
+        case .negOpen, .negMessage, .negClose:
+            return [RelayResponseFrame.notice(RelayMessage("invalid: unknown verb")).toJSON()]
         }
     }
 

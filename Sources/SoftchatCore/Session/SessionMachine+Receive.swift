@@ -48,6 +48,11 @@ extension SessionMachine {
             }
             countOrder.removeAll { $0 == id }
             return [.countResult(subscriptionID: id, count: result)]
+        case .negMessage(let id, _), .negError(let id, _):
+            // NIP-77 reconciliation is the sync engine's (it reads these frames before the
+            // session does); a session on its own has none open.
+            return [.notice(subscriptionID: id, eventID: nil, prefix: nil,
+                message: "\(reader.verb) for \"\(id)\", which has no negentropy reconciliation in this session", reason: nil)]
         }
     }
 

@@ -1,7 +1,8 @@
 import SoftchatJSON
 
 /// A frame a client sends to a relay: NIP-01's EVENT, REQ and CLOSE, NIP-42's AUTH, NIP-45's
-/// COUNT, and Softchat's flat batch `["EVENTS", event1, event2, …]` (1–256 unique events).
+/// COUNT, Softchat's flat batch `["EVENTS", event1, event2, …]` (1–256 unique events), and NIP-77's
+/// NEG-OPEN, NEG-MSG and NEG-CLOSE (their negentropy messages as bytes).
 ///
 /// Every event inside is a `VerifiedEvent`, so a parsed frame is trustworthy as a whole.
 public enum ClientRelayFrame: Sendable, Hashable {
@@ -11,6 +12,12 @@ public enum ClientRelayFrame: Sendable, Hashable {
     case auth(VerifiedEvent)
     case count(subscriptionID: String, filters: [RelayFilter])
     case events([VerifiedEvent])
+    /// `["NEG-OPEN", id, filter, hex]`: one filter and the initiator's first message.
+    case negOpen(subscriptionID: String, filter: RelayFilter, message: [UInt8])
+    /// `["NEG-MSG", id, hex]`.
+    case negMessage(subscriptionID: String, message: [UInt8])
+    /// `["NEG-CLOSE", id]`.
+    case negClose(subscriptionID: String)
 
     public var verb: String {
         switch self {
@@ -20,6 +27,9 @@ public enum ClientRelayFrame: Sendable, Hashable {
         case .auth: "AUTH"
         case .count: "COUNT"
         case .events: "EVENTS"
+        case .negOpen: "NEG-OPEN"
+        case .negMessage: "NEG-MSG"
+        case .negClose: "NEG-CLOSE"
         }
     }
 
@@ -31,8 +41,10 @@ public enum ClientRelayFrame: Sendable, Hashable {
         case .req(let id, let filters), .count(let id, let filters):
             elements.append(.string(id))
             elements += filters.map { .object($0.json) }
-        case .close(let id): elements.append(.string(id))
+        case .close(let id), .negClose(let id): elements.append(.string(id))
         case .events(let events): elements += events.map(\.jsonValue)
+        case .negOpen(let id, let filter, let message): elements += [.string(id), .object(filter.json), .string(Hex.encode(message))]
+        case .negMessage(let id, let message): elements += [.string(id), .string(Hex.encode(message))]
         }
         return JSONValue.array(elements).jsonText
     }
@@ -40,7 +52,8 @@ public enum ClientRelayFrame: Sendable, Hashable {
 
 /// Validates a client frame: size bound before parsing, strict JSON, verb, arity, filters and
 /// every event's id and signature. Errors: `invalid_relay_frame`, `invalid_relay_filter`,
-/// `invalid_relay_authentication` (AUTH), `invalid_relay_batch` (EVENTS).
+/// `invalid_relay_authentication` (AUTH), `invalid_relay_batch` (EVENTS). A NEG- message must be
+/// non-empty lowercase hex; its negentropy content is not decoded here.
 public func parseClientRelayFrame(_ text: String) throws(SoftchatError) -> ClientRelayFrame {
     let r = try FrameReader(text: text, direction: "client")
     switch r.verb {
@@ -67,6 +80,17 @@ public func parseClientRelayFrame(_ text: String) throws(SoftchatError) -> Clien
         return .auth(event)
     case "EVENTS":
         return .events(try parseEventsBatch(r))
+    case "NEG-OPEN":
+        try r.arity(4, "[\"NEG-OPEN\", subscription id, filter, message]")
+        let id = try r.subscriptionID(1)
+        let filter = try RelayFilter(json: r.elements[2], index: 0)
+        return .negOpen(subscriptionID: id, filter: filter, message: try r.negentropyMessage(3))
+    case "NEG-MSG":
+        try r.arity(3, "[\"NEG-MSG\", subscription id, message]")
+        return .negMessage(subscriptionID: try r.subscriptionID(1), message: try r.negentropyMessage(2))
+    case "NEG-CLOSE":
+        try r.arity(2, "[\"NEG-CLOSE\", subscription id]")
+        return .negClose(subscriptionID: try r.subscriptionID(1))
     default:
         throw .invalidRelayFrame("unknown client verb \"\(r.verb)\"")
     }

@@ -149,6 +149,16 @@ struct FrameReader {
         return filters
     }
 
+    /// A NIP-77 message at `index`: non-empty lowercase hex of whole bytes. What the bytes say is
+    /// the reconciler's to check (`invalid_negentropy_message`).
+    func negentropyMessage(_ index: Int) throws(SoftchatError) -> [UInt8] {
+        let hex = try string(index, "negentropy message")
+        guard !hex.isEmpty, let bytes = Hex.decodeLowercase(hex) else {
+            throw .invalidRelayFrame("\(verb) element \(index) (negentropy message) must be non-empty lowercase hex of whole bytes")
+        }
+        return bytes
+    }
+
     /// Parses and verifies the event at `index`; a failure becomes `code` with its reason.
     func event(_ index: Int, code: SoftchatErrorCode, what: String) throws(SoftchatError) -> VerifiedEvent {
         let unverified: UnverifiedEvent

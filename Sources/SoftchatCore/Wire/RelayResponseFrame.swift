@@ -1,6 +1,7 @@
 import SoftchatJSON
 
-/// A frame a relay sends to a client: EVENT, OK, EOSE, CLOSED, NOTICE, AUTH, COUNT.
+/// A frame a relay sends to a client: EVENT, OK, EOSE, CLOSED, NOTICE, AUTH, COUNT, and NIP-77's
+/// NEG-MSG and NEG-ERR.
 public enum RelayResponseFrame: Sendable, Hashable {
     case event(subscriptionID: String, event: VerifiedEvent)
     /// `eventID` is nil for the empty id some relays send with a rejection.
@@ -10,6 +11,11 @@ public enum RelayResponseFrame: Sendable, Hashable {
     case notice(RelayMessage)
     case auth(challenge: String)
     case count(subscriptionID: String, result: CountResult)
+    /// `["NEG-MSG", id, hex]`: the responder's negentropy message, as bytes.
+    case negMessage(subscriptionID: String, message: [UInt8])
+    /// `["NEG-ERR", id, reason]` (a 4th element, the record limit of a `blocked`, is read and
+    /// not kept): the reconciliation is closed.
+    case negError(subscriptionID: String, message: RelayMessage)
 
     public var verb: String {
         switch self {
@@ -20,6 +26,8 @@ public enum RelayResponseFrame: Sendable, Hashable {
         case .notice: "NOTICE"
         case .auth: "AUTH"
         case .count: "COUNT"
+        case .negMessage: "NEG-MSG"
+        case .negError: "NEG-ERR"
         }
     }
 
@@ -33,6 +41,8 @@ public enum RelayResponseFrame: Sendable, Hashable {
         case .notice(let m): elements = ["NOTICE", .string(m.text)]
         case .auth(let c): elements = ["AUTH", .string(c)]
         case .count(let id, let r): elements = ["COUNT", .string(id), r.jsonValue]
+        case .negMessage(let id, let m): elements = ["NEG-MSG", .string(id), .string(Hex.encode(m))]
+        case .negError(let id, let m): elements = ["NEG-ERR", .string(id), .string(m.text)]
         }
         return JSONValue.array(elements).jsonText
     }
@@ -80,6 +90,17 @@ func parseRelayResponseFrame(_ r: FrameReader) throws(SoftchatError) -> RelayRes
     case "COUNT":
         try r.arity(3, "[\"COUNT\", subscription id, {\"count\": n}]")
         return .count(subscriptionID: try r.subscriptionID(1), result: try CountResult(json: r.elements[2]))
+    case "NEG-MSG":
+        try r.arity(3, "[\"NEG-MSG\", subscription id, message]")
+        return .negMessage(subscriptionID: try r.subscriptionID(1), message: try r.negentropyMessage(2))
+    case "NEG-ERR":
+        guard r.elements.count == 3 || r.elements.count == 4 else {
+            throw .invalidRelayFrame("NEG-ERR frame must be [\"NEG-ERR\", subscription id, reason] or with a record limit (3 or 4 elements), got \(r.elements.count)")
+        }
+        if r.elements.count == 4, case .integer = r.elements[3] {} else if r.elements.count == 4 {
+            throw .invalidRelayFrame("NEG-ERR element 3 (record limit) must be an integer, not \(r.elements[3].typeName)")
+        }
+        return .negError(subscriptionID: try r.subscriptionID(1), message: RelayMessage(try r.string(2, "reason")))
     default:
         throw .invalidRelayFrame("unknown relay verb \"\(r.verb)\"")
     }

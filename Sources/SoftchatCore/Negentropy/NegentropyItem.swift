@@ -1,0 +1,118 @@
+/// A 32-byte event id as four big-endian words: ids compare lexically (by first differing
+/// byte) word by word, and add as the little-endian 256-bit integers negentropy's fingerprints
+/// sum without being reassembled byte by byte.
+public struct NegentropyID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var w0: UInt64
+    public var w1: UInt64
+    public var w2: UInt64
+    public var w3: UInt64
+
+    public init(w0: UInt64, w1: UInt64, w2: UInt64, w3: UInt64) {
+        (self.w0, self.w1, self.w2, self.w3) = (w0, w1, w2, w3)
+    }
+
+    /// The id whose bytes are `bytes` (32 of them), or, for a shorter prefix, those bytes
+    /// followed by zeros (how a bound's id prefix reads).
+    public init(prefix bytes: some Collection<UInt8>) {
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        var i = 0
+        for b in bytes.prefix(32) {
+            let shift = UInt64(56 - 8 * (i & 7))
+            switch i >> 3 {
+            case 0: words.0 |= UInt64(b) << shift
+            case 1: words.1 |= UInt64(b) << shift
+            case 2: words.2 |= UInt64(b) << shift
+            default: words.3 |= UInt64(b) << shift
+            }
+            i += 1
+        }
+        (w0, w1, w2, w3) = words
+    }
+
+    /// 64 lowercase hex characters (an event id as NIP-01 writes it); nil otherwise.
+    public init?(hex: String) {
+        guard hex.utf8.count == 64, let bytes = Hex.decodeLowercase(hex) else { return nil }
+        self.init(prefix: bytes)
+    }
+
+    public static let zero = NegentropyID(w0: 0, w1: 0, w2: 0, w3: 0)
+
+    /// The 32 bytes, in order.
+    public var bytes: [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(32)
+        for w in [w0, w1, w2, w3] {
+            for k in 0..<8 { out.append(UInt8(truncatingIfNeeded: w >> UInt64(56 - 8 * k))) }
+        }
+        return out
+    }
+
+    public var hex: String { Hex.encode(bytes) }
+    public var description: String { hex }
+
+    public static func < (a: NegentropyID, b: NegentropyID) -> Bool {
+        if a.w0 != b.w0 { return a.w0 < b.w0 }
+        if a.w1 != b.w1 { return a.w1 < b.w1 }
+        if a.w2 != b.w2 { return a.w2 < b.w2 }
+        return a.w3 < b.w3
+    }
+
+    /// Bytes shared at the start of both ids (0–32).
+    func sharedPrefixLength(_ other: NegentropyID) -> Int {
+        let pairs = [(w0, other.w0), (w1, other.w1), (w2, other.w2), (w3, other.w3)]
+        for (k, (a, b)) in pairs.enumerated() where a != b {
+            return 8 * k + (a ^ b).leadingZeroBitCount / 8
+        }
+        return 32
+    }
+}
+
+/// What negentropy reconciles: an event's `created_at` and id. Items sort by timestamp, then
+/// by id.
+public struct NegentropyItem: Sendable, Hashable, Comparable {
+    public var timestamp: UInt64
+    public var id: NegentropyID
+
+    public init(timestamp: UInt64, id: NegentropyID) {
+        self.timestamp = timestamp
+        self.id = id
+    }
+
+    /// An event's item; nil for a negative `created_at` or an id that is not 64 lowercase hex.
+    public init?(createdAt: Int64, idHex: String) {
+        guard createdAt >= 0, let id = NegentropyID(hex: idHex) else { return nil }
+        self.init(timestamp: UInt64(createdAt), id: id)
+    }
+
+    public static func < (a: NegentropyItem, b: NegentropyItem) -> Bool {
+        a.timestamp != b.timestamp ? a.timestamp < b.timestamp : a.id < b.id
+    }
+}
+
+/// A range's exclusive upper bound: a timestamp (`UInt64.max` is infinity) and an id prefix of
+/// 0–32 bytes, the missing bytes read as zeros.
+public struct NegentropyBound: Sendable, Hashable {
+    public var timestamp: UInt64
+    /// 0–32 bytes.
+    public var idPrefix: [UInt8]
+
+    public init(timestamp: UInt64, idPrefix: [UInt8] = []) {
+        self.timestamp = timestamp
+        self.idPrefix = idPrefix
+    }
+
+    public static let infinity = NegentropyBound(timestamp: .max)
+
+    public var isInfinity: Bool { timestamp == .max }
+
+    /// The smallest item the bound admits into the range above it.
+    var item: NegentropyItem { NegentropyItem(timestamp: timestamp, id: NegentropyID(prefix: idPrefix)) }
+
+    /// The shortest bound that separates `previous` (below) from `next` (at or above): the
+    /// timestamp alone when they differ, else the id prefix one byte past what they share.
+    static func minimal(between previous: NegentropyItem, and next: NegentropyItem) -> NegentropyBound {
+        guard previous.timestamp == next.timestamp else { return NegentropyBound(timestamp: next.timestamp) }
+        let shared = previous.id.sharedPrefixLength(next.id)
+        return NegentropyBound(timestamp: next.timestamp, idPrefix: Array(next.id.bytes.prefix(shared + 1)))
+    }
+}
