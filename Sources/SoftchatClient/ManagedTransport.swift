@@ -251,7 +251,9 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
     static func limits(_ info: RelayInformation) -> RelayLimits {
         RelayLimits(maxMessageLength: info.maxMessageLength, maxLimit: info.maxLimit, acceptsEventsBatch: info.acceptsEventsBatch,
                     supportsAuthentication: info.supportedNIPs.contains(42), authenticationRequired: info.authRequired,
-                    software: info.document["software"]?.stringValue)
+                    software: info.document["software"]?.stringValue,
+                    // Listing 77 says so; not listing it proves nothing (the engine asks).
+                    supportsNegentropy: info.supportedNIPs.contains(77) ? true : nil)
     }
 
     // MARK: Actions
@@ -338,6 +340,15 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
             case .commit(let events, let states, let receivedAt):
                 let outcome = try account.incoming.commit(events, syncStates: states, receivedAt: receivedAt)
                 return .committed(outcome.receipt.ingestionResult)
+            case .loadNegentropySupport(let urls):
+                return .negentropySupport(try account.negentropySupport(relayURLs: urls))
+            case .reconciliationItems(_, _, let filtersJSON):
+                var filters: [RelayFilter] = []
+                for text in filtersJSON { filters.append(try RelayFilter.fromJSON(text)) }
+                return .reconciliationItems(try account.reconciliationItems(matching: filters))
+            case .recordNegentropySupport(let record):
+                try account.recordNegentropySupport(record)
+                return .done
             }
         } catch {
             return .failed(error)

@@ -50,14 +50,25 @@ public struct SyncOutcome: Sendable, Hashable {
     /// cannot reach past the first page of such a run, so these seconds may be incomplete. Each
     /// second once, newest first for each filter in turn.
     public let incompleteSeconds: [Int64]
-    /// REQs sent for the window, re-sent pages included.
+    /// REQs sent for the window, re-sent pages included (with negentropy: the fetches by id).
     public let requests: Int
+    /// How the window was synced.
+    public let method: SyncMethod
 
-    public init(cursor: Int64, incompleteSeconds: [Int64], requests: Int) {
+    public init(cursor: Int64, incompleteSeconds: [Int64], requests: Int, method: SyncMethod = .paging) {
         self.cursor = cursor
         self.incompleteSeconds = incompleteSeconds
         self.requests = requests
+        self.method = method
     }
+}
+
+/// How a subscription's window was synced.
+public enum SyncMethod: String, Sendable, Hashable {
+    /// REQ pages by `until` over `[cursor − horizon, now]`.
+    case paging
+    /// NIP-77 reconciliation of the whole set (every age), then REQs by id for what was missing.
+    case negentropy
 }
 
 /// What the planner says to do next.

@@ -32,6 +32,7 @@ final class MemoryAccount {
     var duplicateCommits = 0
     /// Ids a commit carried more than once across commits (an event committed twice).
     var committedTwice: [String] = []
+    var negentropyRecords: [String: NegentropySupportRecord] = [:]
     private var sequence = 0
 
     func key(_ relay: String, _ sub: String) -> String { relay + "\u{0}" + sub }
@@ -158,6 +159,16 @@ final class MemoryAccount {
                 if let c = s.cursor { cursors[key(s.relayURL, s.subscriptionID)] = Swift.max(cursors[key(s.relayURL, s.subscriptionID)] ?? c, c) }
             }
             return .committed(result)
+        case .loadNegentropySupport(let urls):
+            return .negentropySupport(negentropyRecords.filter { urls.contains($0.key) })
+        case .reconciliationItems(_, _, let filtersJSON):
+            return .reconciliationItems(filtersJSON.map { text in
+                let filter = try! RelayFilter.fromJSON(text)
+                return events.values.filter { filter.matches($0) }.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+            })
+        case .recordNegentropySupport(let record):
+            negentropyRecords[record.relayURL] = record
+            return .done
         }
     }
 
@@ -179,6 +190,19 @@ struct WireRelay {
     var heldOKs: [String] = []
     var closeRule: ((String, inout SplitMix64) -> String?)?
     var rng = SplitMix64(seed: 1)
+    /// How NEG-OPEN is met: by default as relays without NIP-77 do (a NOTICE).
+    var negentropy = NegentropyMode.notice
+    /// The responder's message limit (0: none).
+    var negentropyFrameLimit = 0
+    var reconcilers: [String: Negentropy] = [:]
+    /// Every client frame's verb, in order.
+    var verbs: [String] = []
+    /// Every client frame's length, by verb.
+    var longestFrame: [String: Int] = [:]
+
+    enum NegentropyMode {
+        case answer, notice, silent, error(String)
+    }
 
     enum OKBehaviour {
         case accept, reject(String), retry(String), silent, late
@@ -190,10 +214,17 @@ struct WireRelay {
         stored.insert(event, at: i ?? stored.count)
     }
 
-    func matches(_ filter: RelayFilter, _ e: VerifiedEvent) -> Bool {
+    func matches(_ filter: RelayFilter, _ e: VerifiedEvent) -> Bool { matches(filter, loose(filter), e) }
+
+    /// The filter without `until` and `limit` (the relay applies those itself).
+    func loose(_ filter: RelayFilter) -> RelayFilter? {
         var members = filter.json.members
         members.removeAll { $0.key == "until" || $0.key == "limit" }
-        guard let loose = try? RelayFilter(json: .object(JSONObject(members: members))), loose.matches(e) else { return false }
+        return try? RelayFilter(json: .object(JSONObject(members: members)))
+    }
+
+    func matches(_ filter: RelayFilter, _ loose: RelayFilter?, _ e: VerifiedEvent) -> Bool {
+        guard let loose, loose.matches(e) else { return false }
         if let until = filter.until { return inclusiveUntil ? e.createdAt <= until : e.createdAt < until }
         return true
     }
@@ -210,11 +241,14 @@ struct WireRelay {
 
     mutating func dropConnection() {
         subscriptions.removeAll()
+        reconcilers.removeAll()
         heldOKs.removeAll()
     }
 
     mutating func receive(_ text: String) -> [String] {
         guard let frame = try? parseClientRelayFrame(text) else { return [RelayResponseFrame.notice(RelayMessage("invalid: cannot parse")).toJSON()] }
+        verbs.append(frame.verb)
+        longestFrame[frame.verb] = max(longestFrame[frame.verb] ?? 0, text.utf8.count)
         switch frame {
         case .req(let id, let filters):
             if let rule = closeRule, let message = rule(id, &rng) {
@@ -225,7 +259,8 @@ struct WireRelay {
             for filter in filters {
                 let n = min(cap, filter.limit.map { Int($0) } ?? cap)
                 var count = 0
-                for e in stored where count < n && matches(filter, e) {
+                let looseFilter = loose(filter)
+                for e in stored where count < n && matches(filter, looseFilter, e) {
                     count += 1
                     if sent.insert(e.id).inserted { out.append(RelayResponseFrame.event(subscriptionID: id, event: e).toJSON()) }
                 }
@@ -242,9 +277,34 @@ struct WireRelay {
             return list.flatMap { answer($0) }
         case .auth, .count:
             return []
-        case .negOpen, .negMessage, .negClose:
-            return [RelayResponseFrame.notice(RelayMessage("invalid: unknown verb")).toJSON()]
+        case .negOpen(let id, let filter, let message):
+            switch negentropy {
+            case .notice: return [RelayResponseFrame.notice(RelayMessage("invalid: unknown verb")).toJSON()]
+            case .silent: return []
+            case .error(let text): return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage(text)).toJSON()]
+            case .answer:
+                let items = stored.filter { filter.matches($0) }.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+                reconcilers[id] = Negentropy(storage: NegentropyStorage(items: items), frameSizeLimit: negentropyFrameLimit)
+                return negentropyAnswer(id, message)
+            }
+        case .negMessage(let id, let message):
+            guard case .answer = negentropy else { return [] }
+            return negentropyAnswer(id, message)
+        case .negClose(let id):
+            reconcilers[id] = nil
+            return []
         }
+    }
+
+    mutating func negentropyAnswer(_ id: String, _ message: [UInt8]) -> [String] {
+        guard let reconciler = reconcilers[id] else {
+            return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("closed: unknown")).toJSON()]
+        }
+        guard let answer = try? reconciler.respond(message) else {
+            reconcilers[id] = nil
+            return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("error: bad message")).toJSON()]
+        }
+        return [RelayResponseFrame.negMessage(subscriptionID: id, message: answer).toJSON()]
     }
 
     mutating func answer(_ e: VerifiedEvent) -> [String] {

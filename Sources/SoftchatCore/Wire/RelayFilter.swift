@@ -151,6 +151,12 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
         return try! RelayFilter(json: .object(JSONObject(members: members)))
     }
 
+    /// A copy without `limit`: the whole set the filter selects (what NIP-77 reconciles).
+    public func withoutLimit() -> RelayFilter {
+        // Cannot fail: removing a member leaves a valid filter.
+        try! RelayFilter(json: .object(JSONObject(members: json.members.filter { $0.key != "limit" })))
+    }
+
     public var description: String { toJSON() }
 
     public static func == (a: RelayFilter, b: RelayFilter) -> Bool { a.json == b.json }

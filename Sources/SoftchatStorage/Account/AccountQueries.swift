@@ -39,45 +39,8 @@ extension SoftchatAccount {
         var args: [SQLValue] = []
         if let driving { args += [.text(String(driving.letter)), .text(driving.values[0])] }
         args.append(.int(now))
-        func hexCondition(_ column: String, _ values: [String]) {
-            var parts: [String] = []
-            let exact = values.filter { $0.utf8.count == 64 }
-            if !exact.isEmpty {
-                parts.append("\(column) IN (\(Array(repeating: "?", count: exact.count).joined(separator: ",")))")
-                args += exact.map(SQLValue.text)
-            }
-            for prefix in values where prefix.utf8.count < 64 {
-                parts.append("substr(\(column), 1, \(prefix.utf8.count)) = ?")
-                args.append(.text(prefix))
-            }
-            sql += " AND (" + parts.joined(separator: " OR ") + ")"
-        }
-        if let ids = filter.ids { hexCondition("e.id", ids) }
-        if let authors = filter.authors { hexCondition("e.pubkey", authors) }
-        if let kinds = filter.kinds {
-            // With a tag condition, the tag index is the selective one: `+` keeps SQLite from
-            // scanning every event of the kind instead (it has no statistics to know better).
-            let column = filter.tagConditions.isEmpty ? "e.kind" : "+e.kind"
-            sql += " AND \(column) IN (\(Array(repeating: "?", count: kinds.count).joined(separator: ",")))"
-            args += kinds.map { .int(Int64($0)) }
-        }
         let time = driving == nil ? "e.created_at" : "d.created_at"
-        if let since = filter.since {
-            sql += " AND \(time) >= ?"
-            args.append(.int(since))
-        }
-        if let until = filter.until {
-            sql += " AND \(time) <= ?"
-            args.append(.int(until))
-        }
-        for condition in filter.tagConditions where driving.map({ $0 != condition }) ?? true {
-            // An IN over the tag index yields the candidate ids first (few for a chat filter),
-            // instead of testing every event of the kind in time order.
-            sql += " AND e.id IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN ("
-                + Array(repeating: "?", count: condition.values.count).joined(separator: ",") + "))"
-            args.append(.text(String(condition.letter)))
-            args += condition.values.map(SQLValue.text)
-        }
+        narrow(filter, timeColumn: time, except: driving, sql: &sql, args: &args)
         if driving != nil, let limit = filter.limit {
             sql += " ORDER BY d.created_at DESC, d.event_id ASC"
             let statement = try db.statement(sql).bind(args)
@@ -106,5 +69,50 @@ extension SoftchatAccount {
             if filter.matches(event) { out.append(event) }
         }
         return out
+    }
+
+    /// Appends the SQL conditions that select exactly the events `filter` matches (ids and
+    /// authors exactly or by prefix, kinds, since/until on `timeColumn`, each tag condition but
+    /// `except` over the tag index).
+    static func narrow(_ filter: RelayFilter, timeColumn time: String, except driving: (letter: Character, values: [String])? = nil,
+                       sql: inout String, args: inout [SQLValue]) {
+        func hexCondition(_ column: String, _ values: [String]) {
+            var parts: [String] = []
+            let exact = values.filter { $0.utf8.count == 64 }
+            if !exact.isEmpty {
+                parts.append("\(column) IN (\(Array(repeating: "?", count: exact.count).joined(separator: ",")))")
+                args += exact.map(SQLValue.text)
+            }
+            for prefix in values where prefix.utf8.count < 64 {
+                parts.append("substr(\(column), 1, \(prefix.utf8.count)) = ?")
+                args.append(.text(prefix))
+            }
+            sql += " AND (" + parts.joined(separator: " OR ") + ")"
+        }
+        if let ids = filter.ids { hexCondition("e.id", ids) }
+        if let authors = filter.authors { hexCondition("e.pubkey", authors) }
+        if let kinds = filter.kinds {
+            // With a tag condition, the tag index is the selective one: `+` keeps SQLite from
+            // scanning every event of the kind instead (it has no statistics to know better).
+            let column = filter.tagConditions.isEmpty ? "e.kind" : "+e.kind"
+            sql += " AND \(column) IN (\(Array(repeating: "?", count: kinds.count).joined(separator: ",")))"
+            args += kinds.map { .int(Int64($0)) }
+        }
+        if let since = filter.since {
+            sql += " AND \(time) >= ?"
+            args.append(.int(since))
+        }
+        if let until = filter.until {
+            sql += " AND \(time) <= ?"
+            args.append(.int(until))
+        }
+        for condition in filter.tagConditions where driving.map({ $0 != condition }) ?? true {
+            // An IN over the tag index yields the candidate ids first (few for a chat filter),
+            // instead of testing every event of the kind in time order.
+            sql += " AND e.id IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN ("
+                + Array(repeating: "?", count: condition.values.count).joined(separator: ",") + "))"
+            args.append(.text(String(condition.letter)))
+            args += condition.values.map(SQLValue.text)
+        }
     }
 }

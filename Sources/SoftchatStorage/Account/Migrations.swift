@@ -116,6 +116,16 @@ enum Migrations {
         UPDATE event_tags SET created_at = COALESCE((SELECT e.created_at FROM events e WHERE e.id = event_tags.event_id), 0);
         CREATE INDEX event_tags_time ON event_tags (name, value, created_at DESC, event_id);
         """,
+        // 6: what each relay did with NIP-77's NEG-OPEN, so a relay without negentropy is not
+        // asked again on every connection (the engine asks again after a while)
+        """
+        CREATE TABLE relay_negentropy (
+            relay_url TEXT PRIMARY KEY NOT NULL,
+            supported INTEGER NOT NULL CHECK (supported IN (0, 1)),
+            checked_at INTEGER NOT NULL,
+            reason TEXT NOT NULL
+        );
+        """,
     ]
 
     static var latestVersion: Int { steps.count }

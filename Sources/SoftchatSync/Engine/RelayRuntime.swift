@@ -28,6 +28,22 @@ struct RelayRuntime {
     /// One-shot REQs for events dated after a window (future-dated ones): closed at their EOSE.
     var aheadREQs: Set<String> = []
 
+    // NIP-77 (SyncEngine+Negentropy).
+    /// What the account recorded about this relay's support.
+    var negentropy: NegentropySupportRecord?
+    /// Counts connections, so an answer for an earlier one is recognised.
+    var connection = 0
+    /// NEG subscription id → the policy subscription and its filter.
+    var negOwner: [String: (subscription: String, filter: Int)] = [:]
+    /// NEG subscription id → when its last message was queued (monotonic ms), until answered.
+    var negSentAt: [String: Int64] = [:]
+    /// A NEG-MSG arrived on this connection (the relay speaks NIP-77).
+    var negHeard = false
+    /// Session subscription id of a fetch by ids → the policy subscription.
+    var fetchOwner: [String: String] = [:]
+    /// NEG frames waiting for the authentication window to pass, in order.
+    var negOutbox: [String] = []
+
     // Delivery.
     var claims: [String: DeliveryClaim] = [:]
     var renewAt: [String: Int64] = [:]
@@ -98,6 +114,7 @@ struct RelayRuntime {
             }
             if authWindowEnds > now.monotonicMilliseconds { consider(authWindowEnds) }
             if let sent = authSentAt { consider(sent + 1000) }
+            if let sent = negSentAt.values.min() { consider(sent + configuration.negentropyDeadlineMilliseconds) }
             if let ping = pingSentAt {
                 consider(ping + configuration.readDeadlineMilliseconds)
             } else {
@@ -141,6 +158,10 @@ struct SubscriptionRuntime {
     /// When the current connection opened (Unix seconds): a window resumed from an earlier
     /// connection ends before it, so another window follows at once, up to now.
     var connectedAt: Int64 = 0
+    /// The NIP-77 reconciliation on this connection, once its items are loaded.
+    var negentropy: NegentropySync?
+    /// Waiting for the account's reconciliation items.
+    var awaitingItems = false
 
     func reloaded() -> SubscriptionRuntime {
         var copy = self
@@ -148,6 +169,8 @@ struct SubscriptionRuntime {
         copy.sync.restarted()
         copy.dirty = false
         copy.completed = nil
+        copy.negentropy = nil
+        copy.awaitingItems = false
         return copy
     }
 

@@ -113,6 +113,8 @@ extension SyncEngine {
         if relays[r].everConnected { relays[r].statistics.reconnects += 1 }
         relays[r].everConnected = true
         relays[r].phase = .connected
+        relays[r].connection += 1
+        let negentropy = wantsNegentropy(r)
         relays[r].heard(mono)
         relays[r].authSentAt = nil
         let speaksAuth = relays[r].limits?.supportsAuthentication ?? false
@@ -133,7 +135,7 @@ extension SyncEngine {
             } catch {
                 report(.notice(relayURL: relays[r].url, "cannot subscribe \(id): \(error.message)"))
             }
-            advanceSync(r, id)
+            if negentropy { beginNegentropy(r, id) } else { advanceSync(r, id) }
         }
     }
 
@@ -193,6 +195,7 @@ extension SyncEngine {
         relays[r].pageOwner.removeAll()
         for id in relays[r].aheadREQs.sorted() { try? session.unsubscribe(id: id) }
         relays[r].aheadREQs.removeAll()
+        negentropyLost(r)
         for id in relays[r].subscriptions.keys.sorted() {
             if relays[r].subscriptions[id]!.liveSubscribed { try? session.unsubscribe(id: id) }
             relays[r].subscriptions[id]!.liveSubscribed = false
@@ -204,6 +207,10 @@ extension SyncEngine {
     func received(_ r: Int, _ text: String) {
         guard let session = relays[r].session else { return }
         relays[r].heard(now.monotonicMilliseconds)
+        if Self.isNegentropyFrame(text) {
+            receivedNegentropy(r, text)
+            return
+        }
         // The session holds at most 1,024 events awaiting their commit: past half of that,
         // text waits here (in order) for the next commit instead of being refused.
         if !relays[r].deferred.isEmpty || relays[r].awaitingCommit >= Self.deferAt {
@@ -242,6 +249,7 @@ extension SyncEngine {
             relays[r].statistics.duplicatesSkipped += 1
             return false
         }
+        if let owner = relays[r].fetchOwner[subscriptionID] { relays[r].subscriptions[owner]?.windowEvents += 1 }
         return true
     }
 
@@ -275,6 +283,7 @@ extension SyncEngine {
                     try? relays[r].session?.unsubscribe(id: subscriptionID)
                     continue
                 }
+                if fetchEnded(r, subscriptionID) { continue }
                 guard let owner = relays[r].pageOwner.removeValue(forKey: subscriptionID) else { continue }
                 try? relays[r].session?.unsubscribe(id: subscriptionID)
                 relays[r].subscriptions[owner]?.pageID = nil
@@ -284,8 +293,10 @@ extension SyncEngine {
             case .subscriptionClosed(let subscriptionID, let prefix, let message, let retry):
                 let again = retry.map { " (sent again in \($0) ms)" } ?? ""
                 report(.notice(relayURL: relays[r].url, "relay closed \(subscriptionID): \(prefix ?? "") \(message)\(again)"))
+                if retry == nil, let owner = relays[r].fetchOwner[subscriptionID] { fallBack(r, owner, reason: "fetch closed: \(message)") }
             case .notice(_, _, _, let message, let reason):
                 report(.notice(relayURL: relays[r].url, reason ?? message))
+                noticeDuringNegentropy(r, reason ?? message)
             case .countResult:
                 break
             case .authenticationRequested(let challenge):
@@ -367,8 +378,10 @@ extension SyncEngine {
             // one: look for work on the keepalive's wakeup, so nothing waits for a reconnect.
             relays[r].needsClaim = true
         }
+        negentropyDeadlines(r, mono)
         guard mono >= relays[r].authWindowEnds, relays[r].phase == .connected else { return }
         maybeClaim(r, mono)
+        drainNegentropy(r)
         drain(r)
     }
 

@@ -37,6 +37,13 @@ public struct SyncEngineConfiguration: Sendable {
     public var leasePrefix: String
     /// Per subscription id, the late-arrival horizon in seconds (default: `SubscriptionSync.defaultHorizon`).
     public var horizons: [String: Int64] = [:]
+    /// Sync by NIP-77 negentropy where the relay speaks it (REQ paging otherwise).
+    public var negentropy = true
+    /// A NEG-OPEN or NEG-MSG unanswered this long: the relay is taken not to speak NIP-77 (when
+    /// it never answered one on the connection) or the reconciliation is given up for paging.
+    public var negentropyDeadlineMilliseconds: Int64 = 10_000
+    /// A relay recorded as not speaking NIP-77 is asked again after this long.
+    public var negentropyRecheckSeconds: Int64 = 7 * 86_400
 
     public init(relayURLs: [String], identity: SoftchatIdentity?, leasePrefix: String) {
         self.relayURLs = relayURLs
@@ -101,6 +108,9 @@ public final class SyncEngine {
         case apply(relay: Int, results: [DeliveryResult])
         case release(relay: Int, leaseID: String)
         case commit(events: [(relay: Int, event: VerifiedEvent)], states: [CommittedState])
+        case loadNegentropy
+        case items(relay: Int, subscription: String, connection: Int)
+        case recordNegentropy
     }
 
     public init(configuration: SyncEngineConfiguration, now: EngineTime) {
@@ -256,6 +266,9 @@ public final class SyncEngine {
             loaded = true
             for r in relays.indices { relays[r].policy = byRelay[relays[r].url] ?? [] }
             guard !stopping else { return }
+            if configuration.negentropy {
+                push(.account(.loadNegentropySupport(relayURLs: configuration.relayURLs), .loadNegentropy))
+            }
             for r in relays.indices {
                 if configuration.fetchRelayInformation {
                     setState(r, .fetchingInformation)
@@ -289,6 +302,14 @@ public final class SyncEngine {
         case .commit(let events, let states):
             guard case .committed(let result) = reply else { return }
             committed(events, states, result)
+        case .loadNegentropy:
+            guard case .negentropySupport(let records) = reply else { return }
+            for r in relays.indices { relays[r].negentropy = records[relays[r].url] }
+        case .items(let relay, let subscription, let connection):
+            guard case .reconciliationItems(let items) = reply else { return }
+            itemsLoaded(relay, subscription, connection: connection, items: items)
+        case .recordNegentropy:
+            break
         }
     }
 
@@ -323,6 +344,12 @@ public final class SyncEngine {
         case .apply(let relay, let results):
             for r in results { relays[relay].lateTerminal[r.decision.eventID] = r.decision.state.isTerminal ? r.decision : nil }
             report(.notice(relayURL: relays[relay].url, "delivery results not applied: \(error.message)"))
+        case .loadNegentropy, .recordNegentropy:
+            // Without the record the relay is asked again; a record not written is asked again.
+            report(.notice(relayURL: relays.first?.url ?? "", "negentropy support record: \(error.code.rawValue): \(error.message)"))
+        case .items(let relay, let subscription, let connection):
+            report(.notice(relayURL: relays[relay].url, "cannot read reconciliation items: \(error.code.rawValue): \(error.message)"))
+            if connection == relays[relay].connection { fallBack(relay, subscription, reason: "reconciliation items unreadable") }
         case .release(let relay, let leaseID):
             // A stale lease releases nothing: forget it (its work is another claim's now).
             relays[relay].claims[leaseID] = nil

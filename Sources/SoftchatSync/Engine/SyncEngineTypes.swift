@@ -29,11 +29,15 @@ public struct RelayLimits: Sendable, Hashable {
     public var software: String?
     /// How the relay reads `until`, when known (nil: the engine's configured convention).
     public var untilConvention: RelayPaging.UntilConvention?
+    /// NIP-77: true when the document lists 77, false when it is known not to speak it, nil
+    /// when unknown (the engine then asks with NEG-OPEN and remembers the answer).
+    public var supportsNegentropy: Bool?
 
     public init(maxMessageLength: Int? = nil, maxLimit: Int? = nil, acceptsEventsBatch: Bool = false,
                 supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil,
-                untilConvention: RelayPaging.UntilConvention? = nil) {
+                untilConvention: RelayPaging.UntilConvention? = nil, supportsNegentropy: Bool? = nil) {
         self.untilConvention = untilConvention
+        self.supportsNegentropy = supportsNegentropy
         self.maxMessageLength = maxMessageLength
         self.maxLimit = maxLimit
         self.acceptsEventsBatch = acceptsEventsBatch
@@ -92,6 +96,13 @@ public enum AccountRequest: Sendable, Hashable {
     case release(DeliveryClaim)
     /// Store these events and sync states together (answer: `.committed`).
     case commit(events: [VerifiedEvent], syncStates: [SyncStateRecord], receivedAt: Int64)
+    /// What the account recorded about these relays' NIP-77 support (answer: `.negentropySupport`).
+    case loadNegentropySupport(relayURLs: [String])
+    /// The negentropy items (created_at, id) of the stored events each filter matches, whatever
+    /// their age (answer: `.reconciliationItems`, one list per filter, in order).
+    case reconciliationItems(relayURL: String, subscriptionID: String, filtersJSON: [String])
+    /// Remember what the relay did with NEG-OPEN (answer: `.done`).
+    case recordNegentropySupport(NegentropySupportRecord)
 }
 
 /// The host's answer to the last `AccountRequest`.
@@ -102,6 +113,10 @@ public enum AccountReply: Sendable {
     case renewed(DeliveryClaim)
     case done
     case committed(IngestionResult)
+    /// Per relay URL, its record (relays without one are absent).
+    case negentropySupport([String: NegentropySupportRecord])
+    /// One list per filter.
+    case reconciliationItems([[NegentropyItem]])
     /// The request failed; nothing of it happened.
     case failed(SoftchatError)
 }

@@ -1,0 +1,58 @@
+public import SoftchatCore
+
+extension SoftchatAccount {
+    /// The negentropy items (created_at, id) of every stored event `filter` matches, sorted:
+    /// one indexed SQL read of two columns, no event decoded. Hidden events (deleted by NIP-09,
+    /// expired) are included: the account holds them, and fetching them again would change
+    /// nothing. A `limit` in the filter is ignored (reconciliation is over the whole set).
+    public func reconciliationItems(matching filter: RelayFilter) throws(SoftchatError) -> [NegentropyItem] {
+        try store.read("reconciliationItems") { db in try Self.reconciliationItems(db, filter) }
+    }
+
+    /// The items of each filter, in order, from one read snapshot (no commit falls between them).
+    public func reconciliationItems(matching filters: [RelayFilter]) throws(SoftchatError) -> [[NegentropyItem]] {
+        try store.snapshot("reconciliationItems") { db in try filters.map { try Self.reconciliationItems(db, $0) } }
+    }
+
+    static func reconciliationItems(_ db: SQLiteConnection, _ filter: RelayFilter) throws -> [NegentropyItem] {
+        if filter.ids?.isEmpty == true || filter.authors?.isEmpty == true || filter.kinds?.isEmpty == true
+            || filter.tagConditions.contains(where: { $0.values.isEmpty })
+        {
+            return []
+        }
+        var sql = "SELECT e.created_at, e.id FROM events e WHERE 1"
+        var args: [SQLValue] = []
+        narrow(filter, timeColumn: "e.created_at", sql: &sql, args: &args)
+        sql += " ORDER BY e.created_at, e.id"
+        let statement = try db.statement(sql).bind(args)
+        var items: [NegentropyItem] = []
+        while try statement.step() {
+            if let item = NegentropyItem(createdAt: statement.int64(0), idHex: statement.text(1)) { items.append(item) }
+        }
+        return items
+    }
+
+    /// The recorded NIP-77 support of each of `relayURLs` that has a record.
+    public func negentropySupport(relayURLs: [String]) throws(SoftchatError) -> [String: NegentropySupportRecord] {
+        try store.read("negentropySupport") { db in
+            var out: [String: NegentropySupportRecord] = [:]
+            let s = try db.statement("SELECT supported, checked_at, reason FROM relay_negentropy WHERE relay_url = ?")
+            for url in relayURLs {
+                try s.bind(.text(url))
+                if try s.step() {
+                    out[url] = NegentropySupportRecord(relayURL: url, supported: s.int64(0) != 0, checkedAt: s.int64(1), reason: s.text(2))
+                }
+                s.reset()
+            }
+            return out
+        }
+    }
+
+    /// Records what a relay did with NEG-OPEN.
+    public func recordNegentropySupport(_ record: NegentropySupportRecord) throws(SoftchatError) {
+        try store.write("recordNegentropySupport") { db in
+            try db.statement("INSERT INTO relay_negentropy (relay_url, supported, checked_at, reason) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url) DO UPDATE SET supported = excluded.supported, checked_at = excluded.checked_at, reason = excluded.reason")
+                .bind(.text(record.relayURL), .int(record.supported ? 1 : 0), .int(record.checkedAt), .text(record.reason)).run()
+        }
+    }
+}

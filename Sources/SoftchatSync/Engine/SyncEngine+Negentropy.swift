@@ -1,0 +1,242 @@
+import SoftchatCore
+import SoftchatJSON
+
+/// NIP-77: on each connection, each subscription is reconciled with the relay by negentropy
+/// (`NegentropySync`) when the relay speaks it, and what the account lacks is fetched by id;
+/// the subscription then counts as synced up to the connection's start, whatever the age of
+/// what was missing. A relay that answers NEG-OPEN with NEG-ERR or a NOTICE, or not within
+/// `negentropyDeadlineMilliseconds`, is recorded in the account as not speaking it (asked
+/// again after `negentropyRecheckSeconds`), and its subscriptions sync by REQ paging
+/// (`SubscriptionSync`), as they do when the account holds nothing for a subscription yet
+/// (paging is cheaper than listing every id) or the relay's frames are too small.
+extension SyncEngine {
+    /// True when subscription `id` on relay `r` should try negentropy on this connection.
+    func wantsNegentropy(_ r: Int) -> Bool {
+        guard configuration.negentropy, relays[r].limits?.supportsNegentropy != false, negentropyFrameLimit(r) != nil else { return false }
+        if let record = relays[r].negentropy, !record.supported,
+            now.unixSeconds - record.checkedAt < configuration.negentropyRecheckSeconds
+        {
+            return false
+        }
+        return true
+    }
+
+    /// The largest binary negentropy message that fits the relay's frames as hex, or nil when
+    /// that is below the protocol's 4,096-byte floor.
+    func negentropyFrameLimit(_ r: Int) -> Int? {
+        let frame = min(relays[r].limits?.maxMessageLength ?? RelayWireContract.maxFrameBytes.value, RelayWireContract.maxFrameBytes.value)
+        let limit = (frame - 256) / 2
+        return limit >= 4096 ? limit : nil
+    }
+
+    /// Asks the account for the subscription's items; the reconciliation starts with them.
+    func beginNegentropy(_ r: Int, _ id: String) {
+        guard let sub = relays[r].subscriptions[id] else { return }
+        relays[r].subscriptions[id]!.awaitingItems = true
+        push(.account(.reconciliationItems(relayURL: relays[r].url, subscriptionID: id, filtersJSON: sub.filters.map { $0.withoutLimit().toJSON() }),
+                      .items(relay: r, subscription: id, connection: relays[r].connection)))
+    }
+
+    func itemsLoaded(_ r: Int, _ id: String, connection: Int, items: [[NegentropyItem]]) {
+        guard connection == relays[r].connection, relays[r].phase == .connected, var sub = relays[r].subscriptions[id], sub.awaitingItems else { return }
+        sub.awaitingItems = false
+        relays[r].subscriptions[id] = sub
+        guard items.count == sub.filters.count, items.contains(where: { !$0.isEmpty }), let limit = negentropyFrameLimit(r) else {
+            // Nothing held yet: paging brings the whole window for less than an id list would.
+            advanceSync(r, id)
+            return
+        }
+        var reconciliation = NegentropySync(filters: sub.filters, until: sub.connectedAt, fetchBatch: sub.sync.paging.pageSize, frameSizeLimit: limit)
+        for output in reconciliation.start(items: items) { sendNegentropy(r, id, output) }
+        relays[r].subscriptions[id]!.negentropy = reconciliation
+    }
+
+    static func negentropyID(_ id: String, _ filter: Int) -> String { String(id.prefix(48)) + "~n\(filter)" }
+
+    func sendNegentropy(_ r: Int, _ id: String, _ output: NegentropySync.Output) {
+        let frame: ClientRelayFrame
+        switch output {
+        case .open(let i, let filter, let message):
+            let negID = Self.negentropyID(id, i)
+            relays[r].negOwner[negID] = (id, i)
+            relays[r].negSentAt[negID] = now.monotonicMilliseconds
+            frame = .negOpen(subscriptionID: negID, filter: filter, message: message)
+        case .message(let i, let message):
+            let negID = Self.negentropyID(id, i)
+            relays[r].negSentAt[negID] = now.monotonicMilliseconds
+            frame = .negMessage(subscriptionID: negID, message: message)
+        case .close(let i):
+            let negID = Self.negentropyID(id, i)
+            relays[r].negOwner[negID] = nil
+            relays[r].negSentAt[negID] = nil
+            frame = .negClose(subscriptionID: negID)
+        }
+        relays[r].negOutbox.append(frame.toJSON())
+    }
+
+    /// True for text whose verb starts with `NEG-` (read before the session, which has none).
+    static func isNegentropyFrame(_ text: String) -> Bool {
+        var bytes = Substring(text).utf8.drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        guard bytes.first == UInt8(ascii: "[") else { return false }
+        bytes = bytes.dropFirst().drop { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+        return bytes.starts(with: "\"NEG-".utf8)
+    }
+
+    /// A NEG-MSG or NEG-ERR from relay `r`.
+    func receivedNegentropy(_ r: Int, _ text: String) {
+        let frame: RelayResponseFrame
+        do { frame = try parseRelayResponseFrame(text) } catch {
+            report(.notice(relayURL: relays[r].url, "relay sent an invalid frame: \(error.code.rawValue): \(error.message)"))
+            return
+        }
+        switch frame {
+        case .negMessage(let negID, let message):
+            guard let (id, i) = relays[r].negOwner[negID] else { return }
+            relays[r].negSentAt[negID] = nil
+            if !relays[r].negHeard {
+                relays[r].negHeard = true
+                if relays[r].negentropy?.supported != true { recordSupport(r, supported: true, reason: "answered NEG-OPEN") }
+            }
+            guard var reconciliation = relays[r].subscriptions[id]?.negentropy else { return }
+            do {
+                let output = try reconciliation.received(filterIndex: i, message: message)
+                relays[r].subscriptions[id]!.negentropy = reconciliation
+                if let output { sendNegentropy(r, id, output) }
+            } catch {
+                report(.notice(relayURL: relays[r].url, "negentropy with \(id) ended: \(error.code.rawValue): \(error.message)"))
+                fallBack(r, id, reason: error.message)
+                return
+            }
+            fetchMissing(r, id)
+        case .negError(let negID, let message):
+            guard let (id, _) = relays[r].negOwner.removeValue(forKey: negID) else { return }
+            relays[r].negSentAt[negID] = nil
+            report(.notice(relayURL: relays[r].url, "NEG-ERR for \(id): \(message.text)"))
+            if !relays[r].negHeard && message.prefix != "closed" {
+                notSupported(r, reason: "NEG-ERR \(message.text)")
+            } else {
+                fallBack(r, id, reason: message.text)
+            }
+        default:
+            break
+        }
+    }
+
+    /// Sends the next fetch of missing ids, and completes the sync when nothing is left.
+    func fetchMissing(_ r: Int, _ id: String) {
+        guard var reconciliation = relays[r].subscriptions[id]?.negentropy, let session = relays[r].session else { return }
+        while let ids = reconciliation.nextFetch() {
+            let fetchID = String(id.prefix(48)) + "~f\(reconciliation.fetches)"
+            var filter = JSONObject()
+            filter.append("ids", .array(ids.map(JSONValue.string)))
+            filter.append("limit", .integer(Int64(ids.count)))
+            do {
+                try session.subscribe(id: fetchID, filtersJSON: [JSONValue.object(filter).jsonText])
+                relays[r].fetchOwner[fetchID] = id
+            } catch {
+                relays[r].subscriptions[id]!.negentropy = reconciliation
+                report(.notice(relayURL: relays[r].url, "cannot fetch missing events of \(id): \(error.message)"))
+                fallBack(r, id, reason: error.message)
+                return
+            }
+        }
+        relays[r].subscriptions[id]!.negentropy = reconciliation
+        guard reconciliation.isComplete, !reconciliation.failed, var sub = relays[r].subscriptions[id] else { return }
+        // Everything the relay held for the filters at the connection's start is committed
+        // with (or before) this state: the window is synced, the cursor moves to that start.
+        let until = reconciliation.until
+        sub.sync = SubscriptionSync(filters: sub.filters, cursor: until, horizon: sub.sync.horizon, paging: sub.sync.paging)
+        sub.completed = SyncOutcome(cursor: until, incompleteSeconds: [], requests: reconciliation.fetches, method: .negentropy)
+        sub.negentropy = nil
+        sub.dirty = true
+        relays[r].subscriptions[id] = sub
+        queueIngestFlush()
+    }
+
+    /// A fetch's EOSE.
+    func fetchEnded(_ r: Int, _ fetchID: String) -> Bool {
+        guard let id = relays[r].fetchOwner.removeValue(forKey: fetchID) else { return false }
+        try? relays[r].session?.unsubscribe(id: fetchID)
+        relays[r].subscriptions[id]?.negentropy?.fetchEnded()
+        fetchMissing(r, id)
+        return true
+    }
+
+    /// Gives up negentropy for subscription `id` on this connection: its window is paged.
+    func fallBack(_ r: Int, _ id: String, reason: String) {
+        for (negID, owner) in relays[r].negOwner where owner.subscription == id {
+            relays[r].negOwner[negID] = nil
+            relays[r].negSentAt[negID] = nil
+            relays[r].negOutbox.append(ClientRelayFrame.negClose(subscriptionID: negID).toJSON())
+        }
+        for (fetchID, owner) in relays[r].fetchOwner where owner == id {
+            relays[r].fetchOwner[fetchID] = nil
+            try? relays[r].session?.unsubscribe(id: fetchID)
+        }
+        guard relays[r].subscriptions[id] != nil else { return }
+        let wasRunning = relays[r].subscriptions[id]!.negentropy != nil || relays[r].subscriptions[id]!.awaitingItems
+        relays[r].subscriptions[id]!.negentropy = nil
+        relays[r].subscriptions[id]!.awaitingItems = false
+        if wasRunning && relays[r].phase == .connected { advanceSync(r, id) }
+    }
+
+    /// The relay does not speak NIP-77: remember it, and page every subscription instead.
+    func notSupported(_ r: Int, reason: String) {
+        report(.notice(relayURL: relays[r].url, "no NIP-77 negentropy here (\(reason)): syncing by REQ pages"))
+        recordSupport(r, supported: false, reason: reason)
+        for id in relays[r].subscriptions.keys.sorted() { fallBack(r, id, reason: reason) }
+    }
+
+    func recordSupport(_ r: Int, supported: Bool, reason: String) {
+        let record = NegentropySupportRecord(relayURL: relays[r].url, supported: supported, checkedAt: now.unixSeconds, reason: reason)
+        relays[r].negentropy = record
+        push(.account(.recordNegentropySupport(record), .recordNegentropy))
+    }
+
+    /// A NOTICE while a NEG-OPEN waits for its first answer: taken as "unknown verb".
+    func noticeDuringNegentropy(_ r: Int, _ text: String) {
+        guard !relays[r].negHeard, !relays[r].negSentAt.isEmpty else { return }
+        notSupported(r, reason: "NOTICE \(text)")
+    }
+
+    /// Unanswered negentropy past the deadline.
+    func negentropyDeadlines(_ r: Int, _ mono: Int64) {
+        let late = relays[r].negSentAt.filter { mono - $0.value >= configuration.negentropyDeadlineMilliseconds }
+        guard !late.isEmpty else { return }
+        if !relays[r].negHeard {
+            notSupported(r, reason: "no answer to NEG-OPEN within \(configuration.negentropyDeadlineMilliseconds) ms")
+            return
+        }
+        for negID in late.keys.sorted() {
+            guard let owner = relays[r].negOwner[negID] else { continue }
+            report(.notice(relayURL: relays[r].url, "negentropy for \(owner.subscription) unanswered for \(configuration.negentropyDeadlineMilliseconds) ms: paging instead"))
+            fallBack(r, owner.subscription, reason: "unanswered")
+        }
+    }
+
+    /// Writes the queued NEG frames (after the authentication window).
+    func drainNegentropy(_ r: Int) {
+        guard !relays[r].negOutbox.isEmpty else { return }
+        for text in relays[r].negOutbox {
+            nextToken += 1
+            relays[r].writes[nextToken] = []
+            push(.action(.write(relay: r, text: text, token: nextToken)))
+        }
+        relays[r].negOutbox.removeAll()
+    }
+
+    /// The connection ended: every reconciliation and fetch on it is gone (what was fetched is
+    /// committed; the next connection reconciles again).
+    func negentropyLost(_ r: Int) {
+        for id in relays[r].fetchOwner.keys.sorted() { try? relays[r].session?.unsubscribe(id: id) }
+        relays[r].fetchOwner.removeAll()
+        relays[r].negOwner.removeAll()
+        relays[r].negSentAt.removeAll()
+        relays[r].negOutbox.removeAll()
+        relays[r].negHeard = false
+        for id in relays[r].subscriptions.keys {
+            relays[r].subscriptions[id]!.negentropy = nil
+            relays[r].subscriptions[id]!.awaitingItems = false
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import SoftchatCore
+import SoftchatJSON
+import Testing
+@testable import SoftchatSync
+
+/// NIP-77 in the engine: reconciliation on connect, fetches by id, fallback to REQ paging for
+/// relays that do not speak it (remembered), cuts, and frame bounds. Simulated relays, account
+/// and time.
+@Suite struct SyncEngineNegentropyTests {
+    static let notes = #"{"kinds":[1]}"#
+
+    /// A relay holding `count` notes spread over 90 days (so most are far outside any horizon),
+    /// an account holding those at the indexes `held`, a negentropy-speaking relay.
+    func world(count: Int = 3_000, held: (Int) -> Bool, mode: WireRelay.NegentropyMode = .answer) -> (EngineWorld, [VerifiedEvent]) {
+        let w = EngineWorld()
+        w.relays[0].negentropy = mode
+        var events: [VerifiedEvent] = []
+        for i in 0..<count { events.append(Fixtures.event(w.unix - 90 * 86_400 + Int64(i) * 2_591, content: "n\(i)")) }
+        // Newest first, ties by lowest id, as WireRelay keeps them (set at once: inserting one
+        // by one is quadratic).
+        w.relays[0].stored = events.sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+        for (i, e) in events.enumerated() where held(i) { w.account.events[e.id] = e }
+        w.account.policy = [("notes", [Self.notes], nil)]
+        w.account.cursors[w.account.key(w.urls[0], "notes")] = w.unix - 3_600
+        return (w, events)
+    }
+
+    func holdsAll(_ w: EngineWorld, _ events: [VerifiedEvent]) -> Bool { events.allSatisfy { w.account.events[$0.id] != nil } }
+
+    func outcomes(_ w: EngineWorld) -> [SyncOutcome] {
+        w.reports.compactMap { if case .synced(_, _, _, let o) = $0 { o } else { nil } }
+    }
+
+    @Test func missingEventsOfAnyAgeAreFoundByReconciliationAndFetchedById() {
+        // Every 10th event is missing, from 90 days back to now: far beyond the 300 s horizon.
+        let (w, events) = world(held: { $0 % 10 != 0 })
+        let started = w.unix
+        w.start()
+        w.run(for: 2_000)
+        #expect(holdsAll(w, events))
+        #expect(w.synced(0, "notes"))
+        #expect(outcomes(w).map(\.method) == [.negentropy])
+        // The cursor moves to the connection's start (it was an hour back).
+        let cursor = w.account.cursors[w.account.key(w.urls[0], "notes")] ?? 0
+        #expect(cursor >= started && cursor <= w.unix)
+        let verbs = w.relays[0].verbs
+        #expect(verbs.contains("NEG-OPEN") && verbs.contains("NEG-CLOSE"))
+        // 300 missing ids, fetched in one REQ by ids (the page size is 500) beside the live
+        // and "ahead" REQs: no REQ pages.
+        #expect(verbs.filter { $0 == "REQ" }.count == 3)
+        #expect(w.account.negentropyRecords[w.urls[0]]?.supported == true)
+    }
+
+    @Test func theSameOldGapIsNeverFoundByPagingWithinTheHorizon() {
+        // The reproduction: the REQ horizon path alone leaves old gaps for good.
+        let (w, events) = world(held: { $0 % 10 != 0 })
+        w.start { $0.negentropy = false }
+        w.run(for: 2_000)
+        #expect(w.synced(0, "notes"))
+        #expect(!holdsAll(w, events))
+        #expect(!w.relays[0].verbs.contains("NEG-OPEN"))
+    }
+
+    @Test func anEventBackdatedByTwoMonthsThatReachesTheRelayLaterComesWithTheNextConnection() {
+        let (w, events) = world(count: 500, held: { _ in true })
+        w.start()
+        w.run(for: 2_000)
+        #expect(w.synced(0, "notes"))
+        w.cut(0)
+        let late = Fixtures.event(w.unix - 60 * 86_400, content: "late by two months")
+        w.relays[0].insert(late)
+        w.run(for: 120_000)
+        #expect(holdsAll(w, events))
+        #expect(w.account.events[late.id] != nil)
+        // (The simulated relay never answers pings, so 120 s hold more than one reconnect.)
+        #expect(outcomes(w).count >= 2 && outcomes(w).allSatisfy { $0.method == .negentropy }, "\(outcomes(w))")
+    }
+
+    @Test func eventsOnlyTheAccountHoldsAreLeftAloneAndTheSyncCompletes() {
+        let (w, events) = world(count: 1_000, held: { _ in true })
+        // 200 events the relay never had (the account's own, say).
+        var own: [VerifiedEvent] = []
+        for i in 0..<200 { own.append(Fixtures.event(w.unix - 40 * 86_400 + Int64(i), content: "own \(i)")) }
+        for e in own { w.account.events[e.id] = e }
+        w.start()
+        w.run(for: 2_000)
+        #expect(w.synced(0, "notes"))
+        #expect(holdsAll(w, events + own))
+        #expect(w.relays[0].verbs.filter { $0 == "REQ" }.count == 2, "nothing to fetch: the live and ahead REQs only")
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 5, 8])
+    func aCutMidReconciliationLeavesTheCursorAndTheNextConnectionFinishes(after frames: Int) {
+        let (w, events) = world(count: 2_000, held: { $0 % 3 != 0 })
+        let cursorBefore = w.account.cursors[w.account.key(w.urls[0], "notes")]
+        w.start()
+        w.completeOpens()
+        w.deliver(0, max: frames)
+        w.cut(0)
+        #expect(!w.synced(0, "notes"))
+        #expect(w.account.cursors[w.account.key(w.urls[0], "notes")] == cursorBefore, "a cut sync must not move the cursor")
+        w.run(for: 120_000)
+        #expect(holdsAll(w, events))
+        #expect(w.synced(0, "notes"))
+        #expect(outcomes(w).last?.method == .negentropy)
+    }
+
+    @Test func aCutAfterSomeFetchesKeepsWhatCameAndFetchesTheRest() {
+        let (w, events) = world(count: 5_000, held: { $0 % 4 != 0 })
+        w.start { $0.paging = RelayPaging(pageSize: 100) }
+        w.completeOpens()
+        // Deliver until some missing events are in, then cut.
+        var rounds = 0
+        while w.account.events.count < 3_750 + 150 && rounds < 10_000 {
+            w.deliver(0, max: 1)
+            rounds += 1
+        }
+        let before = w.account.events.count
+        #expect(before >= 3_750 + 150)
+        w.cut(0)
+        #expect(w.account.events.count == before, "what was committed stays")
+        w.run(for: 120_000)
+        #expect(holdsAll(w, events))
+    }
+
+    @Test(arguments: [WireRelay.NegentropyMode.notice, .silent, .error("blocked: negentropy disabled")])
+    func aRelayWithoutNegentropyIsPagedAndRememberedSoTheNextConnectionDoesNotAsk(mode: WireRelay.NegentropyMode) {
+        let (w, events) = world(count: 800, held: { $0 >= 400 }, mode: mode)
+        w.start { $0.negentropyDeadlineMilliseconds = 3_000 }
+        w.run(for: 10_000)
+        #expect(w.synced(0, "notes"))
+        // Paging covers the horizon window only: the old half stays missing, as without NIP-77.
+        #expect(outcomes(w).map(\.method) == [.paging])
+        #expect(w.account.negentropyRecords[w.urls[0]]?.supported == false)
+        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 1)
+        w.cut(0)
+        w.run(for: 120_000)
+        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 1, "asked again on reconnect")
+        // A new process over the same account does not ask either.
+        w.engine.handle(.stop, now: w.now)
+        w.pump()
+        w.connected[0] = false
+        w.relays[0].dropConnection()
+        w.start { $0.negentropyDeadlineMilliseconds = 3_000 }
+        w.run(for: 5_000)
+        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 1)
+        _ = events
+    }
+
+    @Test func aRelayRecordedWithoutNegentropyIsAskedAgainAfterTheRecheckInterval() {
+        let (w, events) = world(count: 800, held: { $0 % 2 == 0 })
+        w.account.negentropyRecords[w.urls[0]] = NegentropySupportRecord(relayURL: w.urls[0], supported: false, checkedAt: w.unix - 8 * 86_400, reason: "old")
+        w.start()
+        w.run(for: 2_000)
+        #expect(holdsAll(w, events))
+        #expect(w.account.negentropyRecords[w.urls[0]]?.supported == true)
+    }
+
+    @Test func anEmptyAccountPagesInsteadOfListingEveryId() {
+        let (w, events) = world(count: 1_200, held: { _ in false })
+        w.account.cursors.removeAll()
+        w.start()
+        w.run(for: 2_000)
+        #expect(holdsAll(w, events))
+        #expect(!w.relays[0].verbs.contains("NEG-OPEN"))
+        #expect(outcomes(w).map(\.method) == [.paging])
+    }
+
+    @Test func everyNegentropyFrameFitsTheRelaysMaxMessageLength() {
+        // A relay that takes frames of at most 10,000 bytes; the responder answers up to 4,096.
+        let (w, events) = world(count: 6_000, held: { $0 % 7 != 0 })
+        w.limits[0] = RelayLimits(maxMessageLength: 10_000)
+        w.relays[0].negentropyFrameLimit = 4_096
+        w.start()
+        w.run(for: 5_000)
+        #expect(holdsAll(w, events))
+        for verb in ["NEG-OPEN", "NEG-MSG", "REQ"] {
+            #expect((w.relays[0].longestFrame[verb] ?? 0) <= 10_000, "\(verb): \(w.relays[0].longestFrame[verb] ?? 0) bytes")
+        }
+        #expect((w.relays[0].longestFrame["NEG-MSG"] ?? 0) > 4_000, "the limit was reached")
+    }
+
+    @Test func aBadNegentropyMessageFromTheRelayEndsTheReconciliationAndPagesInstead() {
+        let (w, _) = world(count: 500, held: { $0 % 2 == 0 })
+        w.start()
+        w.completeOpens()
+        w.inbox[0].removeAll()
+        // Instead of the relay's answer: garbage that is valid NIP-77 framing.
+        w.handle(.received(relay: 0, text: #"["NEG-MSG","notes~n0","61ff"]"#))
+        w.run(for: 2_000)
+        #expect(w.synced(0, "notes"))
+        #expect(outcomes(w).map(\.method) == [.paging])
+        #expect(w.reports.contains { if case .notice(_, let text) = $0 { text.contains("invalid_negentropy_message") } else { false } })
+    }
+}
