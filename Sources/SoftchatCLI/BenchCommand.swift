@@ -8,7 +8,7 @@ import Darwin
 
 enum BenchCommand {
     static let help = """
-        usage: softchat bench [events|wire|session|account|scale|transport|managed|cli|memory|all] [--json] [--quick]
+        usage: softchat bench [events|wire|session|account|scale|transport|managed|cli|memory|negentropy|all] [--json] [--quick]
                softchat bench corpus DIR [--quick]
 
         Each figure is printed beside a baseline measured in the same process, with the ratio
@@ -33,6 +33,12 @@ enum BenchCommand {
                      corpus files beside the same library calls in-process; the child's peak
           memory     peak memory of `event verify`, `account ingest` and a RelaySession replay
                      in fresh processes over 1×, 2×, 4×, 8× the events (growth = last/first)
+          negentropy NIP-77 sync of 100,000 events with 1% missing beside a REQ paging resync
+                     (bytes, seconds), identical sets of 50,000 (in process beside strfry's
+                     30 ms, and end to end beside a REQ sync of the horizon), prefix-sum
+                     fingerprints beside rescanning; --events-file FILE, --relay URL (a relay
+                     holding exactly those events, e.g. LocalRelay) and --filter JSON measure
+                     given sets (scripts/bench-negentropy runs rust-nostr on the same)
         --small FILE / --large FILE measure these JSON-lines corpora in `events` instead of the
         generated ones (scripts/bench-peers uses the peers kit's files).
         `corpus DIR` writes the generated corpora as JSON lines (events-20k.jsonl,
@@ -42,7 +48,7 @@ enum BenchCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--small", "--large", "--events"], switches: ["--json", "--quick", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--small", "--large", "--events", "--events-file", "--relay", "--filter"], switches: ["--json", "--quick", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -53,7 +59,7 @@ enum BenchCommand {
             try writeCorpus(to: parsed.positional[1], quick: parsed.has("--quick"))
             return .success
         }
-        let all = ["events", "wire", "session", "account", "scale", "transport", "managed", "cli", "memory"]
+        let all = ["events", "wire", "session", "account", "scale", "transport", "managed", "cli", "memory", "negentropy"]
         guard all.contains(which) || which == "all", parsed.positional.count <= 1 else {
             throw UsageError("unknown benchmark \"\(which)\" (\(all.joined(separator: ", ")), all)")
         }
@@ -83,6 +89,17 @@ enum BenchCommand {
                 for name in ["idle-1", "idle-50", "idle-100", "publish", "ingest", "sync"] {
                     for suffix in [".db", ".db-wal", ".db-shm"] { unlink("\(path)/\(name)\(suffix)") }
                 }
+                rmdir(path)
+                print(figures, json: parsed.has("--json"))
+                continue
+            case "negentropy":
+                let path = try temporaryDirectory()
+                var options = NegentropyBenchmarks.Options()
+                options.quick = quick
+                options.eventsFile = parsed.options["--events-file"]
+                options.relayURL = parsed.options["--relay"]
+                if let filter = parsed.options["--filter"] { options.filterJSON = filter }
+                let figures = NegentropyBenchmarks.run(options, executable: ChildProcess.currentExecutable, directory: path)
                 rmdir(path)
                 print(figures, json: parsed.has("--json"))
                 continue

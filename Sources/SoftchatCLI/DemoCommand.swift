@@ -198,7 +198,7 @@ enum DemoCommand {
                 printer.say("receipt", ["who": .string(name), "relay": .string(url), "inserted": .integer(Int64(r.accepted.count)),
                                         "duplicates": .integer(Int64(r.alreadyPresent.count)), "quarantined": .integer(Int64(r.rejected.count))],
                     "\(label) \(short(url)) receipt inserted \(r.accepted.count), duplicates \(r.alreadyPresent.count), quarantined \(r.rejected.count)")
-            case .synced(let url, let sub, let n):
+            case .synced(let url, let sub, let n, _):
                 printer.say("synced", ["who": .string(name), "relay": .string(url), "subscription": .string(sub), "events": .integer(Int64(n))],
                     "\(label) \(short(url)) synced \"\(sub)\" to the end of stored events (\(n) received)")
             case .notice(let url, let text):

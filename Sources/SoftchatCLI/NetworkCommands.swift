@@ -2,6 +2,7 @@ import SoftchatClient
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
+import SoftchatSync
 import SoftchatTransport
 #if canImport(Glibc)
 import Glibc
@@ -23,6 +24,7 @@ enum NetworkOptions {
             policy.connection.noiseStaticKeyFile = noiseKey
         }
         if parsed.has("--no-events-batch") { policy.eventsBatch = .never }
+        if parsed.has("--no-negentropy") { policy.negentropy = false }
         return policy
     }
 
@@ -142,11 +144,13 @@ enum PublishCommand {
 enum SyncCommand {
     static let help = """
         usage: softchat sync --relay URL[,URL…] --db FILE --filter JSON [--key FILE] [--follow] [--json]
-                             [--ca-file PEM] [--noise-key FILE] [--timeout SECONDS]
+                             [--ca-file PEM] [--noise-key FILE] [--timeout SECONDS] [--no-negentropy]
 
         Syncs events matching FILTER (one filter object or an array) from each relay into the
-        account, paging past a relay's cap on results, until every relay's whole window is
-        synced (a cut sync resumes where it was; the cursor moves only at the end); with
+        account until every relay's whole window is synced: by NIP-77 negentropy where the relay
+        speaks it (every age; what is missing is fetched by id), else by REQ pages past the
+        relay's cap (a cut sync resumes where it was; the cursor moves only at the end). With
+        --no-negentropy it always pages. --json adds each relay's method. With
         --follow it keeps receiving until interrupted. --key answers NIP-42 when asked.
         Prints the number of events held for the filter. URL may be noise:// (see publish);
         --noise-key defaults to <db>.noise-key.
@@ -154,7 +158,7 @@ enum SyncCommand {
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--noise-key", "--timeout"],
-            switches: ["--json", "--follow", "--help", "-h"])
+            switches: ["--json", "--follow", "--help", "-h", "--no-negentropy"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -179,7 +183,7 @@ enum SyncCommand {
         let json = parsed.has("--json")
         policy.observer = { event in
             switch event {
-            case .synced(let url, let sub, _) where sub == "sync": synced.insert(url)
+            case .synced(let url, let sub, _, let method) where sub == "sync": synced.insert(url, method: method)
             case .ingested(let url, let r):
                 NetworkOptions.progress("sync \(url): +\(r.accepted.count) inserted, \(r.alreadyPresent.count) duplicates")
             default: break
@@ -192,7 +196,8 @@ enum SyncCommand {
         }
         let done = try DemoCommand.waitUntil(seconds: Double(try parsed.int("--timeout") ?? 60)) { synced.count >= relays.count }
         let held = try account.events(matching: filters, now: Int64(time(nil))).count
-        Output.standard.line(json ? JSONValue.object(JSONObject(["synced": .bool(done), "events": .integer(Int64(held))])).jsonText
+        let methods = JSONObject(members: synced.methods.sorted { $0.key < $1.key }.map { JSONObject.Member(key: $0.key, value: .string($0.value.rawValue)) })
+        Output.standard.line(json ? JSONValue.object(JSONObject(["synced": .bool(done), "events": .integer(Int64(held)), "methods": .object(methods)])).jsonText
             : "synced \(done ? "to the end of stored events" : "NOT to the end (timeout)"): \(held) events held for the filter")
         return done ? .success : .runtimeFailure
     }
@@ -202,7 +207,8 @@ enum SyncCommand {
 final class SyncedRelays: @unchecked Sendable {
     // @unchecked: `urls` is only touched under `lock`.
     private let lock = Lock()
-    private var urls: Set<String> = []
-    func insert(_ url: String) { lock.with { _ = urls.insert(url) } }
+    private var urls: [String: SyncMethod] = [:]
+    func insert(_ url: String, method: SyncMethod) { lock.with { urls[url] = method } }
     var count: Int { lock.with { urls.count } }
+    var methods: [String: SyncMethod] { lock.with { urls } }
 }

@@ -12,18 +12,20 @@ import Darwin
 /// not count a relay's threads as the client's, and for trying the CLI by hand.
 enum RelayCommand {
     static let help = """
-        usage: softchat relay [--count N] [--cap N] [--preload FILE] [--echo]
+        usage: softchat relay [--count N] [--cap N] [--preload FILE] [--echo] [--negentropy answer|notice|silent|blocked]
 
         Starts N embedded loopback relays (default 1; NIP-01, NIP-11, NIP-42, NIP-45, EVENTS
         batches) and prints one ws:// URL per line; with --echo, a last line gives a loopback
         WebSocket echo server's URL (every text message sent straight back). --cap N answers
         at most N events per REQ, as LocalRelay does with 500. --preload FILE stores the signed
         events in FILE (one JSON per line, verified first) in every relay before the URLs are
-        printed. Runs until standard input closes. Test tool: nothing is persisted.
+        printed. --negentropy says how NIP-77's NEG-OPEN is met: as a responder (the default), with
+        a NOTICE, with silence, or with NEG-ERR blocked. Runs until standard input closes. Test
+        tool: nothing is persisted.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--count", "--cap", "--preload"], switches: ["--echo", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--count", "--cap", "--preload", "--negentropy"], switches: ["--echo", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -32,6 +34,13 @@ enum RelayCommand {
         guard count >= 1 && count <= 1_000 else { throw UsageError("--count must be 1 to 1000") }
         var options = TestRelayOptions()
         if let cap = try parsed.int("--cap") { options.reqCap = Int(cap) }
+        switch parsed.options["--negentropy"] {
+        case nil, "answer": options.negentropy = .answer
+        case "notice": options.negentropy = .notice
+        case "silent": options.negentropy = .silent
+        case "blocked": options.negentropy = .blocked
+        case let other?: throw UsageError("--negentropy must be answer, notice, silent or blocked, not \(other)")
+        }
         var preload: [VerifiedEvent] = []
         if let file = parsed.options["--preload"] {
             let fd = open(file, O_RDONLY)

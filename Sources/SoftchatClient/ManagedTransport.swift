@@ -172,6 +172,7 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         config.fetchRelayInformation = policy.fetchRelayInformation
         config.paging = policy.paging
         config.horizons = policy.horizons
+        config.negentropy = policy.negentropy
         config.leaseSeconds = account.policy.leaseSeconds
         config.keepaliveIntervalMilliseconds = policy.keepaliveIntervalMilliseconds
         config.readDeadlineMilliseconds = policy.readDeadlineMilliseconds
@@ -369,8 +370,8 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
             publish(.delivery(relayURL: url, intentID: intentID, decision: decision))
         case .ingested(let url, let result):
             publish(.ingested(relayURL: url, result))
-        case .synced(let url, let subscriptionID, let count, _):
-            publish(.synced(relayURL: url, subscriptionID: subscriptionID, events: count))
+        case .synced(let url, let subscriptionID, let count, let outcome):
+            publish(.synced(relayURL: url, subscriptionID: subscriptionID, events: count, method: outcome.method))
         case .notice(let url, let text):
             publish(.notice(relayURL: url, text))
         }

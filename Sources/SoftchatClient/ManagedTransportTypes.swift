@@ -34,8 +34,9 @@ public enum ManagedTransportEvent: Sendable {
     /// Events from this relay, committed to the account (inserted, already held, quarantined).
     case ingested(relayURL: String, IngestionResult)
     /// A subscription's whole window on this relay is synced: everything the relay held for it
-    /// when this connection opened is in the account, and its cursor moved.
-    case synced(relayURL: String, subscriptionID: String, events: Int)
+    /// when this connection opened is in the account, and its cursor moved. `method` says whether
+    /// NIP-77 reconciliation (every age) or REQ paging (the horizon window) did it.
+    case synced(relayURL: String, subscriptionID: String, events: Int, method: SyncMethod)
     case notice(relayURL: String, String)
     case connectionFailed(relayURL: String, String)
 }
@@ -64,6 +65,8 @@ public struct ManagedTransportPolicy: Sendable {
     /// Per subscription id, the late-arrival horizon in seconds (default: two days + 10 min for
     /// filters that can match NIP-59 gift wraps, 300 s otherwise).
     public var horizons: [String: Int64] = [:]
+    /// Sync by NIP-77 negentropy where a relay speaks it (`SyncEngineConfiguration.negentropy`).
+    public var negentropy = true
     /// Fetch the NIP-11 document before the first connection and respect its limitation fields.
     public var fetchRelayInformation = true
     /// Ping a connection silent this long, and drop it when nothing arrives within

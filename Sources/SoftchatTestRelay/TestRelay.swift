@@ -275,13 +275,14 @@ public final class TestRelay: @unchecked Sendable {
     /// The negentropy responder over the events matching `filter` (its limit applied, as a REQ
     /// would), its messages bounded so that each NEG-MSG fits the relay's frame bound.
     fileprivate func reconciler(_ filter: RelayFilter) -> Negentropy {
-        let items = query([filter]).compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+        // The whole set: the REQ cap is a page size, not a bound on what the relay holds.
+        let items = query([filter], capped: false).compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
         let limit = options.negentropyFrameLimit > 0 ? options.negentropyFrameLimit : (RelayWireContract.maxFrameBytes.value - 256) / 2
         return Negentropy(storage: NegentropyStorage(items: items), frameSizeLimit: limit)
     }
 
     /// Stored events matching the filters, newest first, each filter's limit applied.
-    fileprivate func query(_ filters: [RelayFilter]) -> [VerifiedEvent] {
+    fileprivate func query(_ filters: [RelayFilter], capped: Bool = true) -> [VerifiedEvent] {
         let snapshot = lock.with { events }  // newest first
         var out: [String: VerifiedEvent] = [:]
         for f in filters {
@@ -311,7 +312,7 @@ public final class TestRelay: @unchecked Sendable {
         }
         var all = Array(out.values)
         all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
-        if let cap = options.reqCap { all = Array(all.prefix(cap)) }
+        if capped, let cap = options.reqCap { all = Array(all.prefix(cap)) }
         return all
     }
 }

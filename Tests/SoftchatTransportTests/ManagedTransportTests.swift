@@ -62,7 +62,7 @@ func quickPolicy(_ mode: EventsBatching = .auto) -> ManagedTransportPolicy {
         receiverPolicy.observer = { event in
             switch event {
             case .ingested(_, let r): log.add("ingested \(r.accepted.count)/\(r.alreadyPresent.count)")
-            case .synced(_, let s, let n): log.add("synced \(s) \(n)")
+            case .synced(_, let s, let n, _): log.add("synced \(s) \(n)")
             case .state(let s): log.add("\(s)")
             case .notice(_, let t): log.add("notice \(t)")
             default: break

@@ -25,6 +25,9 @@ public struct Negentropy: Sendable {
     public let storage: NegentropyStorage
     /// 0 (no limit) or at least 4,096 bytes of binary message.
     public let frameSizeLimit: Int
+    /// Fingerprints by summing each range's ids instead of the prefix sums: the baseline
+    /// `softchat bench negentropy` measures the prefix sums against.
+    package var rescansFingerprints = false
 
     static let buckets = 16
 
@@ -67,6 +70,10 @@ public struct Negentropy: Sendable {
 
     private func exceeds(_ size: Int) -> Bool { frameSizeLimit != 0 && size > frameSizeLimit - 200 }
 
+    private func fingerprint(_ lower: Int, _ upper: Int) -> NegentropyFingerprint {
+        rescansFingerprints ? storage.scannedFingerprint(lower, upper) : storage.fingerprint(lower, upper)
+    }
+
     private func process(_ message: NegentropyMessage, initiator: Bool, have: inout [NegentropyID], need: inout [NegentropyID]) -> [UInt8] {
         let items = storage.items
         var out = NegentropyWriter()
@@ -90,7 +97,7 @@ public struct Negentropy: Sendable {
             case .skip:
                 skip = true
             case .fingerprint(let theirs):
-                if storage.fingerprint(lower, upper) == theirs {
+                if fingerprint(lower, upper) == theirs {
                     skip = true
                 } else {
                     flushSkip()
@@ -133,7 +140,7 @@ public struct Negentropy: Sendable {
                     if skipBefore { out.range(NegentropyRange(upperBound: prevBound, payload: .skip)) }
                     from = lower
                 }
-                out.range(NegentropyRange(upperBound: .infinity, payload: .fingerprint(storage.fingerprint(from, storage.count))))
+                out.range(NegentropyRange(upperBound: .infinity, payload: .fingerprint(fingerprint(from, storage.count))))
                 return out.bytes
             }
             out.append(o)
@@ -155,11 +162,11 @@ public struct Negentropy: Sendable {
         var current = lower
         for bucket in 0..<Self.buckets {
             let size = perBucket + (bucket < extra ? 1 : 0)
-            let fingerprint = storage.fingerprint(current, current + size)
+            let digest = fingerprint(current, current + size)
             current += size
             let bound = current == upper ? upperBound : NegentropyBound.minimal(between: items[current - 1], and: items[current])
             o.bound(bound)
-            o.fingerprint(fingerprint)
+            o.fingerprint(digest)
         }
     }
 }

@@ -139,15 +139,20 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
 
     /// A copy with `since` set (added at the end, or replaced in place): what a resubscription
     /// after a reconnect sends.
-    public func withSince(_ value: Int64) -> RelayFilter {
+    public func withSince(_ value: Int64) -> RelayFilter { with("since", value) }
+
+    /// A copy with `until` set (added at the end, or replaced in place).
+    public func withUntil(_ value: Int64) -> RelayFilter { with("until", value) }
+
+    private func with(_ key: String, _ value: Int64) -> RelayFilter {
         let value = max(0, value)
         var members = json.members
-        if let i = members.firstIndex(where: { $0.key == "since" }) {
-            members[i] = JSONObject.Member(key: "since", value: .integer(value))
+        if let i = members.firstIndex(where: { $0.key == key }) {
+            members[i] = JSONObject.Member(key: key, value: .integer(value))
         } else {
-            members.append(JSONObject.Member(key: "since", value: .integer(value)))
+            members.append(JSONObject.Member(key: key, value: .integer(value)))
         }
-        // Cannot fail: the members were valid and a non-negative integer since is valid.
+        // Cannot fail: the members were valid and a non-negative integer bound is valid.
         return try! RelayFilter(json: .object(JSONObject(members: members)))
     }
 
