@@ -49,4 +49,24 @@ w("websocket", "close", bytes([0x88, 5, 0x03, 0xE8]) + b"bye")
 event_frame = compact(fixtures["event"]).replace('"some-subscription-id"', '"s"')
 w("session", "conversation", "\n".join([event_frame, '["EOSE","s"]', '["NOTICE","hi"]', '["AUTH","ch"]',
                                         '["CLOSED","s","auth-required: x"]', compact(fixtures["ok_success"])]))
+# Negentropy v1 messages: an initial split (16 fingerprints), an id list, skips and bounds with id
+# prefixes, and the NIP-77 frames that carry them.
+def varint(n):
+    out = [n & 0x7F]
+    n >>= 7
+    while n:
+        out.insert(0, 0x80 | (n & 0x7F))
+        n >>= 7
+    return bytes(out)
+fp = bytes(range(16))
+split = bytes([0x61]) + b"".join(varint(1 + 1000 * i) + b"\x00" + b"\x01" + fp for i in range(15)) + b"\x00\x00\x01" + fp
+w("negentropy", "split", split)
+w("negentropy", "idlist", bytes([0x61, 0x00, 0x00, 0x02, 0x02]) + bytes(range(32)) + bytes(range(32, 64)))
+w("negentropy", "prefixes", bytes([0x61]) + varint(1_700_000_001) + bytes([0x03, 0xAB, 0xCD, 0xEF, 0x00]) + varint(1) + bytes([0x20]) + bytes(range(32)) + b"\x01" + fp)
+w("negentropy", "empty", bytes([0x61]))
+w("negentropy", "version2", bytes([0x62]))
+w("relay-frame", "neg_msg", json.dumps(["NEG-MSG", "n", split.hex()], separators=(",", ":")))
+w("relay-frame", "neg_err", json.dumps(["NEG-ERR", "n", "blocked: too big", 100000], separators=(",", ":")))
+w("client-frame", "neg_open", json.dumps(["NEG-OPEN", "n", {"kinds": [1059], "#p": ["ab" * 32]}, split.hex()], separators=(",", ":")))
+w("client-frame", "neg_close", json.dumps(["NEG-CLOSE", "n"], separators=(",", ":")))
 print(f"fuzz seeds: {sum(len(fs) for _, _, fs in os.walk(out))} files in {out}")

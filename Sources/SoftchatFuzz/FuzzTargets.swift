@@ -13,7 +13,16 @@ import Darwin
 
 /// One fuzz target: bytes in; crashes, traps and sanitizer reports are the findings.
 enum FuzzTarget: String, CaseIterable {
-    case json, event, filter, clientFrame = "client-frame", relayFrame = "relay-frame", nip11, websocket, session
+    case json, event, filter, clientFrame = "client-frame", relayFrame = "relay-frame", nip11, websocket, session, negentropy
+
+    /// The responder's and initiator's set for the negentropy target: 300 items, runs of equal
+    /// timestamps, ids sharing prefixes.
+    static let negentropyStorage: NegentropyStorage = {
+        var rng = SplitMix64(seed: 77)
+        return NegentropyStorage(items: (0..<300).map { i in
+            NegentropyItem(timestamp: 1_700_000_000 + UInt64(i / 7), id: NegentropyID(prefix: [UInt8(i % 3)] + rng.bytes(31)))
+        })
+    }()
 
     func run(_ data: UnsafeRawBufferPointer) {
         let bytes = Array(data.bindMemory(to: UInt8.self))
@@ -73,6 +82,20 @@ enum FuzzTarget: String, CaseIterable {
             }
             let snapshot = session.snapshot()
             precondition(snapshot.awaitingPersistence <= RelayIngestionContract.maxAwaitingPersistence.value)
+        case .negentropy:
+            // The bytes are a negentropy message from the other side.
+            if let message = try? NegentropyMessage.decode(bytes) {
+                precondition((try? NegentropyMessage.decode(message.encoded)) == message, "negentropy round-trip changed the message")
+            }
+            let responder = Negentropy(storage: Self.negentropyStorage, frameSizeLimit: 4096)
+            if let answer = try? responder.respond(bytes) {
+                precondition(answer.count <= 4096, "a response passed its frame limit")
+                precondition((try? NegentropyMessage.decode(answer)) != nil, "a response does not decode")
+            }
+            if let step = try? responder.reconcile(bytes), let next = step.next {
+                precondition(next.count <= 4096, "a next message passed its frame limit")
+                precondition((try? NegentropyMessage.decode(next)) != nil, "a next message does not decode")
+            }
         }
     }
 }
