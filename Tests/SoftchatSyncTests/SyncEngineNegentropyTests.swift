@@ -192,4 +192,22 @@ import Testing
         #expect(outcomes(w).map(\.method) == [.paging])
         #expect(w.reports.contains { if case .notice(_, let text) = $0 { text.contains("invalid_negentropy_message") } else { false } })
     }
+
+    @Test func connectionsLostTwiceAwaitingTheFirstAnswerStopTheEngineAskingSoPagingFinishes() {
+        // A relay whose answers never arrive (too large for our frames, say): each connection
+        // is lost before any NEG-MSG.
+        let (w, events) = world(count: 600, held: { $0 % 2 == 0 }, mode: .silent)
+        w.start { $0.negentropyDeadlineMilliseconds = 600_000 }
+        for _ in 0..<2 {
+            // Long enough for the reconnect's backoff, far below the deadline.
+            w.run(for: 8_000)
+            #expect(w.relays[0].verbs.last == "NEG-OPEN" || w.relays[0].verbs.contains("NEG-OPEN"))
+            w.cut(0)
+        }
+        w.run(for: 8_000)
+        #expect(w.account.negentropyRecords[w.urls[0]]?.supported == false)
+        #expect(w.synced(0, "notes"))
+        #expect(outcomes(w).last?.method == .paging)
+        _ = events
+    }
 }

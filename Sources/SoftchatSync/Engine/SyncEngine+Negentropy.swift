@@ -95,6 +95,7 @@ extension SyncEngine {
             relays[r].negSentAt[negID] = nil
             if !relays[r].negHeard {
                 relays[r].negHeard = true
+            relays[r].negLostUnanswered = 0
                 if relays[r].negentropy?.supported != true { recordSupport(r, supported: true, reason: "answered NEG-OPEN") }
             }
             guard var reconciliation = relays[r].subscriptions[id]?.negentropy else { return }
@@ -228,6 +229,14 @@ extension SyncEngine {
     /// The connection ended: every reconciliation and fetch on it is gone (what was fetched is
     /// committed; the next connection reconciles again).
     func negentropyLost(_ r: Int) {
+        if !relays[r].negHeard && !relays[r].negSentAt.isEmpty {
+            relays[r].negLostUnanswered += 1
+            if relays[r].negLostUnanswered >= 2 {
+                relays[r].negLostUnanswered = 0
+                report(.notice(relayURL: relays[r].url, "no NIP-77 negentropy here (two connections lost awaiting NEG-OPEN's answer): syncing by REQ pages"))
+                recordSupport(r, supported: false, reason: "two connections lost awaiting NEG-OPEN's answer")
+            }
+        }
         for id in relays[r].fetchOwner.keys.sorted() { try? relays[r].session?.unsubscribe(id: id) }
         relays[r].fetchOwner.removeAll()
         relays[r].negOwner.removeAll()
