@@ -133,11 +133,7 @@ struct NegentropyWriter {
         bytes += f.bytes
     }
 
-    mutating func id(_ id: NegentropyID) {
-        for w in [id.w0, id.w1, id.w2, id.w3] {
-            for k in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: w >> UInt64(56 - 8 * k))) }
-        }
-    }
+    mutating func id(_ id: NegentropyID) { bytes += id.bytes }
 
     /// Appends what another writer wrote after its version byte (its timestamps continue this
     /// writer's deltas only if it was started with `continuing(from:)`).
