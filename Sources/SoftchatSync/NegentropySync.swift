@@ -5,21 +5,37 @@ public import SoftchatCore
 /// connection is up; a cut discards it, since a reconciliation is cheap to start again and the
 /// events it fetched are already committed).
 ///
-/// One reconciliation runs per filter of the subscription, over the filter without its
-/// `limit` (the whole set, every age): `start(items:)` gives the account's items, one list per
-/// filter, and returns the NEG-OPENs; each NEG-MSG goes to `received(filterIndex:message:)`,
-/// which returns the next NEG-MSG or, once the filter is settled, a NEG-CLOSE. The ids the
-/// relay has and the account lacks queue up as they are learnt and leave through `nextFetch()`
-/// in batches of at most `fetchBatch` (a REQ by `ids` each, so the relay's `max_limit` is
-/// respected); `fetchEnded()` marks a batch's EOSE. The sync is complete when every filter is
-/// settled and every batch has ended: then everything the relay held for the filters when the
-/// reconciliation began is in the account (the live REQ covers what arrives after).
+/// Reconciliation runs in *parts*: at first one per filter of the subscription, over the filter
+/// without its `limit` (the whole set, every age). `start(items:)` gives the account's items,
+/// one list per filter; `nextOpen()` hands out the NEG-OPEN of the next part waiting (the engine
+/// decides how many run at once on a connection); each NEG-MSG goes to
+/// `received(part:message:)`, which returns the next NEG-MSG or, once the part is settled, a
+/// NEG-CLOSE. A relay that finds a part too big (`NEG-ERR "blocked: this query is too big"`, or
+/// rust-nostr's `"rate-limited: too many negentropy items"`) gets it again as two parts split
+/// by `created_at` (`split(part:)`), each with its `since`/`until`, until the parts fit.
+///
+/// The ids the relay has and the account lacks queue up as they are learnt and leave through
+/// `nextFetch()` in batches of at most `fetchBatch` (a REQ by `ids` each, so the relay's
+/// `max_limit` is respected); `fetchEnded()` marks a batch's EOSE. The sync is complete when
+/// every part is settled and every batch has ended: then everything the relay held for the
+/// filters when the reconciliation began is in the account (the live REQ covers what arrives
+/// after).
 public struct NegentropySync: Sendable {
     /// What to send.
     public enum Output: Sendable, Hashable {
-        case open(filterIndex: Int, filter: RelayFilter, message: [UInt8])
-        case message(filterIndex: Int, message: [UInt8])
-        case close(filterIndex: Int)
+        case open(part: Int, filter: RelayFilter, message: [UInt8])
+        case message(part: Int, message: [UInt8])
+        case close(part: Int)
+    }
+
+    /// One reconciliation: a filter of the subscription, or a time slice of one.
+    struct Part: Sendable {
+        enum State: Sendable { case waiting, open(Negentropy), settled, split }
+        let filterIndex: Int
+        let filter: RelayFilter
+        /// The account's items in the part (until it opens).
+        var items: [NegentropyItem]
+        var state: State
     }
 
     /// The filters as reconciled (no `limit`).
@@ -31,8 +47,7 @@ public struct NegentropySync: Sendable {
     /// The newest `created_at` the result vouches for: the time the reconciliation began.
     public let until: Int64
 
-    private var reconcilers: [Negentropy] = []
-    private var open: [Bool] = []
+    private var parts: [Part] = []
     private var queue: [String] = []
     private var queueStart = 0
     private var queued: Set<String> = []
@@ -41,6 +56,8 @@ public struct NegentropySync: Sendable {
     public private(set) var have: [NegentropyID] = []
     /// Negentropy messages received.
     public private(set) var rounds = 0
+    /// Parts split because the relay found them too big.
+    public private(set) var splits = 0
     /// Ids learnt missing from the account.
     public var needed: Int { queued.count }
     /// REQs sent to fetch them.
@@ -55,33 +72,55 @@ public struct NegentropySync: Sendable {
     }
 
     /// True once `start(items:)` ran.
-    public var isStarted: Bool { !reconcilers.isEmpty }
+    public var isStarted: Bool { !parts.isEmpty }
 
-    /// True while some filter is still reconciling.
-    public var isReconciling: Bool { open.contains(true) }
-
-    /// Every filter settled and every fetch ended.
-    public var isComplete: Bool { isStarted && !isReconciling && queueStart == queue.count && fetchesInFlight == 0 }
-
-    /// The NEG-OPEN of each filter, over `items[i]` for filter `i`.
-    public mutating func start(items: [[NegentropyItem]]) -> [Output] {
-        precondition(items.count == filters.count, "one item list per filter")
-        reconcilers = items.map { Negentropy(storage: NegentropyStorage(items: $0), frameSizeLimit: frameSizeLimit) }
-        open = Array(repeating: true, count: filters.count)
-        return filters.indices.map { .open(filterIndex: $0, filter: filters[$0], message: reconcilers[$0].initiate()) }
+    /// True while some part waits to open or is reconciling.
+    public var isReconciling: Bool {
+        parts.contains { part in
+            switch part.state {
+            case .waiting, .open: true
+            case .settled, .split: false
+            }
+        }
     }
 
-    /// A NEG-MSG for filter `filterIndex`: the next message, or the close once it is settled.
-    /// - Throws: `invalid_negentropy_message` when the message does not decode; the filter is
+    /// Parts waiting for `nextOpen()`.
+    public var waitingParts: Int { parts.count { if case .waiting = $0.state { true } else { false } } }
+
+    /// Every part settled and every fetch ended.
+    public var isComplete: Bool { isStarted && !failed && !isReconciling && queueStart == queue.count && fetchesInFlight == 0 }
+
+    /// A reconciliation ended without settling (a bad message, a NEG-ERR, a part too big that
+    /// cannot be split): the sync cannot complete on this connection.
+    public private(set) var failed = false
+
+    /// Sets the account's items, `items[i]` for filter `i`; one part per filter waits to open.
+    public mutating func start(items: [[NegentropyItem]]) {
+        precondition(items.count == filters.count, "one item list per filter")
+        parts = filters.indices.map { Part(filterIndex: $0, filter: filters[$0], items: items[$0], state: .waiting) }
+    }
+
+    /// The NEG-OPEN of the next part waiting, or nil.
+    public mutating func nextOpen() -> Output? {
+        guard !failed, let p = parts.firstIndex(where: { if case .waiting = $0.state { true } else { false } }) else { return nil }
+        let reconciler = Negentropy(storage: NegentropyStorage(items: parts[p].items), frameSizeLimit: frameSizeLimit)
+        parts[p].items = []
+        let message = reconciler.initiate()
+        parts[p].state = .open(reconciler)
+        return .open(part: p, filter: parts[p].filter, message: message)
+    }
+
+    /// A NEG-MSG for part `p`: the next message, or the close once it is settled.
+    /// - Throws: `invalid_negentropy_message` when the message does not decode; the part is
     ///   then closed and the sync cannot complete (the caller falls back to REQ paging).
-    public mutating func received(filterIndex i: Int, message: [UInt8]) throws(SoftchatError) -> Output? {
-        guard open.indices.contains(i), open[i] else { return nil }
+    public mutating func received(part p: Int, message: [UInt8]) throws(SoftchatError) -> Output? {
+        guard parts.indices.contains(p), case .open(let reconciler) = parts[p].state else { return nil }
         rounds += 1
         let step: NegentropyStep
         do {
-            step = try reconcilers[i].reconcile(message)
+            step = try reconciler.reconcile(message)
         } catch {
-            open[i] = false
+            parts[p].state = .settled
             failed = true
             throw error
         }
@@ -90,20 +129,47 @@ public struct NegentropySync: Sendable {
             let hex = id.hex
             if queued.insert(hex).inserted { queue.append(hex) }
         }
-        if let next = step.next { return .message(filterIndex: i, message: next) }
-        open[i] = false
-        return .close(filterIndex: i)
+        if let next = step.next {
+            parts[p].state = .open(reconciler)
+            return .message(part: p, message: next)
+        }
+        parts[p].state = .settled
+        return .close(part: p)
     }
 
-    /// A reconciliation ended without settling (a bad message, NEG-ERR): the sync cannot
-    /// complete on this connection.
-    public private(set) var failed = false
-
-    /// The relay ended filter `i`'s reconciliation (NEG-ERR).
-    public mutating func abandoned(filterIndex i: Int) {
-        guard open.indices.contains(i), open[i] else { return }
-        open[i] = false
+    /// The relay ended part `p`'s reconciliation (NEG-ERR).
+    public mutating func abandoned(part p: Int) {
+        guard parts.indices.contains(p), case .open = parts[p].state else { return }
+        parts[p].state = .settled
         failed = true
+    }
+
+    /// The relay found part `p` too big: it is replaced by two parts waiting to open, split at
+    /// the median `created_at` of the account's items in it (the relay's set is likely shaped
+    /// like the account's), or at the middle of its time range when that does not divide it.
+    /// - Returns: false when the part spans a single second and cannot be split (the sync then
+    ///   cannot complete on this connection).
+    public mutating func split(part p: Int) -> Bool {
+        guard parts.indices.contains(p), case .open(let reconciler) = parts[p].state else { return false }
+        let part = parts[p]
+        let low = part.filter.since ?? 0
+        let high = part.filter.until
+        let top = high ?? max(until, low)
+        let items = reconciler.storage.items
+        var middle = items.isEmpty ? low : Int64(clamping: items[items.count / 2].timestamp)
+        if !(middle > low && middle <= top) { middle = low + (top - low + 1) / 2 }
+        guard middle > low, middle <= top else {
+            parts[p].state = .settled
+            failed = true
+            return false
+        }
+        parts[p].state = .split
+        splits += 1
+        let below = items.prefix { $0.timestamp < UInt64(middle) }
+        let above = items[below.count...]
+        parts.append(Part(filterIndex: part.filterIndex, filter: part.filter.withUntil(middle - 1), items: Array(below), state: .waiting))
+        parts.append(Part(filterIndex: part.filterIndex, filter: part.filter.withSince(middle), items: Array(above), state: .waiting))
+        return true
     }
 
     /// The next batch of ids to fetch, or nil (none queued, or a batch is in flight).

@@ -195,6 +195,13 @@ struct WireRelay {
     /// The responder's message limit (0: none).
     var negentropyFrameLimit = 0
     var reconcilers: [String: Negentropy] = [:]
+    /// Like rust-nostr's LocalRelay: at most this many items held by the open reconciliations
+    /// of a connection, else NEG-ERR "rate-limited: too many negentropy items".
+    var negentropyMaxItems: Int?
+    /// The most reconciliations open at once seen.
+    var mostOpenReconcilers = 0
+    /// NEG-ERRs sent for too many items.
+    var tooManyItems = 0
     /// Every client frame's verb, in order.
     var verbs: [String] = []
     /// Every client frame's length, by verb.
@@ -284,7 +291,13 @@ struct WireRelay {
             case .error(let text): return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage(text)).toJSON()]
             case .answer:
                 let items = stored.filter { filter.matches($0) }.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+                reconcilers[id] = nil
+                if let max = negentropyMaxItems, reconcilers.values.reduce(items.count, { $0 + $1.storage.count }) > max {
+                    tooManyItems += 1
+                    return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("rate-limited: too many negentropy items")).toJSON()]
+                }
                 reconcilers[id] = Negentropy(storage: NegentropyStorage(items: items), frameSizeLimit: negentropyFrameLimit)
+                mostOpenReconcilers = max(mostOpenReconcilers, reconcilers.count)
                 return negentropyAnswer(id, message)
             }
         case .negMessage(let id, let message):

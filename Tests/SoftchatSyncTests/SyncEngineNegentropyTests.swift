@@ -210,4 +210,64 @@ import Testing
         #expect(outcomes(w).last?.method == .paging)
         _ = events
     }
+
+    @Test func aRelayThatFindsTheQueryTooBigGetsItInTimeSlicesAndTheSyncCompletes() {
+        // Like rust-nostr's LocalRelay, whose open reconciliations may hold 50,000 items: here
+        // 1,000, for 3,000. The reproduction: this NEG-ERR used to be taken as "no NIP-77",
+        // recorded, and the old gaps were left to paging, which never finds them.
+        let (w, events) = world(count: 3_000, held: { $0 % 10 != 0 })
+        w.relays[0].negentropyMaxItems = 1_000
+        w.start()
+        w.run(for: 5_000)
+        #expect(holdsAll(w, events))
+        #expect(w.synced(0, "notes"))
+        #expect(outcomes(w).map(\.method) == [.negentropy])
+        #expect(w.account.negentropyRecords[w.urls[0]]?.supported == true)
+        #expect(w.relays[0].tooManyItems > 0)
+        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count > w.relays[0].tooManyItems)
+    }
+
+    @Test func aQueryTooBigWithinOneSecondCannotBeSplitSoItIsPagedAndTheRelayStillCountsAsSpeakingIt() {
+        let w = EngineWorld()
+        w.relays[0].negentropy = .answer
+        w.relays[0].negentropyMaxItems = 100
+        let second = w.unix - 60
+        let events = (0..<300).map { Fixtures.event(second, content: "same second \($0)") }
+        w.relays[0].stored = events.sorted { $0.id < $1.id }
+        for e in events.prefix(150) { w.account.events[e.id] = e }
+        w.account.policy = [("notes", [Self.notes], nil)]
+        w.account.cursors[w.account.key(w.urls[0], "notes")] = w.unix - 3_600
+        w.start()
+        w.run(for: 5_000)
+        #expect(w.synced(0, "notes"))
+        #expect(outcomes(w).map(\.method) == [.paging])
+        #expect(holdsAll(w, events), "the second is inside the horizon: paging brings it")
+        #expect(w.account.negentropyRecords[w.urls[0]]?.supported == true)
+    }
+
+    @Test func manySubscriptionsReconcileAtMostFourAtATimeOnAConnection() {
+        let (w, events) = world(count: 1_000, held: { $0 % 5 != 0 })
+        w.account.policy = (0..<9).map { ("s\($0)", [Self.notes], nil) }
+        for i in 0..<9 { w.account.cursors[w.account.key(w.urls[0], "s\(i)")] = w.unix - 3_600 }
+        w.start()
+        w.run(for: 5_000)
+        #expect(holdsAll(w, events))
+        #expect((0..<9).allSatisfy { w.synced(0, "s\($0)") })
+        #expect(outcomes(w).count == 9 && outcomes(w).allSatisfy { $0.method == .negentropy })
+        #expect(w.relays[0].mostOpenReconcilers <= SyncEngine.maxOpenNegentropy && w.relays[0].mostOpenReconcilers > 1)
+    }
+
+    @Test(arguments: [
+        ("blocked: this query is too big", SyncEngine.NegentropyRefusal.tooBig),
+        ("rate-limited: too many negentropy items", .tooBig),
+        ("blocked: too many negentropy items", .tooBig),
+        ("closed: timed out", .ended),
+        ("rate-limited: slow down", .ended),
+        ("blocked: negentropy disabled", .refused),
+        ("error: bad message", .refused),
+        ("unknown verb", .refused),
+    ])
+    func aNegErrIsReadByItsPrefix(text: String, meaning: SyncEngine.NegentropyRefusal) {
+        #expect(SyncEngine.negentropyRefusal(RelayMessage(text)) == meaning)
+    }
 }

@@ -33,8 +33,12 @@ struct RelayRuntime {
     var negentropy: NegentropySupportRecord?
     /// Counts connections, so an answer for an earlier one is recognised.
     var connection = 0
-    /// NEG subscription id → the policy subscription and its filter.
-    var negOwner: [String: (subscription: String, filter: Int)] = [:]
+    /// NEG subscription id → the policy subscription and the part of its reconciliation.
+    var negOwner: [String: (subscription: String, part: Int)] = [:]
+    /// The relay found a reconciliation too big on this connection: one runs at a time.
+    var negSerial = false
+    /// The relay was found not to speak NIP-77 on this connection: nothing more is opened.
+    var negOff = false
     /// NEG subscription id → when its last message was queued (monotonic ms), until answered.
     var negSentAt: [String: Int64] = [:]
     /// A NEG-MSG arrived on this connection (the relay speaks NIP-77).

@@ -47,11 +47,29 @@ extension SyncEngine {
             return
         }
         var reconciliation = NegentropySync(filters: sub.filters, until: sub.connectedAt, fetchBatch: sub.sync.paging.pageSize, frameSizeLimit: limit)
-        for output in reconciliation.start(items: items) { sendNegentropy(r, id, output) }
+        reconciliation.start(items: items)
         relays[r].subscriptions[id]!.negentropy = reconciliation
+        openNegentropy(r)
     }
 
-    static func negentropyID(_ id: String, _ filter: Int) -> String { String(id.prefix(48)) + "~n\(filter)" }
+    /// The most NEG subscriptions open at once on a connection (rust-nostr's LocalRelay allows
+    /// 10, and bounds the items they hold together).
+    static let maxOpenNegentropy = 4
+
+    /// Opens waiting reconciliation parts while the connection has room: subscriptions in
+    /// order, at most `maxOpenNegentropy` at once, or one after a relay found one too big.
+    func openNegentropy(_ r: Int) {
+        guard !relays[r].negOff else { return }
+        let room = relays[r].negSerial ? 1 : Self.maxOpenNegentropy
+        for id in relays[r].subscriptions.keys.sorted() {
+            while relays[r].negOwner.count < room, var reconciliation = relays[r].subscriptions[id]?.negentropy, let output = reconciliation.nextOpen() {
+                relays[r].subscriptions[id]!.negentropy = reconciliation
+                sendNegentropy(r, id, output)
+            }
+        }
+    }
+
+    static func negentropyID(_ id: String, _ part: Int) -> String { String(id.prefix(48)) + "~n\(part)" }
 
     func sendNegentropy(_ r: Int, _ id: String, _ output: NegentropySync.Output) {
         let frame: ClientRelayFrame
@@ -93,14 +111,10 @@ extension SyncEngine {
         case .negMessage(let negID, let message):
             guard let (id, i) = relays[r].negOwner[negID] else { return }
             relays[r].negSentAt[negID] = nil
-            if !relays[r].negHeard {
-                relays[r].negHeard = true
-            relays[r].negLostUnanswered = 0
-                if relays[r].negentropy?.supported != true { recordSupport(r, supported: true, reason: "answered NEG-OPEN") }
-            }
+            if !relays[r].negHeard { heardNegentropy(r, reason: "answered NEG-OPEN") }
             guard var reconciliation = relays[r].subscriptions[id]?.negentropy else { return }
             do {
-                let output = try reconciliation.received(filterIndex: i, message: message)
+                let output = try reconciliation.received(part: i, message: message)
                 relays[r].subscriptions[id]!.negentropy = reconciliation
                 if let output { sendNegentropy(r, id, output) }
             } catch {
@@ -108,18 +122,62 @@ extension SyncEngine {
                 fallBack(r, id, reason: error.message)
                 return
             }
+            openNegentropy(r)
             fetchMissing(r, id)
         case .negError(let negID, let message):
-            guard let (id, _) = relays[r].negOwner.removeValue(forKey: negID) else { return }
+            guard let (id, i) = relays[r].negOwner.removeValue(forKey: negID) else { return }
             relays[r].negSentAt[negID] = nil
             report(.notice(relayURL: relays[r].url, "NEG-ERR for \(id): \(message.text)"))
-            if !relays[r].negHeard && message.prefix != "closed" {
-                notSupported(r, reason: "NEG-ERR \(message.text)")
-            } else {
+            switch Self.negentropyRefusal(message) {
+            case .tooBig:
+                // The relay speaks NIP-77; the query holds more items than it takes.
+                if !relays[r].negHeard { heardNegentropy(r, reason: "NEG-ERR \(message.text)") }
+                relays[r].negSerial = true
+                guard var reconciliation = relays[r].subscriptions[id]?.negentropy, reconciliation.split(part: i) else {
+                    fallBack(r, id, reason: message.text)
+                    return
+                }
+                relays[r].subscriptions[id]!.negentropy = reconciliation
+                openNegentropy(r)
+            case .ended:
                 fallBack(r, id, reason: message.text)
+            case .refused:
+                if relays[r].negHeard { fallBack(r, id, reason: message.text) } else { notSupported(r, reason: "NEG-ERR \(message.text)") }
             }
         default:
             break
+        }
+    }
+
+    /// The first NIP-77 answer on this connection: the relay speaks it.
+    func heardNegentropy(_ r: Int, reason: String) {
+        relays[r].negHeard = true
+        relays[r].negLostUnanswered = 0
+        if relays[r].negentropy?.supported != true { recordSupport(r, supported: true, reason: reason) }
+    }
+
+    /// What a NEG-ERR means for the reconciliation it ends.
+    enum NegentropyRefusal: Equatable {
+        /// `blocked:` or `rate-limited:` with "too big", "too many" or "too large" (NIP-77's
+        /// "blocked: this query is too big", rust-nostr's "rate-limited: too many negentropy
+        /// items"): split the query.
+        case tooBig
+        /// `closed:` or another `rate-limited:`: this reconciliation ends, the relay speaks NIP-77.
+        case ended
+        /// Anything else: before any NEG-MSG, taken as "not spoken here".
+        case refused
+    }
+
+    static func negentropyRefusal(_ message: RelayMessage) -> NegentropyRefusal {
+        let text = message.text.lowercased()
+        switch message.prefix {
+        case "blocked", "rate-limited":
+            if text.contains("too big") || text.contains("too many") || text.contains("too large") { return .tooBig }
+            return message.prefix == "rate-limited" ? .ended : .refused
+        case "closed":
+            return .ended
+        default:
+            return .refused
         }
     }
 
@@ -142,7 +200,7 @@ extension SyncEngine {
             }
         }
         relays[r].subscriptions[id]!.negentropy = reconciliation
-        guard reconciliation.isComplete, !reconciliation.failed, var sub = relays[r].subscriptions[id] else { return }
+        guard reconciliation.isComplete, var sub = relays[r].subscriptions[id] else { return }
         // Everything the relay held for the filters at the connection's start is committed
         // with (or before) this state: the window is synced, the cursor moves to that start.
         let until = reconciliation.until
@@ -178,13 +236,17 @@ extension SyncEngine {
         let wasRunning = relays[r].subscriptions[id]!.negentropy != nil || relays[r].subscriptions[id]!.awaitingItems
         relays[r].subscriptions[id]!.negentropy = nil
         relays[r].subscriptions[id]!.awaitingItems = false
-        if wasRunning && relays[r].phase == .connected { advanceSync(r, id) }
+        if wasRunning && relays[r].phase == .connected {
+            advanceSync(r, id)
+            openNegentropy(r)
+        }
     }
 
     /// The relay does not speak NIP-77: remember it, and page every subscription instead.
     func notSupported(_ r: Int, reason: String) {
         report(.notice(relayURL: relays[r].url, "no NIP-77 negentropy here (\(reason)): syncing by REQ pages"))
         recordSupport(r, supported: false, reason: reason)
+        relays[r].negOff = true
         for id in relays[r].subscriptions.keys.sorted() { fallBack(r, id, reason: reason) }
     }
 
@@ -243,6 +305,8 @@ extension SyncEngine {
         relays[r].negSentAt.removeAll()
         relays[r].negOutbox.removeAll()
         relays[r].negHeard = false
+        relays[r].negSerial = false
+        relays[r].negOff = false
         for id in relays[r].subscriptions.keys {
             relays[r].subscriptions[id]!.negentropy = nil
             relays[r].subscriptions[id]!.awaitingItems = false
