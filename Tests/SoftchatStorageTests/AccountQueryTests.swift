@@ -213,6 +213,31 @@ import Testing
         #expect(try t.account.check(now: t0).ok)
     }
 
+    /// NIP-77's items: every stored event the filter matches without its limit, hidden ones
+    /// (deleted, expired) included, as (created_at, id) ascending, each once; from the tag index
+    /// for tag filters and from the events otherwise.
+    @Test(arguments: [UInt64(0x5EED_0003), 0x5EED_0004])
+    func reconciliationItemsAreEveryStoredMatchOnceInTimeThenIdOrder(seed: UInt64) throws {
+        let t = try TestAccount()
+        let store = Self.randomStore(seed: seed)
+        for batch in store.batches { try t.account.incoming.ingest(batch.events, receivedAt: batch.receivedAt) }
+        let reference = Reference(store)
+        var rng = StorageRNG(seed: seed ^ 0x0E6E_17)
+        var tagged = 0
+        var nonEmpty = 0
+        for round in 0..<600 {
+            let filter = Self.randomFilter(&rng, store)
+            let got = try t.account.reconciliationItems(matching: filter)
+            let want = reference.stored.filter { filter.withoutLimit().matches($0) }
+                .compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }.sorted()
+            #expect(got == want, "round \(round): \(filter)")
+            if got != want { break }
+            if filter.ids == nil && filter.authors == nil && !filter.tagConditions.isEmpty { tagged += 1 }
+            if !got.isEmpty { nonEmpty += 1 }
+        }
+        #expect(tagged > 60 && nonEmpty > 250, "\(tagged) tag-driven, \(nonEmpty) non-empty")
+    }
+
     @Test func theChatHistoryFilterReturnsTheNewestHundredKind14MessagesToARecipient() throws {
         let t = try TestAccount()
         let me = StorageKeys.alice.publicKeyHex

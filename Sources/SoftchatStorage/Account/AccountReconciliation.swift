@@ -20,6 +20,9 @@ extension SoftchatAccount {
         {
             return []
         }
+        if filter.ids == nil, filter.authors == nil, let driving = filter.tagConditions.first {
+            return try taggedItems(db, filter, driving)
+        }
         var sql = "SELECT e.created_at, e.id FROM events e WHERE 1"
         var args: [SQLValue] = []
         narrow(filter, timeColumn: "e.created_at", sql: &sql, args: &args)
@@ -28,6 +31,44 @@ extension SoftchatAccount {
         var items: [NegentropyItem] = []
         while try statement.step() {
             if let item = NegentropyItem(createdAt: statement.int64(0), idHex: statement.text(1)) { items.append(item) }
+        }
+        return items
+    }
+
+    /// A filter of tags (and kinds, times): read from the tag index alone, which holds each
+    /// tagged event's (created_at, id), so no event row is visited; kinds are checked in the
+    /// (kind, created_at, id) index. A chat's filter (`{"kinds":[1059],"#p":[me]}`) is this
+    /// shape; reading event rows instead costs 5 times as much.
+    static func taggedItems(_ db: SQLiteConnection, _ filter: RelayFilter, _ driving: (letter: Character, values: [String])) throws -> [NegentropyItem] {
+        var sql = "SELECT d.created_at, d.event_id FROM event_tags d WHERE d.name = ? AND d.value IN ("
+            + Array(repeating: "?", count: driving.values.count).joined(separator: ",") + ")"
+        var args: [SQLValue] = [.text(String(driving.letter))] + driving.values.map(SQLValue.text)
+        if let since = filter.since {
+            sql += " AND d.created_at >= ?"
+            args.append(.int(since))
+        }
+        if let until = filter.until {
+            sql += " AND d.created_at <= ?"
+            args.append(.int(until))
+        }
+        if let kinds = filter.kinds {
+            sql += " AND EXISTS (SELECT 1 FROM events k INDEXED BY events_kind_time WHERE k.kind IN ("
+                + Array(repeating: "?", count: kinds.count).joined(separator: ",") + ") AND k.created_at = d.created_at AND k.id = d.event_id)"
+            args += kinds.map { .int(Int64($0)) }
+        }
+        for condition in filter.tagConditions.dropFirst() {
+            sql += " AND d.event_id IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN ("
+                + Array(repeating: "?", count: condition.values.count).joined(separator: ",") + "))"
+            args.append(.text(String(condition.letter)))
+            args += condition.values.map(SQLValue.text)
+        }
+        sql += " ORDER BY d.created_at, d.event_id"
+        let statement = try db.statement(sql).bind(args)
+        var items: [NegentropyItem] = []
+        while try statement.step() {
+            // An event carrying the value twice, or two of the values, gives a row each.
+            guard let item = NegentropyItem(createdAt: statement.int64(0), idHex: statement.text(1)), items.last != item else { continue }
+            items.append(item)
         }
         return items
     }
