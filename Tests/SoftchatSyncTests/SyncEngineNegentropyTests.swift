@@ -270,4 +270,15 @@ import Testing
     func aNegErrIsReadByItsPrefix(text: String, meaning: SyncEngine.NegentropyRefusal) {
         #expect(SyncEngine.negentropyRefusal(RelayMessage(text)) == meaning)
     }
+
+    @Test func negentropyWritesAreNotConfirmedToTheSessionAsItsOwnFrames() {
+        // NEG frames bypass the session: their write completions must not confirm a session
+        // frame (the fetch REQ drained beside them) before that frame is written.
+        let (w, events) = world(count: 3_000, held: { $0 % 10 != 0 })
+        w.start()
+        w.run(for: 5_000)
+        #expect(holdsAll(w, events))
+        let refused = w.reports.filter { if case .notice(_, let text) = $0 { text.contains("confirmSent refused") } else { false } }
+        #expect(refused.isEmpty, "\(refused)")
+    }
 }

@@ -50,6 +50,8 @@ struct RelayRuntime {
     var fetchOwner: [String: String] = [:]
     /// NEG frames waiting for the authentication window to pass, in order.
     var negOutbox: [String] = []
+    /// Write tokens of NEG frames in flight (not session frames: nothing to confirm).
+    var negWrites: Set<Int> = []
 
     // Delivery.
     var claims: [String: DeliveryClaim] = [:]

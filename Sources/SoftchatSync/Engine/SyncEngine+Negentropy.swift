@@ -277,12 +277,13 @@ extension SyncEngine {
         }
     }
 
-    /// Writes the queued NEG frames (after the authentication window).
+    /// Writes the queued NEG frames (after the authentication window). They bypass the session,
+    /// so their write completions are not the session's to confirm (`negWrites`).
     func drainNegentropy(_ r: Int) {
         guard !relays[r].negOutbox.isEmpty else { return }
         for text in relays[r].negOutbox {
             nextToken += 1
-            relays[r].writes[nextToken] = []
+            relays[r].negWrites.insert(nextToken)
             push(.action(.write(relay: r, text: text, token: nextToken)))
         }
         relays[r].negOutbox.removeAll()
@@ -304,6 +305,7 @@ extension SyncEngine {
         relays[r].negOwner.removeAll()
         relays[r].negSentAt.removeAll()
         relays[r].negOutbox.removeAll()
+        relays[r].negWrites.removeAll()
         relays[r].negHeard = false
         relays[r].negSerial = false
         relays[r].negOff = false

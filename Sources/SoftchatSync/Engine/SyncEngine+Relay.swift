@@ -400,6 +400,7 @@ extension SyncEngine {
     }
 
     func written(_ r: Int, _ token: Int) {
+        if relays[r].negWrites.remove(token) != nil { return }
         guard let ids = relays[r].writes.removeValue(forKey: token) else { return }
         guard !ids.isEmpty else {
             confirmSent(r, [])
