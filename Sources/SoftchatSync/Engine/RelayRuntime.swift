@@ -157,6 +157,11 @@ struct SubscriptionRuntime {
     var pageID: String?
     var pageNumber = 0
     var liveSubscribed = false
+    /// The live REQ's EOSE came on this connection: the relay has registered it, so every event
+    /// it stores from now on reaches us live. A reconciliation opens only after it: its set
+    /// is the relay's at NEG-OPEN, and an event stored between that and the live REQ (which
+    /// asks one stored event) would be in neither.
+    var liveEnded = false
     /// A page boundary or the window changed since the last commit (what a page in flight
     /// counted is not durable: a loaded state asks that page again).
     var dirty = false

@@ -61,7 +61,7 @@ extension SyncEngine {
     func openNegentropy(_ r: Int) {
         guard !relays[r].negOff else { return }
         let room = relays[r].negSerial ? 1 : Self.maxOpenNegentropy
-        for id in relays[r].subscriptions.keys.sorted() {
+        for id in relays[r].subscriptions.keys.sorted() where relays[r].subscriptions[id]!.liveEnded {
             while relays[r].negOwner.count < room, var reconciliation = relays[r].subscriptions[id]?.negentropy, let output = reconciliation.nextOpen() {
                 relays[r].subscriptions[id]!.negentropy = reconciliation
                 sendNegentropy(r, id, output)

@@ -129,6 +129,7 @@ extension SyncEngine {
             do {
                 try session.subscribe(id: id, filtersJSON: live)
                 relays[r].subscriptions[id]!.liveSubscribed = true
+                relays[r].subscriptions[id]!.liveEnded = false
                 let ahead = String(id.prefix(48)) + "~ahead"
                 try session.subscribe(id: ahead, filtersJSON: relays[r].subscriptions[id]!.aheadFilters(now: now.unixSeconds))
                 relays[r].aheadREQs.insert(ahead)
@@ -199,6 +200,7 @@ extension SyncEngine {
         for id in relays[r].subscriptions.keys.sorted() {
             if relays[r].subscriptions[id]!.liveSubscribed { try? session.unsubscribe(id: id) }
             relays[r].subscriptions[id]!.liveSubscribed = false
+            relays[r].subscriptions[id]!.liveEnded = false
             relays[r].subscriptions[id]!.pageID = nil
             relays[r].subscriptions[id]!.sync.restarted()
         }
@@ -284,6 +286,11 @@ extension SyncEngine {
                     continue
                 }
                 if fetchEnded(r, subscriptionID) { continue }
+                if relays[r].subscriptions[subscriptionID] != nil {
+                    relays[r].subscriptions[subscriptionID]!.liveEnded = true
+                    openNegentropy(r)
+                    continue
+                }
                 guard let owner = relays[r].pageOwner.removeValue(forKey: subscriptionID) else { continue }
                 try? relays[r].session?.unsubscribe(id: subscriptionID)
                 relays[r].subscriptions[owner]?.pageID = nil
