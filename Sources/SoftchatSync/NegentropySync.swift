@@ -56,8 +56,6 @@ public struct NegentropySync: Sendable {
     public private(set) var have: [NegentropyID] = []
     /// Negentropy messages received.
     public private(set) var rounds = 0
-    /// Parts split because the relay found them too big.
-    public private(set) var splits = 0
     /// Ids learnt missing from the account.
     public var needed: Int { queued.count }
     /// REQs sent to fetch them.
@@ -83,9 +81,6 @@ public struct NegentropySync: Sendable {
             }
         }
     }
-
-    /// Parts waiting for `nextOpen()`.
-    public var waitingParts: Int { parts.count { if case .waiting = $0.state { true } else { false } } }
 
     /// Every part settled and every fetch ended.
     public var isComplete: Bool { isStarted && !failed && !isReconciling && queueStart == queue.count && fetchesInFlight == 0 }
@@ -164,7 +159,6 @@ public struct NegentropySync: Sendable {
             return false
         }
         parts[p].state = .split
-        splits += 1
         let below = items.prefix { $0.timestamp < UInt64(middle) }
         let above = items[below.count...]
         parts.append(Part(filterIndex: part.filterIndex, filter: part.filter.withUntil(middle - 1), items: Array(below), state: .waiting))

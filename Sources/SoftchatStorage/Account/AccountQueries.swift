@@ -80,7 +80,7 @@ extension SoftchatAccount {
             var parts: [String] = []
             let exact = values.filter { $0.utf8.count == 64 }
             if !exact.isEmpty {
-                parts.append("\(column) IN (\(Array(repeating: "?", count: exact.count).joined(separator: ",")))")
+                parts.append("\(column) IN (\(marks(exact.count)))")
                 args += exact.map(SQLValue.text)
             }
             for prefix in values where prefix.utf8.count < 64 {
@@ -95,7 +95,7 @@ extension SoftchatAccount {
             // With a tag condition, the tag index is the selective one: `+` keeps SQLite from
             // scanning every event of the kind instead (it has no statistics to know better).
             let column = filter.tagConditions.isEmpty ? "e.kind" : "+e.kind"
-            sql += " AND \(column) IN (\(Array(repeating: "?", count: kinds.count).joined(separator: ",")))"
+            sql += " AND \(column) IN (\(marks(kinds.count)))"
             args += kinds.map { .int(Int64($0)) }
         }
         if let since = filter.since {
@@ -107,12 +107,19 @@ extension SoftchatAccount {
             args.append(.int(until))
         }
         for condition in filter.tagConditions where driving.map({ $0 != condition }) ?? true {
-            // An IN over the tag index yields the candidate ids first (few for a chat filter),
-            // instead of testing every event of the kind in time order.
-            sql += " AND e.id IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN ("
-                + Array(repeating: "?", count: condition.values.count).joined(separator: ",") + "))"
-            args.append(.text(String(condition.letter)))
-            args += condition.values.map(SQLValue.text)
+            narrow(id: "e.id", by: condition, sql: &sql, args: &args)
         }
     }
+
+    /// `AND <id> IN` the events carrying one of the condition's values. An IN over the tag index
+    /// yields the candidate ids first (few for a chat filter), instead of testing every event of
+    /// the kind in time order.
+    static func narrow(id column: String, by condition: (letter: Character, values: [String]), sql: inout String, args: inout [SQLValue]) {
+        sql += " AND \(column) IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN (\(marks(condition.values.count))))"
+        args.append(.text(String(condition.letter)))
+        args += condition.values.map(SQLValue.text)
+    }
+
+    /// `n` SQL parameter marks, comma-separated: the inside of an `IN (…)`.
+    static func marks(_ n: Int) -> String { Array(repeating: "?", count: n).joined(separator: ",") }
 }

@@ -40,8 +40,7 @@ extension SoftchatAccount {
     /// (kind, created_at, id) index. A chat's filter (`{"kinds":[1059],"#p":[me]}`) is this
     /// shape; reading event rows instead costs 5 times as much.
     static func taggedItems(_ db: SQLiteConnection, _ filter: RelayFilter, _ driving: (letter: Character, values: [String])) throws -> [NegentropyItem] {
-        var sql = "SELECT d.created_at, d.event_id FROM event_tags d WHERE d.name = ? AND d.value IN ("
-            + Array(repeating: "?", count: driving.values.count).joined(separator: ",") + ")"
+        var sql = "SELECT d.created_at, d.event_id FROM event_tags d WHERE d.name = ? AND d.value IN (\(marks(driving.values.count)))"
         var args: [SQLValue] = [.text(String(driving.letter))] + driving.values.map(SQLValue.text)
         if let since = filter.since {
             sql += " AND d.created_at >= ?"
@@ -52,16 +51,11 @@ extension SoftchatAccount {
             args.append(.int(until))
         }
         if let kinds = filter.kinds {
-            sql += " AND EXISTS (SELECT 1 FROM events k INDEXED BY events_kind_time WHERE k.kind IN ("
-                + Array(repeating: "?", count: kinds.count).joined(separator: ",") + ") AND k.created_at = d.created_at AND k.id = d.event_id)"
+            sql += " AND EXISTS (SELECT 1 FROM events k INDEXED BY events_kind_time WHERE k.kind IN (\(marks(kinds.count)))"
+                + " AND k.created_at = d.created_at AND k.id = d.event_id)"
             args += kinds.map { .int(Int64($0)) }
         }
-        for condition in filter.tagConditions.dropFirst() {
-            sql += " AND d.event_id IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN ("
-                + Array(repeating: "?", count: condition.values.count).joined(separator: ",") + "))"
-            args.append(.text(String(condition.letter)))
-            args += condition.values.map(SQLValue.text)
-        }
+        for condition in filter.tagConditions.dropFirst() { narrow(id: "d.event_id", by: condition, sql: &sql, args: &args) }
         sql += " ORDER BY d.created_at, d.event_id"
         let statement = try db.statement(sql).bind(args)
         var items: [NegentropyItem] = []
