@@ -15,14 +15,16 @@ struct SoftchatContractPlugin: BuildToolPlugin {
         // the SoftchatFFI library gets the C ABI's @_cdecl exports; every other target gets the
         // contract surface.
         let command: String
-        let fileName: String
+        let fileNames: [String]
         let displayName: String
         if target.name.hasSuffix("RecipeTests") {
-            (command, fileName, displayName) = ("recipes", "SchemaRecipes.swift", "Generating Swift recipes from Schema/")
+            (command, fileNames, displayName) = ("recipes", ["SchemaRecipes.swift"], "Generating Swift recipes from Schema/")
         } else if target.name == "SoftchatFFI" {
-            (command, fileName, displayName) = ("ffi", "SoftchatFFIExports.swift", "Generating the C ABI exports from Schema/")
+            // The portable exports (also compiled into the WebAssembly build) and the native-only ones.
+            (command, fileNames, displayName) = (
+                "ffi", ["SoftchatFFIExports.swift", "SoftchatFFIExports+Native.swift"], "Generating the C ABI exports from Schema/")
         } else {
-            (command, fileName, displayName) = ("swift", "SoftchatContractSurface.swift", "Generating the Softchat contract surface from Schema/")
+            (command, fileNames, displayName) = ("swift", ["SoftchatContractSurface.swift"], "Generating the Softchat contract surface from Schema/")
         }
         return [
             .buildCommand(
@@ -30,7 +32,7 @@ struct SoftchatContractPlugin: BuildToolPlugin {
                 executable: try context.tool(named: "softchat-codegen").url,
                 arguments: [command, "--schema", schema.path, "--output", context.pluginWorkDirectoryURL.path],
                 inputFiles: inputs,
-                outputFiles: [context.pluginWorkDirectoryURL.appending(path: fileName)])
+                outputFiles: fileNames.map { context.pluginWorkDirectoryURL.appending(path: $0) })
         ]
     }
 }

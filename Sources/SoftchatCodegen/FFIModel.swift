@@ -151,6 +151,24 @@ public struct FFIModel: Sendable {
     /// Whether calls on this handle type run without the handle's lock (`"concurrent": true`).
     public func isConcurrent(_ typeName: String) -> Bool { set.type(named: typeName)?.concurrent ?? false }
 
+    /// Whether an entry point exists in the WebAssembly build too: neither its declaring type
+    /// (for a view, its owner) nor a handle or callback it takes or returns is `nativeOnly`,
+    /// and it takes no callback (the wasm module has no thread to call back from).
+    public func isPortable(_ e: EntryPoint) -> Bool {
+        func native(_ name: String) -> Bool {
+            if set.type(named: name)?.nativeOnly == true { return true }
+            if case .view(let owner, _) = roles[name] { return native(owner) }
+            return false
+        }
+        if let t = e.type, native(t) { return false }
+        if case .handle(let t) = e.receiver, native(t) { return false }
+        for ref in e.params.map(\.type) + (e.returns.map { [$0] } ?? []) {
+            if callback(ref) != nil { return false }
+            if let n = handleName(ref), native(n) { return false }
+        }
+        return true
+    }
+
     /// Parameters that cross as raw UTF-8 text rather than JSON: `string` and `json`.
     public static func isRaw(_ ref: TypeRef) -> Bool { ref == .string || ref == .json }
 

@@ -9,7 +9,7 @@ public struct TypeScriptRenderer {
 
     public func render() -> [GeneratedFile] {
         [renderContracts(), renderAPI(), renderNative(), renderIndex(), renderPackage(), renderESMEntry(), renderESMTypes(),
-         NodeAddonRenderer(set: set).render()]
+         NodeAddonRenderer(set: set).render()] + WasmBackendRenderer(set: set).render()
     }
 
     func header(_ w: inout SourceWriter) {
@@ -201,7 +201,7 @@ public struct TypeScriptRenderer {
         w.line("// that calls the C ABI (generated/c/softchat.h). Records are plain objects in the schema's")
         w.line("// names; handle classes free their native handle when collected; errors are SoftchatError.")
         w.line()
-        w.line("import { call, encode, native, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native\";")
+        w.line("import { call, encode, native, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native.js\";")
         let inputOnly = inputOnlyRecords
         for t in set.allTypes {
             w.line()
@@ -439,7 +439,7 @@ public struct TypeScriptRenderer {
         w.line("// Loads the Node-API addon (SOFTCHAT_ADDON, or softchat_addon.node beside this file), refuses a")
         w.line("// library built from another schema, and turns the addon's errors into SoftchatError.")
         w.line()
-        w.line("import { SOFTCHAT_CONTRACT_CHECKSUM, SoftchatError, SoftchatErrorCodes, type SoftchatErrorCode } from \"./contracts\";")
+        w.line("import { SOFTCHAT_CONTRACT_CHECKSUM, SoftchatError, SoftchatErrorCodes, type SoftchatErrorCode } from \"./contracts.js\";")
         w.line()
         w.line("declare const require: (id: string) => unknown;")
         w.line("declare const process: { env: Record<string, string | undefined> };")
@@ -448,8 +448,15 @@ public struct TypeScriptRenderer {
         w.line("/** A native handle (a Node-API external). */")
         w.line("export type Handle = unknown;")
         w.line()
-        w.line("type Addon = Record<string, (...args: unknown[]) => unknown>;")
+        w.line("/** The C ABI's entry points under their C names: the Node-API addon's, or the WebAssembly backend's (wasm.ts). */")
+        w.line("export type Addon = Record<string, (...args: unknown[]) => unknown>;")
         w.line("let addon: Addon | undefined;")
+        w.line()
+        w.line("/** Installs another backend in place of the Node-API addon (wasm.ts's instantiateSoftchat does, for the")
+        w.line(" * WebAssembly build); calls made afterwards run on it. */")
+        w.block("export function useBackend(backend: Addon): void {") { w in
+            w.line("addon = backend;")
+        }
         w.line()
         w.block("export function native(): Addon {") { w in
             w.line("if (addon !== undefined) return addon;")
@@ -659,8 +666,8 @@ export class UpdateChannel<T> {
     func renderIndex() -> GeneratedFile {
         var w = SourceWriter(indent: "  ")
         header(&w)
-        w.line("export * from \"./contracts\";")
-        w.line("export * from \"./api\";")
+        w.line("export * from \"./contracts.js\";")
+        w.line("export * from \"./api.js\";")
         return GeneratedFile(path: "generated/typescript/index.ts", contents: w.text)
     }
 }

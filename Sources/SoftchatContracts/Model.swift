@@ -242,6 +242,10 @@ public struct TypeDecl: Sendable, Equatable {
     /// An object whose methods may run on several threads at once (no handle lock in the C
     /// ABI), so a callback may call into it while another thread waits in `stop()`.
     public var concurrent: Bool = false
+    /// An object that needs the file system or sockets (`"nativeOnly": true`: the account, the
+    /// managed transport): its entry points exist in the native library only, not in the
+    /// WebAssembly build, whose backend reports them as unavailable.
+    public var nativeOnly: Bool = false
 
     public init(
         name: String, contract: String, kind: Kind, doc: String, fields: [Field] = [], cases: [EnumCase] = [],

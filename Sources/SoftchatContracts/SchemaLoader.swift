@@ -257,7 +257,7 @@ public struct SchemaLoader {
     private func loadType(_ t: SchemaNode, contract: String) -> TypeDecl? {
         let keys: Set<String> = [
             "name", "kind", "doc", "fields", "cases", "constructors", "properties", "methods", "tag", "variants",
-            "encoding", "bytes", "payload", "concurrent",
+            "encoding", "bytes", "payload", "concurrent", "nativeOnly",
         ]
         guard t.expectObject(keys: keys, what: "a type") else { return nil }
         let name = t.string("name", in: "a type") ?? ""
@@ -277,6 +277,11 @@ public struct SchemaLoader {
             decl.concurrent = t.bool("concurrent", in: what) ?? false
         } else if let concurrent = t.child("concurrent") {
             concurrent.error("\(what) is a \(kind.rawValue) and cannot have \"concurrent\"", atKey: true)
+        }
+        if kind == .object, t.child("nativeOnly") != nil {
+            decl.nativeOnly = t.bool("nativeOnly", in: what) ?? false
+        } else if let nativeOnly = t.child("nativeOnly") {
+            nativeOnly.error("\(what) is a \(kind.rawValue) and cannot have \"nativeOnly\"", atKey: true)
         }
         for key in ["fields", "cases", "constructors", "properties", "methods", "tag", "variants", "encoding", "bytes", "payload"]
         where t.child(key) != nil && !allowedByKind[kind]!.contains(key) {

@@ -1,11 +1,10 @@
-// The hand-written half of the C ABI: which Swift type stands behind each schema type
+// The hand-written half of the C ABI (portable: the WebAssembly build compiles it too; what
+// needs the account or the managed transport is in FFIBindings+Native.swift): which Swift type stands behind each schema type
 // (`FFI.<SchemaName>`), adapters where the Swift spelling differs from the schema's, and the
 // codecs of types whose Swift form is not a memberwise struct of their declared fields
 // (CABIRenderer.handWrittenCodecs). A schema type missing here fails the build.
 import SoftchatCore
 import SoftchatJSON
-import SoftchatStorage
-import SoftchatClient
 
 /// The schema's names for the Swift types the exports call.
 enum FFI {
@@ -33,31 +32,15 @@ enum FFI {
     typealias DeliveryPayload = SoftchatCore.DeliveryPayload
     typealias DeliveryClaimResult = SoftchatCore.DeliveryClaimResult
     typealias DeliveryResult = SoftchatCore.DeliveryResult
-    typealias AccountOutgoing = SoftchatStorage.AccountOutgoing
-    typealias AccountDelivery = SoftchatStorage.AccountDelivery
-    typealias SoftchatAccount = SoftchatStorage.SoftchatAccount
     // relay.ingestion
     typealias IngestionBatch = SoftchatCore.IngestionBatch
     typealias IngestionResult = SoftchatCore.IngestionResult
-    typealias IngestionReceipt = SoftchatStorage.IngestionReceipt
-    typealias QuarantinedEvent = SoftchatStorage.QuarantinedEvent
-    typealias IngestionOutcome = SoftchatStorage.IngestionOutcome
-    typealias AccountIncoming = SoftchatStorage.AccountIncoming
-    typealias EventCursor = SoftchatStorage.EventCursor
-    typealias EventPage = SoftchatStorage.EventPage
-    typealias SubscriptionPolicyEntry = SoftchatStorage.SubscriptionPolicyEntry
-    typealias PublishIntentStatus = SoftchatStorage.PublishIntentStatus
-    typealias IntentStateCount = IntentStateCountFFI
-    typealias AccountCheckReport = SoftchatStorage.AccountCheckReport
-    // relay.recovery: the managed transport
-    typealias ManagedTransportContext = ManagedTransportContextFFI
+    // relay.recovery: the managed transport (its handle and records: FFIBindings+Native.swift)
     typealias RelayPhase = SoftchatCore.RelayPhase
     typealias ManagedTransportStateChangeKind = SoftchatCore.ManagedTransportStateChangeKind
     typealias ManagedTransportStateChange = SoftchatCore.ManagedTransportStateChange
     typealias ManagedTransportActivityKind = SoftchatCore.ManagedTransportActivityKind
     typealias ManagedTransportActivity = SoftchatCore.ManagedTransportActivity
-    typealias ManagedRelayStatus = ManagedRelayStatusFFI
-    typealias ManagedTransport = ManagedTransportHandle
 
     // Free functions, spelled as the schema declares them.
     static func parseClientRelayFrame(_ text: String) throws(SoftchatError) -> ClientRelayFrame {
@@ -134,18 +117,18 @@ extension VerifiedEvent: FFIEncodable, FFIDecodable {
     var ffiJSON: JSONValue {
         .object(JSONObject([
             "id": .string(id), "pubkey": .string(pubkey), "createdAt": .integer(createdAt),
-            "kind": .integer(Int64(kind)), "tags": .array(tags.map { .array($0.map(JSONValue.string)) }),
+            "kind": .integer(Int64(kind)), "tags": .array(tags.map { .array($0.map { JSONValue.string($0) }) }),
             "content": .string(content), "sig": .string(sig),
         ]))
     }
 
     /// Verifies: the id is recomputed and the signature checked (`invalid_relay_frame` otherwise),
     /// so a facade cannot hand the core an event that is not what it claims.
-    init(ffi value: JSONValue, code: String) throws {
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
         let o = try ffiObject(value, "VerifiedEvent", code: code)
         // Either name may come (TypeScript events carry both); when both do, they must agree.
         if let a = o["createdAt"], let b = o["created_at"], a != b {
-            throw FFIFailure(code: code, message: "VerifiedEvent has createdAt \(a.jsonText) and created_at \(b.jsonText)")
+            throw ffiFailure(code, "VerifiedEvent has createdAt \(a.jsonText) and created_at \(b.jsonText)")
         }
         var nip01 = JSONObject()
         for m in o where !(m.key == "created_at" && o["createdAt"] != nil) {
@@ -165,8 +148,8 @@ extension RelayFilter: FFIEncodable {
     /// A value object: its JSON form is the filter object itself.
     var ffiJSON: JSONValue { .object(json) }
 
-    init(ffiReceiver pointer: UnsafePointer<CChar>?, code: String) throws {
-        guard let pointer else { throw FFIFailure(code: code, message: "null RelayFilter") }
+    init(ffiReceiver pointer: UnsafePointer<CChar>?, code: String) throws(SoftchatError) {
+        guard let pointer else { throw ffiFailure(code, "null RelayFilter") }
         self = try RelayFilter.fromJSON(String(cString: pointer))
     }
 }
@@ -250,7 +233,7 @@ extension RelayResponseFrame: FFIEncodable, FFIDecodable {
 
     /// Rebuilds the frame from its record form by re-parsing its wire text, so every rule of
     /// parseRelayResponseFrame (id syntax, signature) applies to facade-built frames too.
-    init(ffi value: JSONValue, code: String) throws {
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
         let o = try ffiObject(value, "RelayResponseFrame", code: code)
         let verb: String = try ffiField(o, "verb", in: "RelayResponseFrame", code: code)
         let sub: String? = try ffiField(o, "subscriptionId", in: "RelayResponseFrame", code: code)
@@ -275,7 +258,7 @@ extension RelayResponseFrame: FFIEncodable, FFIDecodable {
             elements += [.string(sub ?? ""), .string(negentropy ?? "")]
         case "NEG-ERR": elements += [.string(sub ?? ""), .string(message ?? "")]
         default:
-            throw FFIFailure(code: code, message: "RelayResponseFrame verb \(verb) cannot be rebuilt")
+            throw ffiFailure(code, "RelayResponseFrame verb \(verb) cannot be rebuilt")
         }
         self = try parseRelayResponseFrame(JSONValue.array(elements).jsonText)
     }
@@ -287,7 +270,7 @@ extension DeliveryClaim: FFIEncodable, FFIDecodable {
     }
 
     /// Only the lease id and relay matter: whether the lease is live is the account's decision.
-    init(ffi value: JSONValue, code: String) throws {
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
         let o = try ffiObject(value, "DeliveryClaim", code: code)
         self.init(
             leaseID: try ffiField(o, "leaseId", in: "DeliveryClaim", code: code),

@@ -1,19 +1,17 @@
 // The runtime of the C ABI: handle boxes with a lock each, error reporting through
 // `softchat_error **`, argument decoding and result encoding. The exports themselves are
 // generated from Schema/ at build time (SoftchatFFIExports.swift, by SoftchatContractPlugin).
+// Portable: the WebAssembly build (scripts/build-wasm) compiles this file, the hand-written
+// codecs of FFIBindings.swift and the portable exports as Embedded Swift, so it uses typed
+// throws, no existentials and no C library (strings are allocated and freed by Swift).
 import SoftchatCore
 import SoftchatJSON
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Synchronization
 
 /// A failure the FFI layer itself detects (an argument that does not decode, a null handle),
-/// reported with the entry point's stable error code.
-struct FFIFailure: Error {
-    let code: String
-    let message: String
+/// with the entry point's stable error code. The C ABI carries the code and the message only.
+func ffiFailure(_ code: String, _ message: String) -> SoftchatError {
+    SoftchatError(SoftchatErrorCode(rawValue: code), message, operation: .relayWire)
 }
 
 /// The C struct `softchat_error { char *code; char *message; }`.
@@ -26,32 +24,23 @@ struct FFIErrorStruct {
 /// so concurrent use from several threads of a Kotlin or Node host never interleaves.
 final class FFIHandle<T>: @unchecked Sendable {
     // @unchecked: `value` is only touched under `lock`.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let lock = Mutex(())
     let value: T
 
     init(_ value: T) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
     }
 
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<R>(_ body: () throws -> R) throws -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
+    func withLock<R>(_ body: () throws(SoftchatError) -> R) throws(SoftchatError) -> R {
+        try lock.withLock { _ throws(SoftchatError) -> R in try body() }
     }
 
     static func retain(_ value: T) -> UnsafeMutableRawPointer {
         Unmanaged.passRetained(FFIHandle(value)).toOpaque()
     }
 
-    static func unwrap(_ pointer: UnsafeMutableRawPointer?, code: String) throws -> FFIHandle<T> {
-        guard let pointer else { throw FFIFailure(code: code, message: "null \(T.self) handle") }
+    static func unwrap(_ pointer: UnsafeMutableRawPointer?, code: String) throws(SoftchatError) -> FFIHandle<T> {
+        guard let pointer else { throw ffiFailure(code, "null handle") }
         return Unmanaged<FFIHandle<T>>.fromOpaque(pointer).takeUnretainedValue()
     }
 
@@ -61,22 +50,31 @@ final class FFIHandle<T>: @unchecked Sendable {
     }
 }
 
-func ffiDuplicate(_ s: String) -> UnsafeMutablePointer<CChar>? { strdup(s) }
+/// A NUL-terminated copy of `s`, freed by `ffiFree` (`softchat_string_free`).
+func ffiDuplicate(_ s: String) -> UnsafeMutablePointer<CChar>? {
+    var s = s
+    return s.withUTF8 { utf8 in
+        let out = UnsafeMutablePointer<CChar>.allocate(capacity: utf8.count + 1)
+        utf8.withMemoryRebound(to: CChar.self) { out.update(from: $0.baseAddress!, count: utf8.count) }
+        out[utf8.count] = 0
+        return out
+    }
+}
+
+/// Frees a string from `ffiDuplicate`.
+func ffiFree(_ p: UnsafeMutablePointer<CChar>?) { p?.deallocate() }
 
 /// Runs one export: on failure stores a `softchat_error` (when `error` is non-null) and
-/// returns `fallback`. Errors are SoftchatError (the core's stable code) or FFIFailure.
+/// returns `fallback`.
 func ffiCall<R>(
-    _ errorOut: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ symbol: String, fallback: R, _ body: () throws -> R
+    _ errorOut: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ symbol: String, fallback: R,
+    _ body: () throws(SoftchatError) -> R
 ) -> R {
     errorOut?.pointee = nil
     do {
         return try body()
-    } catch let e as SoftchatError {
-        ffiReport(errorOut, code: e.code.rawValue, message: e.message)
-    } catch let e as FFIFailure {
-        ffiReport(errorOut, code: e.code, message: "\(symbol): \(e.message)")
     } catch {
-        ffiReport(errorOut, code: SoftchatErrorCode.allCases[0].rawValue, message: "\(symbol): \(error)")
+        ffiReport(errorOut, code: error.code.rawValue, message: error.message)
     }
     return fallback
 }
@@ -84,7 +82,7 @@ func ffiCall<R>(
 func ffiReport(_ error: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, code: String, message: String) {
     guard let error else { return }
     let s = UnsafeMutablePointer<FFIErrorStruct>.allocate(capacity: 1)
-    s.initialize(to: FFIErrorStruct(code: strdup(code), message: strdup(message)))
+    s.initialize(to: FFIErrorStruct(code: ffiDuplicate(code), message: ffiDuplicate(message)))
     error.pointee = UnsafeMutableRawPointer(s)
 }
 
@@ -95,10 +93,10 @@ protocol FFIEncodable {
 }
 
 protocol FFIDecodable {
-    init(ffi value: JSONValue, code: String) throws
+    init(ffi value: JSONValue, code: String) throws(SoftchatError)
 }
 
-func ffiArgument<T: FFIDecodable>(_ pointer: UnsafePointer<CChar>?, _ name: String, raw: Bool, code: String) throws -> T {
+func ffiArgument<T: FFIDecodable>(_ pointer: UnsafePointer<CChar>?, _ name: String, raw: Bool, code: String) throws(SoftchatError) -> T {
     guard let pointer else { return try T(ffi: .null, code: code) }
     let text = String(cString: pointer)
     if raw { return try T(ffi: .string(text), code: code) }
@@ -106,78 +104,78 @@ func ffiArgument<T: FFIDecodable>(_ pointer: UnsafePointer<CChar>?, _ name: Stri
     do {
         value = try JSONReader().parse(text)
     } catch {
-        throw FFIFailure(code: code, message: "argument \(name) is not JSON: \(error)")
+        throw ffiFailure(code, "argument \(name) is not JSON: \(error.description)")
     }
     do {
         return try T(ffi: value, code: code)
-    } catch let e as FFIFailure {
-        throw FFIFailure(code: e.code, message: "argument \(name): \(e.message)")
+    } catch {
+        throw ffiFailure(error.code.rawValue, "argument \(name): \(error.message)")
     }
 }
 
 func ffiResult<T: FFIEncodable>(_ value: T) -> UnsafeMutablePointer<CChar>? {
-    strdup(value.ffiJSON.jsonText)
+    ffiDuplicate(value.ffiJSON.jsonText)
 }
 
-func ffiObject(_ value: JSONValue, _ type: String, code: String) throws -> JSONObject {
-    guard let o = value.objectValue else { throw FFIFailure(code: code, message: "\(type) must be a JSON object, not \(value.typeName)") }
+func ffiObject(_ value: JSONValue, _ type: String, code: String) throws(SoftchatError) -> JSONObject {
+    guard let o = value.objectValue else { throw ffiFailure(code, "\(type) must be a JSON object, not \(value.typeName)") }
     return o
 }
 
-func ffiField<T: FFIDecodable>(_ o: JSONObject, _ key: String, in type: String, code: String) throws -> T {
+func ffiField<T: FFIDecodable>(_ o: JSONObject, _ key: String, in type: String, code: String) throws(SoftchatError) -> T {
     do {
         return try T(ffi: o[key] ?? .null, code: code)
-    } catch let e as FFIFailure {
-        throw FFIFailure(code: e.code, message: "\(type).\(key): \(e.message)")
+    } catch {
+        throw ffiFailure(error.code.rawValue, "\(type).\(key): \(error.message)")
     }
 }
 
 extension String: FFIEncodable, FFIDecodable {
     var ffiJSON: JSONValue { .string(self) }
-    init(ffi value: JSONValue, code: String) throws {
-        guard let s = value.stringValue else { throw FFIFailure(code: code, message: "expected a string, not \(value.typeName)") }
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
+        guard let s = value.stringValue else { throw ffiFailure(code, "expected a string, not \(value.typeName)") }
         self = s
     }
 }
 
 extension Bool: FFIEncodable, FFIDecodable {
     var ffiJSON: JSONValue { .bool(self) }
-    init(ffi value: JSONValue, code: String) throws {
-        guard let b = value.boolValue else { throw FFIFailure(code: code, message: "expected a boolean, not \(value.typeName)") }
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
+        guard let b = value.boolValue else { throw ffiFailure(code, "expected a boolean, not \(value.typeName)") }
         self = b
     }
 }
 
 extension Int64: FFIEncodable, FFIDecodable {
     var ffiJSON: JSONValue { .integer(self) }
-    init(ffi value: JSONValue, code: String) throws {
-        guard let n = value.int64Value else { throw FFIFailure(code: code, message: "expected an integer, not \(value.typeName)") }
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
+        guard let n = value.int64Value else { throw ffiFailure(code, "expected an integer, not \(value.typeName)") }
         self = n
     }
 }
 
 extension Int: FFIEncodable, FFIDecodable {
     var ffiJSON: JSONValue { .integer(Int64(self)) }
-    init(ffi value: JSONValue, code: String) throws {
-        guard let n = value.int64Value, let i = Int(exactly: n) else { throw FFIFailure(code: code, message: "expected an integer, not \(value.typeName)") }
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
+        guard let n = value.int64Value, let i = Int(exactly: n) else { throw ffiFailure(code, "expected an integer, not \(value.typeName)") }
         self = i
     }
 }
 
 extension Array: FFIEncodable where Element: FFIEncodable {
-    var ffiJSON: JSONValue { .array(map(\.ffiJSON)) }
+    var ffiJSON: JSONValue { .array(map { $0.ffiJSON }) }
 }
 
 extension Array: FFIDecodable where Element: FFIDecodable {
-    init(ffi value: JSONValue, code: String) throws {
-        guard let a = value.arrayValue else { throw FFIFailure(code: code, message: "expected an array, not \(value.typeName)") }
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
+        guard let a = value.arrayValue else { throw ffiFailure(code, "expected an array, not \(value.typeName)") }
         var out: [Element] = []
         out.reserveCapacity(a.count)
         for (i, v) in a.enumerated() {
             do {
                 out.append(try Element(ffi: v, code: code))
-            } catch let e as FFIFailure {
-                throw FFIFailure(code: e.code, message: "[\(i)]: \(e.message)")
+            } catch {
+                throw ffiFailure(error.code.rawValue, "[\(i)]: \(error.message)")
             }
         }
         self = out
@@ -189,7 +187,7 @@ extension Optional: FFIEncodable where Wrapped: FFIEncodable {
 }
 
 extension Optional: FFIDecodable where Wrapped: FFIDecodable {
-    init(ffi value: JSONValue, code: String) throws {
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
         self = value.isNull ? nil : try Wrapped(ffi: value, code: code)
     }
 }
@@ -199,9 +197,9 @@ extension FFIEncodable where Self: RawRepresentable, RawValue == String {
 }
 
 extension FFIDecodable where Self: RawRepresentable, RawValue == String {
-    init(ffi value: JSONValue, code: String) throws {
+    init(ffi value: JSONValue, code: String) throws(SoftchatError) {
         guard let s = value.stringValue, let v = Self(rawValue: s) else {
-            throw FFIFailure(code: code, message: "unknown \(Self.self) value \(value.jsonText)")
+            throw ffiFailure(code, "unknown value \(value.jsonText)")
         }
         self = v
     }
@@ -209,7 +207,7 @@ extension FFIDecodable where Self: RawRepresentable, RawValue == String {
 
 // MARK: The fixed exports (not per schema entry)
 
-nonisolated(unsafe) private let checksumCString: UnsafeMutablePointer<CChar> = strdup(ffiContractChecksum)!
+nonisolated(unsafe) private let checksumCString: UnsafeMutablePointer<CChar> = ffiDuplicate(ffiContractChecksum)!
 
 @_cdecl("softchat_contract_checksum")
 public func softchat_contract_checksum() -> UnsafePointer<CChar>? {
@@ -218,15 +216,15 @@ public func softchat_contract_checksum() -> UnsafePointer<CChar>? {
 
 @_cdecl("softchat_string_free")
 public func softchat_string_free(_ string: UnsafeMutablePointer<CChar>?) {
-    free(string)
+    ffiFree(string)
 }
 
 @_cdecl("softchat_error_free")
 public func softchat_error_free(_ error: UnsafeMutableRawPointer?) {
     guard let error else { return }
     let s = error.assumingMemoryBound(to: FFIErrorStruct.self)
-    free(s.pointee.code)
-    free(s.pointee.message)
+    ffiFree(s.pointee.code)
+    ffiFree(s.pointee.message)
     s.deinitialize(count: 1)
     s.deallocate()
 }

@@ -102,7 +102,7 @@ public struct JSONObject: Sendable, Hashable, Sequence {
         return nil
     }
 
-    public var keys: [String] { members.map(\.key) }
+    public var keys: [String] { members.map { $0.key } }
     public var count: Int { members.count }
 
     public func makeIterator() -> IndexingIterator<[Member]> { members.makeIterator() }

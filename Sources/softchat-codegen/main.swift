@@ -82,7 +82,7 @@ case "recipes":
 case "ffi":
     guard let output = options["--output"] else { fail(usage, status: 2) }
     do {
-        _ = try write(CABIRenderer(set: set).renderSwiftExports(), under: output)
+        for file in CABIRenderer(set: set).renderSwiftExports() { _ = try write(file, under: output) }
     } catch {
         fail("softchat-codegen: cannot write the FFI exports: \(error)", status: 3)
     }

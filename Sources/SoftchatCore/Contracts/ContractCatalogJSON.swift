@@ -33,8 +33,8 @@ extension OperationContractInfo {
         o.append("summary", .string(summary))
         o.append("output", .string(output))
         o.append("trust", .string(trust))
-        o.append("bounds", .array(bounds.map(\.jsonValue)))
-        o.append("errors", .array(errors.map(\.jsonValue)))
+        o.append("bounds", .array(bounds.map { $0.jsonValue }))
+        o.append("errors", .array(errors.map { $0.jsonValue }))
         var r = JSONObject()
         for rule in rules { r.append(rule.name, .string(rule.text)) }
         o.append("rules", .object(r))

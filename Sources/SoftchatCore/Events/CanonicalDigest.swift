@@ -1,4 +1,3 @@
-import COpenSSL
 package import SoftchatJSON
 
 extension CanonicalSerialization {
@@ -26,24 +25,18 @@ extension CanonicalSerialization {
 private struct DigestStream: JSONOutput, ~Copyable {
     static let capacity = 4096
 
-    private let context: OpaquePointer
+    private var hasher = SHA256.Hasher()
     private let buffer: UnsafeMutablePointer<UInt8>
     private var count = 0
     let escaping: JSONWriter.StringEscaping
 
     init(buffer: UnsafeMutablePointer<UInt8>, escaping: JSONWriter.StringEscaping) {
-        guard let context = EVP_MD_CTX_new(), EVP_DigestInit_ex(context, SHA256.md, nil) == 1 else {
-            fatalError("EVP_DigestInit_ex(SHA256) failed")
-        }
-        self.context = context
         self.buffer = buffer
         self.escaping = escaping
     }
 
-    deinit { EVP_MD_CTX_free(context) }
-
     mutating func flush() {
-        if count > 0 { precondition(EVP_DigestUpdate(context, buffer, count) == 1) }
+        if count > 0 { hasher.update(buffer, count: count) }
         count = 0
     }
 
@@ -59,7 +52,7 @@ private struct DigestStream: JSONOutput, ~Copyable {
         if source.count >= Self.capacity {
             // Large runs go to the digest directly rather than through the buffer.
             flush()
-            precondition(EVP_DigestUpdate(context, base, source.count) == 1)
+            hasher.update(base, count: source.count)
             return
         }
         if count + source.count > Self.capacity { flush() }
@@ -69,10 +62,6 @@ private struct DigestStream: JSONOutput, ~Copyable {
 
     consuming func finish() -> [UInt8] {
         flush()
-        var out = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        let ok = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(context, $0.baseAddress, &length) }
-        precondition(ok == 1 && length == 32, "EVP_DigestFinal_ex(SHA256) failed")
-        return out
+        return hasher.finish()
     }
 }

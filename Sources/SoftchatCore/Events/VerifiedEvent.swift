@@ -1,10 +1,4 @@
 public import SoftchatJSON
-import Dispatch
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A Nostr event whose id is the SHA-256 of its NIP-01 serialization and whose BIP-340
 /// signature verifies against its pubkey.
@@ -132,26 +126,8 @@ enum EventVerifier {
 
     /// `body(0..<count)` in input order, on all cores when there are enough items to share.
     static func inParallel<T>(count n: Int, _ body: (Int) -> T) -> [T] {
-        guard n >= 8, parallelism > 1 else { return (0..<n).map(body) }
-        return [T](unsafeUninitializedCapacity: n) { buffer, initialized in
-            nonisolated(unsafe) let out = buffer.baseAddress!
-            withoutActuallyEscaping(body) { body in
-                nonisolated(unsafe) let body = body
-                let chunks = min(parallelism * 4, n)
-                DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-                    var i = chunk * n / chunks
-                    let end = (chunk + 1) * n / chunks
-                    while i < end {
-                        (out + i).initialize(to: body(i))
-                        i += 1
-                    }
-                }
-            }
-            initialized = n
-        }
+        Parallel.map(count: n, body)
     }
-
-    static let parallelism = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
 
     static func verify(_ e: UnverifiedEvent) throws(EventIssue) -> VerifiedEvent {
         let idBytes = try checkID(e)

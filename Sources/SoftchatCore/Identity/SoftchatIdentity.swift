@@ -1,9 +1,4 @@
 import CSecp256k1
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A Nostr signing identity: a secp256k1 secret key and its x-only public key.
 ///

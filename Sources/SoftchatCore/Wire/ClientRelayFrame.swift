@@ -42,7 +42,7 @@ public enum ClientRelayFrame: Sendable, Hashable {
             elements.append(.string(id))
             elements += filters.map { .object($0.json) }
         case .close(let id), .negClose(let id): elements.append(.string(id))
-        case .events(let events): elements += events.map(\.jsonValue)
+        case .events(let events): elements += events.map { $0.jsonValue }
         case .negOpen(let id, let filter, let message): elements += [.string(id), .object(filter.json), .string(Hex.encode(message))]
         case .negMessage(let id, let message): elements += [.string(id), .string(Hex.encode(message))]
         }

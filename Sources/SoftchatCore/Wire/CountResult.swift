@@ -1,9 +1,4 @@
 public import SoftchatJSON
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// A NIP-45 COUNT answer: the count, whether it is approximate, and optionally the relay's
 /// HyperLogLog registers so counts from several relays can be merged without double counting.
@@ -64,8 +59,8 @@ public struct CountResult: Sendable, Hashable {
             for r in results.dropFirst() { merged.merge(r.hll!) }
             return CountResult(count: Int64(merged.estimate().rounded()), approximate: true, hll: merged)
         }
-        let maximum = results.map(\.count).max()!
-        let exact = results.allSatisfy { !$0.approximate } && Set(results.map(\.count)).count == 1
+        let maximum = results.map { $0.count }.max()!
+        let exact = results.allSatisfy { !$0.approximate } && Set(results.map { $0.count }).count == 1
         return CountResult(count: maximum, approximate: !exact)
     }
 }
@@ -96,11 +91,11 @@ public struct HyperLogLog: Sendable, Hashable {
         var sum = 0.0
         var zeros = 0
         for r in registers {
-            sum += pow(2.0, -Double(r))
+            sum += Double(sign: .plus, exponent: -Int(r), significand: 1)
             if r == 0 { zeros += 1 }
         }
         let raw = alpha * m * m / sum
-        if raw <= 2.5 * m && zeros > 0 { return m * log(m / Double(zeros)) }
+        if raw <= 2.5 * m && zeros > 0 { return m * Math.log(m / Double(zeros)) }
         return raw
     }
 

@@ -1,0 +1,25 @@
+// The native-only half of the hand-written C ABI: the schema's names for the account's and the
+// managed transport's Swift types (entry points over them are generated into
+// SoftchatFFIExports+Native.swift; the WebAssembly build has neither).
+import SoftchatClient
+import SoftchatCore
+import SoftchatStorage
+
+extension FFI {
+    typealias AccountOutgoing = SoftchatStorage.AccountOutgoing
+    typealias AccountDelivery = SoftchatStorage.AccountDelivery
+    typealias SoftchatAccount = SoftchatStorage.SoftchatAccount
+    typealias IngestionReceipt = SoftchatStorage.IngestionReceipt
+    typealias QuarantinedEvent = SoftchatStorage.QuarantinedEvent
+    typealias IngestionOutcome = SoftchatStorage.IngestionOutcome
+    typealias AccountIncoming = SoftchatStorage.AccountIncoming
+    typealias EventCursor = SoftchatStorage.EventCursor
+    typealias EventPage = SoftchatStorage.EventPage
+    typealias SubscriptionPolicyEntry = SoftchatStorage.SubscriptionPolicyEntry
+    typealias PublishIntentStatus = SoftchatStorage.PublishIntentStatus
+    typealias IntentStateCount = IntentStateCountFFI
+    typealias AccountCheckReport = SoftchatStorage.AccountCheckReport
+    typealias ManagedTransportContext = ManagedTransportContextFFI
+    typealias ManagedRelayStatus = ManagedRelayStatusFFI
+    typealias ManagedTransport = ManagedTransportHandle
+}
