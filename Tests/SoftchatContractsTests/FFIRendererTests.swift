@@ -11,7 +11,7 @@ import Testing
     }
 
     @Test func swiftExportsMatchGolden() throws {
-        try expectMatchesGolden([CABIRenderer(set: Fixture.mini()).renderSwiftExports()])
+        try expectMatchesGolden(CABIRenderer(set: Fixture.mini()).renderSwiftExports())
     }
 
     @Test func nodeAddonMatchesGolden() throws {

@@ -4,7 +4,7 @@
 // Loads the Node-API addon (SOFTCHAT_ADDON, or softchat_addon.node beside this file), refuses a
 // library built from another schema, and turns the addon's errors into SoftchatError.
 
-import { SOFTCHAT_CONTRACT_CHECKSUM, SoftchatError, SoftchatErrorCodes, type SoftchatErrorCode } from "./contracts";
+import { SOFTCHAT_CONTRACT_CHECKSUM, SoftchatError, SoftchatErrorCodes, type SoftchatErrorCode } from "./contracts.js";
 
 declare const require: (id: string) => unknown;
 declare const process: { env: Record<string, string | undefined> };
@@ -13,8 +13,15 @@ declare const __dirname: string;
 /** A native handle (a Node-API external). */
 export type Handle = unknown;
 
-type Addon = Record<string, (...args: unknown[]) => unknown>;
+/** The C ABI's entry points under their C names: the Node-API addon's, or the WebAssembly backend's (wasm.ts). */
+export type Addon = Record<string, (...args: unknown[]) => unknown>;
 let addon: Addon | undefined;
+
+/** Installs another backend in place of the Node-API addon (wasm.ts's instantiateSoftchat does, for the
+ * WebAssembly build); calls made afterwards run on it. */
+export function useBackend(backend: Addon): void {
+  addon = backend;
+}
 
 export function native(): Addon {
   if (addon !== undefined) return addon;
