@@ -273,12 +273,8 @@ public struct CABIRenderer {
             }
         }
         if e.kind != .free { params.append("_ error: UnsafeMutablePointer<UnsafeMutableRawPointer?>?") }
-        let ret: String
-        if let r = e.returns {
-            ret = model.isHandle(r) ? " -> UnsafeMutableRawPointer?" : " -> UnsafeMutablePointer<CChar>?"
-        } else {
-            ret = ""
-        }
+        let returnType = e.returns.map { model.isHandle($0) ? "UnsafeMutableRawPointer?" : "UnsafeMutablePointer<CChar>?" }
+        let ret = returnType.map { " -> \($0)" } ?? ""
         w.line("/// \(e.symbol)")
         w.line("@_cdecl(\(quoted(e.cName)))")
         w.block("public func \(e.cName)(\(params.joined(separator: ", ")))\(ret) {") { w in
@@ -302,15 +298,15 @@ public struct CABIRenderer {
             }
             // Closures name their thrown type: Swift 6 infers `any Error` for multi-statement
             // closures, which Embedded Swift (the WebAssembly build) cannot take.
-            let closureType = "() throws(SoftchatError) -> \(ret.isEmpty ? "Void" : String(ret.dropFirst(4)))"
+            let closureType = "() throws(SoftchatError) -> \(returnType ?? "Void")"
             w.block("return ffiCall(error, \(quoted(e.symbol)), fallback: \(e.returns == nil ? "()" : "nil")) { \(closureType) in") { w in
                 if case .handle(let t) = e.receiver, model.isConcurrent(t) {
                     // A concurrent handle: no lock, so a callback may call in while stop() waits.
-                    w.line("let box = try FFIHandle<FFI.\(t)>.unwrap(handle, code: code)")
+                    w.line("let box = try FFIHandle<FFI.\(t)>.unwrap(handle, type: \(quoted(t)), code: code)")
                     bindHandleParams(e, &w)
                     w.line(result)
                 } else if case .handle(let t) = e.receiver {
-                    w.line("let box = try FFIHandle<FFI.\(t)>.unwrap(handle, code: code)")
+                    w.line("let box = try FFIHandle<FFI.\(t)>.unwrap(handle, type: \(quoted(t)), code: code)")
                     w.block("return try box.withLock { \(closureType) in") { w in
                         bindHandleParams(e, &w)
                         w.line(result)
@@ -328,9 +324,9 @@ public struct CABIRenderer {
         for p in e.params {
             guard let n = model.handleName(p.type) else { continue }
             if case .optional = p.type {
-                w.line("let h_\(p.name) = try \(swiftParamName(p)).map { p throws(SoftchatError) -> FFI.\(n) in try FFIHandle<FFI.\(n)>.unwrap(p, code: code).value }")
+                w.line("let h_\(p.name) = try \(swiftParamName(p)).map { p throws(SoftchatError) -> FFI.\(n) in try FFIHandle<FFI.\(n)>.unwrap(p, type: \(quoted(n)), code: code).value }")
             } else {
-                w.line("let h_\(p.name) = try FFIHandle<FFI.\(n)>.unwrap(\(swiftParamName(p)), code: code).value")
+                w.line("let h_\(p.name) = try FFIHandle<FFI.\(n)>.unwrap(\(swiftParamName(p)), type: \(quoted(n)), code: code).value")
             }
         }
     }

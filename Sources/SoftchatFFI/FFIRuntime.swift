@@ -39,8 +39,9 @@ final class FFIHandle<T>: @unchecked Sendable {
         Unmanaged.passRetained(FFIHandle(value)).toOpaque()
     }
 
-    static func unwrap(_ pointer: UnsafeMutableRawPointer?, code: String) throws(SoftchatError) -> FFIHandle<T> {
-        guard let pointer else { throw ffiFailure(code, "null handle") }
+    /// The handle behind `pointer`; `type` names it in the error (Embedded Swift has no `T.self` text).
+    static func unwrap(_ pointer: UnsafeMutableRawPointer?, type: String, code: String) throws(SoftchatError) -> FFIHandle<T> {
+        guard let pointer else { throw ffiFailure(code, "null \(type) handle") }
         return Unmanaged<FFIHandle<T>>.fromOpaque(pointer).takeUnretainedValue()
     }
 
@@ -55,7 +56,9 @@ func ffiDuplicate(_ s: String) -> UnsafeMutablePointer<CChar>? {
     var s = s
     return s.withUTF8 { utf8 in
         let out = UnsafeMutablePointer<CChar>.allocate(capacity: utf8.count + 1)
-        utf8.withMemoryRebound(to: CChar.self) { out.update(from: $0.baseAddress!, count: utf8.count) }
+        if let base = utf8.baseAddress {
+            base.withMemoryRebound(to: CChar.self, capacity: utf8.count) { out.update(from: $0, count: utf8.count) }
+        }
         out[utf8.count] = 0
         return out
     }

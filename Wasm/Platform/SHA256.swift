@@ -4,17 +4,7 @@ import CSecp256k1
 /// (`Wasm/CSecp256k1/softchat_wasm.c`). The native build's `Sources/SoftchatCore/Platform/SHA256.swift`
 /// (OpenSSL) has the same names.
 package enum SHA256 {
-    /// The 32-byte digest of `bytes`.
-    package static func hash(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        hash(bytes, into: &out)
-        return out
-    }
-
-    package static func hash(_ bytes: [UInt8]) -> [UInt8] {
-        bytes.withUnsafeBytes { hash($0) }
-    }
-
+    /// The 32-byte digest of `bytes` into `out` (`hash(_:)` in Crypto/SHA256+Bytes.swift wraps it).
     package static func hash(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         var hasher = Hasher()
         if let base = bytes.baseAddress { hasher.update(base, count: bytes.count) }

@@ -7,12 +7,6 @@ enum SecureRandom {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
         softchat_host_random_fill(base, buffer.count)
     }
-
-    static func bytes(_ count: Int) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: count)
-        out.withUnsafeMutableBytes { fill($0) }
-        return out
-    }
 }
 
 /// Overwrites memory with zeros through a volatile pointer in C, which the optimizer may not

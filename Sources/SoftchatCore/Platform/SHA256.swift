@@ -11,17 +11,7 @@ package enum SHA256 {
         return md
     }()
 
-    /// The 32-byte digest of `bytes`.
-    package static func hash(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        hash(bytes, into: &out)
-        return out
-    }
-
-    package static func hash(_ bytes: [UInt8]) -> [UInt8] {
-        bytes.withUnsafeBytes { hash($0) }
-    }
-
+    /// The 32-byte digest of `bytes` into `out` (`hash(_:)` in Crypto/SHA256+Bytes.swift wraps it).
     package static func hash(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         var length: UInt32 = 0
         let ok = out.withUnsafeMutableBufferPointer { o in

@@ -20,12 +20,6 @@ enum SecureRandom {
         arc4random_buf(base, buffer.count)
         #endif
     }
-
-    static func bytes(_ count: Int) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: count)
-        out.withUnsafeMutableBytes { fill($0) }
-        return out
-    }
 }
 
 /// Overwrites memory in a way the optimizer may not remove (best effort secret erasure).

@@ -21,7 +21,7 @@ public func softchat_echoer_new(_ error: UnsafeMutablePointer<UnsafeMutableRawPo
 public func softchat_echoer_count(_ handle: UnsafeMutableRawPointer?, _ error: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> UnsafeMutablePointer<CChar>? {
     let code = "invalid_echo"
     return ffiCall(error, "Echoer.count", fallback: nil) { () throws(SoftchatError) -> UnsafeMutablePointer<CChar>? in
-        let box = try FFIHandle<FFI.Echoer>.unwrap(handle, code: code)
+        let box = try FFIHandle<FFI.Echoer>.unwrap(handle, type: "Echoer", code: code)
         return try box.withLock { () throws(SoftchatError) -> UnsafeMutablePointer<CChar>? in
             return ffiResult(box.value.count)
         }
@@ -33,7 +33,7 @@ public func softchat_echoer_count(_ handle: UnsafeMutableRawPointer?, _ error: U
 public func softchat_echoer_echo_text(_ handle: UnsafeMutableRawPointer?, _ a_text: UnsafePointer<CChar>?, _ a_max: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> UnsafeMutablePointer<CChar>? {
     let code = "invalid_echo"
     return ffiCall(error, "Echoer.echoText", fallback: nil) { () throws(SoftchatError) -> UnsafeMutablePointer<CChar>? in
-        let box = try FFIHandle<FFI.Echoer>.unwrap(handle, code: code)
+        let box = try FFIHandle<FFI.Echoer>.unwrap(handle, type: "Echoer", code: code)
         return try box.withLock { () throws(SoftchatError) -> UnsafeMutablePointer<CChar>? in
             return ffiResult(try box.value.echoText(try ffiArgument(a_text, "text", raw: true, code: code), max: try ffiArgument(a_max, "max", raw: false, code: code)))
         }
@@ -45,7 +45,7 @@ public func softchat_echoer_echo_text(_ handle: UnsafeMutableRawPointer?, _ a_te
 public func softchat_echoer_close(_ handle: UnsafeMutableRawPointer?, _ error: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
     let code = "invalid_echo"
     return ffiCall(error, "Echoer.close", fallback: ()) { () throws(SoftchatError) -> Void in
-        let box = try FFIHandle<FFI.Echoer>.unwrap(handle, code: code)
+        let box = try FFIHandle<FFI.Echoer>.unwrap(handle, type: "Echoer", code: code)
         return try box.withLock { () throws(SoftchatError) -> Void in
             box.value.close()
         }
@@ -66,7 +66,7 @@ public func softchat_echoer_from_json(_ a_json: UnsafePointer<CChar>?, _ error: 
 public func softchat_echoer_last_event(_ handle: UnsafeMutableRawPointer?, _ a_echoId: UnsafePointer<CChar>?, _ error: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> UnsafeMutablePointer<CChar>? {
     let code = "invalid_echo"
     return ffiCall(error, "Echoer.lastEvent", fallback: nil) { () throws(SoftchatError) -> UnsafeMutablePointer<CChar>? in
-        let box = try FFIHandle<FFI.Echoer>.unwrap(handle, code: code)
+        let box = try FFIHandle<FFI.Echoer>.unwrap(handle, type: "Echoer", code: code)
         return try box.withLock { () throws(SoftchatError) -> UnsafeMutablePointer<CChar>? in
             return ffiResult(box.value.lastEvent(try ffiArgument(a_echoId, "echoId", raw: true, code: code)))
         }
