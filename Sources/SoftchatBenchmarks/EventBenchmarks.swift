@@ -12,14 +12,16 @@ import SoftchatJSON
 public enum EventBenchmarks {
     /// `smallFile`/`largeFile`: JSON-lines corpora to measure instead of the generated ones
     /// (scripts/bench-peers passes the peers kit's files, so both sides read the same bytes).
-    public static func run(quick: Bool, smallFile: String? = nil, largeFile: String? = nil) -> [BenchResult] {
+    /// `smallOnly`: parse+verify of the small corpus alone, one core (scripts/bench-wasm's native
+    /// figure beside the WebAssembly build's).
+    public static func run(quick: Bool, smallFile: String? = nil, largeFile: String? = nil, smallOnly: Bool = false) -> [BenchResult] {
         let reps = quick ? 1 : 5
         var results: [BenchResult] = []
 
         let small = smallFile.map(loadCorpus) ?? BenchCorpus.small(quick: quick)
-        let large = largeFile.map(loadCorpus) ?? BenchCorpus.large(quick: quick)
-        var corpora = [("small (~200 B content)", small), ("large (~50 KB content)", large)]
-        if largeFile == nil {
+        var corpora = [("small (~200 B content)", small)]
+        if !smallOnly { corpora.append(("large (~50 KB content)", largeFile.map(loadCorpus) ?? BenchCorpus.large(quick: quick))) }
+        if largeFile == nil && !smallOnly {
             // The worst case beside it: chat-style content at 50 KB, an escape every ~35 bytes.
             corpora.append(("large (~50 KB, dense escapes: worst case)", BenchCorpus.dense(quick: quick)))
         }
@@ -51,6 +53,7 @@ public enum EventBenchmarks {
             }
         }
 
+        if smallOnly { return results }
         let identity = BenchCorpus.authors(1)[0]
         let drafts = small.prefix(quick ? 200 : 5_000).map {
             UnsignedEvent(createdAt: $0.createdAt, kind: $0.kind, tags: $0.tags, content: $0.content)

@@ -40,7 +40,9 @@ enum BenchCommand {
                      holding exactly those events, e.g. LocalRelay) and --filter JSON measure
                      given sets (scripts/bench-negentropy runs rust-nostr on the same)
         --small FILE / --large FILE measure these JSON-lines corpora in `events` instead of the
-        generated ones (scripts/bench-peers uses the peers kit's files).
+        generated ones (scripts/bench-peers uses the peers kit's files); --small-only measures
+        parse+verify of the small corpus alone (scripts/bench-wasm's native figure: the
+        WebAssembly build in Node and Chromium beside it, its size and instantiation time).
         `corpus DIR` writes the generated corpora as JSON lines (events-20k.jsonl,
         events-1k-50kb.jsonl) for measuring the CLI's streaming paths (scripts/bench-cli).
         --quick runs small corpora once (a smoke test, not a measurement). Build with
@@ -48,7 +50,7 @@ enum BenchCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--small", "--large", "--events", "--events-file", "--relay", "--filter"], switches: ["--json", "--quick", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--small", "--large", "--events", "--events-file", "--relay", "--filter"], switches: ["--json", "--quick", "--small-only", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -68,7 +70,9 @@ enum BenchCommand {
             let results: [BenchResult]
             switch name {
             case "events":
-                results = EventBenchmarks.run(quick: quick, smallFile: parsed.options["--small"], largeFile: parsed.options["--large"])
+                results = EventBenchmarks.run(
+                    quick: quick, smallFile: parsed.options["--small"], largeFile: parsed.options["--large"],
+                    smallOnly: parsed.has("--small-only"))
             case "wire": results = WireBenchmarks.run(quick: quick)
             case "session": results = SessionBenchmarks.run(quick: quick)
             case "account":
