@@ -164,15 +164,23 @@ struct Arguments {
     var repeated: [String: [String]] = [:]
 
     /// Splits `args`; `valued` names options that take a value, `switches` those that don't.
+    /// A value follows its option as the next argument or after `=` (`--db x.db`, `--db=x.db`).
     init(_ args: ArraySlice<String>, valued: Set<String>, switches: Set<String>, repeatable: Set<String> = []) throws(UsageError) {
         var i = args.startIndex
         while i < args.endIndex {
             let a = args[i]
+            if a.hasPrefix("--"), let equals = a.firstIndex(of: "=") {
+                let name = String(a[..<equals])
+                guard valued.contains(name) else {
+                    throw UsageError(switches.contains(name) ? "\(name) takes no value" : "unknown option \(name)")
+                }
+                try set(name, String(a[a.index(after: equals)...]), repeatable: repeatable)
+                i += 1
+                continue
+            }
             if valued.contains(a) {
                 guard i + 1 < args.endIndex else { throw UsageError("\(a) needs a value") }
-                if options[a] != nil && !repeatable.contains(a) { throw UsageError("\(a) given twice") }
-                options[a] = args[i + 1]
-                repeated[a, default: []].append(args[i + 1])
+                try set(a, args[i + 1], repeatable: repeatable)
                 i += 2
                 continue
             }
@@ -185,6 +193,12 @@ struct Arguments {
             }
             i += 1
         }
+    }
+
+    private mutating func set(_ option: String, _ value: String, repeatable: Set<String>) throws(UsageError) {
+        if options[option] != nil && !repeatable.contains(option) { throw UsageError("\(option) given twice") }
+        options[option] = value
+        repeated[option, default: []].append(value)
     }
 
     func has(_ flag: String) -> Bool { flags.contains(flag) }

@@ -12,6 +12,9 @@ let topHelp = """
     softchat — relay validation, a sans-IO relay session and durable persistence for Nostr chat.
 
     usage: softchat <command> [options]   (every command answers --help)
+           softchat --version
+
+    Options take their value as the next argument or after "=" (--db me.db, --db=me.db).
 
     commands:
       demo                    the main job: two accounts chat through the embedded loopback relay
@@ -29,6 +32,10 @@ let topHelp = """
       faults                  seeded end-to-end runs through fault proxies; PASS/FAIL per run
     """
 
+/// The package's version (the schema's major version, as the TypeScript package.json gives it)
+/// and the contracts this binary was built from.
+let versionLine = "softchat \(SoftchatContractCatalog.schemaVersion).0.0 (contracts \(SoftchatContractCatalog.checksum))"
+
 let arguments = CommandLine.arguments
 let rest = arguments.dropFirst(2)
 let wantsJSON = arguments.contains("--json")
@@ -37,6 +44,9 @@ do {
     switch arguments.dropFirst().first {
     case nil, "--help", "-h", "help":
         Output.standard.line(topHelp)
+        status = .success
+    case "--version", "version":
+        Output.standard.line(versionLine)
         status = .success
     case "demo": status = try DemoCommand.run(rest)
     case "contract": status = try ContractCommand.run(rest)
