@@ -22,6 +22,13 @@ extension SoftchatAccount {
     /// from the account's subscription policy. New intents committed to this account are
     /// picked up at once. For noise:// relays the client's Noise static key defaults to
     /// `<account database>.noise-key`.
+    /// - Parameters:
+    ///   - relays: The relay URLs (`ws://`, `wss://`, `noise://`), each once.
+    ///   - identity: Signs NIP-42 challenges; nil makes a relay's `auth-required` final.
+    ///   - policy: How to connect, publish and sync.
+    /// - Returns: The running transport; call its `stop()` to end it.
+    /// - Throws: `TransportError` with kind `.connect` when `relays` is empty, names a URL
+    ///   twice, or holds a URL that is not a valid relay URL.
     public func startManagedTransport(relays: [String], identity: SoftchatIdentity?,
                                       policy: ManagedTransportPolicy = ManagedTransportPolicy()) throws(TransportError) -> ManagedTransport {
         guard !relays.isEmpty else { throw TransportError(.connect, "startManagedTransport: no relay URL given") }
@@ -35,7 +42,13 @@ extension SoftchatAccount {
         return ManagedTransport(account: self, endpoints: endpoints, identity: identity, policy: policy)
     }
 
-    /// `startManagedTransport(relays: [relayURL], …)`.
+    /// `startManagedTransport(relays: [relayURL], …)`: the managed transport for one relay.
+    /// - Parameters:
+    ///   - relayURL: The relay's URL (`ws://`, `wss://` or `noise://`).
+    ///   - identity: Signs NIP-42 challenges; nil makes the relay's `auth-required` final.
+    ///   - policy: How to connect, publish and sync.
+    /// - Returns: The running transport; call its `stop()` to end it.
+    /// - Throws: `TransportError` with kind `.connect` when `relayURL` is not a valid relay URL.
     public func startManagedTransport(relayURL: String, identity: SoftchatIdentity?,
                                       policy: ManagedTransportPolicy = ManagedTransportPolicy()) throws(TransportError) -> ManagedTransport {
         try startManagedTransport(relays: [relayURL], identity: identity, policy: policy)
@@ -44,9 +57,14 @@ extension SoftchatAccount {
 
 /// A running managed transport over one or more relays. `states` reports the overall
 /// lifecycle, `events` what happened (per relay), `relays` each relay's state and statistics;
-/// `stop()` ends it cleanly (cancel, close, every lease released).
+/// `stop()` ends it cleanly (cancel, close, every lease released). Releasing it without
+/// `stop()` does not end it: the I/O thread keeps running.
 public final class ManagedTransport: Sendable {
+    /// The overall state as it changes, starting with `.connecting` and finishing after
+    /// `.stopped`; a reader that falls behind loses all but the newest 1,024 states.
     public let states: AsyncStream<ManagedTransportState>
+    /// What happened, per relay, finishing when the transport stops; a reader that falls
+    /// behind loses all but the newest 16,384 events.
     public let events: AsyncStream<ManagedTransportEvent>
     let shared: Shared
     private let driver: IODriver
@@ -102,7 +120,8 @@ public final class ManagedTransport: Sendable {
     public var driverStatistics: IODriverStatistics { driver.statistics }
 
     /// Ends the transport: cancels every session, closes every socket, releases every lease,
-    /// then the I/O thread ends. Blocks until it has; idempotent.
+    /// then the I/O thread ends. Blocks until it has; idempotent. Never call it on the I/O
+    /// thread (from `ManagedTransportPolicy.observer`): it would wait for itself.
     public func stop() {
         let first: Bool = shared.state.withLock { s in
             defer { s.stopCalled = true }
@@ -132,6 +151,8 @@ public final class ManagedTransport: Sendable {
     }
 
     /// Cuts the connection to `relayURL` (every relay when nil), as a network failure would.
+    /// - Parameter relayURL: The URL of a relay, as given at start; nil for every relay. A URL
+    ///   that names no relay of the transport cuts nothing.
     public func dropConnection(relayURL: String? = nil) {
         shared.state.withLock { $0.commands.append(.drop(relayURL)) }
         driver.wake()

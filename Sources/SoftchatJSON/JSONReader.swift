@@ -10,8 +10,14 @@ public struct JSONReader: Sendable {
     /// tags, tag); 32 leaves room for documents such as NIP-11 while bounding recursion.
     public static let defaultMaxDepth = 32
 
+    /// Deepest nesting of arrays and objects accepted; a deeper document fails with
+    /// `JSONError.Reason.tooDeep`.
     public var maxDepth: Int
 
+    /// Creates a reader.
+    ///
+    /// - Parameter maxDepth: Deepest nesting of arrays and objects accepted
+    ///   (``JSONReader/defaultMaxDepth`` unless a document needs more).
     public init(maxDepth: Int = JSONReader.defaultMaxDepth) {
         self.maxDepth = maxDepth
     }
@@ -19,6 +25,11 @@ public struct JSONReader: Sendable {
     /// Parses text that is already a Swift `String`, and so already valid UTF-8: strings are
     /// scanned only for quotes, escapes and control characters, and unescaped strings are
     /// sliced from `text` without being decoded again.
+    ///
+    /// - Parameter text: The JSON document.
+    /// - Returns: The document's value.
+    /// - Throws: ``JSONError`` for the first violation found, with its byte offset into `text`'s
+    ///   UTF-8.
     public func parse(_ text: String) throws(JSONError) -> JSONValue {
         let source = text
         var text = text
@@ -34,6 +45,11 @@ public struct JSONReader: Sendable {
     /// Parses UTF-8 bytes. Valid UTF-8 (the common case) is checked in one pass by the standard
     /// library and parsed as a `String`; anything else is parsed byte by byte, so the error
     /// says exactly where the bad sequence is.
+    ///
+    /// - Parameter bytes: The JSON document's UTF-8.
+    /// - Returns: The document's value.
+    /// - Throws: ``JSONError`` for the first violation found (`invalidUTF8` for malformed UTF-8),
+    ///   with its byte offset into `bytes`.
     public func parse(_ bytes: [UInt8]) throws(JSONError) -> JSONValue {
         if let text = String(validating: bytes, as: UTF8.self) { return try parse(text) }
         let result: Result<JSONValue, JSONError> = bytes.withUnsafeBufferPointer { buffer in
@@ -42,6 +58,12 @@ public struct JSONReader: Sendable {
         return try result.get()
     }
 
+    /// Parses UTF-8 bytes in place, validating the UTF-8 byte by byte as it goes (no copy of the
+    /// input is made first).
+    ///
+    /// - Parameter buffer: The JSON document's UTF-8; it only needs to stay valid for the call.
+    /// - Returns: The document's value.
+    /// - Throws: ``JSONError`` for the first violation found, with its byte offset into `buffer`.
     public func parse(_ buffer: UnsafeBufferPointer<UInt8>) throws(JSONError) -> JSONValue {
         var parser = Parser(buffer: buffer, maxDepth: maxDepth, recordLocations: false)
         return try parser.parseDocument()
@@ -49,6 +71,11 @@ public struct JSONReader: Sendable {
 
     /// Parses and also returns the byte offset of every value by path (`""` is the root,
     /// `bounds[1].error` a member of an element), for tools that report file:line diagnostics.
+    ///
+    /// - Parameter bytes: The JSON document's UTF-8.
+    /// - Returns: The document's value, and the zero-based byte offset of each value by path; a
+    ///   member's key is also recorded, under its member's path followed by `#key`.
+    /// - Throws: ``JSONError`` for the first violation found, with its byte offset into `bytes`.
     public func parseWithLocations(_ bytes: [UInt8]) throws(JSONError) -> (JSONValue, [String: Int]) {
         let result: Result<(JSONValue, [String: Int]), JSONError> = bytes.withUnsafeBufferPointer { buffer in
             Result { () throws(JSONError) -> (JSONValue, [String: Int]) in

@@ -23,8 +23,11 @@ public import SoftchatCore
 public struct NegentropySync: Sendable {
     /// What to send.
     public enum Output: Sendable, Hashable {
+        /// Send NEG-OPEN for part `part`: its filter and the initial negentropy message, in binary.
         case open(part: Int, filter: RelayFilter, message: [UInt8])
+        /// Send NEG-MSG for part `part`: the next negentropy message, in binary.
         case message(part: Int, message: [UInt8])
+        /// Part `part` is settled: send its NEG-CLOSE.
         case close(part: Int)
     }
 
@@ -51,6 +54,7 @@ public struct NegentropySync: Sendable {
     private var queue: [String] = []
     private var queueStart = 0
     private var queued: Set<String> = []
+    /// Fetches handed out by `nextFetch()` whose EOSE has not come yet (at most one).
     public private(set) var fetchesInFlight = 0
     /// Ids the account has and the relay lacks (for a host that offers them back).
     public private(set) var have: [NegentropyID] = []
@@ -61,6 +65,15 @@ public struct NegentropySync: Sendable {
     /// REQs sent to fetch them.
     public private(set) var fetches = 0
 
+    /// Creates a reconciliation that has not started: `start(items:)` gives it the account's items.
+    ///
+    /// - Parameters:
+    ///   - filters: The subscription's filters, at least one; each is reconciled without its
+    ///     `limit`.
+    ///   - until: The time the reconciliation begins, in Unix seconds: the newest `created_at`
+    ///     the result vouches for.
+    ///   - fetchBatch: The most ids in one fetch REQ, at least 1.
+    ///   - frameSizeLimit: The largest negentropy message this side writes, in bytes of binary.
     public init(filters: [RelayFilter], until: Int64, fetchBatch: Int, frameSizeLimit: Int) {
         precondition(!filters.isEmpty && fetchBatch > 0, "a reconciliation has filters and fetches at least one id at a time")
         self.filters = filters.map { $0.withoutLimit() }
@@ -90,12 +103,18 @@ public struct NegentropySync: Sendable {
     public private(set) var failed = false
 
     /// Sets the account's items, `items[i]` for filter `i`; one part per filter waits to open.
+    ///
+    /// - Parameter items: One item list per filter, in the order of ``NegentropySync/filters``
+    ///   (another count traps).
     public mutating func start(items: [[NegentropyItem]]) {
         precondition(items.count == filters.count, "one item list per filter")
         parts = filters.indices.map { Part(filterIndex: $0, filter: filters[$0], items: items[$0], state: .waiting) }
     }
 
     /// The NEG-OPEN of the next part waiting, or nil.
+    ///
+    /// - Returns: `.open` for the next waiting part, which is open from now on; nil when no part
+    ///   waits or the sync has failed.
     public mutating func nextOpen() -> Output? {
         guard !failed, let p = parts.firstIndex(where: { if case .waiting = $0.state { true } else { false } }) else { return nil }
         let reconciler = Negentropy(storage: NegentropyStorage(items: parts[p].items), frameSizeLimit: frameSizeLimit)
@@ -106,8 +125,15 @@ public struct NegentropySync: Sendable {
     }
 
     /// A NEG-MSG for part `p`: the next message, or the close once it is settled.
-    /// - Throws: `invalid_negentropy_message` when the message does not decode; the part is
-    ///   then closed and the sync cannot complete (the caller falls back to REQ paging).
+    ///
+    /// - Parameters:
+    ///   - p: The part the NEG-MSG's subscription belongs to.
+    ///   - message: The relay's negentropy message, in binary.
+    /// - Returns: `.message` with the next NEG-MSG, `.close` once the part is settled, or nil for
+    ///   a part that is unknown or not open (a late message).
+    /// - Throws: `SoftchatError` with code `invalid_negentropy_message` when the message does not
+    ///   decode; the part is then closed and the sync cannot complete (the caller falls back to
+    ///   REQ paging).
     public mutating func received(part p: Int, message: [UInt8]) throws(SoftchatError) -> Output? {
         guard parts.indices.contains(p), case .open(let reconciler) = parts[p].state else { return nil }
         rounds += 1
@@ -133,6 +159,8 @@ public struct NegentropySync: Sendable {
     }
 
     /// The relay ended part `p`'s reconciliation (NEG-ERR).
+    ///
+    /// - Parameter p: The part; one that is unknown or not open is ignored.
     public mutating func abandoned(part p: Int) {
         guard parts.indices.contains(p), case .open = parts[p].state else { return }
         parts[p].state = .settled
@@ -142,8 +170,11 @@ public struct NegentropySync: Sendable {
     /// The relay found part `p` too big: it is replaced by two parts waiting to open, split at
     /// the median `created_at` of the account's items in it (the relay's set is likely shaped
     /// like the account's), or at the middle of its time range when that does not divide it.
-    /// - Returns: false when the part spans a single second and cannot be split (the sync then
-    ///   cannot complete on this connection).
+    ///
+    /// - Parameter p: The open part the relay refused.
+    /// - Returns: True when the part was split. False when it is unknown or not open, or when it
+    ///   spans a single second and cannot be split (the sync then cannot complete on this
+    ///   connection).
     public mutating func split(part p: Int) -> Bool {
         guard parts.indices.contains(p), case .open(let reconciler) = parts[p].state else { return false }
         let part = parts[p]
@@ -167,6 +198,9 @@ public struct NegentropySync: Sendable {
     }
 
     /// The next batch of ids to fetch, or nil (none queued, or a batch is in flight).
+    ///
+    /// - Returns: Up to ``NegentropySync/fetchBatch`` event ids (hex) for one REQ by `ids`, now in
+    ///   flight until `fetchEnded()`; nil when none are queued or a batch is in flight.
     public mutating func nextFetch() -> [String]? {
         guard fetchesInFlight == 0, queueStart < queue.count else { return nil }
         let end = min(queue.count, queueStart + fetchBatch)

@@ -16,8 +16,15 @@ public struct RelayPaging: Sendable, Hashable {
     /// really sends for one filter (NIP-11 `limitation.max_limit`; rust-nostr's LocalRelay and
     /// strfry cap at 500). A relay that caps lower makes a short page look final.
     public let pageSize: Int
+    /// How the relay compares `created_at` with a filter's `until`.
     public let until: UntilConvention
 
+    /// Creates a description of how a relay pages.
+    ///
+    /// - Parameters:
+    ///   - pageSize: Events per page, at least 1 (less traps); at most what the relay really sends
+    ///     for one filter.
+    ///   - until: How the relay reads `until`: NIP-01's `.inclusive` unless it is known to differ.
     public init(pageSize: Int = 500, until: UntilConvention = .inclusive) {
         precondition(pageSize > 0, "a page holds at least one event")
         self.pageSize = pageSize
@@ -28,8 +35,9 @@ public struct RelayPaging: Sendable, Hashable {
 /// One REQ to send: a page of one filter of the subscription.
 public struct SyncRequest: Sendable, Hashable {
     /// The filter to send, with the window's `since`, the page's `until` (written in the relay's
-    /// convention) and `limit` = the page size (a host `limit` is replaced: a sync is complete). One filter per REQ: relays apply `limit` per
-    /// filter, so several filters in one REQ have no single "oldest event seen" to page from.
+    /// convention) and `limit` = the page size (a host `limit` is replaced: a sync is complete).
+    /// One filter per REQ: relays apply `limit` per filter, so several filters in one REQ have no
+    /// single "oldest event seen" to page from.
     public let filter: RelayFilter
     /// Which of the host's filters this page belongs to.
     public let filterIndex: Int
@@ -39,6 +47,7 @@ public struct SyncRequest: Sendable, Hashable {
     /// subscription id per number and pass only that subscription's events.
     public let number: Int
 
+    /// The REQ's filter list: `filter` alone.
     public var filters: [RelayFilter] { [filter] }
 }
 
@@ -55,6 +64,13 @@ public struct SyncOutcome: Sendable, Hashable {
     /// How the window was synced.
     public let method: SyncMethod
 
+    /// Creates an outcome.
+    ///
+    /// - Parameters:
+    ///   - cursor: The new durable cursor, in Unix seconds.
+    ///   - incompleteSeconds: Seconds whose run of events was longer than a page.
+    ///   - requests: REQs sent for the window.
+    ///   - method: How the window was synced.
     public init(cursor: Int64, incompleteSeconds: [Int64], requests: Int, method: SyncMethod = .paging) {
         self.cursor = cursor
         self.incompleteSeconds = incompleteSeconds
@@ -100,7 +116,9 @@ public enum SyncDisposition: Sendable, Hashable {
 
 /// A stored state that does not decode.
 public struct SyncStateError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong with the state, naming the field.
     public let message: String
+    /// The message, prefixed by "invalid sync state:".
     public var description: String { "invalid sync state: \(message)" }
 }
 
@@ -145,7 +163,8 @@ public struct SyncStateError: Error, Sendable, Hashable, CustomStringConvertible
 ///
 /// **Memory.** Ids are remembered for duplicates only (never for the decisions above): the
 /// boundary second's ids from the last page, and the ids of the page in flight (all of them, and
-/// those at its oldest second), each set at most one page size, so `rememberedIDCount` ≤ 3 × page size whatever the window holds.
+/// those at its oldest second), each set at most one page size, so `rememberedIDCount` ≤ 3 ×
+/// page size whatever the window holds.
 public struct SubscriptionSync: Sendable, Hashable {
     /// Two days (NIP-59's backdating) plus 10 minutes of margin.
     public static let giftWrapHorizon: Int64 = 2 * 86_400 + 600
@@ -153,6 +172,9 @@ public struct SubscriptionSync: Sendable, Hashable {
     public static let ordinaryHorizon: Int64 = 300
 
     /// `giftWrapHorizon` when any filter lists kind 1059 or no kinds at all, else `ordinaryHorizon`.
+    ///
+    /// - Parameter filters: The subscription's filters.
+    /// - Returns: The horizon, in seconds.
     public static func defaultHorizon(for filters: [RelayFilter]) -> Int64 {
         for filter in filters {
             guard let kinds = filter.kinds else { return giftWrapHorizon }
@@ -161,8 +183,11 @@ public struct SubscriptionSync: Sendable, Hashable {
         return ordinaryHorizon
     }
 
+    /// The host's filters, as given: their own `since`/`until` narrow every window.
     public let filters: [RelayFilter]
+    /// Seconds re-asked behind the cursor when a window opens (never negative).
     public let horizon: Int64
+    /// The relay's page size and `until` convention.
     public let paging: RelayPaging
     /// Newest `created_at` up to which every filter's window is known synced.
     public private(set) var cursor: Int64?
@@ -191,10 +216,14 @@ public struct SubscriptionSync: Sendable, Hashable {
         var seen: Set<String> = []
     }
 
+    /// Creates a sync with no window open; `begin(now:)` opens the first.
+    ///
     /// - Parameters:
-    ///   - filters: the host's filters (at least one).
+    ///   - filters: the host's filters (at least one; none traps).
     ///   - cursor: the durable cursor, nil when nothing was synced yet.
-    ///   - horizon: seconds re-asked behind the cursor; nil for `defaultHorizon(for:)`.
+    ///   - horizon: seconds re-asked behind the cursor; nil for `defaultHorizon(for:)`, and a
+    ///     negative value counts as 0.
+    ///   - paging: the relay's page size and `until` convention.
     public init(filters: [RelayFilter], cursor: Int64? = nil, horizon: Int64? = nil, paging: RelayPaging = RelayPaging()) {
         precondition(!filters.isEmpty, "a subscription has at least one filter")
         self.filters = filters
@@ -206,8 +235,10 @@ public struct SubscriptionSync: Sendable, Hashable {
     /// True while a window is open (begun and not yet synced).
     public var isSyncing: Bool { window != nil }
 
-    /// The open window's bounds, if any.
+    /// The open window's `since`: nil when no window is open, or when it has no lower bound (no
+    /// cursor).
     public var windowSince: Int64? { window?.since }
+    /// The open window's `until` (the `now` it began with), or nil when no window is open.
     public var windowUntil: Int64? { window?.until }
 
     /// Ids held for duplicate detection (bounded by 3 × page size).
@@ -219,6 +250,8 @@ public struct SubscriptionSync: Sendable, Hashable {
 
     /// Opens a window `[cursor − horizon, now]`. When a window is already open (a resumed one),
     /// it is kept as it was, `until` included.
+    ///
+    /// - Parameter now: The current Unix time, in seconds (a negative value counts as 0).
     public mutating func begin(now: Int64) {
         guard window == nil else { return }
         let until = max(0, now)
@@ -227,6 +260,9 @@ public struct SubscriptionSync: Sendable, Hashable {
     }
 
     /// What to do next. A `.send` counts as sent when returned.
+    ///
+    /// - Returns: `.send` with the next page's REQ, `.awaitingEndOfStoredEvents` while a page is in
+    ///   flight, `.synced` once the window is complete, or `.idle` when no window was begun.
     public mutating func next() -> SyncStep {
         settle()
         guard var window else { return outcome.map(SyncStep.synced) ?? .idle }
@@ -242,6 +278,12 @@ public struct SubscriptionSync: Sendable, Hashable {
     /// An event of the page in flight, by the id and `created_at` it claims. Call it for every
     /// event the relay sends on the page's subscription, before verification; a `.new` event that
     /// fails verification should be passed to `forget(eventID:)`.
+    ///
+    /// - Parameters:
+    ///   - eventID: The id the event claims, before verification.
+    ///   - createdAt: The `created_at` the event claims.
+    /// - Returns: `.new` (verify and store it), `.duplicate` (drop it unverified), or
+    ///   `.outsideRequest` / `.notPaging` (not counted by the page).
     public mutating func received(eventID: String, createdAt: Int64) -> SyncDisposition {
         guard self.window?.page?.sent == true, var window = self.window else { return .notPaging }
         // Moved out and back so the id sets are mutated in place, not copied per event.
@@ -272,6 +314,8 @@ public struct SubscriptionSync: Sendable, Hashable {
 
     /// Drops an id from duplicate detection (its event failed verification, so a valid copy
     /// must not be taken for a duplicate).
+    ///
+    /// - Parameter eventID: The id of the event that failed verification.
     public mutating func forget(eventID: String) {
         guard window != nil else { return }
         window?.boundaryIDs.remove(eventID)
@@ -279,6 +323,8 @@ public struct SubscriptionSync: Sendable, Hashable {
     }
 
     /// EOSE of the page in flight. Returns false (and does nothing) when no page is in flight.
+    ///
+    /// - Returns: True when a page was in flight and has ended.
     @discardableResult
     public mutating func endOfStoredEvents() -> Bool {
         guard var window, let page = window.page, page.sent else { return false }
@@ -414,6 +460,10 @@ extension SubscriptionSync {
 
     /// Reads `jsonValue`'s form. The state comes back as `restarted()` leaves it: a loaded state
     /// has no connection, so a page that was in flight is sent again with the same `until`.
+    ///
+    /// - Parameter json: A value ``SubscriptionSync/jsonValue`` produced.
+    /// - Throws: ``SyncStateError`` naming the first field that is missing, of the wrong type or
+    ///   out of range, or an invalid filter.
     public init(json: JSONValue) throws(SyncStateError) {
         func fail(_ message: String) -> SyncStateError { SyncStateError(message: message) }
         func int(_ value: JSONValue?, _ name: String) throws(SyncStateError) -> Int64 {

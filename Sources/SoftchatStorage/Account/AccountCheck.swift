@@ -3,19 +3,31 @@ public import SoftchatCore
 /// The result of `SoftchatAccount.check()`: SQLite's integrity check plus the account's own
 /// invariants. `problems` is empty when everything holds.
 public struct AccountCheckReport: Sendable, Hashable {
+    /// Every integrity finding and broken invariant, one line each; empty when every check passes.
     public var problems: [String] = []
+    /// Rows in the events table, hidden ones (deleted, replaced, expired) included.
     public var events = 0
+    /// Inputs kept aside in quarantine.
     public var quarantined = 0
+    /// Ingestion receipts recorded, one per ingestion transaction.
     public var receipts = 0
+    /// Publish intents per state, by the state's raw value (an unknown state is also a problem).
     public var intentsByState: [String: Int] = [:]
+    /// Delivery leases neither released nor expired at the `now` of the check.
     public var liveLeases = 0
+    /// True when `problems` is empty.
     public var ok: Bool { problems.isEmpty }
 }
 
 extension SoftchatAccount {
-    /// `PRAGMA integrity_check` and the invariants: every receipt total, every intent in
-    /// exactly one known state, no lease without an expiry, every leased intent's lease known,
-    /// every intent's event stored.
+    /// `PRAGMA integrity_check`, `PRAGMA foreign_key_check` and the invariants: every receipt
+    /// total, every intent in exactly one known state, no lease without an expiry, every leased
+    /// intent's lease known, no terminal intent still leased, every intent's event stored.
+    ///
+    /// - Parameter now: The current Unix time, in seconds, for counting live leases.
+    /// - Returns: The counts, and every problem found: a broken invariant is reported, not thrown.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func check(now: Int64) throws(SoftchatError) -> AccountCheckReport {
         try store.read("check") { db in
             var report = AccountCheckReport()

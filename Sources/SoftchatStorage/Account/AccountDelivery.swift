@@ -8,6 +8,17 @@ public struct AccountDelivery: Sendable {
     /// Claims up to `max` (1–256) `pending`/`retryable` intents for `relayURL` — and work whose
     /// lease expired (crash recovery) — under a new lease; nil when there is nothing to do.
     /// Intents that used up the retry budget end `rejected` / `exhausted` instead.
+    ///
+    /// - Parameters:
+    ///   - leaseID: The new lease's id, never used before on this account.
+    ///   - relayURL: The relay whose intents to claim.
+    ///   - now: The current Unix time, in seconds; the lease expires `leaseSeconds` after it.
+    ///   - max: The most intents to claim, 1 to 256.
+    /// - Returns: The claim and one payload (intent, event id, event JSON) per intent, in publish
+    ///   order; nil when nothing is claimable (no lease is created then).
+    /// - Throws: `SoftchatError` with code `invalid_relay_batch` when `max` is outside 1–256,
+    ///   `invalid_delivery_state` for an empty or already used `leaseID`, `account_storage_failed`
+    ///   when SQLite fails, or `invalid_persistence_result` once the account is closed.
     public func claim(leaseID: String, relayURL: String, now: Int64, max: Int = 256) throws(SoftchatError) -> DeliveryClaimResult? {
         guard max >= 1 && max <= RelayWireContract.maxBatchEvents.value else {
             throw .invalidRelayBatch("claim: max must be 1 to \(RelayWireContract.maxBatchEvents.value), not \(max)", operation: .relayPublish)
@@ -57,7 +68,16 @@ public struct AccountDelivery: Sendable {
     }
 
     /// The socket write of these claimed intents succeeded: `pending` → `inFlight`, one attempt
-    /// counted each. A stale claim, or an intent not pending under it, changes nothing.
+    /// counted each. All or nothing: a stale claim, or an intent not pending under it, fails the
+    /// call and changes nothing.
+    ///
+    /// - Parameters:
+    ///   - claim: The live claim that holds the intents.
+    ///   - intentIDs: The intents the written frame carried, each `pending` under `claim`.
+    /// - Throws: `SoftchatError` with code `invalid_delivery_state` for a stale or unknown claim or
+    ///   an intent that is unknown, held by another lease or not `pending`;
+    ///   `account_storage_failed` when SQLite fails; `invalid_persistence_result` once the account
+    ///   is closed.
     public func markSocketWritten(_ claim: DeliveryClaim, intentIDs: [String]) throws(SoftchatError) {
         try store.write("markSocketWritten") { db in
             try Self.requireLive(db, claim)
@@ -72,6 +92,15 @@ public struct AccountDelivery: Sendable {
 
     /// Applies relay decisions in one transaction: accepted/rejected are terminal; retryable
     /// returns the intent to the pool (or ends it `rejected` / `exhausted` past the budget).
+    ///
+    /// - Parameters:
+    ///   - claim: The live claim that holds the intents.
+    ///   - results: One terminal or retryable decision per intent, each intent once, for intents
+    ///     `pending` or `inFlight` under `claim`.
+    /// - Throws: `SoftchatError` with code `invalid_delivery_state` for a stale or unknown claim, an
+    ///   intent named twice, a `pending` or `inFlight` decision, or an intent that is unknown, held
+    ///   by another lease or already decided (nothing is applied then); `account_storage_failed`
+    ///   when SQLite fails; `invalid_persistence_result` once the account is closed.
     public func applyResults(_ claim: DeliveryClaim, results: [DeliveryResult]) throws(SoftchatError) {
         let budget = Int64(store.policy.retryBudget)
         try store.write("applyResults") { db in
@@ -107,6 +136,14 @@ public struct AccountDelivery: Sendable {
     /// Extends a live claim's lease to `now` + the account's lease duration, so work that stays
     /// in flight longer than one lease (a slow relay, a long backoff) is not taken by another
     /// claim meanwhile. A stale claim is refused.
+    ///
+    /// - Parameters:
+    ///   - claim: The claim to extend; not released, and its work not claimed again.
+    ///   - now: The current Unix time, in seconds.
+    /// - Returns: The claim with its new `expiresAt`.
+    /// - Throws: `SoftchatError` with code `invalid_delivery_state` for a stale or unknown claim,
+    ///   `account_storage_failed` when SQLite fails, or `invalid_persistence_result` once the
+    ///   account is closed.
     public func renew(_ claim: DeliveryClaim, now: Int64) throws(SoftchatError) -> DeliveryClaim {
         let expiresAt = now + store.policy.leaseSeconds
         try store.write("renew") { db in
@@ -117,6 +154,11 @@ public struct AccountDelivery: Sendable {
     }
 
     /// Gives the claim's unfinished work back (`pending`) and ends the lease.
+    ///
+    /// - Parameter claim: The live claim to end.
+    /// - Throws: `SoftchatError` with code `invalid_delivery_state` for a stale or unknown claim
+    ///   (nothing is released), `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func release(_ claim: DeliveryClaim) throws(SoftchatError) {
         try store.write("release") { db in
             try Self.requireLive(db, claim)
@@ -160,6 +202,12 @@ public struct AccountDelivery: Sendable {
 
 extension AccountDelivery {
     /// The intents a claim holds, with their event ids and states.
+    ///
+    /// - Parameter claim: The claim; whether it is still live is not checked.
+    /// - Returns: The intent id, event id and state of each intent whose lease is the claim's, in
+    ///   publish order.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func heldIntents(_ claim: DeliveryClaim) throws(SoftchatError) -> [(intentID: String, eventID: String, state: DeliveryState)] {
         try store.read("heldIntents") { db in
             let s = try db.statement("SELECT intent_id, event_id, state FROM publish_intents WHERE lease_id = ? ORDER BY sequence")
@@ -172,6 +220,11 @@ extension AccountDelivery {
 
     /// Counts of the given intents per state (ids the account does not hold are not counted),
     /// so a caller waits for its own intents, not for everything the account ever queued.
+    ///
+    /// - Parameter intentIDs: The intents to count, as `enqueueSigned` returned them.
+    /// - Returns: The number of those intents in each state; states with none are absent.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func stateCounts(intentIDs: [String]) throws(SoftchatError) -> [DeliveryState: Int] {
         try store.read("stateCounts") { db in
             var out: [DeliveryState: Int] = [:]
@@ -189,6 +242,11 @@ extension AccountDelivery {
     }
 
     /// Counts of intents per state, optionally for one relay.
+    ///
+    /// - Parameter relayURL: The relay to count for; nil for every relay.
+    /// - Returns: The number of intents in each state; states with none are absent.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func stateCounts(relayURL: String? = nil) throws(SoftchatError) -> [DeliveryState: Int] {
         try store.read("stateCounts") { db in
             let s = try db.statement("SELECT state, COUNT(*) FROM publish_intents WHERE ? IS NULL OR relay_url = ? GROUP BY state")

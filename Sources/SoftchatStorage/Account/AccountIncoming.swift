@@ -3,10 +3,16 @@ import SoftchatJSON
 
 /// What one ingestion transaction did with each distinct input: total and disjoint, in input order.
 public struct IngestionReceipt: Sendable, Hashable {
+    /// Ids of the events this transaction stored, in input order.
     public var insertedEventIDs: [String] = []
+    /// Ids of events the account already held, or whose replaceable or addressable slot holds a
+    /// newer version, in input order.
     public var duplicateEventIDs: [String] = []
+    /// Keys of the inputs quarantined, in input order: the event id, or `line:` and the line's
+    /// SHA-256 in hex when no id could be read.
     public var quarantinedEventIDs: [String] = []
 
+    /// Creates an empty receipt.
     public init() {}
 
     /// The receipt as the session's `IngestionResult` (inserted → accepted, duplicates →
@@ -15,17 +21,25 @@ public struct IngestionReceipt: Sendable, Hashable {
         IngestionResult(accepted: insertedEventIDs, alreadyPresent: duplicateEventIDs, rejected: quarantinedEventIDs)
     }
 
+    /// The number of distinct inputs the receipt names.
     public var total: Int { insertedEventIDs.count + duplicateEventIDs.count + quarantinedEventIDs.count }
 }
 
 /// An event kept aside with the reason it will never be served as a message.
 public struct QuarantinedEvent: Sendable, Hashable {
+    /// The quarantine key: the event's id, or `line:` and the line's SHA-256 in hex when no id
+    /// could be read from it.
     public let eventID: String
+    /// Why: the error code and message of an input that did not parse or verify, or its NIP-40
+    /// expiry.
     public let reason: String
 }
 
+/// What one ingestion did: its receipt, and the inputs it quarantined with their reasons.
 public struct IngestionOutcome: Sendable, Hashable {
+    /// Which inputs were inserted, duplicates or quarantined.
     public let receipt: IngestionReceipt
+    /// The inputs this call quarantined, with their reasons, in input order.
     public let quarantined: [QuarantinedEvent]
 }
 
@@ -37,12 +51,30 @@ public struct AccountIncoming: Sendable {
     /// Replaceable (0, 3, 10000–19999) and addressable (30000–39999) kinds keep only the newest
     /// per NIP-01 (an older arrival is a duplicate of history); NIP-09 deletions hide their
     /// author's referenced events; events already expired (NIP-40) are quarantined.
+    ///
+    /// - Parameters:
+    ///   - events: Verified events; an id given twice is stored and named once.
+    ///   - receivedAt: The arrival time, in Unix seconds: stored with each event and compared with
+    ///     NIP-40 expirations.
+    /// - Returns: The receipt, checked total and disjoint, and the events quarantined.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails (nothing is
+    ///   stored), or `invalid_persistence_result` once the account is closed or when the receipt
+    ///   fails its check.
     public func ingest(_ events: [VerifiedEvent], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
         try ingest(inputs: events.map(IngestInput.verified), receivedAt: receivedAt)
     }
 
     /// Ingests raw event JSON lines (the CLI's path): lines that do not parse or verify are
     /// quarantined with their reason instead of failing the batch.
+    ///
+    /// - Parameters:
+    ///   - lines: Event JSON texts, one event each; verified on every core before the transaction.
+    ///   - receivedAt: The arrival time, in Unix seconds: stored with each event and compared with
+    ///     NIP-40 expirations.
+    /// - Returns: The receipt, checked total and disjoint, and the lines quarantined.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails (nothing is
+    ///   stored), or `invalid_persistence_result` once the account is closed or when the receipt
+    ///   fails its check.
     public func ingest(lines: [String], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
         let verified = VerifiedEvent.verify(texts: lines)  // all cores, before the transaction opens
         return try ingest(inputs: lines.indices.map { IngestInput.parse(lines[$0], verified[$0]) }, receivedAt: receivedAt)
@@ -52,6 +84,16 @@ public struct AccountIncoming: Sendable {
     /// a state (and the cursor it may move) is never durable without the events it counted,
     /// and events are never durable under a state that did not count them. A state whose
     /// `cursor` is set moves the account's sync cursor there (never back).
+    ///
+    /// - Parameters:
+    ///   - events: Verified events, ingested as `ingest(_:receivedAt:)` does.
+    ///   - syncStates: The sync states to store with them, each replacing the state of its
+    ///     (relay, subscription).
+    ///   - receivedAt: The arrival time, in Unix seconds; also the states' update time.
+    /// - Returns: The receipt for the events, checked total and disjoint, and those quarantined.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails (neither
+    ///   events nor states are stored), or `invalid_persistence_result` once the account is closed
+    ///   or when the receipt fails its check.
     public func commit(_ events: [VerifiedEvent], syncStates: [SyncStateRecord], receivedAt: Int64) throws(SoftchatError) -> IngestionOutcome {
         try ingest(inputs: events.map(IngestInput.verified), receivedAt: receivedAt) { db in
             for record in syncStates { try SyncStateStore.write(db, record, now: receivedAt) }

@@ -6,9 +6,22 @@ public struct AccountOutgoing: Sendable {
     let store: AccountStore
 
     /// Stores `events` and one `pending` intent per (event, relay) in one transaction.
-    /// Idempotent by `operationID`: the same id with the same events and relays returns the
-    /// same intent ids and changes nothing; the same id with different content fails with
-    /// `invalid_delivery_state`.
+    /// Idempotent by `operationID`: the same id with the same events and relays, in the same
+    /// order, returns the same intent ids and changes nothing; the same id with different
+    /// content fails with `invalid_delivery_state`.
+    ///
+    /// - Parameters:
+    ///   - operationID: The caller's idempotency key for this publish; not empty.
+    ///   - events: 1 to 256 verified events with unique ids; those not held yet are stored.
+    ///   - relayURLs: The relays to deliver every event to: at least one, no repeats.
+    ///   - now: The current Unix time, in seconds.
+    /// - Returns: One intent id per (event, relay), relays varying fastest, in the order given; a
+    ///   pair that already had an intent, from whichever operation, keeps that intent's id.
+    /// - Throws: `SoftchatError` with code `invalid_relay_batch` for an empty `operationID`, no
+    ///   events or more than 256, no relays, or a repeated event id or relay;
+    ///   `invalid_delivery_state` when `operationID` was enqueued with other events or relays;
+    ///   `account_storage_failed` when SQLite fails (nothing is stored);
+    ///   `invalid_persistence_result` once the account is closed.
     public func enqueueSigned(operationID: String, events: [VerifiedEvent], relayURLs: [String], now: Int64)
         throws(SoftchatError) -> [String]
     {

@@ -4,9 +4,16 @@ import SoftchatJSON
 /// Where a page of stored events ended: its last event, in the newest-first order pages are
 /// served in (`created_at` descending, ties by lowest id first).
 public struct EventCursor: Sendable, Hashable {
+    /// The `created_at` of the page's last event.
     public var createdAt: Int64
+    /// The id of the page's last event: 64 lowercase hex characters.
     public var id: String
 
+    /// Creates a cursor at an event.
+    ///
+    /// - Parameters:
+    ///   - createdAt: The event's `created_at`.
+    ///   - id: The event's id, 64 lowercase hex characters.
     public init(createdAt: Int64, id: String) {
         self.createdAt = createdAt
         self.id = id
@@ -15,9 +22,16 @@ public struct EventCursor: Sendable, Hashable {
 
 /// One page of a stored-event query, and where the next one starts (nil: nothing older).
 public struct EventPage: Sendable, Hashable {
+    /// The page's events, newest first (ties by lowest id).
     public var events: [VerifiedEvent]
+    /// Where the next, older page starts; nil when no older event matched.
     public var next: EventCursor?
 
+    /// Creates a page.
+    ///
+    /// - Parameters:
+    ///   - events: The page's events, newest first (ties by lowest id).
+    ///   - next: Where the next page starts, or nil when this page is the last.
     public init(events: [VerifiedEvent], next: EventCursor?) {
         self.events = events
         self.next = next
@@ -34,6 +48,17 @@ extension SoftchatAccount {
     /// many events share one `created_at`, and events stored meanwhile never shift a page.
     /// Each filter's own `limit` is replaced by the page size; `since`/`until` and every other
     /// condition apply as NIP-01 says. Deleted, replaced and expired events are never served.
+    ///
+    /// - Parameters:
+    ///   - filtersJSON: 1 to 64 NIP-01 filters as JSON text; an event matching any is served.
+    ///   - limit: The most events in the page, 1 to ``SoftchatAccount/maxPageEvents``.
+    ///   - now: The current Unix time, in seconds: events expired by then are not served.
+    ///   - before: The previous page's ``EventPage/next``; nil for the newest page.
+    /// - Returns: The page, and where the next one starts.
+    /// - Throws: `SoftchatError` with code `invalid_relay_filter` for a `limit` out of range, a
+    ///   cursor id that is not 64 lowercase hex characters or an invalid filter;
+    ///   `account_storage_failed` when SQLite fails; `invalid_persistence_result` once the account
+    ///   is closed or when a stored event no longer reads back.
     public func queryEvents(filtersJSON: [String], limit: Int, now: Int64, before: EventCursor? = nil) throws(SoftchatError) -> EventPage {
         guard limit >= 1 && limit <= Self.maxPageEvents else {
             throw .invalidRelayFilter("queryEvents: limit must be 1 to \(Self.maxPageEvents), not \(limit)")
@@ -80,9 +105,13 @@ extension SoftchatAccount {
 
 /// One publish intent as the account holds it: its event, relay and delivery state.
 public struct PublishIntentStatus: Sendable, Hashable {
+    /// The intent's id: 32 lowercase hex characters.
     public var intentID: String
+    /// The id of the event the intent publishes.
     public var eventID: String
+    /// The relay the intent publishes to.
     public var relayURL: String
+    /// The intent's delivery state.
     public var state: DeliveryState
     /// Why it is in its state (nil while pending or in flight).
     public var category: DeliveryCategory?
@@ -95,6 +124,12 @@ public struct PublishIntentStatus: Sendable, Hashable {
 extension AccountDelivery {
     /// The intents of one publish operation, in publish order (then by relay): each event's
     /// state on each relay, exactly as the relays' answers left it. Empty for an unknown id.
+    ///
+    /// - Parameter operationID: The id given to `AccountOutgoing.enqueueSigned`.
+    /// - Returns: The operation's intents; an (event, relay) pair whose intent another operation
+    ///   created first is not among them.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func intents(operationID: String) throws(SoftchatError) -> [PublishIntentStatus] {
         try store.read("intents(operationID:)") { db in
             let s = try db.statement("""

@@ -7,6 +7,15 @@ extension SoftchatAccount {
     ///
     /// SQL narrows candidates over the indexes; `RelayFilter.matches` decides, so results equal
     /// the filter semantics exactly.
+    ///
+    /// - Parameters:
+    ///   - filters: The filters; an event matching any of them is served once.
+    ///   - limit: The most events overall; nil for no overall bound.
+    ///   - now: The current Unix time, in seconds: events expired by then are not served.
+    /// - Returns: The matching events, newest first, ties by lowest id.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed or when a stored event no longer
+    ///   reads back.
     public func events(matching filters: [RelayFilter], limit: Int? = nil, now: Int64) throws(SoftchatError) -> [VerifiedEvent] {
         try store.read("events(matching:)") { db in try Self.events(db, matching: filters, limit: limit, now: now) }
     }

@@ -5,11 +5,21 @@ extension SoftchatAccount {
     /// one indexed SQL read of two columns, no event decoded. Hidden events (deleted by NIP-09,
     /// expired) are included: the account holds them, and fetching them again would change
     /// nothing. A `limit` in the filter is ignored (reconciliation is over the whole set).
+    ///
+    /// - Parameter filter: The filter whose stored set is reconciled.
+    /// - Returns: The items, sorted by `created_at` and then by id.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func reconciliationItems(matching filter: RelayFilter) throws(SoftchatError) -> [NegentropyItem] {
         try store.read("reconciliationItems") { db in try Self.reconciliationItems(db, filter) }
     }
 
     /// The items of each filter, in order, from one read snapshot (no commit falls between them).
+    ///
+    /// - Parameter filters: The filters whose stored sets are reconciled.
+    /// - Returns: One sorted item list per filter, in the order of `filters`.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func reconciliationItems(matching filters: [RelayFilter]) throws(SoftchatError) -> [[NegentropyItem]] {
         try store.snapshot("reconciliationItems") { db in try filters.map { try Self.reconciliationItems(db, $0) } }
     }
@@ -68,6 +78,11 @@ extension SoftchatAccount {
     }
 
     /// The recorded NIP-77 support of each of `relayURLs` that has a record.
+    ///
+    /// - Parameter relayURLs: The relays to look up.
+    /// - Returns: Per relay URL, its record; relays never recorded are absent.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func negentropySupport(relayURLs: [String]) throws(SoftchatError) -> [String: NegentropySupportRecord] {
         try store.read("negentropySupport") { db in
             var out: [String: NegentropySupportRecord] = [:]
@@ -83,7 +98,11 @@ extension SoftchatAccount {
         }
     }
 
-    /// Records what a relay did with NEG-OPEN.
+    /// Records what a relay did with NEG-OPEN, replacing its earlier record.
+    ///
+    /// - Parameter record: The relay, whether it speaks NIP-77, when that was checked and why.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func recordNegentropySupport(_ record: NegentropySupportRecord) throws(SoftchatError) {
         try store.write("recordNegentropySupport") { db in
             try db.statement("INSERT INTO relay_negentropy (relay_url, supported, checked_at, reason) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url) DO UPDATE SET supported = excluded.supported, checked_at = excluded.checked_at, reason = excluded.reason")

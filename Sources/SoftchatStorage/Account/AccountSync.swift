@@ -3,7 +3,9 @@ import SoftchatJSON
 
 /// A subscription the account keeps across restarts: its filters, and the relays it applies to.
 public struct SubscriptionPolicyEntry: Sendable, Hashable {
+    /// The subscription's id, unique in the policy.
     public let subscriptionID: String
+    /// The subscription's NIP-01 filters, as JSON text.
     public let filtersJSON: [String]
     /// nil: every relay.
     public let relayURL: String?
@@ -12,6 +14,14 @@ public struct SubscriptionPolicyEntry: Sendable, Hashable {
 extension SoftchatAccount {
     /// Records (or replaces) a subscription in the account's policy, so a restarted process
     /// resubscribes without the host remembering it. The filters are validated first.
+    ///
+    /// - Parameters:
+    ///   - id: The subscription's id; an entry with this id is replaced.
+    ///   - filtersJSON: 1 to 64 NIP-01 filters as JSON text.
+    ///   - relayURL: The one relay the subscription applies to; nil for every relay.
+    /// - Throws: `SoftchatError` with code `invalid_relay_filter` when a filter is invalid or there
+    ///   are none or more than 64, `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func setSubscription(id: String, filtersJSON: [String], relayURL: String? = nil) throws(SoftchatError) {
         _ = try SessionFilters.parse(filtersJSON)
         let encoded = JSONValue.array(filtersJSON.map(JSONValue.string)).jsonText
@@ -21,6 +31,12 @@ extension SoftchatAccount {
         }
     }
 
+    /// Removes a subscription from the account's policy; its sync cursors and states are kept.
+    /// An unknown id changes nothing.
+    ///
+    /// - Parameter id: The subscription's id.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func removeSubscription(id: String) throws(SoftchatError) {
         try store.write("removeSubscription") { db in
             try db.statement("DELETE FROM subscription_policy WHERE subscription_id = ?").bind(.text(id)).run()
@@ -28,6 +44,11 @@ extension SoftchatAccount {
     }
 
     /// The policy's subscriptions that apply to `relayURL` (all of them when nil), by id.
+    ///
+    /// - Parameter relayURL: A relay URL, or nil for every subscription.
+    /// - Returns: The entries for `relayURL` and those for every relay, sorted by id.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func subscriptions(for relayURL: String? = nil) throws(SoftchatError) -> [SubscriptionPolicyEntry] {
         try store.read("subscriptions") { db in
             let s = try db.statement("SELECT subscription_id, filters_json, relay_url FROM subscription_policy WHERE ? IS NULL OR relay_url IS NULL OR relay_url = ? ORDER BY subscription_id")
@@ -42,6 +63,13 @@ extension SoftchatAccount {
     }
 
     /// The newest created_at synced for (relay, subscription), or nil.
+    ///
+    /// - Parameters:
+    ///   - relayURL: The relay.
+    ///   - subscriptionID: The subscription's id.
+    /// - Returns: The cursor, in Unix seconds; nil when that pair was never synced.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func syncCursor(relayURL: String, subscriptionID: String) throws(SoftchatError) -> Int64? {
         try store.read("syncCursor") { db in
             let s = try db.statement("SELECT newest_created_at FROM sync_cursors WHERE relay_url = ? AND subscription_id = ?")
@@ -51,6 +79,14 @@ extension SoftchatAccount {
     }
 
     /// Moves the cursor forward (never back) after events up to `createdAt` were committed.
+    ///
+    /// - Parameters:
+    ///   - relayURL: The relay.
+    ///   - subscriptionID: The subscription's id.
+    ///   - createdAt: The newest `created_at` now synced; an older value leaves the cursor as it is.
+    ///   - now: The current Unix time, in seconds, recorded as the cursor's update time.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func advanceSyncCursor(relayURL: String, subscriptionID: String, createdAt: Int64, now: Int64) throws(SoftchatError) {
         try store.write("advanceSyncCursor") { db in
             try db.statement("INSERT INTO sync_cursors (relay_url, subscription_id, newest_created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET newest_created_at = MAX(newest_created_at, excluded.newest_created_at), updated_at = excluded.updated_at")
@@ -61,12 +97,21 @@ extension SoftchatAccount {
 
 /// A stored sync state and the filters it was written for.
 public struct StoredSyncState: Sendable, Hashable {
+    /// The filters the state was written for, as JSON text.
     public let filtersJSON: [String]
+    /// The state itself: a `SubscriptionSync` state's JSON text.
     public let stateJSON: String
 }
 
 extension SoftchatAccount {
     /// The durable sync state of (relay, subscription), or nil.
+    ///
+    /// - Parameters:
+    ///   - relayURL: The relay.
+    ///   - subscriptionID: The subscription's id.
+    /// - Returns: The state and the filters it was written for; nil when none was stored.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func syncState(relayURL: String, subscriptionID: String) throws(SoftchatError) -> StoredSyncState? {
         try store.read("syncState") { db in
             let s = try db.statement("SELECT filters_json, state_json FROM sync_states WHERE relay_url = ? AND subscription_id = ?")
@@ -78,6 +123,13 @@ extension SoftchatAccount {
     }
 
     /// Writes sync states alone (a page that ended with nothing to store), in one transaction.
+    ///
+    /// - Parameters:
+    ///   - records: The states, each replacing the state of its (relay, subscription); one whose
+    ///     `cursor` is set also moves that cursor forward (never back).
+    ///   - now: The current Unix time, in seconds, recorded as the update time.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails (no state is
+    ///   written), or `invalid_persistence_result` once the account is closed.
     public func saveSyncStates(_ records: [SyncStateRecord], now: Int64) throws(SoftchatError) {
         try store.write("saveSyncStates") { db in
             for record in records { try SyncStateStore.write(db, record, now: now) }

@@ -7,12 +7,22 @@ public struct AccountPolicy: Sendable, Hashable {
     public var leaseSeconds: Int64
     /// Send attempts per intent before it ends `rejected` / `exhausted`.
     public var retryBudget: Int
-    /// SQLite busy timeout for the writer, in milliseconds.
+    /// SQLite's busy timeout for both connections, in milliseconds: how long a statement waits
+    /// for a lock held by another connection before it fails.
     public var busyTimeoutMilliseconds: Int
-    /// SQLite's page cache per connection (writer and reader), in MiB: SQLite's default (2 MiB)
-    /// makes every insert into a large account's random-id indexes a read from the OS.
+    /// SQLite's page cache per connection (writer and reader), in MiB, at least 1: SQLite's
+    /// default (2 MiB) makes every insert into a large account's random-id indexes a read from
+    /// the OS.
     public var cacheMebibytes: Int
 
+    /// Creates a policy.
+    ///
+    /// - Parameters:
+    ///   - leaseSeconds: How long a delivery claim's lease lasts, in seconds.
+    ///   - retryBudget: Send attempts per intent before it ends `rejected` / `exhausted`.
+    ///   - busyTimeoutMilliseconds: How long a statement waits for another connection's lock, in
+    ///     milliseconds.
+    ///   - cacheMebibytes: SQLite's page cache per connection, in MiB (values below 1 count as 1).
     public init(leaseSeconds: Int64 = 60, retryBudget: Int = 10, busyTimeoutMilliseconds: Int = 5_000, cacheMebibytes: Int = 32) {
         self.leaseSeconds = leaseSeconds
         self.retryBudget = retryBudget
@@ -30,8 +40,11 @@ public struct AccountPolicy: Sendable, Hashable {
 /// `account_storage_failed` carrying the SQLite code and the operation.
 public final class SoftchatAccount: Sendable {
     let store: AccountStore
+    /// Incoming events: ingestion of verified events and raw lines, and commits with sync states.
     public let incoming: AccountIncoming
+    /// Outgoing events: durable publish intents, one per (event, relay).
     public let outgoing: AccountOutgoing
+    /// Delivery of publish intents: claims and leases, socket writes, relay results.
     public let delivery: AccountDelivery
 
     private init(store: AccountStore) {
@@ -42,6 +55,14 @@ public final class SoftchatAccount: Sendable {
     }
 
     /// Opens (creating if needed) and migrates the account database at `path`.
+    ///
+    /// - Parameters:
+    ///   - path: The SQLite database file; created when missing (its directory must exist).
+    ///   - policy: Bounds for leases, retries, lock waits and the page cache.
+    /// - Returns: The open account, its schema at ``SoftchatAccount/latestSchemaVersion``.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite cannot open,
+    ///   configure or migrate the file, or `invalid_persistence_result` when the file's schema is
+    ///   newer than this build understands.
     public static func open(path: String, policy: AccountPolicy = AccountPolicy()) throws(SoftchatError) -> SoftchatAccount {
         SoftchatAccount(store: try AccountStore(path: path, policy: policy, migrateTo: Migrations.latestVersion))
     }
@@ -54,19 +75,31 @@ public final class SoftchatAccount: Sendable {
     /// Closes both connections; later calls fail with `invalid_persistence_result`. Idempotent.
     public func close() { store.close() }
 
+    /// The database file's path, as it was given to ``SoftchatAccount/open(path:policy:)``.
     public var path: String { store.path }
+    /// The policy the account was opened with.
     public var policy: AccountPolicy { store.policy }
 
     /// The schema version of the open database (`PRAGMA user_version`).
+    ///
+    /// - Returns: The version, ``SoftchatAccount/latestSchemaVersion`` for an account opened with
+    ///   ``SoftchatAccount/open(path:policy:)``.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
     public func schemaVersion() throws(SoftchatError) -> Int {
         try store.read("schemaVersion") { db in Int(try db.scalarInt("PRAGMA user_version")) }
     }
 
+    /// The schema version this build migrates every account to when it opens it.
     public static var latestSchemaVersion: Int { Migrations.latestVersion }
 
-    /// Calls `handler` after every commit that adds publish intents, on the committing thread
-    /// (keep it quick: a managed transport only wakes its I/O thread). Returns a token for
-    /// `removeOutgoingObserver`.
+    /// Calls `handler` after every successful
+    /// ``AccountOutgoing/enqueueSigned(operationID:events:relayURLs:now:)`` (an idempotent
+    /// repeat included), on the committing thread (keep it quick: a managed transport only wakes
+    /// its I/O thread).
+    ///
+    /// - Parameter handler: Called with no arguments once the intents are committed.
+    /// - Returns: A token for `removeOutgoingObserver(_:)`.
     public func addOutgoingObserver(_ handler: @escaping @Sendable () -> Void) -> Int {
         store.observers.withLock { o in
             o.next += 1
@@ -75,6 +108,9 @@ public final class SoftchatAccount: Sendable {
         }
     }
 
+    /// Stops calling the handler a token names; an unknown or already removed token is ignored.
+    ///
+    /// - Parameter token: What `addOutgoingObserver(_:)` returned.
     public func removeOutgoingObserver(_ token: Int) {
         store.observers.withLock { o in _ = o.handlers.removeValue(forKey: token) }
     }

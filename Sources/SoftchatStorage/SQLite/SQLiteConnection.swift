@@ -3,15 +3,26 @@ import CSQLite
 /// An SQLite failure with everything needed to act on it: the primary and extended result
 /// codes, SQLite's message, and the operation (a name or the statement) that failed.
 public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// SQLite's primary result code (`SQLITE_BUSY`, `SQLITE_FULL`, …): the low byte of the extended
+    /// code.
     public let code: Int32
+    /// SQLite's extended result code, which refines `code` (`SQLITE_IOERR_WRITE`,
+    /// `SQLITE_BUSY_SNAPSHOT`, …).
     public let extendedCode: Int32
+    /// SQLite's own message for the failure (`sqlite3_errmsg`).
     public let message: String
+    /// What failed: an operation such as `open <path>` or `commit ingest`, or the statement's SQL.
     public let operation: String
 
+    /// SQLite's English name for the extended code (`sqlite3_errstr`), such as `database is locked`.
     public var codeName: String { String(cString: sqlite3_errstr(extendedCode)) }
+    /// True when the database could not grow: `SQLITE_FULL` (a full disk, or SQLite's size limit).
     public var isDiskFull: Bool { code == SQLITE_FULL }
+    /// True when a lock held elsewhere outlasted the busy timeout (`SQLITE_BUSY`) or a conflicting
+    /// statement held the table (`SQLITE_LOCKED`): the same call may succeed later.
     public var isBusy: Bool { code == SQLITE_BUSY || code == SQLITE_LOCKED }
 
+    /// The codes, the code's name, the operation and SQLite's message, on one line.
     public var description: String {
         "SQLite error \(code)/\(extendedCode) (\(codeName)) in \(operation): \(message)"
     }

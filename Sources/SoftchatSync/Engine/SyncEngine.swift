@@ -10,6 +10,7 @@ public struct SyncEngineConfiguration: Sendable {
     /// The base of every relay's session configuration (the engine sets `relayURL`,
     /// `answersAuthentication`, the acknowledgement timeout and what NIP-11 says).
     public var session = RelaySessionConfig()
+    /// Whether multi-event publishes go out as one EVENTS frame.
     public var eventsBatching = EventsBatching.auto
     /// Seconds without an OK before an event in flight becomes retryable (`timeout`).
     public var acknowledgementTimeoutSeconds: Int64 = 15
@@ -45,6 +46,12 @@ public struct SyncEngineConfiguration: Sendable {
     /// A relay recorded as not speaking NIP-77 is asked again after this long.
     public var negentropyRecheckSeconds: Int64 = 7 * 86_400
 
+    /// Creates a configuration with every other setting at its default.
+    ///
+    /// - Parameters:
+    ///   - relayURLs: The relays, by URL.
+    ///   - identity: The identity that answers NIP-42 challenges; nil to answer none.
+    ///   - leasePrefix: The prefix of lease ids, unique per process run.
     public init(relayURLs: [String], identity: SoftchatIdentity?, leasePrefix: String) {
         self.relayURLs = relayURLs
         self.identity = identity
@@ -69,6 +76,7 @@ public struct SyncEngineConfiguration: Sendable {
 /// the sync state that counted them are one transaction; a delivery decision is durable before
 /// the next claim).
 public final class SyncEngine {
+    /// The configuration the engine was created with.
     public let configuration: SyncEngineConfiguration
     var relays: [RelayRuntime] = []
     var queue: [Step] = []
@@ -113,6 +121,11 @@ public final class SyncEngine {
         case recordNegentropy
     }
 
+    /// Creates an engine; its first action asks the account for the subscription policy.
+    ///
+    /// - Parameters:
+    ///   - configuration: The relays and settings.
+    ///   - now: The clocks at creation.
     public init(configuration: SyncEngineConfiguration, now: EngineTime) {
         self.configuration = configuration
         self.now = now
@@ -122,7 +135,12 @@ public final class SyncEngine {
 
     // MARK: The interface
 
-    /// Feeds what happened at `now`.
+    /// Feeds what happened at `now`. An account reply is ignored when no account request awaits
+    /// one.
+    ///
+    /// - Parameters:
+    ///   - input: What happened.
+    ///   - now: The clocks when it happened.
     public func handle(_ input: SyncEngineInput, now: EngineTime) {
         self.now = now
         switch input {
@@ -164,6 +182,9 @@ public final class SyncEngine {
     }
 
     /// The next thing to do, or nil (nothing now, or an account request is unanswered).
+    ///
+    /// - Returns: The next action, in order; nil when there is none now or an account request
+    ///   awaits its answer.
     public func pollAction() -> SyncEngineAction? {
         while awaiting == nil, queueStart < queue.count {
             let step = queue[queueStart]
@@ -194,6 +215,9 @@ public final class SyncEngine {
     }
 
     /// When to call `handle(.timer, now:)`, in monotonic milliseconds; nil when nothing is timed.
+    ///
+    /// - Returns: The earliest deadline of any relay, in monotonic milliseconds; nil when nothing
+    ///   is timed.
     public func pollTimeout() -> Int64? {
         guard !finished else { return nil }
         var next: Int64?

@@ -4,8 +4,15 @@ public import SoftchatCore
 /// (a wall clock that jumps must not fire or starve a deadline) and Unix seconds for what is
 /// about dates (sync windows, NIP-42 `created_at`, lease expiry stored in the account).
 public struct EngineTime: Sendable, Hashable {
+    /// Milliseconds on a clock that never jumps, for timers and deadlines.
     public var monotonicMilliseconds: Int64
+    /// Wall-clock time in Unix seconds, for dates.
     public var unixSeconds: Int64
+    /// Creates a reading of both clocks.
+    ///
+    /// - Parameters:
+    ///   - monotonicMilliseconds: Milliseconds on a monotonic clock (any origin, never jumping).
+    ///   - unixSeconds: Wall-clock time, in Unix seconds.
     public init(monotonicMilliseconds: Int64, unixSeconds: Int64) {
         self.monotonicMilliseconds = monotonicMilliseconds
         self.unixSeconds = unixSeconds
@@ -33,6 +40,17 @@ public struct RelayLimits: Sendable, Hashable {
     /// when unknown (the engine then asks with NEG-OPEN and remembers the answer).
     public var supportsNegentropy: Bool?
 
+    /// Creates limits; every value defaults to "not stated".
+    ///
+    /// - Parameters:
+    ///   - maxMessageLength: `limitation.max_message_length`, the largest frame the relay takes.
+    ///   - maxLimit: `limitation.max_limit`, the most events it sends for one filter.
+    ///   - acceptsEventsBatch: Whether it takes NIP-01 EVENTS batches.
+    ///   - supportsAuthentication: Whether it speaks NIP-42.
+    ///   - authenticationRequired: `limitation.auth_required`.
+    ///   - software: The document's `software`, for known quirks.
+    ///   - untilConvention: How it reads `until`, when known.
+    ///   - supportsNegentropy: Whether it speaks NIP-77: true, false, or nil when unknown.
     public init(maxMessageLength: Int? = nil, maxLimit: Int? = nil, acceptsEventsBatch: Bool = false,
                 supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil,
                 untilConvention: RelayPaging.UntilConvention? = nil, supportsNegentropy: Bool? = nil) {
@@ -51,23 +69,39 @@ public struct RelayLimits: Sendable, Hashable {
 public enum EventsBatching: Sendable, Hashable {
     /// When the relay's NIP-11 document says it accepts them.
     case auto
+    /// Always, whatever the relay's document says.
     case always
+    /// Never: one EVENT frame per event.
     case never
 }
 
 /// A subscription the account keeps for a relay, with the sync state it has there.
 public struct EngineSubscription: Sendable, Hashable {
+    /// The subscription's id in the account's policy, also its live REQ's subscription id.
     public let subscriptionID: String
+    /// The subscription's NIP-01 filters, as JSON text.
     public let filtersJSON: [String]
-    /// The state the account holds for this relay and subscription (nil: never synced there),
-    /// and the filters it was written for: a state for other filters is not resumed.
+    /// The sync state the account holds for this relay and subscription (nil: never synced
+    /// there); it is resumed only when `storedFiltersJSON` equals `filtersJSON`.
     public let storedStateJSON: String?
+    /// The filters `storedStateJSON` was written for (nil when there is no stored state).
     public let storedFiltersJSON: [String]?
-    /// The account's cursor, used when there is no stored state for these filters.
+    /// The account's cursor, used only when no sync state is stored (`storedFiltersJSON` nil): a
+    /// stored state carries its own cursor, and a state for other filters means the filters
+    /// changed, so the sync starts without one.
     public let cursor: Int64?
     /// Seconds re-asked behind the cursor (nil: `SubscriptionSync.defaultHorizon`).
     public let horizon: Int64?
 
+    /// Creates a subscription as the account holds it for one relay.
+    ///
+    /// - Parameters:
+    ///   - subscriptionID: The subscription's id.
+    ///   - filtersJSON: The subscription's NIP-01 filters, as JSON text.
+    ///   - storedFiltersJSON: The filters the stored state was written for; nil without one.
+    ///   - storedStateJSON: The stored sync state's JSON text; nil without one.
+    ///   - cursor: The account's cursor for this relay and subscription, if any.
+    ///   - horizon: Seconds re-asked behind the cursor; nil for the default.
     public init(subscriptionID: String, filtersJSON: [String], storedFiltersJSON: [String]? = nil, storedStateJSON: String? = nil,
                 cursor: Int64? = nil, horizon: Int64? = nil) {
         self.subscriptionID = subscriptionID
@@ -109,9 +143,14 @@ public enum AccountRequest: Sendable, Hashable {
 public enum AccountReply: Sendable {
     /// Per relay URL, its subscriptions.
     case subscriptions([String: [EngineSubscription]])
+    /// The claim and its payloads, or nil when nothing was claimable (answers `.claim`).
     case claimed(DeliveryClaimResult?)
+    /// The claim with its new expiry (answers `.renew`).
     case renewed(DeliveryClaim)
+    /// The request was carried out (answers `.markWritten`, `.applyResults`, `.release` and
+    /// `.recordNegentropySupport`).
     case done
+    /// What the commit did with each event (answers `.commit`).
     case committed(IngestionResult)
     /// Per relay URL, its record (relays without one are absent).
     case negentropySupport([String: NegentropySupportRecord])
@@ -123,14 +162,20 @@ public enum AccountReply: Sendable {
 
 /// One relay connection's state, as the host shows it.
 public enum RelayConnectionState: Sendable, Hashable, CustomStringConvertible {
+    /// Fetching the relay's NIP-11 document.
     case fetchingInformation
+    /// Opening the WebSocket.
     case connecting
+    /// Connected and authenticating (NIP-42): the relay requires it, or an AUTH awaits its answer.
     case authenticating
+    /// Connected: subscriptions and publishes go out.
     case ready
     /// Waiting to reconnect for this many milliseconds from when it was reported.
     case backingOff(delayMilliseconds: Int64)
+    /// Stopped for good: the engine stopped, or the relay's session could not start.
     case stopped
 
+    /// The state's name for logs, with the delay when backing off.
     public var description: String {
         switch self {
         case .fetchingInformation: "fetchingInformation"
@@ -145,20 +190,27 @@ public enum RelayConnectionState: Sendable, Hashable, CustomStringConvertible {
 
 /// Counters per relay since the engine started.
 public struct RelayStatistics: Sendable, Hashable {
+    /// Publish decisions committed as accepted.
     public var accepted = 0
+    /// Publish decisions committed as rejected.
     public var rejected = 0
     /// Retryable outcomes (timeouts, lost connections, rate limits…): the intent goes back to the pool.
     public var retried = 0
+    /// Connections opened after the first.
     public var reconnects = 0
+    /// Events received and verified, then queued for a commit.
     public var eventsReceived = 0
     /// Events dropped by id before verification (the sync overlap, copies from other relays).
     public var duplicatesSkipped = 0
-    /// Publish → OK round trip of the last answered event, and the mean, in milliseconds.
+    /// Publish → OK round trip of the last answered event, in milliseconds; nil before the first.
     public var lastLatencyMilliseconds: Int64?
+    /// Mean publish → OK round trip over every answered event, in milliseconds; nil before the
+    /// first.
     public var meanLatencyMilliseconds: Int64?
     var latencyTotal: Int64 = 0
     var latencyCount: Int64 = 0
 
+    /// Creates statistics with every counter at zero.
     public init() {}
 
     mutating func recordLatency(_ ms: Int64) {
@@ -171,14 +223,19 @@ public struct RelayStatistics: Sendable, Hashable {
 
 /// What happened, for hosts that show progress. Never carries secrets or challenges.
 public enum SyncEngineEvent: Sendable, Hashable {
+    /// A relay's connection state changed.
     case relayState(relayURL: String, RelayConnectionState)
+    /// A relay's NIP-11 document was read: what the engine takes from it.
     case relayInformation(relayURL: String, RelayLimits)
     /// An intent's relay decision was committed.
     case delivery(relayURL: String, intentID: String, decision: DeliveryDecision)
     /// Events from this relay were committed.
     case ingested(relayURL: String, IngestionResult)
-    /// A subscription's whole window on this relay is synced and its cursor moved.
+    /// A subscription's whole window on this relay is synced and its cursor moved; `events` counts
+    /// the new events received for it.
     case synced(relayURL: String, subscriptionID: String, events: Int, outcome: SyncOutcome)
+    /// Text for a log about this relay: a NOTICE, a refused event or frame, a lost connection, a
+    /// failed account request.
     case notice(relayURL: String, String)
 }
 
@@ -206,11 +263,13 @@ public enum SyncEngineAction: Sendable, Hashable {
 public enum SyncEngineInput: Sendable {
     /// The NIP-11 fetch ended (nil: no usable document).
     case relayInformation(relay: Int, RelayLimits?)
+    /// The WebSocket of an `.open` action is connected.
     case opened(relay: Int)
     /// One complete text message.
     case received(relay: Int, text: String)
     /// A pong or ping arrived: the connection is alive.
     case alive(relay: Int)
+    /// Every byte of the `.write` action with this token was written.
     case written(relay: Int, token: Int)
     /// The connection failed to open, or ended.
     case lost(relay: Int, reason: String)

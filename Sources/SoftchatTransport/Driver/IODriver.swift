@@ -62,6 +62,11 @@ public final class IODriver: @unchecked Sendable {
     private var scratch = [UInt8](repeating: 0, count: 65536)
     private var deliveringEvents = false
 
+    /// Creates a driver for `handler`; no thread runs until ``IODriver/start()``. The process
+    /// stops if the wake pipe cannot be created.
+    /// - Parameters:
+    ///   - handler: The owner of the connections, held strongly until the thread ends.
+    ///   - name: The driver thread's name (Linux keeps its first 15 bytes).
     public init(handler: any IODriverHandler, name: String = "softchat.io") {
         self.handler = handler
         self.name = name
@@ -87,6 +92,7 @@ public final class IODriver: @unchecked Sendable {
     // MARK: Any thread
 
     /// CLOCK_MONOTONIC in milliseconds: the clock of every deadline.
+    /// - Returns: Milliseconds since an arbitrary, fixed point (not the Unix epoch).
     public static func monotonicMilliseconds() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -196,6 +202,11 @@ public final class IODriver: @unchecked Sendable {
     /// one `.information` for `.relayInformation`. The whole open — resolution, connect,
     /// TLS or Noise, the HTTP exchange (for NIP-11, the document too) — must finish within
     /// `options.connectTimeoutMilliseconds`.
+    /// - Parameters:
+    ///   - id: The connection's id, chosen by the handler; it must not be in use.
+    ///   - endpoint: The relay to connect to.
+    ///   - options: TLS, Noise, timeout and message-size settings.
+    ///   - purpose: A WebSocket connection, or a NIP-11 document fetch.
     public func open(_ id: ConnectionID, endpoint: RelayEndpoint, options: ConnectionOptions, purpose: ConnectionPurpose = .webSocket) {
         assertOnDriverThread()
         precondition(connections[id] == nil, "IODriver.open: connection \(id) is already in use")
@@ -217,13 +228,18 @@ public final class IODriver: @unchecked Sendable {
 
     /// Queues one text message; `.written(token)` follows once the kernel took all of it.
     /// Before `.opened` it is kept and sent on open; for an id not in use it is dropped (its
-    /// `.closed` is on the way).
+    /// `.closed` is on the way). It is also dropped for a `.relayInformation` connection.
+    /// - Parameters:
+    ///   - id: The connection to send on.
+    ///   - text: The message, sent as one text frame.
+    ///   - token: A number the handler chooses, reported back in `.written`.
     public func send(_ id: ConnectionID, text: String, token: Int) {
         assertOnDriverThread()
         connections[id]?.send(text: text, token: token)
     }
 
     /// Sends a ping; the pong arrives as `.pong`. Ignored unless the WebSocket is open.
+    /// - Parameter id: The connection to ping.
     public func ping(_ id: ConnectionID) {
         assertOnDriverThread()
         connections[id]?.ping()
@@ -231,6 +247,9 @@ public final class IODriver: @unchecked Sendable {
 
     /// Sends a close frame with `code` after what is queued, flushes (bounded by about a
     /// second), then closes the fd. No event follows, and the id is free at once.
+    /// - Parameters:
+    ///   - id: The connection to close; an id not in use is ignored.
+    ///   - code: The WebSocket close status code (1000: normal closure).
     public func close(_ id: ConnectionID, code: UInt16 = 1000) {
         assertOnDriverThread()
         guard let connection = connections.removeValue(forKey: id) else { return }

@@ -2,8 +2,12 @@
 /// use from `open` until its `.closed` or `.information` event has been delivered, or until
 /// the handler's own `close`; then it may be opened again.
 public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
+    /// The number the handler chose.
     public let rawValue: Int
+    /// Names a connection by a number the handler chooses.
+    /// - Parameter rawValue: Any number not in use by another connection of the driver.
     public init(_ rawValue: Int) { self.rawValue = rawValue }
+    /// `#` and the number, as `#7`.
     public var description: String { "#\(rawValue)" }
 }
 
@@ -49,10 +53,19 @@ public enum IOEvent: Sendable {
 /// when asked. Called on the driver thread only, never re-entrantly (calls the handler makes
 /// into the driver queue their events for later delivery).
 public protocol IODriverHandler: AnyObject {
+    /// Receives one event of one connection, on the driver thread, in the order it happened.
+    /// - Parameters:
+    ///   - driver: The driver delivering the event.
+    ///   - event: What happened.
     func driver(_ driver: IODriver, handle event: IOEvent)
     /// After every round of events, after a wake, and when the last deadline passed (and
     /// once when the thread starts): do due work (it may call open/send/ping/close), and
     /// return the next deadline in `IODriver.monotonicMilliseconds()` terms, or nil for none.
+    /// - Parameters:
+    ///   - driver: The driver asking.
+    ///   - now: ``IODriver/monotonicMilliseconds()`` when the call was made.
+    /// - Returns: When to be called again at the latest, on the same clock, or nil when
+    ///   nothing is due until an event or a wake.
     func driverService(_ driver: IODriver, now: Int64) -> Int64?
 }
 
@@ -62,13 +75,16 @@ public struct IODriverStatistics: Sendable, Hashable, CustomStringConvertible {
     public var wakeups: UInt64 = 0
     /// Connections the handler holds: opening or open, until their last event or its close.
     public var connectionsOpen: Int = 0
-    /// Bytes received from and handed to the kernel, on the wire (TLS records and Noise
-    /// messages included).
+    /// Bytes received from the kernel, as on the wire (TLS records and Noise messages
+    /// included).
     public var bytesRead: UInt64 = 0
+    /// Bytes handed to the kernel, as on the wire (TLS records and Noise messages included).
     public var bytesWritten: UInt64 = 0
 
+    /// Statistics with every counter at zero.
     public init() {}
 
+    /// The counters on one line, for logs.
     public var description: String {
         "wakeups \(wakeups), connections \(connectionsOpen), read \(bytesRead) B, written \(bytesWritten) B"
     }

@@ -289,9 +289,14 @@ enum NoiseCrypto {
 public final class NoiseKeyPair: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     // @unchecked: immutable after init.
     let privateKey: NoiseSecret
+    /// The 32-byte X25519 public key.
     public let publicKey: [UInt8]
 
     /// From a 32-byte X25519 private key; the caller's array is erased.
+    /// - Parameter privateKey: The private key; it is copied into erased-on-release memory and
+    ///   the array is overwritten with zeros, whether or not the initializer succeeds.
+    /// - Throws: ``NoiseError``: `.invalidKey` when the key is not 32 bytes, `.crypto` when
+    ///   libcrypto cannot derive the public key.
     public convenience init(privateKey: inout [UInt8]) throws(NoiseError) {
         let secret = NoiseSecret(consuming: &privateKey)
         try self.init(secret: secret)
@@ -303,20 +308,26 @@ public final class NoiseKeyPair: @unchecked Sendable, CustomStringConvertible, C
     }
 
     /// A fresh key pair from libcrypto's CSPRNG.
+    /// - Returns: A new key pair; the process stops if the CSPRNG fails.
     public static func generate() -> NoiseKeyPair {
         var bytes = NoiseCrypto.randomBytes(32)
         // A 32-byte buffer always imports: X25519 clamps any value.
         return try! NoiseKeyPair(privateKey: &bytes)
     }
 
+    /// The public key as 64 lowercase hex characters, as the `key=` of a noise:// URL takes it.
     public var publicKeyHex: String { NoiseHex.encode(publicKey) }
 
     func dh(_ remotePublicKey: [UInt8]) throws(NoiseError) -> NoiseSecret {
         try NoiseCrypto.x25519(privateKey.bytes, remotePublicKey)
     }
 
+    /// The public key in hex; never the private key.
     public var description: String { "NoiseKeyPair(public: \(publicKeyHex))" }
+    /// The same as ``NoiseKeyPair/description``: the public key only.
     public var debugDescription: String { description }
+    /// A mirror with the public key (in hex) as its only child, so that `dump` and debuggers
+    /// never show the private key.
     public var customMirror: Mirror { Mirror(self, children: ["publicKey": publicKeyHex]) }
 
     // MARK: Key files
@@ -324,6 +335,11 @@ public final class NoiseKeyPair: @unchecked Sendable, CustomStringConvertible, C
     /// Loads the 32-byte X25519 secret at `path`, or creates one (mode 0600, never
     /// overwriting) when the file does not exist. The file holds the 32 raw bytes, so a Nostr
     /// key file (64 hex characters) is refused rather than reused.
+    /// - Parameter path: The key file's path.
+    /// - Returns: The key pair the file holds, or the one just generated and written there.
+    /// - Throws: ``NoiseError`` with kind `.keyFile` when the file cannot be read, created or
+    ///   written, grants any permission to group or others, or does not hold exactly 32
+    ///   bytes; `.crypto` when libcrypto cannot derive the public key.
     public static func loadOrCreate(path: String) throws(NoiseError) -> NoiseKeyPair {
         if let existing = try load(path: path, missingIsNil: true) { return existing }
         let pair = generate()
@@ -344,6 +360,11 @@ public final class NoiseKeyPair: @unchecked Sendable, CustomStringConvertible, C
     }
 
     /// Loads the 32-byte X25519 secret at `path`.
+    /// - Parameter path: The key file's path.
+    /// - Returns: The key pair the file holds.
+    /// - Throws: ``NoiseError`` with kind `.keyFile` when the file is missing or unreadable,
+    ///   grants any permission to group or others, or does not hold exactly 32 bytes; `.crypto`
+    ///   when libcrypto cannot derive the public key.
     public static func load(path: String) throws(NoiseError) -> NoiseKeyPair {
         try load(path: path, missingIsNil: false)!
     }

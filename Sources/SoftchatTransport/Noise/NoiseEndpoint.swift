@@ -5,9 +5,20 @@
 ///   advance (NK, XK, IK); with patterns that transmit it (NX, XX, IX) it pins it, and a relay
 ///   presenting another key is refused.
 public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible {
+    /// The handshake pattern, one of ``NoiseStream/streamPatterns``.
     public let pattern: NoiseHandshakePattern
+    /// The relay's 32-byte static X25519 public key: known in advance or pinned; nil when the
+    /// URL names none.
     public let relayStaticKey: [UInt8]?
 
+    /// Checks that `pattern` and `relayStaticKey` make a usable relay connection.
+    /// - Parameters:
+    ///   - pattern: The handshake pattern.
+    ///   - relayStaticKey: The relay's static public key, or nil.
+    /// - Throws: ``TransportError`` with kind `.connect` when the pattern is not one of
+    ///   ``NoiseStream/streamPatterns``, the key is not 32 bytes, the pattern needs the key in
+    ///   advance and none is given, or a key is given for a pattern in which the relay has no
+    ///   static key.
     public init(pattern: NoiseHandshakePattern, relayStaticKey: [UInt8]?) throws(TransportError) {
         try NoiseStream.checkStreamPattern(pattern, kind: .connect)
         if let key = relayStaticKey, key.count != 32 {
@@ -24,6 +35,7 @@ public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible 
         self.relayStaticKey = relayStaticKey
     }
 
+    /// The URL query that names these parameters: `pattern=<name>`, then `&key=<hex>` if set.
     public var description: String {
         "pattern=\(pattern.name)" + (relayStaticKey.map { "&key=\(NoiseHex.encode($0))" } ?? "")
     }

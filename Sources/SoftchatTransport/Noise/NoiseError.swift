@@ -1,6 +1,7 @@
 /// Why a Noise operation failed, said plainly. Never carries secret material (private keys,
 /// cipher keys, chaining keys); public keys may appear in messages.
 public struct NoiseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The category of a Noise failure; its raw value appears in ``NoiseError/description``.
     public enum Kind: String, Sendable {
         /// A ciphertext failed authentication (bad MAC): tampered, replayed into another
         /// session, or encrypted under another key (for example a wrong pinned static key).
@@ -27,13 +28,20 @@ public struct NoiseError: Error, Sendable, Equatable, CustomStringConvertible {
         case crypto
     }
 
+    /// The category of the failure.
     public let kind: Kind
+    /// A human-readable account of the failure; never secret material.
     public let message: String
 
+    /// Creates an error of `kind` explained by `message`.
+    /// - Parameters:
+    ///   - kind: The category of the failure.
+    ///   - message: A human-readable explanation; it must not contain secret material.
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
         self.message = message
     }
 
+    /// `noise`, the kind's raw value and the message, as `"noise decryptFailed: …"`.
     public var description: String { "noise \(kind.rawValue): \(message)" }
 }

@@ -1,31 +1,55 @@
 /// The `HandshakeState` of noise.md §5.3, driven by a pattern table (any pattern of §7.4,
-/// §7.5 and §18.1, with psk modifiers). Any failure ends the handshake: later calls throw
-/// `.unexpectedState`. Local private keys stay in erased-on-release memory.
+/// §7.5 and §18.1, with psk modifiers). Any failure while writing or reading a message ends
+/// the handshake: later calls throw `.unexpectedState` (a call out of turn changes nothing).
+/// Local private keys stay in erased-on-release memory.
 public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvertible {
     // @unchecked: one owner drives a handshake.
+    /// The protocol being run: the pattern and the crypto functions.
     public let noiseProtocol: NoiseProtocol
+    /// Whether this side writes the first handshake message.
     public let isInitiator: Bool
     private let symmetric: NoiseSymmetricState
     private let localStatic: NoiseKeyPair?
     private var localEphemeral: NoiseKeyPair?
     private var ephemeralSent = false
+    /// The peer's static public key: given in advance, or once received; nil until then and
+    /// for patterns in which the peer has none.
     public private(set) var remoteStaticKey: [UInt8]?
+    /// The peer's ephemeral public key: given in advance, or once received.
     public private(set) var remoteEphemeralKey: [UInt8]?
     private var psks: [NoiseSecret]
     private var pskIndex = 0
     private var messageIndex = 0
     private var failure: NoiseError?
 
-    /// After the last handshake message: the transport cipher states for this side (nil for
-    /// the direction a one-way pattern does not use).
+    /// After the last handshake message: the transport cipher state for messages to the peer
+    /// (nil before then, and for the responder of a one-way pattern, which never sends).
     public private(set) var sendCipher: NoiseCipherState?
+    /// After the last handshake message: the transport cipher state for messages from the
+    /// peer (nil before then, and for the initiator of a one-way pattern, which never receives).
     public private(set) var receiveCipher: NoiseCipherState?
+    /// Whether the last handshake message has been written or read, so that the transport
+    /// cipher states are set.
     public private(set) var isComplete = false
 
     /// `Initialize(handshake_pattern, initiator, prologue, s, e, rs, re)` plus the PSKs in the
     /// order the pattern's psk tokens use them. `localEphemeral` fixes the key pair the first
     /// `e` token sends (test vectors); normally it is generated then. `remoteStatic` and
     /// `remoteEphemeral` are only for keys the pattern's pre-messages list.
+    /// - Parameters:
+    ///   - noiseProtocol: The protocol to run.
+    ///   - initiator: Whether this side writes the first message.
+    ///   - prologue: Data both sides must agree on, mixed into `h` before anything else.
+    ///   - localStatic: This side's static key pair, when the pattern sends it or lists it in a
+    ///     pre-message.
+    ///   - localEphemeral: A fixed ephemeral key pair (test vectors, or an `e` pre-message).
+    ///   - remoteStatic: The peer's static public key, when a pre-message lists it.
+    ///   - remoteEphemeral: The peer's ephemeral public key, when a pre-message lists it.
+    ///   - psks: The 32-byte pre-shared keys, in the order the `psk` tokens use them.
+    /// - Throws: ``NoiseError``: `.invalidKey` for a PSK or remote static key that is not 32
+    ///   bytes; `.missingKey` for fewer PSKs than the pattern uses or a key a pre-message lists
+    ///   that was not given; `.unexpectedState` for a remote key given that the pattern
+    ///   transmits instead.
     public init(protocol noiseProtocol: NoiseProtocol, initiator: Bool, prologue: [UInt8],
                 localStatic: NoiseKeyPair? = nil, localEphemeral: NoiseKeyPair? = nil,
                 remoteStatic: [UInt8]? = nil, remoteEphemeral: [UInt8]? = nil, psks: [[UInt8]] = []) throws(NoiseError) {
@@ -88,6 +112,16 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
     }
 
     /// Convenience: `init(protocol:)` from a full protocol name.
+    /// - Parameters:
+    ///   - protocolName: A full name such as `Noise_XX_25519_ChaChaPoly_SHA256`.
+    ///   - initiator: Whether this side writes the first message.
+    ///   - prologue: Data both sides must agree on, mixed into `h` before anything else.
+    ///   - localStatic: This side's static key pair, when the pattern needs it.
+    ///   - localEphemeral: A fixed ephemeral key pair (test vectors, or an `e` pre-message).
+    ///   - remoteStatic: The peer's static public key, when a pre-message lists it.
+    ///   - psks: The 32-byte pre-shared keys, in the order the `psk` tokens use them.
+    /// - Throws: ``NoiseError``: `.unsupportedProtocol` for a name ``NoiseProtocol`` cannot
+    ///   parse, otherwise as the designated initializer throws.
     public convenience init(protocolName: String, initiator: Bool, prologue: [UInt8], localStatic: NoiseKeyPair? = nil,
                             localEphemeral: NoiseKeyPair? = nil, remoteStatic: [UInt8]? = nil, psks: [[UInt8]] = []) throws(NoiseError) {
         try self.init(protocol: NoiseProtocol(protocolName), initiator: initiator, prologue: prologue, localStatic: localStatic,
@@ -102,6 +136,8 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
     /// `h`: the handshake hash (channel binding; final once `isComplete`).
     public var handshakeHash: [UInt8] { symmetric.handshakeHash }
 
+    /// The protocol name, the role, the next message's index, and whether the handshake is
+    /// complete or failed; never a key.
     public var description: String {
         "NoiseHandshakeState(\(noiseProtocol.name), \(isInitiator ? "initiator" : "responder"), message \(messageIndex)\(isComplete ? ", complete" : "")\(failure != nil ? ", failed" : ""))"
     }
@@ -136,6 +172,13 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
     }
 
     /// `WriteMessage(payload)`: the next handshake message.
+    /// - Parameter payload: Bytes to carry in the message, encrypted once a key exists.
+    /// - Returns: The message to send to the peer; after the last one ``NoiseHandshakeState/isComplete``
+    ///   is true.
+    /// - Throws: ``NoiseError``: `.unexpectedState` when it is not this side's turn or the
+    ///   handshake is complete or has failed; `.messageTooLong` when the message would exceed
+    ///   65,535 bytes; `.missingKey` when a key the message needs was not given; `.invalidKey`
+    ///   when a DH gives no shared secret; `.crypto` when libcrypto fails.
     public func writeMessage(payload: [UInt8] = []) throws(NoiseError) -> [UInt8] {
         try checkTurn(writing: true)
         let total = messageLength(payloadLength: payload.count)
@@ -173,6 +216,14 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
     }
 
     /// `ReadMessage(message)`: the payload of the peer's next handshake message.
+    /// - Parameter message: The handshake message the peer sent.
+    /// - Returns: The payload it carried; after the last message
+    ///   ``NoiseHandshakeState/isComplete`` is true.
+    /// - Throws: ``NoiseError``: `.unexpectedState` when it is this side's turn to write or the
+    ///   handshake is complete or has failed; `.messageTooLong` over 65,535 bytes;
+    ///   `.malformedMessage` when shorter than the pattern requires; `.decryptFailed` when an
+    ///   encrypted static key or the payload fails authentication; `.invalidKey` when a DH
+    ///   gives no shared secret; `.missingKey` when a key a DH needs is absent.
     public func readMessage(_ message: [UInt8]) throws(NoiseError) -> [UInt8] {
         try checkTurn(writing: false)
         guard message.count <= NoiseCrypto.maxMessageLength else {

@@ -1,5 +1,11 @@
 /// A token of a handshake pattern (noise.md §7.1, §9.2).
 public enum NoiseToken: String, Sendable, Hashable {
+    /// The tokens, by meaning:
+    /// - `e`: the sender's ephemeral public key, sent in clear.
+    /// - `s`: the sender's static public key, encrypted once a cipher key exists.
+    /// - `ee`, `es`, `se`, `ss`: a Diffie-Hellman between the initiator's key (first letter)
+    ///   and the responder's (second letter), `e` ephemeral or `s` static, mixed into the keys.
+    /// - `psk`: the next pre-shared key, mixed into the keys (§9).
     case e, s, ee, es, se, ss, psk
 }
 
@@ -9,8 +15,11 @@ public enum NoiseToken: String, Sendable, Hashable {
 public struct NoiseHandshakePattern: Sendable, Hashable, CustomStringConvertible {
     /// The pattern's name with its modifiers, e.g. `XX`, `IKpsk2`, `XXpsk0+psk3`.
     public let name: String
-    /// Public keys the initiator's and the responder's pre-messages list (`e` and/or `s`).
+    /// Public keys the initiator's pre-message lists (`e` and/or `s`): keys of the initiator
+    /// the responder knows in advance.
     public let initiatorPreMessage: [NoiseToken]
+    /// Public keys the responder's pre-message lists (`e` and/or `s`): keys of the responder
+    /// the initiator knows in advance.
     public let responderPreMessage: [NoiseToken]
     /// Message patterns; even indices go initiator → responder.
     public let messages: [[NoiseToken]]
@@ -18,8 +27,11 @@ public struct NoiseHandshakePattern: Sendable, Hashable, CustomStringConvertible
     /// One-way patterns (N, K, X): a single handshake message, then transport messages only
     /// from the initiator.
     public var isOneWay: Bool { messages.count == 1 && Self.oneWay.contains(baseName) }
+    /// Whether any message holds a `psk` token (the name carries a `pskN` modifier).
     public var usesPSK: Bool { messages.contains { $0.contains(.psk) } }
+    /// How many `psk` tokens the messages hold: the PSKs a handshake with this pattern needs.
     public var pskCount: Int { messages.reduce(0) { $0 + $1.filter { $0 == .psk }.count } }
+    /// The name without its modifiers, e.g. `XX` for `XXpsk0+psk3`.
     public let baseName: String
 
     /// Whether the initiator transmits a static key (X*, I*, and the one-way X).
@@ -32,10 +44,14 @@ public struct NoiseHandshakePattern: Sendable, Hashable, CustomStringConvertible
         responderPreMessage.contains(.s) || messages.enumerated().contains { i, tokens in i % 2 == 1 && tokens.contains(.s) }
     }
 
+    /// The pattern's name with its modifiers.
     public var description: String { name }
 
     /// The pattern named `name` (a base pattern from the spec's tables followed by optional
     /// `pskN` modifiers joined with `+`).
+    /// - Parameter name: A pattern name such as `XX`, `IKpsk2` or `XXpsk0+psk3`.
+    /// - Throws: ``NoiseError`` with kind `.unsupportedProtocol` for an unknown base pattern,
+    ///   a malformed modifier, or a `pskN` naming a message the pattern does not have.
     public init(_ name: String) throws(NoiseError) {
         var base = name
         var modifiers: [Int] = []
@@ -147,10 +163,15 @@ public struct NoiseHandshakePattern: Sendable, Hashable, CustomStringConvertible
         "I1X1": "-> e, s\n<- e, ee, s\n-> se, es",
     ]
 
-    /// The patterns relay connections use most.
+    /// `XX`, the default of noise:// URLs: each side transmits its static key during the
+    /// handshake, so neither needs the other's in advance.
     public static let XX = try! NoiseHandshakePattern("XX")
+    /// `IK`: the initiator knows the responder's static key in advance and sends its own,
+    /// encrypted, in the first message.
     public static let IK = try! NoiseHandshakePattern("IK")
+    /// `NK`: the initiator knows the responder's static key in advance and has none of its own.
     public static let NK = try! NoiseHandshakePattern("NK")
+    /// `NN`: ephemeral keys only; neither side is authenticated.
     public static let NN = try! NoiseHandshakePattern("NN")
 
     /// Every base pattern name this implementation knows.
@@ -160,12 +181,23 @@ public struct NoiseHandshakePattern: Sendable, Hashable, CustomStringConvertible
 /// A full protocol name, `Noise_<pattern>_25519_ChaChaPoly_SHA256` (§8); only this set of
 /// crypto functions is implemented.
 public struct NoiseProtocol: Sendable, Hashable, CustomStringConvertible {
+    /// The handshake pattern.
     public let pattern: NoiseHandshakePattern
+    /// The full protocol name, `Noise_<pattern>_25519_ChaChaPoly_SHA256`, which the handshake
+    /// hashes first.
     public var name: String { "Noise_\(pattern.name)_25519_ChaChaPoly_SHA256" }
+    /// The full protocol name.
     public var description: String { name }
 
+    /// The protocol that runs `pattern` with X25519, ChaCha20-Poly1305 and SHA-256.
+    /// - Parameter pattern: The handshake pattern.
     public init(pattern: NoiseHandshakePattern) { self.pattern = pattern }
 
+    /// Parses a full protocol name.
+    /// - Parameter name: A name such as `Noise_XX_25519_ChaChaPoly_SHA256`.
+    /// - Throws: ``NoiseError`` with kind `.unsupportedProtocol` when `name` is not a
+    ///   five-part Noise protocol name, names crypto functions other than 25519, ChaChaPoly
+    ///   and SHA256, or names a pattern ``NoiseHandshakePattern`` does not know.
     public init(_ name: String) throws(NoiseError) {
         let parts = name.split(separator: "_", omittingEmptySubsequences: false)
         guard parts.count == 5, parts[0] == "Noise" else {

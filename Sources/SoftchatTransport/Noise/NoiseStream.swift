@@ -27,11 +27,16 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     /// Interactive patterns a relay connection can use: the initiator's static key is never
     /// known in advance (it is sent, or there is none), and no PSK is configured.
     public static let streamPatterns: Set<String> = ["NN", "NK", "NX", "XN", "XK", "XX", "IN", "IK", "IX"]
-    /// Transport messages per key in each direction before `Rekey()` (noise.md §11.3): 2^20.
+    /// The default number of transport messages per key in each direction before `Rekey()`
+    /// (noise.md §11.3): 0, no rekey by count, because a peer that does not rekey in step could
+    /// not read us after the first rekey. Both ends opt in with the same count.
     public static let defaultRekeyAfterMessages: UInt64 = NoiseTransportMessages.defaultRekeyAfterMessages
 
+    /// The stream (TCP) the length-prefixed Noise messages travel over.
     public let underlying: any ByteStream
+    /// The protocol the handshake ran: the pattern used and the crypto functions.
     public let noiseProtocol: NoiseProtocol
+    /// Whether this side is the client, the handshake's initiator.
     public let isInitiator: Bool
     /// The peer's static public key, when the pattern has one.
     public let remoteStaticKey: [UInt8]?
@@ -54,6 +59,11 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     private var peer: String { isInitiator ? "the relay" : "the client" }
 
     /// Checks that `pattern` can carry a relay connection.
+    /// - Parameters:
+    ///   - pattern: The pattern to check; its full name, modifiers included, must be one of
+    ///     ``NoiseStream/streamPatterns``.
+    ///   - kind: The kind of the error thrown when it is not.
+    /// - Throws: ``TransportError`` of `kind` when the pattern cannot carry a relay connection.
     public static func checkStreamPattern(_ pattern: NoiseHandshakePattern, kind: TransportError.Kind = .handshake) throws(TransportError) {
         guard streamPatterns.contains(pattern.name) else {
             throw TransportError(kind, "Noise pattern \(pattern.name) is not available for relay connections (use one of \(streamPatterns.sorted().joined(separator: ", ")))")
@@ -62,8 +72,23 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
 
     /// Client (initiator) side. `remoteStatic` is the relay's static public key: required by
     /// patterns that know it in advance (NK, XK, IK); for patterns that transmit it (NX, XX,
-    /// IX) it pins it — a different key ends the handshake before our static key is sent.
-    /// `localStatic` is required by patterns that send the initiator's static key (X*, I*).
+    /// IX) it pins it — a different key ends the handshake as soon as the relay's key arrives,
+    /// which with XX is before our static key is sent (with IX ours goes out in the first
+    /// message). `localStatic` is required by patterns that send the initiator's static key
+    /// (X*, I*).
+    /// - Parameters:
+    ///   - stream: The connected stream to run Noise over; it is closed if the handshake fails.
+    ///   - pattern: The handshake pattern, one of ``NoiseStream/streamPatterns``.
+    ///   - localStatic: This client's static key pair, for patterns that send it.
+    ///   - remoteStatic: The relay's static public key, required in advance or pinned.
+    ///   - timeoutMilliseconds: The longest wait for each read of a handshake message.
+    ///   - rekeyAfterMessages: Transport messages per key in each direction before a rekey;
+    ///     0 for never. The relay must use the same interval.
+    /// - Throws: ``TransportError``: `.handshake` when the pattern is not available, a key is
+    ///   missing or wrong, the relay's static key is not the pinned one, a handshake message
+    ///   fails or carries a payload, or the connection closes or fails mid-handshake;
+    ///   `.timeout` when a handshake message does not arrive in time; or the stream's failure
+    ///   to write.
     public init(client stream: any ByteStream, pattern: NoiseHandshakePattern, localStatic: NoiseKeyPair?,
                 remoteStatic: [UInt8]?, timeoutMilliseconds: Int32,
                 rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) throws(TransportError) {
@@ -101,6 +126,19 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     /// (32 bytes for `-> e`, 64 for `-> e, s`); patterns with the same first message (XX and
     /// NN) cannot both be told apart, the first listed wins. Then it completes that
     /// handshake with `localStatic`.
+    /// - Parameters:
+    ///   - stream: The accepted stream to run Noise over; it is closed if the handshake fails.
+    ///   - patterns: The patterns accepted, in order of preference, each one of
+    ///     ``NoiseStream/streamPatterns``.
+    ///   - localStatic: The relay's static key pair.
+    ///   - timeoutMilliseconds: The longest wait for each read of a handshake message.
+    ///   - rekeyAfterMessages: Transport messages per key in each direction before a rekey;
+    ///     0 for never. The client must use the same interval.
+    /// - Throws: ``TransportError``: `.handshake` when `patterns` is empty or holds one that is
+    ///   not available, the first message fits no accepted pattern, a later handshake message
+    ///   fails or carries a payload, or the connection closes or fails mid-handshake;
+    ///   `.timeout` when a handshake message does not arrive in time; or the stream's failure
+    ///   to write.
     public init(server stream: any ByteStream, patterns: [NoiseHandshakePattern], localStatic: NoiseKeyPair,
                 timeoutMilliseconds: Int32, rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) throws(TransportError) {
         underlying = stream
@@ -224,6 +262,18 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         return frame
     }
 
+    /// Reads decrypted bytes, up to `buffer.count`, authenticating transport messages as they
+    /// arrive.
+    /// - Parameters:
+    ///   - buffer: Where the plaintext goes.
+    ///   - timeoutMilliseconds: The longest wait for each read of the underlying stream, or -1
+    ///     to wait without limit.
+    /// - Returns: The number of bytes read, or 0 when the stream ended between two messages.
+    /// - Throws: ``TransportError``: `.protocolViolation` for a message that fails
+    ///   authentication, is shorter than its tag or exhausts the nonce, or a stream that ends
+    ///   mid-message (the stream is then closed, and every later call throws the same error);
+    ///   `.closed` once the stream is closed; `.timeout` when nothing arrived in time; or the
+    ///   underlying stream's failures.
     public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
         if let failure { throw failure }
         guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
@@ -258,6 +308,12 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         return count
     }
 
+    /// Encrypts `bytes` into transport messages of at most 65,519 plaintext bytes each and
+    /// writes them, length-prefixed, to the underlying stream.
+    /// - Parameter bytes: The plaintext to send; an empty buffer sends nothing.
+    /// - Throws: ``TransportError``: the stream's earlier failure, if any; `.closed` once the
+    ///   stream is closed; `.protocolViolation` when encryption fails (an exhausted nonce),
+    ///   which closes the stream; or the underlying stream's write failures.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
         if let failure { throw failure }
         guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
@@ -271,6 +327,9 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         try underlying.write(out)
     }
 
+    /// Whether a read would not block: decrypted bytes or a whole transport message are
+    /// buffered, or the underlying stream has input.
+    /// - Returns: `true` when a read can make progress without waiting.
     public func hasBufferedInput() -> Bool {
         if plaintextStart < plaintext.count { return true }
         let available = inbound.count - inboundStart
@@ -281,6 +340,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         return underlying.hasBufferedInput()
     }
 
+    /// Closes the underlying stream; later reads and writes throw `.closed`. Idempotent, and
+    /// safe from another thread than one blocked in a read.
     public func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         underlying.close()

@@ -2,13 +2,22 @@ public import SoftchatJSON
 
 /// A relay's NIP-11 information document, with the `limitation` fields Softchat respects.
 public struct RelayInformation: Sendable, Hashable {
+    /// The whole document, for fields without an accessor of their own.
     public let document: JSONValue
+    /// The relay's `name`, when the document gives one as a string.
     public var name: String? { document["name"]?.stringValue }
+    /// The integers of `supported_nips` (other entries are skipped); empty when it is absent.
     public var supportedNIPs: [Int64] { document["supported_nips"]?.arrayValue?.compactMap(\.int64Value) ?? [] }
+    /// `limitation.max_message_length`: the longest message the relay accepts, in bytes.
     public var maxMessageLength: Int? { limitation("max_message_length") }
+    /// `limitation.max_subscriptions`: the most subscriptions one connection may hold open.
     public var maxSubscriptions: Int? { limitation("max_subscriptions") }
+    /// `limitation.max_filters`: the most filters one subscription may carry.
     public var maxFilters: Int? { limitation("max_filters") }
+    /// `limitation.max_limit`: the largest `limit` a filter may ask for.
     public var maxLimit: Int? { limitation("max_limit") }
+    /// `limitation.auth_required`: whether the relay wants NIP-42 authentication before it
+    /// serves anything else; false when the field is absent.
     public var authRequired: Bool { document["limitation"]?["auth_required"]?.boolValue ?? false }
     /// Softchat's own extension: the relay accepts the EVENTS batch frame.
     public var acceptsEventsBatch: Bool { document["softchat"]?["events_batch"]?.boolValue ?? false }
@@ -17,10 +26,23 @@ public struct RelayInformation: Sendable, Hashable {
         document["limitation"]?[key]?.int64Value.map { Int(clamping: $0) }
     }
 
+    /// Wraps a parsed NIP-11 document.
+    /// - Parameter document: The document's JSON value, normally an object.
     public init(document: JSONValue) { self.document = document }
 
     /// Fetches the document: HTTP GET of the relay URL (http/https for ws/wss) with
-    /// `Accept: application/nostr+json`, over the same TCP/TLS stack as the WebSocket.
+    /// `Accept: application/nostr+json`, over the same TCP/TLS stack as the WebSocket (for
+    /// noise:// inside the Noise channel). Blocks the calling thread.
+    /// - Parameters:
+    ///   - endpoint: The relay whose document to fetch.
+    ///   - options: TLS, Noise and timeout settings; `connectTimeoutMilliseconds` also bounds
+    ///     each read of the answer.
+    /// - Returns: The relay's document.
+    /// - Throws: ``TransportError``: the failures of opening a connection (`.resolve`,
+    ///   `.connect`, `.timeout`, `.tls`, `.certificate`, `.handshake`); `.handshake` for a
+    ///   malformed answer head or a connection closed before it ended; `.http` for a status
+    ///   other than 200, a document over 256 KiB or one that is not JSON; `.timeout` when the
+    ///   answer stalls.
     public static func fetch(_ endpoint: RelayEndpoint, options: ConnectionOptions = ConnectionOptions()) throws(TransportError) -> RelayInformation {
         let stream = try WebSocketClient.openStream(endpoint, options: options)
         defer { stream.close() }

@@ -2,17 +2,42 @@
 /// or the peer, not of the caller's input, so they carry no contract error code; the managed
 /// transport reacts to every one of them the same way: transportLost, then backoff.
 public struct TransportError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The category of a transport failure; its raw value opens ``TransportError/description``.
     public enum Kind: String, Sendable {
+        /// What went wrong, by kind:
+        /// - `resolve`: the host name did not resolve to any address.
+        /// - `connect`: no TCP connection could be made, or the relay URLs given (or their Noise
+        ///   parameters) are not usable.
+        /// - `timeout`: nothing arrived, or a connect, handshake or write did not finish, in time.
+        /// - `closed`: the connection is closed, by this side or by the peer.
+        /// - `io`: a socket call failed.
+        /// - `tls`: OpenSSL failed: a context, a handshake, a read or a write.
+        /// - `certificate`: the peer's certificate chain or name failed verification.
+        /// - `handshake`: the WebSocket opening handshake or the Noise handshake (its static key
+        ///   file included) failed.
+        /// - `protocolViolation`: the peer broke RFC 6455 or sent a Noise transport message
+        ///   that failed authentication.
+        /// - `messageTooLarge`: a WebSocket message exceeded the size limit (close code 1009).
+        /// - `http`: an HTTP exchange failed: a refused request, a NIP-11 answer other than 200,
+        ///   or a document that is too large or not JSON.
         case resolve, connect, timeout, closed, io, tls, certificate, handshake, protocolViolation, messageTooLarge, http
     }
+    /// The category of the failure.
     public let kind: Kind
+    /// A human-readable account of the failure, naming the host or operation involved.
     public let message: String
 
+    /// Creates an error of `kind` explained by `message`.
+    /// - Parameters:
+    ///   - kind: The category of the failure.
+    ///   - message: A human-readable explanation, shown after the kind in
+    ///     ``TransportError/description``.
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
         self.message = message
     }
 
+    /// The kind's raw value and the message, as `"timeout: no data within 1000 ms"`.
     public var description: String { "\(kind.rawValue): \(message)" }
 }
 
@@ -21,15 +46,29 @@ public struct TransportError: Error, Sendable, Equatable, CustomStringConvertibl
 public protocol ByteStream: AnyObject {
     /// Reads at least one byte into `buffer`, waiting at most `timeoutMilliseconds` (-1: no
     /// limit). Returns 0 only at end of stream; throws `.timeout` when nothing arrived.
+    /// - Parameters:
+    ///   - buffer: Where the bytes go; at most `buffer.count` are read.
+    ///   - timeoutMilliseconds: The longest wait for data, or -1 to wait without limit.
+    /// - Returns: The number of bytes read, at least 1, or 0 at end of stream.
+    /// - Throws: ``TransportError``: `.timeout` when nothing arrived in time, `.closed` after
+    ///   ``ByteStream/close()``, or the failure of the underlying connection.
     func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int
-    /// Writes all of `bytes`.
+    /// Writes all of `bytes`, waiting for the connection to take them.
+    /// - Parameter bytes: The bytes to send.
+    /// - Throws: ``TransportError``: `.closed` after ``ByteStream/close()``, `.timeout` when the
+    ///   peer stops taking data, or the failure of the underlying connection.
     func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError)
-    /// True when a read would not block (buffered plaintext, or readable socket).
+    /// Whether a read would return without waiting (buffered plaintext, or a readable socket).
+    /// - Returns: `true` when data (or end of stream) is ready to be read.
     func hasBufferedInput() -> Bool
+    /// Closes the stream, so that later reads and writes fail with `.closed`. Idempotent.
     func close()
 }
 
 extension ByteStream {
+    /// Writes all of `bytes` through the stream's raw-buffer `write(_:)`.
+    /// - Parameter bytes: The bytes to send.
+    /// - Throws: ``TransportError``, as the stream's own write throws it.
     public func write(_ bytes: [UInt8]) throws(TransportError) {
         let result: Result<Void, TransportError> = bytes.withUnsafeBytes { raw in
             Result { () throws(TransportError) in try write(raw) }

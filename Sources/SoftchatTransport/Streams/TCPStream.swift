@@ -9,10 +9,14 @@ import Darwin
 /// with a timeout, TCP_NODELAY (relay frames are small and latency matters), no SIGPIPE.
 public final class TCPStream: ByteStream, @unchecked Sendable {
     // @unchecked: one owner drives a stream at a time (the managed transport's loop).
+    /// The socket's file descriptor, owned by the stream and released when the stream is.
     public let fd: Int32
     /// Set by the first close(), which may come from another thread than a blocked read's.
     private let closed = Atomic(false)
 
+    /// Adopts a connected socket, turning on TCP_NODELAY (and SO_NOSIGPIPE on Darwin). The
+    /// stream owns `fd` from now on; reads and writes expect it to be non-blocking.
+    /// - Parameter fd: A connected, non-blocking TCP socket.
     public init(fd: Int32) {
         self.fd = fd
         var one: Int32 = 1
@@ -31,6 +35,13 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
     }
 
     /// Connects to `host:port`, trying each resolved address until one answers within the timeout.
+    /// - Parameters:
+    ///   - host: A host name or IP literal; an IPv6 literal may be in brackets.
+    ///   - port: The TCP port.
+    ///   - timeoutMilliseconds: The longest wait for each address to accept the connection.
+    /// - Returns: The connected stream.
+    /// - Throws: ``TransportError``: `.resolve` when the host does not resolve; otherwise the
+    ///   last address's failure, `.connect` or `.timeout`.
     public static func connect(host: String, port: Int, timeoutMilliseconds: Int32) throws(TransportError) -> TCPStream {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -78,6 +89,15 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         throw lastError
     }
 
+    /// Reads what the socket has, up to `buffer.count` bytes, waiting at most
+    /// `timeoutMilliseconds` for data to arrive.
+    /// - Parameters:
+    ///   - buffer: Where the bytes go.
+    ///   - timeoutMilliseconds: The longest wait for data, or -1 to wait without limit.
+    /// - Returns: The number of bytes read, or 0 at end of stream (including after a
+    ///   ``TCPStream/close()`` from another thread during the wait).
+    /// - Throws: ``TransportError``: `.closed` once the stream is closed, `.timeout` when
+    ///   nothing arrived in time, `.io` when the socket fails.
     public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
         guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         while true {
@@ -94,6 +114,11 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         }
     }
 
+    /// Sends all of `bytes`, waiting up to 30 seconds each time the kernel's buffer is full.
+    /// A peer that is gone makes it fail with `.io` (EPIPE), never raise SIGPIPE.
+    /// - Parameter bytes: The bytes to send.
+    /// - Throws: ``TransportError``: `.closed` once the stream is closed, `.timeout` when the
+    ///   socket stayed full for 30 seconds, `.io` when the socket fails.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
         guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         var offset = 0
@@ -117,6 +142,9 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         }
     }
 
+    /// Whether the socket is readable now (data, end of stream or an error), checked without
+    /// waiting.
+    /// - Returns: `true` when a read would not block.
     public func hasBufferedInput() -> Bool {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return poll(&p, 1, 0) > 0
@@ -136,9 +164,17 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
 
 /// A listening TCP socket on a loopback address, for the embedded test relay.
 public final class TCPListener: @unchecked Sendable {
+    /// The listening socket's file descriptor.
     public let fd: Int32
+    /// The port actually bound: the one asked for, or the one the system chose for port 0.
     public let port: Int
 
+    /// Binds and listens on `host:port` (IPv4 only, with SO_REUSEADDR).
+    /// - Parameters:
+    ///   - host: The IPv4 address to listen on, in dotted-decimal form.
+    ///   - port: The port to bind, or 0 for one the system chooses (read it from ``TCPListener/port``).
+    /// - Throws: ``TransportError`` with kind `.io` when the socket cannot be created, bound or
+    ///   put into listening mode.
     public init(host: String = "127.0.0.1", port: Int = 0) throws(TransportError) {
         let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw TransportError(.io, "socket: \(String(cString: strerror(errno)))") }
@@ -162,6 +198,10 @@ public final class TCPListener: @unchecked Sendable {
     }
 
     /// Waits up to `timeoutMilliseconds` for a connection; nil on timeout.
+    /// - Parameter timeoutMilliseconds: The longest wait, or -1 to wait without limit.
+    /// - Returns: The accepted connection as a non-blocking ``TCPStream``, or nil when none
+    ///   arrived in time or the wait or accept was interrupted (EINTR, EAGAIN, ECONNABORTED).
+    /// - Throws: ``TransportError`` with kind `.io` when `accept(2)` fails otherwise.
     public func accept(timeoutMilliseconds: Int32) throws(TransportError) -> TCPStream? {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let ready = poll(&p, 1, timeoutMilliseconds)
@@ -176,5 +216,7 @@ public final class TCPListener: @unchecked Sendable {
         return TCPStream(fd: client)
     }
 
+    /// Closes the listening socket. Call it once: a second call would close whatever
+    /// descriptor has since reused the number.
     public func close() { posixClose(fd) }
 }

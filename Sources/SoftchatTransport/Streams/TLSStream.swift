@@ -11,6 +11,8 @@ import Darwin
 public struct TLSOptions: Sendable, Hashable {
     /// PEM file of CA certificates to trust instead of the system store.
     public var caFile: String?
+    /// Creates TLS settings that trust `caFile`, or the system store when it is nil.
+    /// - Parameter caFile: A PEM file of CA certificates to trust instead of the system store.
     public init(caFile: String? = nil) { self.caFile = caFile }
 }
 
@@ -26,6 +28,14 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     private let closed = Atomic(false)
 
     /// Client side: handshakes with `host` and verifies its certificate.
+    /// - Parameters:
+    ///   - tcp: The connected TCP stream to run TLS over; closing the TLS stream closes it.
+    ///   - host: The name (sent as SNI) or IP literal the certificate must carry.
+    ///   - options: Which CAs to trust.
+    ///   - timeoutMilliseconds: The longest wait for each step of the handshake.
+    /// - Throws: ``TransportError``: `.certificate` when the chain or the name fails
+    ///   verification, `.timeout` when the handshake stalls, `.tls` for any other OpenSSL
+    ///   failure (including a CA file that cannot be loaded).
     public init(client tcp: TCPStream, host: String, options: TLSOptions, timeoutMilliseconds: Int32) throws(TransportError) {
         let ctx = try Self.makeClientContext(options)
         self.tcp = tcp
@@ -94,6 +104,13 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     }
 
     /// Server side (the embedded test relay): presents `certificateFile` (PEM chain) and `keyFile`.
+    /// - Parameters:
+    ///   - tcp: The accepted TCP stream to run TLS over; closing the TLS stream closes it.
+    ///   - certificateFile: A PEM file holding the certificate chain, leaf first.
+    ///   - keyFile: A PEM file holding the certificate's private key.
+    ///   - timeoutMilliseconds: The longest wait for each step of the handshake.
+    /// - Throws: ``TransportError``: `.tls` when the certificate or key cannot be loaded or the
+    ///   handshake fails, `.timeout` when the handshake stalls.
     public init(server tcp: TCPStream, certificateFile: String, keyFile: String, timeoutMilliseconds: Int32) throws(TransportError) {
         guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw Self.error(.tls, "SSL_CTX_new failed") }
         self.tcp = tcp
@@ -153,6 +170,15 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         }
     }
 
+    /// Reads decrypted bytes, up to `buffer.count`, waiting at most `timeoutMilliseconds` for
+    /// the network each time OpenSSL needs more.
+    /// - Parameters:
+    ///   - buffer: Where the plaintext goes.
+    ///   - timeoutMilliseconds: The longest wait for the socket, or -1 to wait without limit.
+    /// - Returns: The number of bytes read, or 0 at end of stream (a close_notify, or the peer
+    ///   closing the TCP connection without one).
+    /// - Throws: ``TransportError``: `.closed` once the stream is closed, `.timeout` when
+    ///   nothing arrived in time, `.tls` when OpenSSL fails.
     public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
         guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         while true {
@@ -175,6 +201,12 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         }
     }
 
+    /// Encrypts and sends all of `bytes`, waiting up to 30 seconds each time the socket
+    /// cannot take more.
+    /// - Parameter bytes: The plaintext to send.
+    /// - Throws: ``TransportError``: `.closed` once the stream is closed, `.timeout` when the
+    ///   socket stayed unavailable for 30 seconds, `.tls` when OpenSSL fails (a peer that is
+    ///   gone included).
     public func write(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
         guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
         var offset = 0
@@ -195,8 +227,12 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         }
     }
 
+    /// Whether a read would not block: OpenSSL holds decrypted bytes, or the socket is readable.
+    /// - Returns: `true` when plaintext is buffered or the TCP stream has input.
     public func hasBufferedInput() -> Bool { SSL_pending(ssl) > 0 || tcp.hasBufferedInput() }
 
+    /// Sends a TLS close_notify (if the connection still takes it) and shuts the TCP stream
+    /// down. Idempotent; the OpenSSL objects are freed when the stream is released.
     public func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         _ = withoutSIGPIPE { SSL_shutdown(ssl) }

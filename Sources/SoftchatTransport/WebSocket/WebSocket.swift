@@ -5,10 +5,16 @@ public import SoftchatCore
 /// (relay.wire's 512 KiB by default) enforced from the frame headers before payloads are read.
 public final class WebSocket: @unchecked Sendable {
     // @unchecked: one owner drives a connection at a time (the managed loop or a relay thread).
+    /// Which end of the connection this side is: a `client` masks the frames it sends and
+    /// refuses masked ones; a `server` requires masked frames and sends its own unmasked.
     public enum Role: Sendable { case client, server }
 
+    /// What ``WebSocket/receive(timeoutMilliseconds:)`` returns: a text message or the peer's close.
     public enum Message: Sendable, Equatable {
+        /// One complete, UTF-8-valid text message, its fragments joined.
         case text(String)
+        /// The peer's close frame: its status code (1005 when it sent none) and reason. The
+        /// close has been answered and the connection is closed.
         case close(code: UInt16, reason: String)
     }
 
@@ -16,12 +22,17 @@ public final class WebSocket: @unchecked Sendable {
         case continuation = 0x0, text = 0x1, binary = 0x2, close = 0x8, ping = 0x9, pong = 0xA
     }
 
+    /// The byte stream (TCP, TLS or Noise) the frames travel over.
     public let stream: any ByteStream
+    /// Which end of the connection this side is.
     public let role: Role
+    /// The largest message accepted, in bytes; a larger one is refused with close code 1009.
     public let maxMessageBytes: Int
     private var buffer: [UInt8] = []
     private var start = 0
     private var closeSent = false
+    /// Whether the connection is over: after ``WebSocket/close(code:reason:waitMilliseconds:)``,
+    /// the peer's close, a protocol violation, or the stream's end.
     public private(set) var isClosed = false
     /// The fragments of a message received so far. They outlive a `receive` that times out
     /// between two fragments: a relay may pause longer than one read inside a message.
@@ -30,6 +41,11 @@ public final class WebSocket: @unchecked Sendable {
 
     /// Wraps an open stream whose handshake is done; `leftover` is what the handshake read past
     /// the blank line (the first frames).
+    /// - Parameters:
+    ///   - stream: The stream, its opening handshake already done.
+    ///   - role: Which end of the connection this side is.
+    ///   - leftover: Bytes the handshake read past its blank line, taken as the first frames.
+    ///   - maxMessageBytes: The largest message accepted (relay.wire's frame bound by default).
     public init(stream: any ByteStream, role: Role, leftover: [UInt8] = [],
                 maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) {
         self.stream = stream
@@ -40,6 +56,10 @@ public final class WebSocket: @unchecked Sendable {
 
     // MARK: Sending
 
+    /// Sends `text` as one unfragmented text frame, masked when this side is the client.
+    /// - Parameter text: The message to send.
+    /// - Throws: ``TransportError``, as the stream's write throws it (`.closed` once the
+    ///   connection is closed).
     public func send(text: String) throws(TransportError) {
         try sendFrame(.text, Array(text.utf8))
     }
@@ -49,6 +69,12 @@ public final class WebSocket: @unchecked Sendable {
     }
 
     /// Starts the close handshake (idempotent) and waits briefly for the peer's close.
+    /// Messages that arrive meanwhile are discarded; the stream is closed in every case.
+    /// - Parameters:
+    ///   - code: The close status code to send (1000: normal closure).
+    ///   - reason: The close reason; only its first 123 UTF-8 bytes are sent.
+    ///   - waitMilliseconds: How long each read waits for the peer's close while draining;
+    ///     0 closes the stream without waiting.
     public func close(code: UInt16 = 1000, reason: String = "", waitMilliseconds: Int32 = 1000) {
         guard !isClosed else { return }
         sendClose(code: code, reason: reason)
@@ -80,6 +106,16 @@ public final class WebSocket: @unchecked Sendable {
     /// The next complete text message (or the peer's close), answering pings on the way.
     /// Throws `.timeout` when nothing complete arrived in time; partial data is kept, both a
     /// frame not yet whole and the fragments of a message not yet finished.
+    /// - Parameter timeoutMilliseconds: The longest wait for each read from the stream, or -1
+    ///   to wait without limit.
+    /// - Returns: The next text message, or ``WebSocket/Message/close(code:reason:)`` when the
+    ///   peer closed.
+    /// - Throws: ``TransportError``: `.timeout` when no complete message arrived in time;
+    ///   `.closed` when the connection is already closed or the stream ended without a close
+    ///   frame; `.protocolViolation` for a frame RFC 6455 forbids, a binary message or text that
+    ///   is not UTF-8; `.messageTooLarge` for a message over ``WebSocket/maxMessageBytes``; or
+    ///   the stream's own failures. After a violation the peer has been sent a close frame
+    ///   (1002, 1003, 1007 or 1009) and the connection is closed.
     public func receive(timeoutMilliseconds: Int32) throws(TransportError) -> Message {
         while true {
             let (fin, opcode, payload) = try readFrame(timeoutMilliseconds: timeoutMilliseconds, messageSoFar: partial.count)

@@ -4,15 +4,24 @@ public import SoftchatCore
 /// `noise://host:port?pattern=IK&key=<64 hex>` (WebSocket over a Noise channel; see
 /// `NoiseRelayParameters`).
 public struct RelayEndpoint: Sendable, Hashable, CustomStringConvertible {
+    /// The URL exactly as given.
     public let url: String
+    /// Whether the connection runs TLS (`wss://`); false for `ws://` and `noise://`.
     public let secure: Bool
+    /// The host, lowercased: a name or an IP literal (an IPv6 literal keeps its brackets).
     public let host: String
+    /// The TCP port: the URL's, or 80 for `ws://` and 443 for `wss://` when it names none.
     public let port: Int
     /// Path and query sent in the HTTP request line.
     public let resource: String
     /// For `noise://` URLs: the handshake pattern and the relay's static key.
     public let noise: NoiseRelayParameters?
 
+    /// Parses a relay URL.
+    /// - Parameter url: A `ws://`, `wss://` or `noise://host:port[/path][?pattern=…&key=…]` URL.
+    /// - Throws: ``TransportError`` with kind `.connect` when `url` is not a usable relay URL:
+    ///   another scheme, no host, a bad port, or Noise parameters that are unknown, malformed
+    ///   or do not fit the pattern (see ``NoiseRelayParameters``).
     public init(_ url: String) throws(TransportError) {
         if url.lowercased().hasPrefix("noise://") {
             let parsed = try NoiseRelayParameters.parse(url)
@@ -45,13 +54,19 @@ public struct RelayEndpoint: Sendable, Hashable, CustomStringConvertible {
         return (secure ? port == 443 : port == 80) ? host : "\(host):\(port)"
     }
 
+    /// The URL exactly as given.
     public var description: String { url }
 }
 
 /// Options for opening a relay connection.
 public struct ConnectionOptions: Sendable, Hashable {
+    /// TLS settings for `wss://` relays.
     public var tls: TLSOptions
+    /// How long opening a connection may take: the TCP connect, the TLS or Noise handshake and
+    /// the HTTP exchange (the blocking client applies it to each step, ``IODriver`` to the whole
+    /// open). NIP-11 fetches use it as their read timeout too.
     public var connectTimeoutMilliseconds: Int32
+    /// The largest WebSocket message accepted, in bytes; a larger one ends the connection.
     public var maxMessageBytes: Int
     /// For noise:// relays: the file holding this client's 32-byte X25519 static secret,
     /// created (mode 0600) on first use — by default `<account database>.noise-key` beside the
@@ -64,6 +79,15 @@ public struct ConnectionOptions: Sendable, Hashable {
     /// interval; an independent responder that never rekeys needs 0 here.
     public var noiseRekeyAfterMessages: UInt64
 
+    /// Creates connection options; every default suits a public relay.
+    /// - Parameters:
+    ///   - tls: TLS settings for `wss://` relays (the system's trusted roots by default).
+    ///   - connectTimeoutMilliseconds: How long opening a connection may take (10 s by default).
+    ///   - maxMessageBytes: The largest message accepted (relay.wire's frame bound by default).
+    ///   - noiseStaticKeyFile: For noise:// relays, the file of this client's X25519 static
+    ///     secret; nil for a fresh key per connection.
+    ///   - noiseRekeyAfterMessages: For noise:// relays, transport messages per key in each
+    ///     direction before a rekey; 0 (the default) never rekeys by count.
     public init(tls: TLSOptions = TLSOptions(), connectTimeoutMilliseconds: Int32 = 10_000,
                 maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, noiseStaticKeyFile: String? = nil,
                 noiseRekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) {
@@ -75,9 +99,22 @@ public struct ConnectionOptions: Sendable, Hashable {
     }
 }
 
+/// The client side of a relay connection: the secure layer, then the RFC 6455 opening
+/// handshake, on the calling thread.
 public enum WebSocketClient {
     /// Opens TCP (and TLS for wss), performs the RFC 6455 opening handshake with its
     /// Sec-WebSocket-Accept check, and returns the connected WebSocket.
+    /// For noise:// the Noise handshake runs in place of TLS, with the static key that
+    /// `options` names when the pattern sends one.
+    /// - Parameters:
+    ///   - endpoint: The relay to connect to.
+    ///   - options: TLS, Noise, timeout and message-size settings.
+    /// - Returns: The open WebSocket, in the client role.
+    /// - Throws: ``TransportError``: `.resolve` or `.connect` when no TCP connection is made;
+    ///   `.timeout` when a step takes longer than `options.connectTimeoutMilliseconds`;
+    ///   `.tls` or `.certificate` for wss; `.handshake` when the Noise handshake fails (or the
+    ///   static key file cannot be used) or the HTTP upgrade does (a status other than 101, or
+    ///   a wrong Sec-WebSocket-Accept). The connection is closed on every failure.
     public static func connect(_ endpoint: RelayEndpoint, options: ConnectionOptions = ConnectionOptions()) throws(TransportError) -> WebSocket {
         let stream = try openStream(endpoint, options: options)
         let key = HandshakeCrypto.randomKey()
@@ -165,9 +202,26 @@ public enum WebSocketClient {
 /// The server side of the opening handshake, for the embedded test relay: either a WebSocket
 /// upgrade, or a plain HTTP request (NIP-11) the caller answers itself.
 public enum ServerHandshake {
+    /// The client asked for a WebSocket upgrade and was answered 101: the connection as a
+    /// server-side ``WebSocket``.
     case websocket(WebSocket)
+    /// A GET without a WebSocket upgrade (for instance NIP-11): its request target, its
+    /// `Accept` header if any, and the stream to write the answer to.
     case http(path: String, accept: String?, stream: any ByteStream)
 
+    /// Reads a client's HTTP request head from `stream` and either completes a WebSocket
+    /// upgrade or returns a plain GET for the caller to answer.
+    /// - Parameters:
+    ///   - stream: The accepted connection (TCP, TLS or Noise).
+    ///   - timeoutMilliseconds: The longest wait for each read of the request head.
+    ///   - maxMessageBytes: The largest message the resulting WebSocket accepts.
+    /// - Returns: ``ServerHandshake/websocket(_:)`` after a successful upgrade, or
+    ///   ``ServerHandshake/http(path:accept:stream:)`` for a GET without one.
+    /// - Throws: ``TransportError``: `.http` for a request that is not a well-formed GET
+    ///   (answered 405);
+    ///   `.handshake` for a WebSocket version other than 13 (answered 426), a malformed head,
+    ///   a head over 16 KiB, or a connection closed mid-request; `.timeout` when the head did not
+    ///   arrive in time; or the stream's failure to write the 101 answer.
     public static func accept(_ stream: any ByteStream, timeoutMilliseconds: Int32,
                               maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) throws(TransportError) -> ServerHandshake {
         let (head, leftover) = try WebSocketClient.readHead(stream, timeoutMilliseconds: timeoutMilliseconds)
