@@ -173,17 +173,22 @@ public final class TCPListener: @unchecked Sendable {
     /// - Parameters:
     ///   - host: The IPv4 address to listen on, in dotted-decimal form.
     ///   - port: The port to bind, or 0 for one the system chooses (read it from ``TCPListener/port``).
-    /// - Throws: ``TransportError`` with kind `.io` when the socket cannot be created, bound or
-    ///   put into listening mode.
+    /// - Throws: ``TransportError`` with kind `.io` when `host` is not a dotted-decimal IPv4
+    ///   address (nothing is bound), or when the socket cannot be created, bound or put into
+    ///   listening mode.
     public init(host: String = "127.0.0.1", port: Int = 0) throws(TransportError) {
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        // An address that does not parse must not leave sin_addr zeroed: that is 0.0.0.0, every
+        // interface, where the caller asked for one.
+        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else {
+            throw TransportError(.io, "listen on \(host):\(port): not an IPv4 address")
+        }
         let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw TransportError(.io, "socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, host, &addr.sin_addr)
         let b = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard b == 0, listen(fd, 64) == 0 else {
             let message = String(cString: strerror(errno))
