@@ -16,6 +16,8 @@ extension ContractBound {
 }
 
 extension SoftchatErrorCode {
+    /// The code as JSON with its retry rule and advice: `{"code", "retry", "meaning", "handling"}`, one
+    /// entry of a contract's `errors` in `softchat contract show --json`.
     public var jsonValue: JSONValue {
         .object(JSONObject([
             "code": .string(rawValue), "retry": .string(retryRule.rawValue),

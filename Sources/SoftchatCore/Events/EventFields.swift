@@ -10,21 +10,33 @@ package struct EventIssue: Error, Sendable, Equatable {
 
 /// An event's seven NIP-01 fields, checked for shape but not yet for id or signature.
 ///
-/// Socket text becomes one of these first; only `verified()` turns it into a `VerifiedEvent`.
+/// Socket text becomes one of these first; only ``UnverifiedEvent/verified()`` turns it into a
+/// ``VerifiedEvent``.
 public struct UnverifiedEvent: Sendable, Hashable {
+    /// The claimed event id: 64 lowercase hex characters, not yet checked against the serialization.
     public let id: String
+    /// The author's x-only public key as 64 lowercase hex characters, not yet checked to be a curve point.
     public let pubkey: String
+    /// The creation time the author claims, in Unix seconds (never negative).
     public let createdAt: Int64
+    /// The event kind, 0–65535.
     public let kind: Int
+    /// The tags, each an array of at least one string.
     public let tags: [[String]]
     /// The content, decoded (long escaped content is decoded on first read; see `EventContent`).
     public var content: String { contentStorage.string }
     package let contentStorage: EventContent
+    /// The claimed BIP-340 signature: 128 lowercase hex characters, not yet verified.
     public let sig: String
 
     static let fieldNames: Set<String> = ["id", "pubkey", "created_at", "kind", "tags", "content", "sig"]
 
     /// Reads an event object strictly: all seven fields, no others, NIP-01 types and hex rules.
+    ///
+    /// - Parameter json: The event object.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when the value is not an object, a
+    ///   field is missing or unknown, or a value has the wrong type or breaks NIP-01's hex, kind,
+    ///   `created_at` or tag rules.
     public init(json: JSONValue) throws(SoftchatError) {
         do throws(EventIssue) {
             self = try Self.parse(json)
@@ -33,7 +45,11 @@ public struct UnverifiedEvent: Sendable, Hashable {
         }
     }
 
-    /// Parses event JSON text strictly (see `init(json:)`).
+    /// Parses event JSON text strictly (see ``UnverifiedEvent/init(json:)``).
+    ///
+    /// - Parameter text: The JSON text of one event object; whitespace around it is allowed.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when the text is not JSON or the
+    ///   event breaks any rule of ``UnverifiedEvent/init(json:)``.
     public init(text: String) throws(SoftchatError) {
         if let event = EventReader.read(text: text) {
             self = event
@@ -139,7 +155,12 @@ public struct UnverifiedEvent: Sendable, Hashable {
     }
 
     /// Checks the id against the canonical serialization and the signature against the
-    /// pubkey; the only way to obtain a `VerifiedEvent` from outside data.
+    /// pubkey; the only way to obtain a ``VerifiedEvent`` from outside data.
+    ///
+    /// - Returns: The same event as a ``VerifiedEvent``.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when the id is not the SHA-256 of
+    ///   the event's NIP-01 serialization, the pubkey is not a valid x-only public key, or the
+    ///   signature does not verify.
     public func verified() throws(SoftchatError) -> VerifiedEvent {
         do throws(EventIssue) {
             return try EventVerifier.verify(self)
@@ -149,14 +170,29 @@ public struct UnverifiedEvent: Sendable, Hashable {
     }
 }
 
-/// An event draft for `SoftchatIdentity.sign`: everything but id and signature.
+/// An event draft for ``SoftchatIdentity/sign(_:)``: everything but id and signature.
 public struct UnsignedEvent: Sendable, Hashable {
+    /// The signer's public key as 64 lowercase hex characters, or nil for the signing identity's;
+    /// signing refuses any other identity's key.
     public var pubkey: String?
+    /// The creation time in Unix seconds; signing refuses a negative one.
     public var createdAt: Int64
+    /// The event kind; signing refuses one outside 0–65535.
     public var kind: Int
+    /// The tags; signing refuses a tag without any string.
     public var tags: [[String]]
+    /// The content, signed exactly as given.
     public var content: String
 
+    /// A draft from its fields, unchecked: ``SoftchatIdentity/sign(_:)`` validates them.
+    ///
+    /// - Parameters:
+    ///   - pubkey: The signer's public key (64 lowercase hex characters), or nil for the signing
+    ///     identity's.
+    ///   - createdAt: The creation time in Unix seconds.
+    ///   - kind: The event kind, 0–65535.
+    ///   - tags: The tags, each with at least one string; none by default.
+    ///   - content: The content.
     public init(pubkey: String? = nil, createdAt: Int64, kind: Int, tags: [[String]] = [], content: String) {
         self.pubkey = pubkey
         self.createdAt = createdAt
@@ -165,7 +201,13 @@ public struct UnsignedEvent: Sendable, Hashable {
         self.content = content
     }
 
-    /// Reads `{"kind","created_at","tags","content"}` with an optional `pubkey`, strictly.
+    /// Reads a draft object strictly: `kind`, `created_at` and `content` are required, `pubkey` and
+    /// `tags` optional (no tags when absent), and no other key is allowed.
+    ///
+    /// - Parameter json: The draft object.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when the value is not an object, a
+    ///   required field is missing, a key is unknown, or a value has the wrong type or breaks NIP-01's
+    ///   hex, kind, `created_at` or tag rules.
     public init(json: JSONValue) throws(SoftchatError) {
         do throws(EventIssue) {
             guard case .object(let object) = json else {

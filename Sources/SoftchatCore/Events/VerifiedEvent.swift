@@ -6,14 +6,20 @@ public import SoftchatJSON
 /// The type is the proof: its initializer is private to this file, reachable only through
 /// `EventVerifier`, so every `VerifiedEvent` anywhere in Softchat passed both checks.
 public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
+    /// The event id: the SHA-256 of its NIP-01 serialization, 64 lowercase hex characters.
     public let id: String
+    /// The author's x-only public key, 64 lowercase hex characters; the signature verifies against it.
     public let pubkey: String
+    /// The creation time the author claims, in Unix seconds (never negative).
     public let createdAt: Int64
+    /// The event kind, 0–65535.
     public let kind: Int
+    /// The tags, each an array of at least one string.
     public let tags: [[String]]
     /// The content, decoded (long escaped content is decoded on first read; see `EventContent`).
     public var content: String { contentStorage.string }
     package let contentStorage: EventContent
+    /// The BIP-340 signature over the id, 128 lowercase hex characters.
     public let sig: String
 
     fileprivate init(_ e: UnverifiedEvent) {
@@ -26,25 +32,45 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
         sig = e.sig
     }
 
-    /// Parses event JSON text and verifies it (`invalid_relay_frame` when either step fails).
+    /// Parses event JSON text and verifies it.
+    ///
+    /// - Parameter text: The JSON text of one event object; whitespace around it is allowed.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when the text is not a well-formed
+    ///   event (see ``UnverifiedEvent/init(text:)``) or its id or signature does not verify.
     public init(text: String) throws(SoftchatError) {
         self = try UnverifiedEvent(text: text).verified()
     }
 
+    /// Reads an event object strictly and verifies it: ``UnverifiedEvent/init(json:)``, then
+    /// ``UnverifiedEvent/verified()``.
+    ///
+    /// - Parameter json: The event object.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when the object is not a well-formed
+    ///   event or its id or signature does not verify.
     public init(json: JSONValue) throws(SoftchatError) {
         self = try UnverifiedEvent(json: json).verified()
     }
 
     /// Parses and verifies many event texts (a bulk import, a file of events), spread over the
-    /// machine's cores; one result per text, in input order, each as `init(text:)` gives it.
+    /// machine's cores; one result per text, in input order, each as ``VerifiedEvent/init(text:)``
+    /// gives it.
+    ///
+    /// - Parameter texts: The JSON texts, one event each.
+    /// - Returns: One result per text, in input order: the verified event, or the ``SoftchatError``
+    ///   (code `invalid_relay_frame`) that ``VerifiedEvent/init(text:)`` throws for it.
     public static func verify(texts: [String]) -> [Result<VerifiedEvent, SoftchatError>] {
         EventVerifier.inParallel(count: texts.count) { i in
             Result { () throws(SoftchatError) in try VerifiedEvent(text: texts[i]) }
         }
     }
 
-    /// As `verify(texts:)` for raw lines (a file, a pipe): each must be UTF-8, which is checked
-    /// on the same cores as the rest (`invalid_relay_frame` when it is not).
+    /// As ``VerifiedEvent/verify(texts:)`` for raw lines (a file, a pipe): each must be UTF-8, which
+    /// is checked on the same cores as the rest.
+    ///
+    /// - Parameter lines: One event's UTF-8 bytes each; whitespace around it, a line terminator
+    ///   included, is allowed.
+    /// - Returns: One result per line, in input order; a line that is not valid UTF-8 fails with
+    ///   code `invalid_relay_frame`, like one that does not verify.
     public static func verify<Line: Collection<UInt8>>(utf8 lines: [Line]) -> [Result<VerifiedEvent, SoftchatError>] {
         EventVerifier.inParallel(count: lines.count) { i in
             guard let text = String(validating: lines[i], as: UTF8.self) else {
@@ -67,12 +93,21 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
         self.init(e)
     }
 
+    /// Two verified events are equal when they have the same id and the same signature.
+    ///
+    /// - Parameters:
+    ///   - a: One event.
+    ///   - b: The other event.
+    /// - Returns: True when both ids and both signatures are equal.
     public static func == (a: VerifiedEvent, b: VerifiedEvent) -> Bool {
         // Equal ids mean equal serializations (SHA-256), and verified ids are honest; sig may
         // differ (BIP-340 signatures are randomized), so it is compared too.
         a.id == b.id && a.sig == b.sig
     }
 
+    /// Hashes the id alone, which equal events share.
+    ///
+    /// - Parameter hasher: The hasher to feed.
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
     /// The event as compact JSON in NIP-01 field order.
@@ -106,12 +141,16 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
         return w.string
     }
 
-    /// The first value of the first tag named `name` (`"p"` → the recipient), if any.
+    /// The value of the first tag named `name` that has one (`"p"` → the recipient).
+    ///
+    /// - Parameter name: The tag name, compared exactly with each tag's first element.
+    /// - Returns: That tag's second element, or nil when no tag named `name` has a value.
     public func firstTagValue(_ name: String) -> String? {
         for tag in tags where tag.count >= 2 && tag[0] == name { return tag[1] }
         return nil
     }
 
+    /// A one-line summary for logs: id, kind and pubkey, never content or signature.
     public var description: String { "VerifiedEvent(id: \(id), kind: \(kind), pubkey: \(pubkey))" }
 }
 

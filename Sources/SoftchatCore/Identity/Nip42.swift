@@ -2,11 +2,21 @@
 /// dropped, and an empty path written as `/`. Schemes: `ws`, `wss`, and `noise` (Softchat's
 /// Noise transport, whose query names the pattern and pinned key).
 public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
+    /// `ws`, `wss` or `noise`, lowercased.
     public let scheme: String
+    /// The host, lowercased; an IPv6 address keeps its brackets.
     public let host: String
+    /// The port given, else the scheme's default: 80 for `ws`, 443 for `wss`, 0 for `noise`.
     public let port: Int
+    /// The path with any query, as written: `/` when empty, otherwise without a trailing `/`.
     public let path: String
 
+    /// Parses and normalizes a relay URL.
+    ///
+    /// - Parameter text: A `ws://`, `wss://` or `noise://` URL; the scheme and host may be in any case.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` when the scheme is missing
+    ///   or not `ws`, `wss` or `noise`, the host is empty, holds user info (`@`) or has an unclosed
+    ///   IPv6 bracket, or the port is not 1–65535.
     public init(_ text: String) throws(SoftchatError) {
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else {
             throw .invalidRelayAuthentication("relay URL \"\(text)\" has no scheme")
@@ -55,8 +65,11 @@ public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
         self.path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
     }
 
+    /// True for `wss`, the one scheme carried over TLS (`noise` encrypts with its own handshake).
     public var isSecure: Bool { scheme == "wss" }
 
+    /// The normalized URL, leaving out the scheme's default port and an empty path, so equal URLs
+    /// print alike.
     public var description: String {
         let defaultPort = scheme == "wss" ? 443 : scheme == "ws" ? 80 : 0
         return "\(scheme)://\(host)\(port == defaultPort ? "" : ":\(port)")\(path == "/" ? "" : path)"
@@ -65,6 +78,7 @@ public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
 
 /// NIP-42 relay authentication: the event kind and the checks a relay applies.
 public enum Nip42 {
+    /// The kind of a NIP-42 authentication event: 22242.
     public static let authenticationKind = 22242
     /// Default accepted distance between the event's created_at and the verifier's clock.
     public static let defaultWindowSeconds: Int64 = 600
@@ -72,7 +86,16 @@ public enum Nip42 {
     /// Checks a client's authentication event as a relay would: kind 22242, exactly one
     /// `relay` tag naming this relay (URLs compared normalized), exactly one `challenge` tag
     /// equal to the issued challenge, and created_at within `window` seconds of `now`.
-    /// A mismatch is `invalid_relay_authentication` naming the field.
+    ///
+    /// - Parameters:
+    ///   - event: The client's verified authentication event.
+    ///   - challenge: The challenge this relay issued on the connection.
+    ///   - relayURL: This relay's URL, compared normalized with the event's `relay` tag.
+    ///   - now: The verifier's clock, in Unix seconds.
+    ///   - window: The largest accepted distance between the event's `created_at` and `now`, in
+    ///     seconds (``Nip42/defaultWindowSeconds`` by default).
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` naming the first check
+    ///   that fails, or when `relayURL` itself is not a valid relay URL.
     public static func verify(_ event: VerifiedEvent, challenge: String, relayURL: String, now: Int64,
                               window: Int64 = defaultWindowSeconds) throws(SoftchatError) {
         guard event.kind == authenticationKind else {

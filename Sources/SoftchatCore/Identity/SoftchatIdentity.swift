@@ -32,6 +32,8 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     }
 
     /// A new identity from the operating system's CSPRNG.
+    ///
+    /// - Returns: An identity with a fresh random secret key.
     public static func generate() -> SoftchatIdentity {
         var secret = [UInt8](repeating: 0, count: 32)
         defer { secret.withUnsafeMutableBytes { secureZero($0) } }
@@ -47,6 +49,12 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     }
 
     /// Imports a 32-byte secret given as 64 hex characters (either case; whitespace trimmed).
+    ///
+    /// - Parameter secretHex: The secret key as 64 hex characters; spaces, tabs and line breaks
+    ///   around it are ignored.
+    /// - Returns: The identity of that secret.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` when the text is not 64 hex
+    ///   characters or the secret is zero or not below the curve order.
     public static func importSecretHex(_ secretHex: String) throws(SoftchatError) -> SoftchatIdentity {
         let trimmed = secretHex.trimmingCharacters(in: " \t\r\n")
         guard var bytes = Hex.decodeLowercase(trimmed.lowercased()), bytes.count == 32 else {
@@ -60,6 +68,8 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
 
     /// The secret as 64 lowercase hex characters. Sensitive: for writing a key file with
     /// owner-only permissions, never for logs.
+    ///
+    /// - Returns: The 32-byte secret key as 64 lowercase hex characters.
     public func exportSecretHex() -> String {
         var secret = [UInt8](repeating: 0, count: 32)
         defer { secret.withUnsafeMutableBytes { secureZero($0) } }
@@ -69,6 +79,12 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
 
     /// Signs a draft: fills in the pubkey, computes the NIP-01 id and a BIP-340 signature with
     /// fresh auxiliary randomness, and verifies the result before returning it.
+    ///
+    /// - Parameter draft: The event to sign; its `pubkey`, when set, must be this identity's.
+    /// - Returns: The signed, verified event.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when the draft's kind is outside
+    ///   0–65535, its `created_at` is negative, a tag has no string, its `pubkey` is another key, or
+    ///   signing fails.
     public func sign(_ draft: UnsignedEvent) throws(SoftchatError) -> VerifiedEvent {
         do throws(EventIssue) {
             try draft.validate()
@@ -96,6 +112,11 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
 
     /// BIP-340 signature of an arbitrary message with the given auxiliary randomness, for
     /// test vectors and interop checks.
+    ///
+    /// - Parameters:
+    ///   - message: The message to sign, of any length; it is not hashed first.
+    ///   - auxRandom: BIP-340's 32 bytes of auxiliary randomness.
+    /// - Returns: The 64-byte signature, or nil when `auxRandom` is not 32 bytes or signing fails.
     public func signMessage(_ message: [UInt8], auxRandom: [UInt8]) -> [UInt8]? {
         guard auxRandom.count == 32 else { return nil }
         return Schnorr.sign(message: message, keypair: keypair, auxRandom: auxRandom)
@@ -103,6 +124,14 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
 
     /// A NIP-42 authentication event (kind 22242) for exactly this relay URL and challenge,
     /// with a `relay` and a `challenge` tag and empty content.
+    ///
+    /// - Parameters:
+    ///   - challenge: The challenge the relay sent.
+    ///   - relayURL: The relay's URL, written into the `relay` tag as given.
+    ///   - createdAt: The event's creation time in Unix seconds (the relay compares it with its clock).
+    /// - Returns: The signed, verified authentication event, for ``RelaySession/authenticate(_:now:)``.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` when `challenge` is empty,
+    ///   `relayURL` is not a `ws://`, `wss://` or `noise://` URL, or the event cannot be signed.
     public func createNip42Authentication(challenge: String, relayURL: String, createdAt: Int64) throws(SoftchatError)
         -> VerifiedEvent
     {
@@ -120,7 +149,9 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
         }
     }
 
+    /// The public key only, so an identity is safe to print.
     public var description: String { "SoftchatIdentity(publicKey: \(publicKeyHex))" }
+    /// The same as ``SoftchatIdentity/description``: the secret never appears in debug output either.
     public var debugDescription: String { description }
 }
 

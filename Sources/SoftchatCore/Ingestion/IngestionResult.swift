@@ -1,15 +1,28 @@
 /// Verified events a host applies in one authoritative transaction.
 public struct IngestionBatch: Sendable, Hashable {
+    /// The events to commit, each from a `persistEvent` action.
     public let events: [VerifiedEvent]
+    /// A batch of the given events.
+    ///
+    /// - Parameter events: The events to commit in one transaction, each id once.
     public init(events: [VerifiedEvent]) { self.events = events }
 }
 
 /// What the host's transaction did with each event of a batch: every id exactly once.
 public struct IngestionResult: Sendable, Hashable {
+    /// Ids of the events the transaction newly stored.
     public var accepted: [String]
+    /// Ids of the events the store already held.
     public var alreadyPresent: [String]
+    /// Ids of the events the store refused.
     public var rejected: [String]
 
+    /// A result from its three lists of event ids.
+    ///
+    /// - Parameters:
+    ///   - accepted: Ids of the events newly stored; none by default.
+    ///   - alreadyPresent: Ids of the events the store already held; none by default.
+    ///   - rejected: Ids of the events the store refused; none by default.
     public init(accepted: [String] = [], alreadyPresent: [String] = [], rejected: [String] = []) {
         self.accepted = accepted
         self.alreadyPresent = alreadyPresent
@@ -19,7 +32,14 @@ public struct IngestionResult: Sendable, Hashable {
 
 /// Checks that `result` is total and disjoint for `batch` — every event id of the batch is
 /// accepted, already present or rejected exactly once, and nothing else is named — before any
-/// session state advances. Otherwise `invalid_persistence_result` naming the first offending id.
+/// session state advances.
+///
+/// - Parameters:
+///   - batch: The events the host's transaction applied.
+///   - result: What the transaction reports it did with each of them.
+/// - Throws: ``SoftchatError`` with code `invalid_persistence_result`, naming the first offending
+///   id, when the batch holds an id twice, or the result names an id outside the batch, names one
+///   twice or leaves one out.
 public func validateIngestionResult(batch: IngestionBatch, result: IngestionResult) throws(SoftchatError) {
     var expected = Set<String>(minimumCapacity: batch.events.count)
     for e in batch.events where !expected.insert(e.id).inserted {

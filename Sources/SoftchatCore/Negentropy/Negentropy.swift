@@ -22,6 +22,7 @@ public struct NegentropyStep: Sendable, Hashable {
 /// `frameSizeLimit − 200` bytes, the rest of the space is sent as one fingerprint, which the
 /// other side splits in the next round.
 public struct Negentropy: Sendable {
+    /// This side's items.
     public let storage: NegentropyStorage
     /// 0 (no limit) or at least 4,096 bytes of binary message.
     public let frameSizeLimit: Int
@@ -31,13 +32,20 @@ public struct Negentropy: Sendable {
 
     static let buckets = 16
 
-    /// - Parameter frameSizeLimit: 0 for none; a positive value below 4,096 is raised to 4,096.
+    /// A reconciler over this side's items, its messages bounded when `frameSizeLimit` is set.
+    ///
+    /// - Parameters:
+    ///   - storage: This side's items.
+    ///   - frameSizeLimit: The largest binary message to produce: 0 (or less) for no limit; a
+    ///     positive value below 4,096 is raised to 4,096.
     public init(storage: NegentropyStorage, frameSizeLimit: Int = 0) {
         self.storage = storage
         self.frameSizeLimit = frameSizeLimit <= 0 ? 0 : max(4096, frameSizeLimit)
     }
 
     /// The initiator's first message: the whole space, split.
+    ///
+    /// - Returns: The binary message to send with NEG-OPEN.
     public func initiate() -> [UInt8] {
         var writer = NegentropyWriter()
         splitRange(0, storage.count, .infinity, into: &writer)
@@ -45,8 +53,12 @@ public struct Negentropy: Sendable {
     }
 
     /// The initiator's step on a response.
-    /// - Throws: `invalid_negentropy_message` for a message that does not decode, including a
-    ///   responder's one-byte answer naming another protocol version.
+    ///
+    /// - Parameter response: The responder's binary message (from its NEG-MSG).
+    /// - Returns: The ids this round found only on this side (`have`) and only on the responder's
+    ///   (`need`), and the next message to send, nil when every range is settled.
+    /// - Throws: ``SoftchatError`` with code `invalid_negentropy_message` for a message that does not
+    ///   decode, including a responder's one-byte answer naming another protocol version.
     public func reconcile(_ response: [UInt8]) throws(SoftchatError) -> NegentropyStep {
         let message = try NegentropyMessage.decode(response)
         var have: [NegentropyID] = [], need: [NegentropyID] = []
@@ -56,7 +68,12 @@ public struct Negentropy: Sendable {
 
     /// The responder's answer. A message of another protocol version is answered with the one
     /// byte 0x61 (the version this side speaks), as the protocol asks.
-    /// - Throws: `invalid_negentropy_message` for a message that does not decode.
+    ///
+    /// - Parameter query: The initiator's binary message (from its NEG-OPEN or NEG-MSG).
+    /// - Returns: The binary message to send back with NEG-MSG: the ranges still open, or the version
+    ///   byte alone when every range matched.
+    /// - Throws: ``SoftchatError`` with code `invalid_negentropy_message` for a message that does not
+    ///   decode.
     public func respond(_ query: [UInt8]) throws(SoftchatError) -> [UInt8] {
         if let first = query.first, first != NegentropyMessage.version, first & 0xF0 == 0x60 {
             return [NegentropyMessage.version]

@@ -2,17 +2,30 @@
 /// byte) word by word, and add as the little-endian 256-bit integers negentropy's fingerprints
 /// sum without being reassembled byte by byte.
 public struct NegentropyID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// Bytes 0–7 of the id, big-endian.
     public var w0: UInt64
+    /// Bytes 8–15 of the id, big-endian.
     public var w1: UInt64
+    /// Bytes 16–23 of the id, big-endian.
     public var w2: UInt64
+    /// Bytes 24–31 of the id, big-endian.
     public var w3: UInt64
 
+    /// An id from its four words.
+    ///
+    /// - Parameters:
+    ///   - w0: Bytes 0–7, big-endian.
+    ///   - w1: Bytes 8–15, big-endian.
+    ///   - w2: Bytes 16–23, big-endian.
+    ///   - w3: Bytes 24–31, big-endian.
     public init(w0: UInt64, w1: UInt64, w2: UInt64, w3: UInt64) {
         (self.w0, self.w1, self.w2, self.w3) = (w0, w1, w2, w3)
     }
 
     /// The id whose bytes are `bytes` (32 of them), or, for a shorter prefix, those bytes
     /// followed by zeros (how a bound's id prefix reads).
+    ///
+    /// - Parameter bytes: The id's first bytes; any past the 32nd are ignored.
     public init(prefix bytes: some Collection<UInt8>) {
         var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         var i = 0
@@ -29,12 +42,16 @@ public struct NegentropyID: Sendable, Hashable, Comparable, CustomStringConverti
         (w0, w1, w2, w3) = words
     }
 
-    /// 64 lowercase hex characters (an event id as NIP-01 writes it); nil otherwise.
+    /// The id written as 64 lowercase hex characters (an event id as NIP-01 writes it); nil for
+    /// any other text.
+    ///
+    /// - Parameter hex: The id's text.
     public init?(hex: String) {
         guard hex.utf8.count == 64, let bytes = Hex.decodeLowercase(hex) else { return nil }
         self.init(prefix: bytes)
     }
 
+    /// The all-zero id, the lowest of all.
     public static let zero = NegentropyID(w0: 0, w1: 0, w2: 0, w3: 0)
 
     /// The 32 bytes, in order.
@@ -47,9 +64,17 @@ public struct NegentropyID: Sendable, Hashable, Comparable, CustomStringConverti
         return out
     }
 
+    /// The id as 64 lowercase hex characters.
     public var hex: String { Hex.encode(bytes) }
+    /// The id as 64 lowercase hex characters, as ``NegentropyID/hex`` gives it.
     public var description: String { hex }
 
+    /// Orders ids lexically by their bytes, as negentropy sorts them.
+    ///
+    /// - Parameters:
+    ///   - a: One id.
+    ///   - b: The other id.
+    /// - Returns: True when `a`'s bytes sort before `b`'s.
     public static func < (a: NegentropyID, b: NegentropyID) -> Bool {
         if a.w0 != b.w0 { return a.w0 < b.w0 }
         if a.w1 != b.w1 { return a.w1 < b.w1 }
@@ -70,20 +95,37 @@ public struct NegentropyID: Sendable, Hashable, Comparable, CustomStringConverti
 /// What negentropy reconciles: an event's `created_at` and id. Items sort by timestamp, then
 /// by id.
 public struct NegentropyItem: Sendable, Hashable, Comparable {
+    /// The event's `created_at`, in Unix seconds.
     public var timestamp: UInt64
+    /// The event's id.
     public var id: NegentropyID
 
+    /// An item from its timestamp and id.
+    ///
+    /// - Parameters:
+    ///   - timestamp: The event's `created_at`, in Unix seconds.
+    ///   - id: The event's id.
     public init(timestamp: UInt64, id: NegentropyID) {
         self.timestamp = timestamp
         self.id = id
     }
 
     /// An event's item; nil for a negative `created_at` or an id that is not 64 lowercase hex.
+    ///
+    /// - Parameters:
+    ///   - createdAt: The event's `created_at`, in Unix seconds.
+    ///   - idHex: The event's id as 64 lowercase hex characters.
     public init?(createdAt: Int64, idHex: String) {
         guard createdAt >= 0, let id = NegentropyID(hex: idHex) else { return nil }
         self.init(timestamp: UInt64(createdAt), id: id)
     }
 
+    /// Orders items by timestamp, then by id.
+    ///
+    /// - Parameters:
+    ///   - a: One item.
+    ///   - b: The other item.
+    /// - Returns: True when `a` sorts before `b`.
     public static func < (a: NegentropyItem, b: NegentropyItem) -> Bool {
         a.timestamp != b.timestamp ? a.timestamp < b.timestamp : a.id < b.id
     }
@@ -92,17 +134,26 @@ public struct NegentropyItem: Sendable, Hashable, Comparable {
 /// A range's exclusive upper bound: a timestamp (`UInt64.max` is infinity) and an id prefix of
 /// 0–32 bytes, the missing bytes read as zeros.
 public struct NegentropyBound: Sendable, Hashable {
+    /// The bound's timestamp; `UInt64.max` is infinity, above every item.
     public var timestamp: UInt64
-    /// 0–32 bytes.
+    /// The first 0–32 bytes of the bounding id; the missing bytes read as zeros.
     public var idPrefix: [UInt8]
 
+    /// A bound from a timestamp and an id prefix.
+    ///
+    /// - Parameters:
+    ///   - timestamp: The timestamp; `UInt64.max` is infinity.
+    ///   - idPrefix: The first 0–32 bytes of the bounding id; none by default, so the bound is the
+    ///     timestamp alone.
     public init(timestamp: UInt64, idPrefix: [UInt8] = []) {
         self.timestamp = timestamp
         self.idPrefix = idPrefix
     }
 
+    /// The bound above every item, where a message's last range ends.
     public static let infinity = NegentropyBound(timestamp: .max)
 
+    /// True for the infinity bound (timestamp `UInt64.max`).
     public var isInfinity: Bool { timestamp == .max }
 
     /// The smallest item the bound admits into the range above it.

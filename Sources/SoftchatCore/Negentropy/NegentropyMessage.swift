@@ -24,9 +24,16 @@ public enum NegentropyPayload: Sendable, Hashable {
 /// One range of a message: it runs from the previous range's upper bound (or zero) up to
 /// `upperBound`, exclusive.
 public struct NegentropyRange: Sendable, Hashable {
+    /// Where the range ends, exclusive.
     public var upperBound: NegentropyBound
+    /// What the sender says about the range.
     public var payload: NegentropyPayload
 
+    /// A range from its upper bound and payload.
+    ///
+    /// - Parameters:
+    ///   - upperBound: Where the range ends, exclusive.
+    ///   - payload: What the sender says about the range.
     public init(upperBound: NegentropyBound, payload: NegentropyPayload) {
         self.upperBound = upperBound
         self.payload = payload
@@ -42,17 +49,34 @@ public struct NegentropyMessage: Sendable, Hashable {
     /// Protocol version 1.
     public static let version: UInt8 = 0x61
 
+    /// The ranges, ascending by upper bound.
     public var ranges: [NegentropyRange]
 
+    /// A message of the given ranges.
+    ///
+    /// - Parameter ranges: The ranges, ascending by upper bound (``NegentropyMessage/encoded``
+    ///   requires it).
     public init(ranges: [NegentropyRange]) { self.ranges = ranges }
 
     /// The message in its binary form.
+    ///
+    /// Timestamps are written as differences from the previous range's, so the ranges must ascend
+    /// by timestamp (as decoded ones do): a range whose timestamp is below the one before it, or
+    /// that follows an infinity bound without being one, traps.
     public var encoded: [UInt8] {
         var writer = NegentropyWriter()
         for range in ranges { writer.range(range) }
         return writer.bytes
     }
 
+    /// Decodes a binary message strictly.
+    ///
+    /// - Parameter bytes: The message, version byte first.
+    /// - Returns: The message, its ranges in order.
+    /// - Throws: ``SoftchatError`` with code `invalid_negentropy_message` when the version byte is not
+    ///   0x61, a field is truncated, a varint is over 64 bits or longer than needed, a timestamp
+    ///   passes 2^64 - 2, an id prefix is over 32 bytes, a mode is unknown, an id list is longer than
+    ///   the bytes left, or a bound is below the one before it.
     public static func decode(_ bytes: [UInt8]) throws(SoftchatError) -> NegentropyMessage {
         var reader = NegentropyReader(bytes)
         let version = try reader.byte("the protocol version")

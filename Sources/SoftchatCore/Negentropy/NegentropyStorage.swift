@@ -1,8 +1,12 @@
 /// 16 bytes: the first half of SHA-256 over a range's id sum (mod 2^256, little-endian) and
 /// its item count as a varint.
 public struct NegentropyFingerprint: Sendable, Hashable {
+    /// The 16 bytes.
     public let bytes: [UInt8]
 
+    /// A fingerprint from its bytes.
+    ///
+    /// - Parameter bytes: Exactly 16 bytes; any other count gives nil.
     public init?(bytes: [UInt8]) {
         guard bytes.count == 16 else { return nil }
         self.bytes = bytes
@@ -21,7 +25,9 @@ public struct NegentropyStorage: Sendable {
     /// `sums[4*i ..< 4*i+4]`: the little-endian 64-bit limbs of the sum of the first `i` ids.
     private let sums: [UInt64]
 
-    /// - Parameter items: in any order; exact duplicates are kept once.
+    /// Sorts the items, keeps each once and builds the prefix sums.
+    ///
+    /// - Parameter items: This side's items, in any order; exact duplicates are kept once.
     public init(items: [NegentropyItem]) {
         var sorted = items
         if !Self.isStrictlyAscending(sorted) {
@@ -54,9 +60,16 @@ public struct NegentropyStorage: Sendable {
         return true
     }
 
+    /// The number of items.
     public var count: Int { items.count }
 
     /// The first index in `from..<to` whose item is at or above `bound` (`to` when none is).
+    ///
+    /// - Parameters:
+    ///   - bound: The bound to search for.
+    ///   - from: The first index to consider, at least 0.
+    ///   - to: The end of the search, at most ``NegentropyStorage/count``.
+    /// - Returns: The index, by binary search.
     public func lowerBound(_ bound: NegentropyBound, from: Int, to: Int) -> Int {
         let key = bound.item
         var lo = from, hi = to
@@ -68,6 +81,11 @@ public struct NegentropyStorage: Sendable {
     }
 
     /// The fingerprint of `items[lower..<upper]`, from the prefix sums.
+    ///
+    /// - Parameters:
+    ///   - lower: The first item's index.
+    ///   - upper: The index past the last item; `0 <= lower <= upper <= count`, or the call traps.
+    /// - Returns: The range's fingerprint.
     public func fingerprint(_ lower: Int, _ upper: Int) -> NegentropyFingerprint {
         let b = 4 * upper, a = 4 * lower
         let (d0, c0) = sums[b].subtractingReportingOverflow(sums[a])
@@ -84,6 +102,11 @@ public struct NegentropyStorage: Sendable {
     }
 
     /// The same fingerprint, summing the range's ids one by one.
+    ///
+    /// - Parameters:
+    ///   - lower: The first item's index.
+    ///   - upper: The index past the last item; `0 <= lower <= upper <= count`, or the call traps.
+    /// - Returns: The range's fingerprint, equal to ``NegentropyStorage/fingerprint(_:_:)``'s.
     public func scannedFingerprint(_ lower: Int, _ upper: Int) -> NegentropyFingerprint {
         var a: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         for i in lower..<upper { a = Self.add(a, items[i].id) }

@@ -4,12 +4,18 @@ import Glibc
 import Darwin
 #endif
 
-/// Reading and writing a secret key file: 64 hex characters and a newline, owner-only.
+/// Why a secret key file could not be written or read. A key file holds 64 hex characters and a
+/// newline and is readable by its owner only.
 public enum KeyFileError: Error, Sendable, CustomStringConvertible {
+    /// The file to write already exists (its path is the payload): a secret is never overwritten.
     case exists(String)
+    /// The file at the path could not be created, or not written in full and synced; `errno` is the
+    /// system's error number.
     case cannotWrite(String, errno: Int32)
+    /// The file at the path could not be opened or read; `errno` is the system's error number.
     case cannotRead(String, errno: Int32)
 
+    /// What failed and where: the path and, for a system failure, the system's error text.
     public var description: String {
         switch self {
         case .exists(let p): "key file \(p) already exists (refusing to overwrite a secret)"
@@ -21,6 +27,10 @@ public enum KeyFileError: Error, Sendable, CustomStringConvertible {
 
 extension SoftchatIdentity {
     /// Writes the secret to a new file created with mode 0600; never overwrites.
+    ///
+    /// - Parameter path: Where to create the file; nothing may exist there yet.
+    /// - Throws: ``KeyFileError`` `exists` when the path is taken, `cannotWrite` when the file cannot be
+    ///   created, written in full or synced (a file created before the failure is left behind).
     public func writeSecretKeyFile(path: String) throws(KeyFileError) {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         if fd < 0 {
@@ -34,8 +44,14 @@ extension SoftchatIdentity {
         guard written == text.count, fsync(fd) == 0 else { throw .cannotWrite(path, errno: errno) }
     }
 
-    /// Loads an identity from a key file written by `writeSecretKeyFile` (or any file holding
-    /// 64 hex characters).
+    /// Loads an identity from a key file written by
+    /// ``SoftchatIdentity/writeSecretKeyFile(path:)`` (or any file holding 64 hex characters).
+    ///
+    /// - Parameter path: The key file; only its first 256 bytes are read.
+    /// - Returns: The identity of the secret in the file.
+    /// - Throws: ``KeyFileError`` `cannotRead` when the file cannot be opened or read, or
+    ///   ``SoftchatError`` with code `invalid_relay_authentication` when it does not hold 64 hex
+    ///   characters (whitespace around them allowed) of a valid secret key.
     public static func loadSecretKeyFile(path: String) throws -> SoftchatIdentity {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw KeyFileError.cannotRead(path, errno: errno) }

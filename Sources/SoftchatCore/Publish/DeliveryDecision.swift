@@ -3,28 +3,57 @@
 /// the host publishes it again. Sending bytes is not delivery: only a relay `OK` (or the
 /// session's own timeout and transport-loss rules) moves an event past `inFlight`.
 public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
+    /// The five states, in lifecycle order:
+    /// - `pending`: committed and queued, not yet written to the socket.
+    /// - `inFlight`: written to the socket and waiting for the relay's `OK`.
+    /// - `accepted`: terminal; the relay has the event, possibly as a duplicate.
+    /// - `rejected`: terminal; the relay refused the event, or its retry budget ran out.
+    /// - `retryable`: not delivered; publishing it again makes it `pending`.
     case pending, inFlight, accepted, rejected, retryable
 
+    /// True for `accepted` and `rejected`, which no later answer changes.
     public var isTerminal: Bool { self == .accepted || self == .rejected }
 }
 
 /// Why a delivery is in its state: the relay's machine-readable prefix, or a session-made
 /// reason. Hosts branch on state and category; relay prose is diagnostic only.
 public enum DeliveryCategory: String, Sendable, Hashable, CaseIterable {
+    /// State `accepted`: `accepted` for an `OK` true without a `duplicate` prefix, `duplicate` when the
+    /// relay already had the event (an `OK` true or false with the `duplicate:` prefix).
     case accepted, duplicate
+    /// State `rejected`, from the `OK`'s prefix: `invalid` (the relay found the event invalid), `pow`
+    /// (too little proof of work), `blocked`, `restricted` (the author may not write there),
+    /// `replaced` (a newer replaceable event superseded it), `deleted` (a NIP-09 deletion), `mute`.
     case invalid, pow, blocked, restricted, replaced, deleted, mute
+    /// State `retryable`, from the `OK`'s prefix: `rateLimited` (`rate-limited:`), `error` (a relay
+    /// error), `authRequired` (`auth-required:`, also made by the session when the relay refuses our
+    /// AUTH) and `unknown` (no prefix, or one not listed here).
     case rateLimited = "rate-limited", error, authRequired = "auth-required", unknown
+    /// Made by Softchat, not a relay: `timeout` (no `OK` before the acknowledgement deadline),
+    /// `transportLost` (the transport was lost while the event was in flight) and `cancelled` (the
+    /// session was cancelled first), by the session with state `retryable`; `exhausted` by the
+    /// account, with state `rejected`, when an intent's retry budget ran out.
     case timeout, transportLost = "transport-lost", cancelled, exhausted
 }
 
 /// The outcome of one acknowledgement (or of a session rule) for one event.
 public struct DeliveryDecision: Sendable, Hashable {
+    /// The id of the event the decision applies to.
     public let eventID: String
+    /// The delivery state to commit.
     public let state: DeliveryState
+    /// Why: the relay's prefix or the rule that decided, stable across relays.
     public let category: DeliveryCategory
     /// The relay's human text (or the session's), for logs only.
     public let message: String
 
+    /// A decision from its fields.
+    ///
+    /// - Parameters:
+    ///   - eventID: The id of the event the decision applies to.
+    ///   - state: The delivery state to commit.
+    ///   - category: Why the event is in that state.
+    ///   - message: The relay's text (or the session's), for logs only.
     public init(eventID: String, state: DeliveryState, category: DeliveryCategory, message: String) {
         self.eventID = eventID
         self.state = state
@@ -40,8 +69,12 @@ public struct DeliveryDecision: Sendable, Hashable {
 /// - `invalid`, `pow`, `blocked`, `restricted`, `replaced`, `deleted`, `mute` → rejected;
 /// - `rate-limited`, `error`, `auth-required` → retryable;
 /// - any other or no prefix → retryable / unknown.
-/// An `OK` without an event id (some relays send `""` with rejections) names no event and
-/// cannot be classified: `invalid_relay_frame`.
+///
+/// - Parameter ok: An `OK` frame from the relay.
+/// - Returns: The decision for the event the `OK` names, with the relay's text as its message.
+/// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when `ok` is not an `OK` frame, or is
+///   an `OK` without an event id (some relays send `""` with rejections), which names no event and
+///   cannot be classified.
 public func classifyDeliveryAcknowledgement(_ ok: RelayResponseFrame) throws(SoftchatError) -> DeliveryDecision {
     guard case .ok(let eventID, let accepted, let message) = ok else {
         throw .invalidRelayFrame("classifyDeliveryAcknowledgement needs an OK frame, got \(ok.verb)", operation: .relayPublish)

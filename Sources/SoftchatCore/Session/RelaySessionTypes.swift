@@ -37,7 +37,10 @@ public enum RelaySessionActionKind: String, Sendable, Hashable, CaseIterable {
 /// succeeds, call `confirmSent(deliveryEventIDs)` (an empty list for frames that carry no
 /// publish); frames not confirmed are queued again when the transport is lost.
 public struct OutboundRelayFrame: Sendable, Hashable {
+    /// The complete frame text, to write to the WebSocket as one text message.
     public let frame: String
+    /// The ids of the published events the frame carries, to pass to
+    /// ``RelaySession/confirmSent(_:now:)`` once it is written; empty for a frame without publishes.
     public let deliveryEventIDs: [String]
 }
 
@@ -46,8 +49,11 @@ public struct OutboundRelayFrame: Sendable, Hashable {
 public struct RelaySessionConfig: Sendable, Hashable {
     /// False for relays without Softchat's EVENTS frame: batches go out as consecutive EVENTs.
     public var supportsEventsBatch: Bool
+    /// The first reconnect delay before jitter, doubled per failed attempt; at least 1.
     public var reconnectBaseDelaySeconds: Int64
+    /// The cap on the reconnect delay before jitter; at least the base delay.
     public var reconnectMaxDelaySeconds: Int64
+    /// How long a connection must stay ready for its loss to start the backoff over; not negative.
     public var reconnectResetAfterSeconds: Int64
     /// Seed of the reconnect jitter, so a replay schedules the same delays.
     public var jitterSeed: Int64
@@ -74,6 +80,29 @@ public struct RelaySessionConfig: Sendable, Hashable {
     /// for the connection: the event leaves as retryable at once instead of waiting for an AUTH.
     public var answersAuthentication: Bool
 
+    /// Settings with the contract's defaults for whatever is not given; ``RelaySession/init(config:)``
+    /// checks them.
+    ///
+    /// - Parameters:
+    ///   - supportsEventsBatch: Whether the relay takes Softchat's EVENTS frame (default true).
+    ///   - reconnectBaseDelaySeconds: The first reconnect delay before jitter (default 1 s).
+    ///   - reconnectMaxDelaySeconds: The cap on the reconnect delay before jitter (default 300 s).
+    ///   - reconnectResetAfterSeconds: How long a connection must stay ready for the backoff to
+    ///     start over (default 60 s).
+    ///   - jitterSeed: The seed of the reconnect jitter (default 0).
+    ///   - sinceOverlapSeconds: How far before the newest confirmed event a resubscription's
+    ///     `since` starts (default 10 s).
+    ///   - correlateUnnamedAcknowledgements: Whether an `OK` with an empty id applies to the oldest
+    ///     unanswered write (default false).
+    ///   - relayURL: The relay's URL, which AUTH events must name; nil skips that check (default).
+    ///   - maxMessageBytes: The relay's NIP-11 `max_message_length`, at least
+    ///     ``RelaySessionConfig/minimumMessageBytes``; nil when unknown (default).
+    ///   - acknowledgementTimeoutSeconds: How long an event may wait for its `OK` after its write
+    ///     (default 10 s).
+    ///   - authenticationWaitSeconds: How long frames behind our AUTH wait for its `OK` (default 5 s).
+    ///   - authenticationWindowSeconds: How far an AUTH event's `created_at` may be from `now`
+    ///     (default ``Nip42/defaultWindowSeconds``).
+    ///   - answersAuthentication: Whether the host signs NIP-42 challenges (default true).
     public init(
         supportsEventsBatch: Bool = true,
         reconnectBaseDelaySeconds: Int64 = Int64(RelayRecoveryContract.reconnectBaseDelaySeconds.value),
@@ -137,14 +166,26 @@ public struct RelaySessionConfig: Sendable, Hashable {
 /// A redacted diagnostic view of the session: counts, ids and state, never event content,
 /// challenges or keys. Never restore delivery state from it.
 public struct RelaySessionSnapshot: Sendable, Hashable, CustomStringConvertible {
+    /// The lifecycle state's name (`idle`, `connecting`, `authenticating`, `ready`, `backingOff`,
+    /// `cancelled` or `closed`): diagnostic text, not a value to branch on.
     public let state: String
+    /// The current subscriptions' ids, in the order they were added (a replaced one keeps its place).
     public let subscriptionIDs: [String]
+    /// Control frames queued plus frames drained and not yet confirmed written; publishes not yet
+    /// framed are not counted.
     public let outboundFrames: Int
+    /// Published events the session holds: pending, in flight, or held for an auth-required resend.
     public let pendingPublishes: Int
+    /// Events handed out with `persistEvent` and not yet confirmed with
+    /// ``RelaySession/confirmIngested(_:)``.
     public let awaitingPersistence: Int
+    /// The attempt number of the latest `scheduleReconnect`: 0 until the transport is first lost;
+    /// the count starts again at 1 only when a connection that stayed ready long enough is lost.
     public let reconnectAttempt: Int
+    /// Whether the relay accepted our NIP-42 authentication on this connection.
     public let authenticated: Bool
 
+    /// The snapshot on one line, for logs.
     public var description: String {
         "RelaySession(state: \(state), subscriptions: \(subscriptionIDs), outbound: \(outboundFrames), "
             + "pendingPublishes: \(pendingPublishes), awaitingPersistence: \(awaitingPersistence), "

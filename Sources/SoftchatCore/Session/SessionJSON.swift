@@ -4,6 +4,7 @@ public import SoftchatJSON
 // C ABI carries. Keys are the schema's neutral names (subscriptionId, eventId, …).
 
 extension DeliveryDecision {
+    /// The decision as JSON: `{"eventId", "state", "category", "message"}`.
     public var jsonValue: JSONValue {
         .object(JSONObject([
             "eventId": .string(eventID), "state": .string(state.rawValue),
@@ -13,6 +14,8 @@ extension DeliveryDecision {
 }
 
 extension RelaySessionAction {
+    /// The action as JSON: its `kind` and the fields it carries, under the schema's names
+    /// (`subscriptionId`, `eventId`, `delayMilliseconds`, …).
     public var jsonValue: JSONValue {
         var o = JSONObject()
         o.append("kind", .string(kind.rawValue))
@@ -33,12 +36,14 @@ extension RelaySessionAction {
 }
 
 extension OutboundRelayFrame {
+    /// The frame as JSON: `{"frame", "deliveryEventIds"}`.
     public var jsonValue: JSONValue {
         .object(JSONObject(["frame": .string(frame), "deliveryEventIds": .array(deliveryEventIDs.map(JSONValue.string))]))
     }
 }
 
 extension RelaySessionSnapshot {
+    /// The snapshot as JSON, under the schema's names (`subscriptionIds`, `outboundFrames`, …).
     public var jsonValue: JSONValue {
         .object(JSONObject([
             "state": .string(state), "subscriptionIds": .array(subscriptionIDs.map(JSONValue.string)),

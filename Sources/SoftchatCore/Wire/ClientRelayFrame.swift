@@ -6,11 +6,17 @@ import SoftchatJSON
 ///
 /// Every event inside is a `VerifiedEvent`, so a parsed frame is trustworthy as a whole.
 public enum ClientRelayFrame: Sendable, Hashable {
+    /// `["EVENT", event]`: publish one event.
     case event(VerifiedEvent)
+    /// `["REQ", id, filter…]`: subscribe with 1–64 filters.
     case req(subscriptionID: String, filters: [RelayFilter])
+    /// `["CLOSE", id]`: end a subscription (or a COUNT).
     case close(subscriptionID: String)
+    /// `["AUTH", event]`: answer the relay's NIP-42 challenge with a kind-22242 event.
     case auth(VerifiedEvent)
+    /// `["COUNT", id, filter…]`: ask for a NIP-45 count of the events 1–64 filters match.
     case count(subscriptionID: String, filters: [RelayFilter])
+    /// `["EVENTS", event…]`: Softchat's flat batch of 1–256 events with unique ids, one `OK` each.
     case events([VerifiedEvent])
     /// `["NEG-OPEN", id, filter, hex]`: one filter and the initiator's first message.
     case negOpen(subscriptionID: String, filter: RelayFilter, message: [UInt8])
@@ -19,6 +25,7 @@ public enum ClientRelayFrame: Sendable, Hashable {
     /// `["NEG-CLOSE", id]`.
     case negClose(subscriptionID: String)
 
+    /// The frame's verb, element 0 of its JSON array (`EVENT`, `REQ`, `NEG-OPEN`, …).
     public var verb: String {
         switch self {
         case .event: "EVENT"
@@ -34,6 +41,8 @@ public enum ClientRelayFrame: Sendable, Hashable {
     }
 
     /// The frame as compact JSON text, ready for a WebSocket text message.
+    ///
+    /// - Returns: The JSON array text; negentropy messages are written as lowercase hex.
     public func toJSON() -> String {
         var elements: [JSONValue] = [.string(verb)]
         switch self {
@@ -51,9 +60,18 @@ public enum ClientRelayFrame: Sendable, Hashable {
 }
 
 /// Validates a client frame: size bound before parsing, strict JSON, verb, arity, filters and
-/// every event's id and signature. Errors: `invalid_relay_frame`, `invalid_relay_filter`,
-/// `invalid_relay_authentication` (AUTH), `invalid_relay_batch` (EVENTS). A NEG- message must be
-/// non-empty lowercase hex; its negentropy content is not decoded here.
+/// every event's id and signature. A NEG- message must be non-empty lowercase hex; its
+/// negentropy content is not decoded here.
+///
+/// - Parameter text: One WebSocket text message from a client.
+/// - Returns: The frame, every event in it verified.
+/// - Throws: ``SoftchatError`` with code `invalid_relay_frame` for text over the frame bound, bad
+///   JSON, an unknown verb, wrong arity or element types, a bad subscription id or NEG- message,
+///   or an EVENT event that is malformed or does not verify; `invalid_relay_filter` for a bad
+///   filter (REQ, COUNT, NEG-OPEN), none, or more than 64; `invalid_relay_authentication` for an
+///   AUTH event that is malformed, does not verify or lacks NIP-42's kind and tags;
+///   `invalid_relay_batch` for an EVENTS batch that is nested, outside 1–256 events, repeats an
+///   id or holds an event that is malformed or does not verify.
 public func parseClientRelayFrame(_ text: String) throws(SoftchatError) -> ClientRelayFrame {
     let r = try FrameReader(text: text, direction: "client")
     switch r.verb {

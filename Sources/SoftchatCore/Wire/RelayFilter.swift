@@ -9,13 +9,19 @@ public import SoftchatJSON
 /// matching. An empty list matches nothing. Unknown and duplicate keys are rejected, and
 /// values are kept exactly (member order included), so a filter round-trips through JSON.
 public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
+    /// Event ids (64 lowercase hex characters) or id prefixes (fewer); nil when the filter has none.
     public private(set) var ids: [String]?
+    /// Author pubkeys (64 lowercase hex characters) or prefixes (fewer); nil when the filter has none.
     public private(set) var authors: [String]?
+    /// Event kinds, 0–65535; nil when the filter has none.
     public private(set) var kinds: [Int]?
     /// Tag conditions by letter, in document order.
     public private(set) var tagConditions: [(letter: Character, values: [String])]
+    /// The earliest `created_at` matched, inclusive; nil when the filter has none.
     public private(set) var since: Int64?
+    /// The latest `created_at` matched, inclusive; nil when the filter has none.
     public private(set) var until: Int64?
+    /// How many stored events the relay should return at most; never applied to live matching.
     public private(set) var limit: Int64?
     /// The members as given, for exact re-serialization.
     public let json: JSONObject
@@ -30,7 +36,12 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
     /// String equality treats canonically equivalent text ("é" and "e\u{301}") as equal.
     private let tagSets: [(name: [UInt8], values: Set<[UInt8]>)]
 
-    /// Parses filter JSON text (`invalid_relay_filter` on any problem).
+    /// Parses filter JSON text strictly.
+    ///
+    /// - Parameter text: The JSON text of one filter object.
+    /// - Returns: The filter.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_filter` when the text is not JSON or not a
+    ///   valid filter (see ``RelayFilter/init(json:index:)``).
     public static func fromJSON(_ text: String) throws(SoftchatError) -> RelayFilter {
         let value: JSONValue
         do {
@@ -41,7 +52,15 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
         return try RelayFilter(json: value, index: nil)
     }
 
-    /// Reads one filter object; `index` names it in messages (`filter 3: …`).
+    /// Reads one filter object strictly.
+    ///
+    /// - Parameters:
+    ///   - value: The filter object.
+    ///   - index: The filter's place in its frame, named in messages (`filter 3: …`); nil for none.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_filter` when the value is not an object, a
+    ///   key is unknown or names no single-letter tag, or a value has the wrong type or range:
+    ///   `ids` and `authors` entries must be 1–64 lowercase hex characters, `kinds` 0–65535, tag
+    ///   values strings, and `since`, `until` and `limit` non-negative integers.
     public init(json value: JSONValue, index: Int? = nil) throws(SoftchatError) {
         let place = index.map { "filter \($0)" } ?? "filter"
         func fail(_ message: String) -> SoftchatError { .invalidRelayFilter("\(place): \(message)") }
@@ -109,6 +128,9 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// True when every condition present holds (values within a list OR together).
+    ///
+    /// - Parameter event: The event to test.
+    /// - Returns: Whether the filter selects the event.
     public func matches(_ event: VerifiedEvent) -> Bool {
         if let exactIDs {
             guard exactIDs.contains(event.id) || idPrefixes.contains(where: { event.id.hasPrefix($0) }) else { return false }
@@ -130,18 +152,31 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// True when any of `filters` matches (filters OR together).
+    ///
+    /// - Parameters:
+    ///   - filters: The filters; an empty list matches nothing.
+    ///   - event: The event to test.
+    /// - Returns: Whether at least one filter selects the event.
     public static func anyMatches(_ filters: [RelayFilter], _ event: VerifiedEvent) -> Bool {
         filters.contains { $0.matches(event) }
     }
 
     /// The filter as compact JSON, members in their original order and values exactly.
+    ///
+    /// - Returns: The JSON object text.
     public func toJSON() -> String { JSONValue.object(json).jsonText }
 
     /// A copy with `since` set (added at the end, or replaced in place): what a resubscription
     /// after a reconnect sends.
+    ///
+    /// - Parameter value: The earliest `created_at` to match; a negative value is written as 0.
+    /// - Returns: The changed filter.
     public func withSince(_ value: Int64) -> RelayFilter { with("since", value) }
 
     /// A copy with `until` set (added at the end, or replaced in place).
+    ///
+    /// - Parameter value: The latest `created_at` to match; a negative value is written as 0.
+    /// - Returns: The changed filter.
     public func withUntil(_ value: Int64) -> RelayFilter { with("until", value) }
 
     private func with(_ key: String, _ value: Int64) -> RelayFilter {
@@ -157,13 +192,25 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// A copy without `limit`: the whole set the filter selects (what NIP-77 reconciles).
+    ///
+    /// - Returns: The filter with its `limit` member removed, if it had one.
     public func withoutLimit() -> RelayFilter {
         // Cannot fail: removing a member leaves a valid filter.
         try! RelayFilter(json: .object(JSONObject(members: json.members.filter { $0.key != "limit" })))
     }
 
+    /// The filter's JSON text.
     public var description: String { toJSON() }
 
+    /// Filters are equal when their JSON members are, in the same order.
+    ///
+    /// - Parameters:
+    ///   - a: One filter.
+    ///   - b: The other filter.
+    /// - Returns: True when both have the same members with the same values, in the same order.
     public static func == (a: RelayFilter, b: RelayFilter) -> Bool { a.json == b.json }
+    /// Hashes the JSON members, as equality compares them.
+    ///
+    /// - Parameter hasher: The hasher to feed.
     public func hash(into hasher: inout Hasher) { hasher.combine(json) }
 }

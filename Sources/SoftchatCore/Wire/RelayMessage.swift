@@ -9,6 +9,9 @@ public struct RelayMessage: Sendable, Hashable, CustomStringConvertible {
     /// The human part after the prefix (the whole text when there is no prefix).
     public let message: String
 
+    /// Splits relay text into its prefix and message.
+    ///
+    /// - Parameter text: The text of an `OK`, `CLOSED`, `NOTICE` or `NEG-ERR`, as the relay sent it.
     public init(_ text: String) {
         self.text = text
         var rest = Substring(text)
@@ -27,5 +30,6 @@ public struct RelayMessage: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The text exactly as the relay sent it.
     public var description: String { text }
 }

@@ -3,13 +3,20 @@ import SoftchatJSON
 /// A frame a relay sends to a client: EVENT, OK, EOSE, CLOSED, NOTICE, AUTH, COUNT, and NIP-77's
 /// NEG-MSG and NEG-ERR.
 public enum RelayResponseFrame: Sendable, Hashable {
+    /// `["EVENT", id, event]`: a verified event for subscription `subscriptionID`.
     case event(subscriptionID: String, event: VerifiedEvent)
-    /// `eventID` is nil for the empty id some relays send with a rejection.
+    /// `["OK", id, accepted, message]`: the relay's answer to a published event. `eventID` is nil
+    /// for the empty id some relays send with a rejection.
     case ok(eventID: String?, accepted: Bool, message: RelayMessage)
+    /// `["EOSE", id]`: every stored event of the subscription was sent; later ones are live.
     case eose(subscriptionID: String)
+    /// `["CLOSED", id, message]`: the relay ended the subscription (or COUNT), saying why.
     case closed(subscriptionID: String, message: RelayMessage)
+    /// `["NOTICE", message]`: human-readable text from the relay.
     case notice(RelayMessage)
+    /// `["AUTH", challenge]`: the relay asks for NIP-42 authentication with a non-empty challenge.
     case auth(challenge: String)
+    /// `["COUNT", id, result]`: the NIP-45 answer to a COUNT.
     case count(subscriptionID: String, result: CountResult)
     /// `["NEG-MSG", id, hex]`: the responder's negentropy message, as bytes.
     case negMessage(subscriptionID: String, message: [UInt8])
@@ -17,6 +24,7 @@ public enum RelayResponseFrame: Sendable, Hashable {
     /// not kept): the reconciliation is closed.
     case negError(subscriptionID: String, message: RelayMessage)
 
+    /// The frame's verb, element 0 of its JSON array (`EVENT`, `OK`, `NEG-ERR`, …).
     public var verb: String {
         switch self {
         case .event: "EVENT"
@@ -31,6 +39,9 @@ public enum RelayResponseFrame: Sendable, Hashable {
         }
     }
 
+    /// The frame as compact JSON text, as a relay writes it.
+    ///
+    /// - Returns: The JSON array text; an `OK` without an event id has `""` in its place.
     public func toJSON() -> String {
         let elements: [JSONValue]
         switch self {
@@ -49,9 +60,15 @@ public enum RelayResponseFrame: Sendable, Hashable {
 }
 
 /// Validates a relay frame: size bound, strict JSON, verb and arity, and for EVENT the event's
-/// id and signature. An `OK` id is 64 lowercase hex or empty; an `AUTH` challenge is a
-/// non-empty string (`invalid_relay_authentication` otherwise). Everything else that is wrong
-/// is `invalid_relay_frame`.
+/// id and signature.
+///
+/// - Parameter text: One WebSocket text message from a relay.
+/// - Returns: The frame; an EVENT's event is verified.
+/// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` for an AUTH that is not
+///   `["AUTH", non-empty challenge string]`; `invalid_relay_frame` for everything else that is
+///   wrong: text over the frame bound, bad JSON, an unknown verb, wrong arity or element types, a
+///   bad subscription id, an `OK` id that is neither 64 lowercase hex nor empty, a malformed
+///   COUNT result or NEG- message, or an EVENT event that is malformed or does not verify.
 public func parseRelayResponseFrame(_ text: String) throws(SoftchatError) -> RelayResponseFrame {
     try parseRelayResponseFrame(try FrameReader(text: text, direction: "relay"))
 }
