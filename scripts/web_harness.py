@@ -32,7 +32,8 @@ class Server(http.server.ThreadingHTTPServer):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     types = {".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm", ".html": "text/html",
-             ".json": "application/json", ".ts": "text/plain", ".txt": "text/plain", ".csv": "text/plain"}
+             ".json": "application/json", ".ts": "text/plain", ".txt": "text/plain", ".csv": "text/plain", ".css": "text/css",
+             ".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg", ".ico": "image/x-icon"}
 
     def log_message(self, *args):
         pass
@@ -46,6 +47,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def file(self, path):
+        if os.path.isdir(path):
+            path = os.path.join(path, "index.html")
         if not os.path.isfile(path):
             return self.send(404)
         with open(path, "rb") as f:

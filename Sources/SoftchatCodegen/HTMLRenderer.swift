@@ -52,6 +52,10 @@ public struct HTMLSite {
     /// The guides the navigation lists first, in reading order; others follow by name.
     public static let guideOrder = ["getting-started", "host-loop", "durability", "recovery"]
 
+    /// The Swift API reference's first page: `scripts/docc` writes the merged DocC archive to
+    /// `api/` (static hosting, base path `/api/`), beside the pages this renderer writes.
+    public static let swiftAPIPath = "api/documentation/softchatcore/index.html"
+
     /// Markdown under this folder of `docs/` is generated from the schema: the site renders
     /// those pages from the schema itself instead of converting the Markdown.
     public static let generatedFolder = "reference/"
@@ -215,7 +219,9 @@ public struct HTMLRenderer {
         }
         h.line("</tbody>")
         h.line("</table>")
-        h.line("<p>See also the <a href=\"errors.html\">error catalog</a>.</p>")
+        h.line("<p>See also the <a href=\"errors.html\">error catalog</a>, and the <a href=\"../\(HTMLSite.swiftAPIPath)\">Swift API")
+        h.line("reference</a> (DocC: every public type of SoftchatCore, SoftchatJSON, SoftchatStorage, SoftchatSync,")
+        h.line("SoftchatTransport and SoftchatClient, built by <code>scripts/docc</code>; serve the site over HTTP to read it).</p>")
         return page("index.html", title: "Reference", body: h.text)
     }
 
@@ -374,7 +380,8 @@ public struct HTMLRenderer {
                     + "Android and TypeScript: <code>scripts/test-facades</code>, over the C ABI).")
             }
             if !notCompiled.isEmpty {
-                status.append("\(notCompiled.map(\.displayName).joined(separator: ", ")): shown as specified; not compiled in this repository yet.")
+                status.append(notCompiled.map { $0.unbuiltNote ?? "\($0.displayName): shown as specified; not compiled in this repository yet." }
+                    .joined(separator: " "))
             }
             h.line("<p class=\"recipe-status\">\(status.joined(separator: " "))</p>")
             for language in present {
@@ -456,6 +463,7 @@ enum HTMLPage {
         h.line(navLink("\(HTMLRenderer.directory)/index.html", "Contracts"))
         for id in contracts { h.line(navLink("\(HTMLRenderer.directory)/\(id).html", id, code: true)) }
         h.line(navLink("\(HTMLRenderer.directory)/errors.html", "Error catalog"))
+        h.line(navLink(HTMLSite.swiftAPIPath, "Swift API (DocC)"))
         h.line("</ul>")
         h.line("</nav>")
         h.line("<main>")

@@ -128,6 +128,11 @@ public struct MarkdownRenderer {
             w.line("| \(language.displayName) | \((c.symbols[language] ?? []).map { "`\($0)`" }.joined(separator: ", ")) |")
         }
         w.line()
+        for language in Language.allCases where c.symbols[language] != nil {
+            guard let note = language.unbuiltNote else { continue }
+            w.line(note)
+            w.line()
+        }
         if !c.notes.isEmpty || !c.sequence.isEmpty || !c.steps.isEmpty {
             w.line("## Semantics")
             w.line()
@@ -171,6 +176,10 @@ public struct MarkdownRenderer {
                 guard let r = c.recipes.first(where: { $0.language == language }) else { continue }
                 w.line("### \(language.displayName)")
                 w.line()
+                if let note = language.unbuiltNote {
+                    w.line(note)
+                    w.line()
+                }
                 w.line("```\(language.fence)")
                 for l in r.code { w.line(l) }
                 w.line("```")

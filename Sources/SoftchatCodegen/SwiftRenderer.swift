@@ -80,6 +80,7 @@ public struct SwiftRenderer {
             w.line("/// What a host should do about it (Schema/errors.json `handling`).")
             w.line("public var handling: String { Self.catalog[rawValue]?.handling ?? \"Treat it as permanent and report it.\" }")
             w.line()
+            w.line("/// The stable code itself (`invalid_relay_frame`).")
             w.line("public var description: String { rawValue }")
         }
         w.line()
@@ -101,17 +102,28 @@ public struct SwiftRenderer {
         w.line("/// saying what and where, the operation contract that raised it, and (through the code)")
         w.line("/// its retry rule. Messages never contain secrets or event content beyond ids.")
         w.block("public struct SoftchatError: Error, Sendable, Equatable, CustomStringConvertible {") { w in
+            w.line("/// The stable code: what callers match on, in every language.")
             w.line("public let code: SoftchatErrorCode")
+            w.line("/// What was refused and where, for people; not for matching.")
             w.line("public let message: String")
+            w.line("/// The operation contract that raised the error.")
             w.line("public let operation: SoftchatOperation")
             w.line()
+            w.line("/// An error with its code, message and raising contract.")
+            w.line("///")
+            w.line("/// - Parameters:")
+            w.line("///   - code: The stable code.")
+            w.line("///   - message: What was refused and where; never a secret or event content beyond ids.")
+            w.line("///   - operation: The operation contract that raises it.")
             w.block("public init(_ code: SoftchatErrorCode, _ message: String, operation: SoftchatOperation) {") { w in
                 w.line("self.code = code")
                 w.line("self.message = message")
                 w.line("self.operation = operation")
             }
             w.line()
+            w.line("/// Whether and when the same call may be retried, as the error catalog gives it for ``code``.")
             w.line("public var retryRule: SoftchatRetryRule { code.retryRule }")
+            w.line("/// `code: message`, as the CLI prints it.")
             w.line("public var description: String { \"\\(code.rawValue): \\(message)\" }")
             for e in set.errors {
                 let owner = set.operation(raising: e.code) ?? set.contracts.first?.id ?? ""
@@ -127,23 +139,38 @@ public struct SwiftRenderer {
         w.line()
         w.line("/// An exact input bound of an operation contract, with the check that enforces it.")
         w.block("public struct ContractBound: Sendable, Equatable, CustomStringConvertible {") { w in
+            w.line("/// The operation contract that declares the bound.")
             w.line("public let operation: SoftchatOperation")
+            w.line("/// The bound's name in the schema (`maxFrameBytes`).")
             w.line("public let name: String")
+            w.line("/// The largest value allowed.")
             w.line("public let value: Int")
+            w.line("/// The smallest value allowed, when the bound has one.")
             w.line("public let minimum: Int?")
+            w.line("/// What the value counts (`bytes`, `filters`, `events`).")
             w.line("public let unit: String")
+            w.line("/// The error raised when an input is outside the bound.")
             w.line("public let error: SoftchatErrorCode")
+            w.line("/// The schema's description of the bound.")
             w.line("public let doc: String")
             w.line("/// `relay.session.maxSubscriptions` when this bound restates another contract's.")
             w.line("public let restates: String?")
             w.line()
-            w.line("/// True when `count` is within the bound (and at or above its minimum, if any).")
+            w.line("/// Whether `count` is within the bound (and at or above its minimum, if any).")
+            w.line("///")
+            w.line("/// - Parameter count: The input's size in ``unit``.")
+            w.line("/// - Returns: `true` when the bound allows `count`.")
             w.block("public func allows(_ count: Int) -> Bool {") { w in
                 w.line("count <= value && count >= (minimum ?? Int.min)")
             }
             w.line()
-            w.line("/// Throws the contract's error when `count` is outside the bound. `what` names the")
-            w.line("/// input in the message (\"frame\", \"filters in REQ\").")
+            w.line("/// Throws the contract's error when `count` is outside the bound.")
+            w.line("///")
+            w.line("/// - Parameters:")
+            w.line("///   - count: The input's size in ``unit``.")
+            w.line("///   - what: Names the input in the message (\"frame\", \"filters in REQ\").")
+            w.line("/// - Throws: ``SoftchatError`` with the bound's ``error`` code when `count` is over ``value`` or")
+            w.line("///   under ``minimum``.")
             w.block("public func check(_ count: Int, _ what: @autoclosure () -> String) throws(SoftchatError) {") { w in
                 w.block("if count > value {") { w in
                     w.line("throw SoftchatError(error, \"\\(what()) has \\(count) \\(unit), over the limit of \\(value)\", operation: operation)")
@@ -153,6 +180,7 @@ public struct SwiftRenderer {
                 }
             }
             w.line()
+            w.line("/// `contract.name = value unit`, as `softchat contract show` prints it.")
             w.line("public var description: String { \"\\(operation.rawValue).\\(name) = \\(value) \\(unit)\" }")
         }
         w.line()
@@ -164,6 +192,7 @@ public struct SwiftRenderer {
         w.line("///")
         w.line("/// Declared in Schema/\(c.file).")
         w.block("public enum \(typeName) {") { w in
+            w.line("/// The operation this contract governs.")
             w.line("public static let operation = SoftchatOperation.\(Naming.lowerCamel(contractID: c.id))")
             for b in c.bounds {
                 w.line()
@@ -190,12 +219,19 @@ public struct SwiftRenderer {
     func renderCatalog(_ w: inout SourceWriter) {
         w.line("/// The contracts as this binary was built with them: what `softchat contract show` prints.")
         w.block("public struct OperationContractInfo: Sendable {") { w in
+            w.line("/// The operation the contract governs.")
             w.line("public let operation: SoftchatOperation")
+            w.line("/// The contract's title.")
             w.line("public let title: String")
+            w.line("/// One paragraph on what the operation does.")
             w.line("public let summary: String")
+            w.line("/// What the operation produces.")
             w.line("public let output: String")
+            w.line("/// What the operation trusts, and what it checks before trusting.")
             w.line("public let trust: String")
+            w.line("/// The contract's exact input bounds, in schema order.")
             w.line("public let bounds: [ContractBound]")
+            w.line("/// The stable errors the operation raises, in schema order.")
             w.line("public let errors: [SoftchatErrorCode]")
             w.line("/// Ownership, retry, lifecycle, concurrency and cancellation rules, in that order.")
             w.line("public let rules: [(name: String, text: String)]")
@@ -203,11 +239,14 @@ public struct SwiftRenderer {
             w.line("public let symbols: [(language: String, symbols: [String])]")
         }
         w.line()
+        w.line("/// Every operation contract this binary was built with, and the schema's fingerprint.")
         w.block("public enum SoftchatContractCatalog {") { w in
             w.line("/// Fingerprint of the schema's behaviour-relevant parts (bounds, errors, API).")
             w.line("public static let checksum = \(quoted(contractChecksum(set)))")
+            w.line("/// The schema's format version (`schemaVersion` in Schema/softchat.json).")
             w.line("public static let schemaVersion = \(set.schemaVersion)")
             w.line()
+            w.line("/// Every contract, in schema order.")
             w.block("public static let all: [OperationContractInfo] = [", closer: "]") { w in
                 for c in set.contracts {
                     let ns = Naming.upperCamel(contractID: c.id) + "Contract"
@@ -229,6 +268,10 @@ public struct SwiftRenderer {
                 }
             }
             w.line()
+            w.line("/// The contract with id `id`.")
+            w.line("///")
+            w.line("/// - Parameter id: A contract id such as `relay.wire`.")
+            w.line("/// - Returns: The contract, or `nil` when no contract has that id.")
             w.block("public static func contract(_ id: String) -> OperationContractInfo? {") { w in
                 w.line("all.first { $0.operation.rawValue == id }")
             }

@@ -80,6 +80,18 @@ public enum Language: String, Sendable, Equatable, CaseIterable {
         }
     }
 
+    /// Why the language's symbols and recipes are shown though Softchat builds nothing for it, or
+    /// nil for the languages it ships. The product page specifies a Rust binding; Softchat's core
+    /// is Swift, and no Rust binding exists.
+    public var unbuiltNote: String? {
+        switch self {
+        case .rust:
+            "Rust: the product page's names for a Rust binding, which Softchat does not build (its core is Swift); "
+                + "shown as specified, not compiled."
+        case .android, .swift, .typescript: nil
+        }
+    }
+
     /// The code-fence language of its recipes.
     public var fence: String {
         switch self {

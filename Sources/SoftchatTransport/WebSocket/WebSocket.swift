@@ -7,7 +7,12 @@ public final class WebSocket: @unchecked Sendable {
     // @unchecked: one owner drives a connection at a time (the managed loop or a relay thread).
     /// Which end of the connection this side is: a `client` masks the frames it sends and
     /// refuses masked ones; a `server` requires masked frames and sends its own unmasked.
-    public enum Role: Sendable { case client, server }
+    public enum Role: Sendable {
+        /// The connecting side: masks the frames it sends, refuses masked ones (RFC 6455 §5.1).
+        case client
+        /// The accepting side: requires masked frames, sends its own unmasked.
+        case server
+    }
 
     /// What ``WebSocket/receive(timeoutMilliseconds:)`` returns: a text message or the peer's close.
     public enum Message: Sendable, Equatable {

@@ -53,6 +53,7 @@ public struct SoftchatErrorCode: RawRepresentable, Hashable, Sendable, CaseItera
     /// What a host should do about it (Schema/errors.json `handling`).
     public var handling: String { Self.catalog[rawValue]?.handling ?? "Treat it as permanent and report it." }
 
+    /// The stable code itself (`invalid_relay_frame`).
     public var description: String { rawValue }
 }
 
@@ -68,17 +69,28 @@ public enum SoftchatOperation: String, Sendable, CaseIterable {
 /// saying what and where, the operation contract that raised it, and (through the code)
 /// its retry rule. Messages never contain secrets or event content beyond ids.
 public struct SoftchatError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The stable code: what callers match on, in every language.
     public let code: SoftchatErrorCode
+    /// What was refused and where, for people; not for matching.
     public let message: String
+    /// The operation contract that raised the error.
     public let operation: SoftchatOperation
 
+    /// An error with its code, message and raising contract.
+    ///
+    /// - Parameters:
+    ///   - code: The stable code.
+    ///   - message: What was refused and where; never a secret or event content beyond ids.
+    ///   - operation: The operation contract that raises it.
     public init(_ code: SoftchatErrorCode, _ message: String, operation: SoftchatOperation) {
         self.code = code
         self.message = message
         self.operation = operation
     }
 
+    /// Whether and when the same call may be retried, as the error catalog gives it for ``code``.
     public var retryRule: SoftchatRetryRule { code.retryRule }
+    /// `code: message`, as the CLI prints it.
     public var description: String { "\(code.rawValue): \(message)" }
 
     /// `invalid_echo`: The echo input is malformed.
@@ -94,23 +106,38 @@ public struct SoftchatError: Error, Sendable, Equatable, CustomStringConvertible
 
 /// An exact input bound of an operation contract, with the check that enforces it.
 public struct ContractBound: Sendable, Equatable, CustomStringConvertible {
+    /// The operation contract that declares the bound.
     public let operation: SoftchatOperation
+    /// The bound's name in the schema (`maxFrameBytes`).
     public let name: String
+    /// The largest value allowed.
     public let value: Int
+    /// The smallest value allowed, when the bound has one.
     public let minimum: Int?
+    /// What the value counts (`bytes`, `filters`, `events`).
     public let unit: String
+    /// The error raised when an input is outside the bound.
     public let error: SoftchatErrorCode
+    /// The schema's description of the bound.
     public let doc: String
     /// `relay.session.maxSubscriptions` when this bound restates another contract's.
     public let restates: String?
 
-    /// True when `count` is within the bound (and at or above its minimum, if any).
+    /// Whether `count` is within the bound (and at or above its minimum, if any).
+    ///
+    /// - Parameter count: The input's size in ``unit``.
+    /// - Returns: `true` when the bound allows `count`.
     public func allows(_ count: Int) -> Bool {
         count <= value && count >= (minimum ?? Int.min)
     }
 
-    /// Throws the contract's error when `count` is outside the bound. `what` names the
-    /// input in the message ("frame", "filters in REQ").
+    /// Throws the contract's error when `count` is outside the bound.
+    ///
+    /// - Parameters:
+    ///   - count: The input's size in ``unit``.
+    ///   - what: Names the input in the message ("frame", "filters in REQ").
+    /// - Throws: ``SoftchatError`` with the bound's ``error`` code when `count` is over ``value`` or
+    ///   under ``minimum``.
     public func check(_ count: Int, _ what: @autoclosure () -> String) throws(SoftchatError) {
         if count > value {
             throw SoftchatError(error, "\(what()) has \(count) \(unit), over the limit of \(value)", operation: operation)
@@ -120,6 +147,7 @@ public struct ContractBound: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// `contract.name = value unit`, as `softchat contract show` prints it.
     public var description: String { "\(operation.rawValue).\(name) = \(value) \(unit)" }
 }
 
@@ -127,6 +155,7 @@ public struct ContractBound: Sendable, Equatable, CustomStringConvertible {
 ///
 /// Declared in Schema/demo.echo.json.
 public enum DemoEchoContract {
+    /// The operation this contract governs.
     public static let operation = SoftchatOperation.demoEcho
 
     /// An echo is at most 1 KiB.
@@ -156,6 +185,7 @@ public enum DemoEchoContract {
 ///
 /// Declared in Schema/demo.mirror.json.
 public enum DemoMirrorContract {
+    /// The operation this contract governs.
     public static let operation = SoftchatOperation.demoMirror
 
     /// An echo is at most 1 KiB.
@@ -175,12 +205,19 @@ public enum DemoMirrorContract {
 
 /// The contracts as this binary was built with them: what `softchat contract show` prints.
 public struct OperationContractInfo: Sendable {
+    /// The operation the contract governs.
     public let operation: SoftchatOperation
+    /// The contract's title.
     public let title: String
+    /// One paragraph on what the operation does.
     public let summary: String
+    /// What the operation produces.
     public let output: String
+    /// What the operation trusts, and what it checks before trusting.
     public let trust: String
+    /// The contract's exact input bounds, in schema order.
     public let bounds: [ContractBound]
+    /// The stable errors the operation raises, in schema order.
     public let errors: [SoftchatErrorCode]
     /// Ownership, retry, lifecycle, concurrency and cancellation rules, in that order.
     public let rules: [(name: String, text: String)]
@@ -188,11 +225,14 @@ public struct OperationContractInfo: Sendable {
     public let symbols: [(language: String, symbols: [String])]
 }
 
+/// Every operation contract this binary was built with, and the schema's fingerprint.
 public enum SoftchatContractCatalog {
     /// Fingerprint of the schema's behaviour-relevant parts (bounds, errors, API).
     public static let checksum = "c78610ab6ca84408"
+    /// The schema's format version (`schemaVersion` in Schema/softchat.json).
     public static let schemaVersion = 1
 
+    /// Every contract, in schema order.
     public static let all: [OperationContractInfo] = [
         OperationContractInfo(
             operation: .demoEcho, title: "Echo",
@@ -234,6 +274,10 @@ public enum SoftchatContractCatalog {
             ]),
     ]
 
+    /// The contract with id `id`.
+    ///
+    /// - Parameter id: A contract id such as `relay.wire`.
+    /// - Returns: The contract, or `nil` when no contract has that id.
     public static func contract(_ id: String) -> OperationContractInfo? {
         all.first { $0.operation.rawValue == id }
     }
