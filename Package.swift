@@ -85,7 +85,8 @@ let package = Package(
         // MARK: The C ABI over the core and storage: @_cdecl exports generated from Schema/
         // (SoftchatContractPlugin), hand-written handle boxes and codecs (Sources/SoftchatFFI)
         .target(
-            name: "SoftchatFFI", dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON", "SoftchatClient", "SoftchatSync", "SoftchatTransport"],
+            name: "SoftchatFFI",
+            dependencies: ["SoftchatCore", "SoftchatStorage", "SoftchatJSON", "SoftchatClient", "SoftchatSync", "SoftchatTransport"],
             swiftSettings: strictSwift, plugins: ["SoftchatContractPlugin"]),
 
         // MARK: Transport: TCP/TLS/Noise streams, WebSocket (RFC 6455), the one-thread I/O driver (core only, no storage)
@@ -108,7 +109,10 @@ let package = Package(
         // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat bench`
         .target(
             name: "SoftchatBenchmarks",
-            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "CSecp256k1", "CSQLite"],
+            dependencies: [
+                "SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay",
+                "CSecp256k1", "CSQLite",
+            ],
             swiftSettings: strictSwift),
 
         // MARK: libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer; normally a replay runner)
@@ -120,7 +124,10 @@ let package = Package(
         // MARK: The thin CLI
         .executableTarget(
             name: "SoftchatCLI",
-            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatBenchmarks"],
+            dependencies: [
+                "SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay",
+                "SoftchatBenchmarks",
+            ],
             swiftSettings: strictSwift),
 
         // MARK: Tests
@@ -136,8 +143,10 @@ let package = Package(
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatTransportTests",
-            dependencies: ["SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON",
-                           "SoftchatBenchmarks"],
+            dependencies: [
+                "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON",
+                "SoftchatBenchmarks",
+            ],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatFFITests", dependencies: ["SoftchatFFI", "SoftchatTestRelay", "SoftchatCore", "SoftchatJSON"],

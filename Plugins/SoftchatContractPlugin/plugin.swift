@@ -22,7 +22,8 @@ struct SoftchatContractPlugin: BuildToolPlugin {
         } else if target.name == "SoftchatFFI" {
             // The portable exports (also compiled into the WebAssembly build) and the native-only ones.
             (command, fileNames, displayName) = (
-                "ffi", ["SoftchatFFIExports.swift", "SoftchatFFIExports+Native.swift"], "Generating the C ABI exports from Schema/")
+                "ffi", ["SoftchatFFIExports.swift", "SoftchatFFIExports+Native.swift"], "Generating the C ABI exports from Schema/"
+            )
         } else {
             (command, fileNames, displayName) = ("swift", ["SoftchatContractSurface.swift"], "Generating the Softchat contract surface from Schema/")
         }

@@ -1,10 +1,11 @@
 import CSQLite
 import SoftchatCore
 import SoftchatStorage
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `softchat bench account`: durable ingestion in batches of 256 (WAL, synchronous=FULL, one
@@ -24,10 +25,12 @@ public enum AccountBenchmarks {
         let t0 = monotonicSeconds()
         for b in batches { _ = try! account.incoming.ingest(b, receivedAt: 1_800_000_000) }
         let ingestSeconds = monotonicSeconds() - t0
-        var results = [BenchResult(
-            name: "durable ingestion, batches of 256", items: count, seconds: ingestSeconds,
-            baselineName: "raw SQLite inserts, same rows and durability", baselinePerSecond: Double(count) / rawSeconds,
-            peakMiB: peakMemoryMiB())]
+        var results = [
+            BenchResult(
+                name: "durable ingestion, batches of 256", items: count, seconds: ingestSeconds,
+                baselineName: "raw SQLite inserts, same rows and durability", baselinePerSecond: Double(count) / rawSeconds,
+                peakMiB: peakMemoryMiB())
+        ]
 
         // Chat history: one recipient's messages, newest 100.
         let recipient = corpus.first { $0.firstTagValue("p") != nil }!.firstTagValue("p")!
@@ -42,9 +45,10 @@ public enum AccountBenchmarks {
         }
         latencies.sort()
         let median = latencies[latencies.count / 2]
-        results.append(BenchResult(
-            name: "chat-history query (#p + kind, limit 100), median", items: 1, seconds: median,
-            baselineName: nil, baselinePerSecond: nil, peakMiB: peakMemoryMiB()))
+        results.append(
+            BenchResult(
+                name: "chat-history query (#p + kind, limit 100), median", items: 1, seconds: median,
+                baselineName: nil, baselinePerSecond: nil, peakMiB: peakMemoryMiB()))
         account.close()
         for p in [rawPath, path] { CorpusFiles.removeDatabase(p) }
         return results
@@ -58,7 +62,8 @@ public enum AccountBenchmarks {
         defer { sqlite3_close(db) }
         func exec(_ sql: String) { precondition(sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK, sql) }
         exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
-        exec("""
+        exec(
+            """
             CREATE TABLE events (id TEXT PRIMARY KEY NOT NULL, pubkey TEXT NOT NULL, created_at INTEGER NOT NULL, kind INTEGER NOT NULL,
               d_tag TEXT, expires_at INTEGER, deleted INTEGER NOT NULL DEFAULT 0, received_at INTEGER NOT NULL, json TEXT NOT NULL) WITHOUT ROWID;
             CREATE INDEX events_author_kind_time ON events (pubkey, kind, created_at);
@@ -117,8 +122,10 @@ public enum ScaleBenchmarks {
             account.close()
             CorpusFiles.removeDatabase(path)
         }
-        var firstRate = 0.0, lastRate = 0.0
-        var queryAtSmall = 0.0, queryAtLarge = 0.0
+        var firstRate = 0.0
+        var lastRate = 0.0
+        var queryAtSmall = 0.0
+        var queryAtLarge = 0.0
         var recipient: String?
         var held = 0
         var chunk = 0
@@ -141,10 +148,12 @@ public enum ScaleBenchmarks {
         }
         queryAtLarge = medianQuery(account, recipient!, quick: quick)
         return [
-            BenchResult(name: "durable ingestion at \(total) events (the last \(step))", items: step, seconds: Double(step) / lastRate,
-                        baselineName: "the first \(step)", baselinePerSecond: firstRate, peakMiB: peakMemoryMiB()),
-            BenchResult(name: "chat-history query (#p + kind, limit 100) at \(total) events, median", items: 1, seconds: queryAtLarge,
-                        baselineName: "at \(step) events", baselinePerSecond: 1 / queryAtSmall, peakMiB: peakMemoryMiB()),
+            BenchResult(
+                name: "durable ingestion at \(total) events (the last \(step))", items: step, seconds: Double(step) / lastRate,
+                baselineName: "the first \(step)", baselinePerSecond: firstRate, peakMiB: peakMemoryMiB()),
+            BenchResult(
+                name: "chat-history query (#p + kind, limit 100) at \(total) events, median", items: 1, seconds: queryAtLarge,
+                baselineName: "at \(step) events", baselinePerSecond: 1 / queryAtSmall, peakMiB: peakMemoryMiB()),
         ]
     }
 

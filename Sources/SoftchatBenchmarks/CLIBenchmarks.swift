@@ -1,10 +1,11 @@
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `softchat bench cli`: the paths users pipe data through (`event verify`, `frame check`,
@@ -48,20 +49,22 @@ public enum CLIBenchmarks {
                 precondition(ok == lines.count)
             }
             let cli = child(["event", "verify"], path)
-            results.append(BenchResult(
-                name: "CLI event verify, \(lines.count) events \(label) (child process)", items: lines.count, seconds: cli.seconds,
-                baselineName: "VerifiedEvent.verify(utf8:) in-process, same lines", baselinePerSecond: Double(lines.count) / library,
-                peakMiB: cli.peakMiB))
+            results.append(
+                BenchResult(
+                    name: "CLI event verify, \(lines.count) events \(label) (child process)", items: lines.count, seconds: cli.seconds,
+                    baselineName: "VerifiedEvent.verify(utf8:) in-process, same lines", baselinePerSecond: Double(lines.count) / library,
+                    peakMiB: cli.peakMiB))
         }
 
         let frameLibrary = bestOf(reps) {
             for f in frames { precondition((try? parseRelayResponseFrame(f)) != nil) }
         }
         let frameCLI = child(["frame", "check", "--from", "relay"], framesPath)
-        results.append(BenchResult(
-            name: "CLI frame check --from relay, \(frames.count) EVENT frames (child process)", items: frames.count,
-            seconds: frameCLI.seconds, baselineName: "parseRelayResponseFrame in-process",
-            baselinePerSecond: Double(frames.count) / frameLibrary, peakMiB: frameCLI.peakMiB))
+        results.append(
+            BenchResult(
+                name: "CLI frame check --from relay, \(frames.count) EVENT frames (child process)", items: frames.count,
+                seconds: frameCLI.seconds, baselineName: "parseRelayResponseFrame in-process",
+                baselinePerSecond: Double(frames.count) / frameLibrary, peakMiB: frameCLI.peakMiB))
 
         let libraryDB = directory + "/library.db"
         let cliDB = directory + "/cli.db"
@@ -78,10 +81,11 @@ public enum CLIBenchmarks {
         let ingestCLI = child(["account", "ingest", "--db", cliDB, "--now", "1800000000"], smallPath) {
             CorpusFiles.removeDatabase(cliDB)
         }
-        results.append(BenchResult(
-            name: "CLI account ingest, \(smallLines.count) events in batches of 256 (child process)", items: smallLines.count,
-            seconds: ingestCLI.seconds, baselineName: "account.incoming.ingest(lines:) in-process",
-            baselinePerSecond: Double(smallLines.count) / ingestLibrary, peakMiB: ingestCLI.peakMiB))
+        results.append(
+            BenchResult(
+                name: "CLI account ingest, \(smallLines.count) events in batches of 256 (child process)", items: smallLines.count,
+                seconds: ingestCLI.seconds, baselineName: "account.incoming.ingest(lines:) in-process",
+                baselinePerSecond: Double(smallLines.count) / ingestLibrary, peakMiB: ingestCLI.peakMiB))
 
         for p in [smallPath, largePath, framesPath] { unlink(p) }
         for db in [libraryDB, cliDB] { CorpusFiles.removeDatabase(db) }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One run of a command as a separate process: wall time, exit status and the child's own
@@ -38,9 +38,9 @@ public enum ChildProcess {
         let peakFile = "/tmp/softchat-peak-\(getpid())-\(UInt64(monotonicSeconds() * 1e9))"
         var environment: [UnsafeMutablePointer<CChar>?] = [strdup("\(peakVariable)=\(peakFile)")]
         #if canImport(Darwin)
-        var e = _NSGetEnviron()!.pointee!  // Darwin does not export `environ` to programs
+            var e = _NSGetEnviron()!.pointee!  // Darwin does not export `environ` to programs
         #else
-        var e = environ
+            var e = environ
         #endif
         while let entry = e.pointee {
             if !String(cString: entry).hasPrefix(peakVariable + "=") { environment.append(strdup(entry)) }
@@ -61,9 +61,9 @@ public enum ChildProcess {
         let seconds = monotonicSeconds() - t0
         let exited = status & 0x7F == 0
         #if canImport(Darwin)
-        let fallback = Double(usage.ru_maxrss) / 1_048_576
+            let fallback = Double(usage.ru_maxrss) / 1_048_576
         #else
-        let fallback = Double(usage.ru_maxrss) / 1024
+            let fallback = Double(usage.ru_maxrss) / 1024
         #endif
         let peak = readPeakFile(peakFile) ?? fallback
         return ChildRun(seconds: seconds, status: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), peakMiB: peak)

@@ -10,10 +10,12 @@ public enum BenchCorpus {
     /// non-ASCII word now and then (about one escape per 200 bytes).
     public enum Style: Sendable { case chat, prose }
 
-    static let proseWords = ["the", "relay", "message", "and", "of", "to", "a", "in", "that", "is", "for", "it",
+    static let proseWords = [
+        "the", "relay", "message", "and", "of", "to", "a", "in", "that", "is", "for", "it",
         "with", "as", "was", "on", "event", "key", "signature", "client", "we", "they", "this", "from", "by",
         "network", "people", "time", "about", "would", "there", "their", "what", "so", "up", "out", "if",
-        "which", "when", "one", "all", "will", "chat", "sync", "server", "note", "history", "reply"]
+        "which", "when", "one", "all", "will", "chat", "sync", "server", "note", "history", "reply",
+    ]
     static let proseSpecials = ["café", "naïve", "Grüße", "東京", "🤙", "señor", "über"]
 
     static func prose(_ rng: inout SplitMix64, bytes: Int) -> String {
@@ -40,8 +42,10 @@ public enum BenchCorpus {
         return s
     }
 
-    static let fragments = ["hello", "nostr", "relay", "chat", "sync", "café", "Grüße", "東京", "🤙", "line\nbreak",
-        "tab\there", "quote\"d", "back\\slash", "naïve", "ñandú", "✓", "42", "softchat", "message", "über"]
+    static let fragments = [
+        "hello", "nostr", "relay", "chat", "sync", "café", "Grüße", "東京", "🤙", "line\nbreak",
+        "tab\there", "quote\"d", "back\\slash", "naïve", "ñandú", "✓", "42", "softchat", "message", "über",
+    ]
 
     public static func authors(_ count: Int = 50) -> [SoftchatIdentity] {
         (0..<count).map { i in
@@ -83,7 +87,8 @@ public enum BenchCorpus {
             var tags: [[String]] = [["t", "bench"]]
             if rng.below(10) < 3 { tags.append(["p", keys[rng.below(keys.count)].publicKeyHex]) }
             if rng.below(10) < 2, let last = out.last { tags.append(["e", last.id, "", "reply"]) }
-            let draft = UnsignedEvent(createdAt: 1_700_000_000 + Int64(i), kind: 1, tags: tags,
+            let draft = UnsignedEvent(
+                createdAt: 1_700_000_000 + Int64(i), kind: 1, tags: tags,
                 content: style == .chat ? content(&rng, bytes: contentBytes) : prose(&rng, bytes: contentBytes))
             out.append(try! author.sign(draft, auxRandom: aux))
         }

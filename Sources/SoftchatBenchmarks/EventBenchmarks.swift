@@ -1,11 +1,12 @@
 import CSecp256k1
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import SoftchatCore
 import SoftchatJSON
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// `softchat bench events`: signing and parse+verify throughput on the deterministic corpus,
 /// each beside raw libsecp256k1 verify + SHA-256 of the same events measured in this run.
@@ -32,10 +33,11 @@ public enum EventBenchmarks {
             /// `work` over the whole corpus, interleaved with the raw baseline on the same events.
             func againstRaw(_ name: String, _ work: () -> Void) {
                 let (ours, rawSeconds) = bestOfInterleaved(reps, work) { precondition(raw.run() == corpus.count) }
-                results.append(BenchResult(
-                    name: name, items: corpus.count, seconds: ours,
-                    baselineName: "raw SHA-256 + schnorrsig_verify", baselinePerSecond: Double(corpus.count) / rawSeconds,
-                    peakMiB: peakMemoryMiB()))
+                results.append(
+                    BenchResult(
+                        name: name, items: corpus.count, seconds: ours,
+                        baselineName: "raw SHA-256 + schnorrsig_verify", baselinePerSecond: Double(corpus.count) / rawSeconds,
+                        peakMiB: peakMemoryMiB()))
             }
             againstRaw("parse+verify \(label)") {
                 var ok = 0
@@ -63,10 +65,11 @@ public enum EventBenchmarks {
         }
         let rawSign = RawSignBaseline(drafts.map { Array($0.content.utf8.prefix(32)) })
         let rawSignSeconds = bestOf(reps) { rawSign.run() }
-        results.append(BenchResult(
-            name: "sign (id + BIP-340 + self-verify)", items: drafts.count, seconds: signSeconds,
-            baselineName: "raw schnorrsig_sign32", baselinePerSecond: Double(drafts.count) / rawSignSeconds,
-            peakMiB: peakMemoryMiB()))
+        results.append(
+            BenchResult(
+                name: "sign (id + BIP-340 + self-verify)", items: drafts.count, seconds: signSeconds,
+                baselineName: "raw schnorrsig_sign32", baselinePerSecond: Double(drafts.count) / rawSignSeconds,
+                peakMiB: peakMemoryMiB()))
         return results
     }
 }

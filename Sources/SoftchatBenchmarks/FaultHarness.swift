@@ -1,14 +1,15 @@
-import SoftchatCore
 import SoftchatClient
+import SoftchatCore
 import SoftchatStorage
 import SoftchatSync
 import SoftchatTestRelay
 import SoftchatTransport
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `softchat faults`: end-to-end runs of two managed transports through fault proxies, each
@@ -61,15 +62,18 @@ public enum FaultHarness {
         return p
     }
 
-    static func execute(_ options: FaultRunOptions, into result: inout FaultRunResult,
-                        progress: (@Sendable (String) -> Void)?) throws {
+    static func execute(
+        _ options: FaultRunOptions, into result: inout FaultRunResult,
+        progress: (@Sendable (String) -> Void)?
+    ) throws {
         let say = progress ?? { _ in }
         let seed = options.seed
         var relayOptions = TestRelayOptions()
         relayOptions.reqCap = 500
         let relay = try TestRelay(options: relayOptions)
         defer { relay.stop() }
-        var senderPlan = options.plan, receiverPlan = options.plan
+        var senderPlan = options.plan
+        var receiverPlan = options.plan
         senderPlan.seed = seed &* 2 &+ 1
         receiverPlan.seed = seed &* 2 &+ 2
         let senderProxy = try FaultProxy(upstream: relay.url, plan: senderPlan)
@@ -77,7 +81,8 @@ public enum FaultHarness {
         let receiverProxy = try FaultProxy(upstream: relay.url, plan: receiverPlan)
         defer { receiverProxy.stop() }
 
-        let alice = try identity("sender", seed: seed), bob = try identity("receiver", seed: seed)
+        let alice = try identity("sender", seed: seed)
+        let bob = try identity("receiver", seed: seed)
         let base = "\(options.directory)/faults-\(seed)-\(getpid())"
         for suffix in ["sender.db", "receiver.db"] { removeDatabase("\(base)-\(suffix)") }
         defer { for suffix in ["sender.db", "receiver.db"] { removeDatabase("\(base)-\(suffix)") } }
@@ -109,11 +114,14 @@ public enum FaultHarness {
             let end = min(preload, chunkStart + 250)
             // About four a second, the newest now: a backlog a phone finds on opening.
             let events = try (chunkStart..<end).map { i in
-                try alice.sign(UnsignedEvent(createdAt: now - Int64((preload - i) / 4), kind: 14, tags: [["p", bob.publicKeyHex]],
-                                             content: "fault run \(seed) message \(i)"))
+                try alice.sign(
+                    UnsignedEvent(
+                        createdAt: now - Int64((preload - i) / 4), kind: 14, tags: [["p", bob.publicKeyHex]],
+                        content: "fault run \(seed) message \(i)"))
             }
-            intents += try sender.outgoing.enqueueSigned(operationID: "preload-\(chunkStart)", events: events,
-                                                         relayURLs: [senderProxy.url], now: now)
+            intents += try sender.outgoing.enqueueSigned(
+                operationID: "preload-\(chunkStart)", events: events,
+                relayURLs: [senderProxy.url], now: now)
             published += events.map(\.id)
             chunkStart = end
         }

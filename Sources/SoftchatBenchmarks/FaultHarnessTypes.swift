@@ -1,5 +1,5 @@
-public import SoftchatTestRelay
 public import SoftchatJSON
+public import SoftchatTestRelay
 
 /// One fault run's settings. Everything random in a run comes from `seed` (the proxies'
 /// generators, the identities, the reconnect jitter), so a failing run replays with it.

@@ -5,10 +5,11 @@ import SoftchatStorage
 import SoftchatSync
 import SoftchatTransport
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One figure of `softchat bench managed`, beside its baseline from the same run.
@@ -77,22 +78,34 @@ public enum ManagedBenchmarks {
                 let s1 = ProcStatus.contextSwitches()
                 let wakeups = transport.driverStatistics.wakeups - wakeups0
                 switches[count] = Double(s1 - s0) / Double(window)
-                figures.append(ManagedFigure(name: "idle, \(count) relay connection\(count == 1 ? "" : "s"): I/O thread wakeups per second",
-                                             value: Double(wakeups) / Double(window), unit: "/s"))
+                figures.append(
+                    ManagedFigure(
+                        name: "idle, \(count) relay connection\(count == 1 ? "" : "s"): I/O thread wakeups per second",
+                        value: Double(wakeups) / Double(window), unit: "/s"))
             }
             transport.stop()
             account.close()
         }
-        figures.insert(ManagedFigure(name: "idle, 1 relay connection: context switches per second (whole process)",
-                                     value: switches[1]!, unit: "/s"), at: 0)
-        figures.insert(ManagedFigure(name: "idle, 50 relay connections: context switches per second (whole process)",
-                                     value: switches[50]!, unit: "/s", baselineName: "1 connection", baselineValue: switches[1]!), at: 1)
-        figures.append(ManagedFigure(name: "threads with 1 relay connection", value: Double(threads[1]!), unit: "threads",
-                                     baselineName: "before starting", baselineValue: Double(threadsBefore)))
-        figures.append(ManagedFigure(name: "threads with 100 relay connections", value: Double(threads[100]!), unit: "threads",
-                                     baselineName: "1 connection", baselineValue: Double(threads[1]!)))
-        figures.append(ManagedFigure(name: "memory per idle relay connection (RSS, 100 vs 1)",
-                                     value: (rss[100]! - rss[1]!) / 99, unit: "KiB"))
+        figures.insert(
+            ManagedFigure(
+                name: "idle, 1 relay connection: context switches per second (whole process)",
+                value: switches[1]!, unit: "/s"), at: 0)
+        figures.insert(
+            ManagedFigure(
+                name: "idle, 50 relay connections: context switches per second (whole process)",
+                value: switches[50]!, unit: "/s", baselineName: "1 connection", baselineValue: switches[1]!), at: 1)
+        figures.append(
+            ManagedFigure(
+                name: "threads with 1 relay connection", value: Double(threads[1]!), unit: "threads",
+                baselineName: "before starting", baselineValue: Double(threadsBefore)))
+        figures.append(
+            ManagedFigure(
+                name: "threads with 100 relay connections", value: Double(threads[100]!), unit: "threads",
+                baselineName: "1 connection", baselineValue: Double(threads[1]!)))
+        figures.append(
+            ManagedFigure(
+                name: "memory per idle relay connection (RSS, 100 vs 1)",
+                value: (rss[100]! - rss[1]!) / 99, unit: "KiB"))
         return figures
     }
 
@@ -104,7 +117,9 @@ public enum ManagedBenchmarks {
         let relays = RelayProcess(executable: executable, arguments: ["--count", "1", "--echo"], lines: 2)
         defer { relays.stop() }
         let corpus = BenchCorpus.events(count: count * reps, contentBytes: 200, seed: 21)
-        var echo = Double.infinity, relay = Double.infinity, blocking = Double.infinity
+        var echo = Double.infinity
+        var relay = Double.infinity
+        var blocking = Double.infinity
         let blockingCorpus = BenchCorpus.events(count: count * reps, contentBytes: 200, seed: 24)
         for rep in 0..<reps {
             let frames = corpus[rep * count..<(rep + 1) * count].map { ClientRelayFrame.event($0).toJSON() }
@@ -140,14 +155,17 @@ public enum ManagedBenchmarks {
         transport.stop()
         let echoRate = Double(count) / echo
         return [
-            ManagedFigure(name: "single EVENT → OK round trips through the I/O driver", value: Double(count) / relay, unit: "/s",
-                          baselineName: "loopback WebSocket echo through the same driver", baselineValue: echoRate),
-            ManagedFigure(name: "single EVENT → OK round trips through the I/O driver", value: Double(count) / relay, unit: "/s",
-                          baselineName: "the same through a blocking WebSocket client (the previous transport)",
-                          baselineValue: Double(count) / blocking),
-            ManagedFigure(name: "durable publish, one intent at a time (commit → OK → accepted committed)",
-                          value: Double(durableCount) / durable, unit: "/s",
-                          baselineName: "loopback WebSocket echo through the same driver", baselineValue: echoRate),
+            ManagedFigure(
+                name: "single EVENT → OK round trips through the I/O driver", value: Double(count) / relay, unit: "/s",
+                baselineName: "loopback WebSocket echo through the same driver", baselineValue: echoRate),
+            ManagedFigure(
+                name: "single EVENT → OK round trips through the I/O driver", value: Double(count) / relay, unit: "/s",
+                baselineName: "the same through a blocking WebSocket client (the previous transport)",
+                baselineValue: Double(count) / blocking),
+            ManagedFigure(
+                name: "durable publish, one intent at a time (commit → OK → accepted committed)",
+                value: Double(durableCount) / durable, unit: "/s",
+                baselineName: "loopback WebSocket echo through the same driver", baselineValue: echoRate),
         ]
     }
 
@@ -188,9 +206,10 @@ public enum ManagedBenchmarks {
         transport.stop()
         let held = (try? account.events(matching: [try! RelayFilter.fromJSON(#"{"kinds":[1]}"#)], now: Int64(time(nil))).count) ?? 0
         return [
-            ManagedFigure(name: "sync of \(count) stored events (LocalRelay-like cap of 500) into a fresh account; \(held) held",
-                          value: Double(count) / sync, unit: "/s",
-                          baselineName: "ingest(lines:) of the same events in batches of 256", baselineValue: Double(count) / ingest),
+            ManagedFigure(
+                name: "sync of \(count) stored events (LocalRelay-like cap of 500) into a fresh account; \(held) held",
+                value: Double(count) / sync, unit: "/s",
+                baselineName: "ingest(lines:) of the same events in batches of 256", baselineValue: Double(count) / ingest)
         ]
     }
 }
@@ -245,7 +264,8 @@ final class RelayProcess {
     private let input: Int32
 
     init(executable: String, arguments: [String], lines: Int) {
-        var toChild: [Int32] = [0, 0], fromChild: [Int32] = [0, 0]
+        var toChild: [Int32] = [0, 0]
+        var fromChild: [Int32] = [0, 0]
         precondition(pipe(&toChild) == 0 && pipe(&fromChild) == 0)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Monotonic seconds.
@@ -15,14 +15,14 @@ public func monotonicSeconds() -> Double {
 public func peakMemoryMiB() -> Double {
     var usage = rusage()
     #if canImport(Glibc)
-    getrusage(RUSAGE_SELF.rawValue, &usage)
+        getrusage(RUSAGE_SELF.rawValue, &usage)
     #else
-    getrusage(RUSAGE_SELF, &usage)
+        getrusage(RUSAGE_SELF, &usage)
     #endif
     #if canImport(Darwin)
-    return Double(usage.ru_maxrss) / 1_048_576
+        return Double(usage.ru_maxrss) / 1_048_576
     #else
-    return Double(usage.ru_maxrss) / 1024
+        return Double(usage.ru_maxrss) / 1024
     #endif
 }
 

@@ -3,10 +3,11 @@ import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
 import SoftchatSync
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `softchat bench negentropy`: NIP-77 sync beside REQ paging, in one run.
@@ -77,26 +78,34 @@ public enum NegentropyBenchmarks {
         let items = try! account.reconciliationItems(matching: [filter])
         let readSeconds = monotonicSeconds() - r0
         account.close()
-        figures.append(ManagedFigure(name: "reconciliation items of \(local.count) events read from the account (SQLite, no event decoded)",
-                                     value: readSeconds * 1000, unit: "ms",
-                                     baselineName: "ingest of the same events (batches of 256), ms", baselineValue: ingestSeconds * 1000))
+        figures.append(
+            ManagedFigure(
+                name: "reconciliation items of \(local.count) events read from the account (SQLite, no event decoded)",
+                value: readSeconds * 1000, unit: "ms",
+                baselineName: "ingest of the same events (batches of 256), ms", baselineValue: ingestSeconds * 1000))
         precondition(items[0].count == local.count, "the account must hold the local set")
 
         let negentropy = sync(copy(partial, "\(directory)/neg-run.db"), url: url, filter: options.filterJSON, negentropy: true, cursorAge: nil)
         let paging = sync(copy(partial, "\(directory)/page-run.db"), url: url, filter: options.filterJSON, negentropy: false, cursorAge: nil)
         let n = corpus.count
-        figures.append(ManagedFigure(name: "sync of \(n) events with 1% missing by negentropy (\(negentropy.held) held, \(negentropy.method)): bytes on the wire",
-                                     value: Double(negentropy.bytes), unit: "B",
-                                     baselineName: "REQ paging resync of the same account (\(paging.held) held, \(paging.method)), bytes",
-                                     baselineValue: Double(paging.bytes)))
-        figures.append(ManagedFigure(name: "sync of \(n) events with 1% missing by negentropy: seconds", value: negentropy.seconds, unit: "s",
-                                     baselineName: "REQ paging resync, seconds", baselineValue: paging.seconds))
+        figures.append(
+            ManagedFigure(
+                name: "sync of \(n) events with 1% missing by negentropy (\(negentropy.held) held, \(negentropy.method)): bytes on the wire",
+                value: Double(negentropy.bytes), unit: "B",
+                baselineName: "REQ paging resync of the same account (\(paging.held) held, \(paging.method)), bytes",
+                baselineValue: Double(paging.bytes)))
+        figures.append(
+            ManagedFigure(
+                name: "sync of \(n) events with 1% missing by negentropy: seconds", value: negentropy.seconds, unit: "s",
+                baselineName: "REQ paging resync, seconds", baselineValue: paging.seconds))
         let identical = sync(copy(whole, "\(directory)/same-run.db"), url: url, filter: halfFilter.toJSON(), negentropy: true, cursorAge: nil)
         let horizon = sync(copy(whole, "\(directory)/horizon-run.db"), url: url, filter: halfFilter.toJSON(), negentropy: false, cursorAge: 3_600)
-        figures.append(ManagedFigure(name: "sync of identical sets of \(half.count) by negentropy (\(identical.method)): milliseconds, \(identical.bytes) B",
-                                     value: identical.seconds * 1000, unit: "ms",
-                                     baselineName: "REQ sync of the 300 s horizon of the same account (\(horizon.bytes) B), ms",
-                                     baselineValue: horizon.seconds * 1000))
+        figures.append(
+            ManagedFigure(
+                name: "sync of identical sets of \(half.count) by negentropy (\(identical.method)): milliseconds, \(identical.bytes) B",
+                value: identical.seconds * 1000, unit: "ms",
+                baselineName: "REQ sync of the 300 s horizon of the same account (\(horizon.bytes) B), ms",
+                baselineValue: horizon.seconds * 1000))
         for name in ["neg-partial", "neg-half", "neg-run", "page-run", "same-run", "horizon-run"] {
             for suffix in [".db", ".db-wal", ".db-shm"] { unlink("\(directory)/\(name)\(suffix)") }
         }
@@ -116,7 +125,9 @@ public enum NegentropyBenchmarks {
         initiator.rescansFingerprints = rescan
         responder.rescansFingerprints = rescan
         var message: [UInt8]? = initiator.initiate()
-        var bytes = 0, need = 0, rounds = 0
+        var bytes = 0
+        var need = 0
+        var rounds = 0
         while let query = message {
             let answer = try! responder.respond(query)
             let step = try! initiator.reconcile(answer)
@@ -129,24 +140,33 @@ public enum NegentropyBenchmarks {
     }
 
     static func inProcess(corpus: [VerifiedEvent], local: [VerifiedEvent], half: [VerifiedEvent]) -> [ManagedFigure] {
-        let all = NegentropyStorage(items: items(corpus)), mine = NegentropyStorage(items: items(local))
+        let all = NegentropyStorage(items: items(corpus))
+        let mine = NegentropyStorage(items: items(local))
         let halfStorage = NegentropyStorage(items: items(half))
         var result = (bytes: 0, need: 0, rounds: 0)
         let identical = bestOf(5) { result = reconcile(halfStorage, halfStorage, rescan: false) }
-        var figures = [ManagedFigure(name: "reconcile identical sets of \(half.count) in process (both roles, \(result.rounds) round, \(result.bytes) B)",
-                                     value: identical * 1000, unit: "ms",
-                                     baselineName: "strfry's published figure for identical 50k sets, ms", baselineValue: 30)]
+        var figures = [
+            ManagedFigure(
+                name: "reconcile identical sets of \(half.count) in process (both roles, \(result.rounds) round, \(result.bytes) B)",
+                value: identical * 1000, unit: "ms",
+                baselineName: "strfry's published figure for identical 50k sets, ms", baselineValue: 30)
+        ]
         let prefix = bestOf(3) { result = reconcile(mine, all, rescan: false) }
         let found = result
         let rescan = bestOf(3) { result = reconcile(mine, all, rescan: true) }
         precondition(found.need == corpus.count - local.count && result.need == found.need, "reconciliation missed ids")
-        figures.append(ManagedFigure(name: "reconcile \(corpus.count) with 1% missing in process, prefix-sum fingerprints (\(found.rounds) rounds, \(found.bytes) B, \(found.need) found)",
-                                     value: prefix * 1000, unit: "ms",
-                                     baselineName: "the same, rescanning each range's ids, ms", baselineValue: rescan * 1000))
+        figures.append(
+            ManagedFigure(
+                name:
+                    "reconcile \(corpus.count) with 1% missing in process, prefix-sum fingerprints (\(found.rounds) rounds, \(found.bytes) B, \(found.need) found)",
+                value: prefix * 1000, unit: "ms",
+                baselineName: "the same, rescanning each range's ids, ms", baselineValue: rescan * 1000))
         let b0 = monotonicSeconds()
         blackHole(NegentropyStorage(items: items(corpus)))
-        figures.append(ManagedFigure(name: "build the storage of \(corpus.count) items (sort + prefix sums)",
-                                     value: (monotonicSeconds() - b0) * 1000, unit: "ms"))
+        figures.append(
+            ManagedFigure(
+                name: "build the storage of \(corpus.count) items (sort + prefix sums)",
+                value: (monotonicSeconds() - b0) * 1000, unit: "ms"))
         return figures
     }
 
@@ -202,7 +222,8 @@ public enum NegentropyBenchmarks {
 
     /// A copy of a closed account file.
     static func copy(_ from: String, _ to: String) -> String {
-        let input = open(from, O_RDONLY), output = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let input = open(from, O_RDONLY)
+        let output = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         precondition(input >= 0 && output >= 0, "cannot copy \(from)")
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {

@@ -24,7 +24,9 @@ public enum TransportBenchmarks {
                 if case .text(let t) = try! ws.receive(timeoutMilliseconds: 10_000), t.hasPrefix("[\"\(verb)\"") { seen += 1 }
             }
         }
-        var echoSeconds = Double.infinity, singleSeconds = Double.infinity, batchSeconds = Double.infinity
+        var echoSeconds = Double.infinity
+        var singleSeconds = Double.infinity
+        var batchSeconds = Double.infinity
         for rep in 0..<reps {
             let base = rep * 2 * count
             let frames = corpus[base..<base + count].map { ClientRelayFrame.event($0).toJSON() }
@@ -45,10 +47,12 @@ public enum TransportBenchmarks {
             batchSeconds = min(batchSeconds, monotonicSeconds() - b0)
         }
         return [
-            BenchResult(name: "publish → OK, single EVENT round trips", items: count, seconds: singleSeconds,
+            BenchResult(
+                name: "publish → OK, single EVENT round trips", items: count, seconds: singleSeconds,
                 baselineName: "loopback WebSocket echo of the same frames", baselinePerSecond: Double(count) / echoSeconds,
                 peakMiB: peakMemoryMiB()),
-            BenchResult(name: "publish → OK, EVENTS batches of 256", items: count, seconds: batchSeconds,
+            BenchResult(
+                name: "publish → OK, EVENTS batches of 256", items: count, seconds: batchSeconds,
                 baselineName: "single EVENT round trips", baselinePerSecond: Double(count) / singleSeconds, peakMiB: peakMemoryMiB()),
         ]
     }
@@ -62,7 +66,8 @@ public enum TransportBenchmarks {
         DispatchQueue(label: "softchat.bench-echo").async {
             defer { done.signal() }
             guard let tcp = try? listener.accept(timeoutMilliseconds: 10_000),
-                  case .websocket(let server)? = try? ServerHandshake.accept(tcp, timeoutMilliseconds: 10_000) else { return }
+                case .websocket(let server)? = try? ServerHandshake.accept(tcp, timeoutMilliseconds: 10_000)
+            else { return }
             while case .text(let t)? = try? server.receive(timeoutMilliseconds: 10_000) {
                 guard (try? server.send(text: t)) != nil else { return }
             }

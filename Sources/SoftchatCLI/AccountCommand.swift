@@ -1,10 +1,11 @@
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `softchat account …`: the durable account from the command line, one JSON line per result.
@@ -28,7 +29,8 @@ enum AccountCommand {
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         if args.first == "torture" { return try AccountTortureCommand.run(args.dropFirst()) }
-        let parsed = try Arguments(args, valued: ["--db", "--batch", "--now", "--relay", "--operation", "--lease", "--max"],
+        let parsed = try Arguments(
+            args, valued: ["--db", "--batch", "--now", "--relay", "--operation", "--lease", "--max"],
             switches: ["--json", "--help", "-h"], repeatable: ["--relay"])
         if parsed.has("--help") || parsed.has("-h") || parsed.positional.isEmpty {
             Output.standard.line(help)
@@ -51,7 +53,8 @@ enum AccountCommand {
                 events.append(try VerifiedEvent(text: String(decoding: line, as: UTF8.self)))
             }
             let ids = try account.outgoing.enqueueSigned(operationID: operation, events: events, relayURLs: relays, now: now)
-            Output.standard.line(JSONValue.object(JSONObject(["operationId": .string(operation), "intentIds": .array(ids.map(JSONValue.string))])).jsonText)
+            Output.standard.line(
+                JSONValue.object(JSONObject(["operationId": .string(operation), "intentIds": .array(ids.map(JSONValue.string))])).jsonText)
             return .success
         case "claim":
             let (relay, lease) = try claimArguments(parsed)
@@ -59,11 +62,20 @@ enum AccountCommand {
                 Output.standard.line(#"{"claim":null}"#)
                 return .success
             }
-            Output.standard.line(JSONValue.object(JSONObject(["claim": .object(JSONObject([
-                "leaseId": .string(result.claim.leaseID), "relayUrl": .string(result.claim.relayURL), "expiresAt": .integer(result.claim.expiresAt),
-            ])), "payloads": .integer(Int64(result.payloads.count))])).jsonText)
+            Output.standard.line(
+                JSONValue.object(
+                    JSONObject([
+                        "claim": .object(
+                            JSONObject([
+                                "leaseId": .string(result.claim.leaseID), "relayUrl": .string(result.claim.relayURL),
+                                "expiresAt": .integer(result.claim.expiresAt),
+                            ])), "payloads": .integer(Int64(result.payloads.count)),
+                    ])
+                ).jsonText)
             for p in result.payloads {
-                Output.standard.line(JSONValue.object(JSONObject(["intentId": .string(p.intentID), "eventId": .string(p.eventID), "eventJson": .string(p.eventJSON)])).jsonText)
+                Output.standard.line(
+                    JSONValue.object(JSONObject(["intentId": .string(p.intentID), "eventId": .string(p.eventID), "eventJson": .string(p.eventJSON)]))
+                        .jsonText)
             }
             return .success
         case "written":
@@ -83,7 +95,8 @@ enum AccountCommand {
                 if line.isEmpty { continue }
                 let decision = try classifyDeliveryAcknowledgement(try parseRelayResponseFrame(String(decoding: line, as: UTF8.self)))
                 guard let intent = intentByEvent[decision.eventID] else {
-                    throw SoftchatError.invalidDeliveryState("OK for event \(decision.eventID), which claim \(lease) does not hold",
+                    throw SoftchatError.invalidDeliveryState(
+                        "OK for event \(decision.eventID), which claim \(lease) does not hold",
                         operation: .relayPublish)
                 }
                 results.append(DeliveryResult(intentID: intent, decision: decision))
@@ -103,17 +116,23 @@ enum AccountCommand {
             let report = try account.check(now: now)
             var states = JSONObject()
             for s in DeliveryState.allCases { states.append(s.rawValue, .integer(Int64(counts[s] ?? 0))) }
-            Output.standard.line(JSONValue.object(JSONObject([
-                "events": .integer(Int64(report.events)), "quarantined": .integer(Int64(report.quarantined)),
-                "receipts": .integer(Int64(report.receipts)), "intents": .object(states), "liveLeases": .integer(Int64(report.liveLeases)),
-            ])).jsonText)
+            Output.standard.line(
+                JSONValue.object(
+                    JSONObject([
+                        "events": .integer(Int64(report.events)), "quarantined": .integer(Int64(report.quarantined)),
+                        "receipts": .integer(Int64(report.receipts)), "intents": .object(states), "liveLeases": .integer(Int64(report.liveLeases)),
+                    ])
+                ).jsonText)
             return .success
         case "check":
             let report = try account.check(now: now)
-            Output.standard.line(JSONValue.object(JSONObject([
-                "ok": .bool(report.ok), "problems": .array(report.problems.map(JSONValue.string)),
-                "events": .integer(Int64(report.events)), "schemaVersion": .integer(Int64(try account.schemaVersion())),
-            ])).jsonText)
+            Output.standard.line(
+                JSONValue.object(
+                    JSONObject([
+                        "ok": .bool(report.ok), "problems": .array(report.problems.map(JSONValue.string)),
+                        "events": .integer(Int64(report.events)), "schemaVersion": .integer(Int64(try account.schemaVersion())),
+                    ])
+                ).jsonText)
             return report.ok ? .success : .inputRejected
         default:
             throw UsageError("unknown account subcommand \"\(parsed.positional[0])\"")
@@ -138,11 +157,15 @@ enum AccountCommand {
             let outcome = try account.incoming.ingest(lines: lines, receivedAt: now)
             let r = outcome.receipt
             if !r.quarantinedEventIDs.isEmpty { quarantined = true }
-            Output.standard.line(JSONValue.object(JSONObject([
-                "inserted": .array(r.insertedEventIDs.map(JSONValue.string)),
-                "duplicates": .array(r.duplicateEventIDs.map(JSONValue.string)),
-                "quarantined": .array(outcome.quarantined.map { .object(JSONObject(["eventId": .string($0.eventID), "reason": .string($0.reason)])) }),
-            ])).jsonText)
+            Output.standard.line(
+                JSONValue.object(
+                    JSONObject([
+                        "inserted": .array(r.insertedEventIDs.map(JSONValue.string)),
+                        "duplicates": .array(r.duplicateEventIDs.map(JSONValue.string)),
+                        "quarantined": .array(
+                            outcome.quarantined.map { .object(JSONObject(["eventId": .string($0.eventID), "reason": .string($0.reason)])) }),
+                    ])
+                ).jsonText)
             Output.standard.flush()
             lines.removeAll(keepingCapacity: true)
         }

@@ -140,8 +140,11 @@ struct Torture {
         default: break
         }
         if rng.chance(30) { tags.append(["t", rng.pick(["chat", "nostr", "softchat"])]) }
-        if rng.chance(6) { tags.append(["expiration", "\(now - Int64(rng.int(0...100)))"]) }
-        else if rng.chance(6) { tags.append(["expiration", "\(now + Int64(rng.int(1...300)))"]) }
+        if rng.chance(6) {
+            tags.append(["expiration", "\(now - Int64(rng.int(0...100)))"])
+        } else if rng.chance(6) {
+            tags.append(["expiration", "\(now + Int64(rng.int(1...300)))"])
+        }
         let createdAt = now - Int64(rng.int(0...600))
         return sign(author, kind: kind, tags: tags, createdAt: createdAt)
     }
@@ -174,10 +177,12 @@ struct Torture {
         for e in batch where [0, 3].contains(e.kind) || (10_000..<20_000).contains(e.kind) || (30_000..<40_000).contains(e.kind) {
             guard described.insert(e.id).inserted else { continue }
             let d: JSONValue = (30_000..<40_000).contains(e.kind) ? .string(e.firstTagValue("d") ?? "") : .null
-            replaceable.append(.object(JSONObject([
-                "id": .string(e.id), "kind": .integer(Int64(e.kind)), "pubkey": .string(e.pubkey), "d": d,
-                "createdAt": .integer(e.createdAt),
-            ])))
+            replaceable.append(
+                .object(
+                    JSONObject([
+                        "id": .string(e.id), "kind": .integer(Int64(e.kind)), "pubkey": .string(e.pubkey), "d": d,
+                        "createdAt": .integer(e.createdAt),
+                    ])))
         }
         emit([
             "ack": "ingest", "inserted": Self.strings(r.insertedEventIDs), "duplicates": Self.strings(r.duplicateEventIDs),
@@ -217,8 +222,10 @@ struct Torture {
             violation("enqueue \(operation): \(intents.count) intents for \(events.count) events × \(relays.count) relays")
         }
         operations.append((operation, events, relays, intents))
-        emit(["ack": "enqueue", "operation": .string(operation), "events": Self.strings(events.map(\.id)),
-              "relays": Self.strings(relays), "intents": Self.strings(intents)])
+        emit([
+            "ack": "enqueue", "operation": .string(operation), "events": Self.strings(events.map(\.id)),
+            "relays": Self.strings(relays), "intents": Self.strings(intents),
+        ])
     }
 
     /// The same operation again: the same content must give the same intents; different
@@ -229,8 +236,10 @@ struct Torture {
         if rng.chance(60) {
             let intents = try account.outgoing.enqueueSigned(operationID: op.id, events: op.events, relayURLs: op.relays, now: now)
             if intents != op.intents { violation("repeated enqueue \(op.id) gave different intents") }
-            emit(["ack": "enqueue", "operation": .string(op.id), "events": Self.strings(op.events.map(\.id)),
-                  "relays": Self.strings(op.relays), "intents": Self.strings(intents), "repeat": true])
+            emit([
+                "ack": "enqueue", "operation": .string(op.id), "events": Self.strings(op.events.map(\.id)),
+                "relays": Self.strings(op.relays), "intents": Self.strings(intents), "repeat": true,
+            ])
         } else {
             let more = op.events + ownEvents()
             do {
@@ -264,8 +273,10 @@ struct Torture {
         // Leases whose work was taken are stale now; forget those intents there.
         for i in claims.indices { for id in ids { claims[i].intents[id] = nil } }
         claims.append((result.claim, Dictionary(uniqueKeysWithValues: ids.map { ($0, "pending") })))
-        emit(["ack": "claim", "lease": .string(lease), "relay": .string(relay), "expiresAt": .integer(result.claim.expiresAt),
-              "intents": Self.strings(ids)])
+        emit([
+            "ack": "claim", "lease": .string(lease), "relay": .string(relay), "expiresAt": .integer(result.claim.expiresAt),
+            "intents": Self.strings(ids),
+        ])
     }
 
     /// A refused delivery call is expected only from a lease that expired (its work may have
@@ -306,9 +317,11 @@ struct Torture {
         for id in held {
             let roll = rng.int(0...99)
             let d: DeliveryDecision =
-                roll < 35 ? DeliveryDecision(eventID: "", state: .accepted, category: .accepted, message: "")
-                : roll < 50 ? DeliveryDecision(eventID: "", state: .rejected, category: .blocked, message: "blocked: torture")
-                : DeliveryDecision(eventID: "", state: .retryable, category: .rateLimited, message: "rate-limited: torture")
+                roll < 35
+                ? DeliveryDecision(eventID: "", state: .accepted, category: .accepted, message: "")
+                : roll < 50
+                    ? DeliveryDecision(eventID: "", state: .rejected, category: .blocked, message: "blocked: torture")
+                    : DeliveryDecision(eventID: "", state: .retryable, category: .rateLimited, message: "rate-limited: torture")
             results.append(DeliveryResult(intentID: id, decision: d))
         }
         do {
@@ -318,9 +331,13 @@ struct Torture {
             return
         }
         for id in held { claims[i].intents[id] = nil }
-        emit(["ack": "apply", "lease": .string(claims[i].claim.leaseID), "results": .array(results.map {
-            .object(JSONObject(["intentId": .string($0.intentID), "state": .string($0.decision.state.rawValue)]))
-        })])
+        emit([
+            "ack": "apply", "lease": .string(claims[i].claim.leaseID),
+            "results": .array(
+                results.map {
+                    .object(JSONObject(["intentId": .string($0.intentID), "state": .string($0.decision.state.rawValue)]))
+                }),
+        ])
     }
 
     mutating func release() throws {

@@ -1,9 +1,10 @@
 import SoftchatBenchmarks
 import SoftchatJSON
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 enum BenchCommand {
@@ -50,7 +51,9 @@ enum BenchCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--small", "--large", "--events", "--events-file", "--relay", "--filter"], switches: ["--json", "--quick", "--small-only", "--help", "-h"])
+        let parsed = try Arguments(
+            args, valued: ["--small", "--large", "--events", "--events-file", "--relay", "--filter"],
+            switches: ["--json", "--quick", "--small-only", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -184,8 +187,9 @@ enum BenchCommand {
                 Output.standard.line(JSONValue.object(o).jsonText)
             } else {
                 let steps = zip(p.sizes, p.peakMiB).map { "\($0) events \(format($1, 1)) MiB" }.joined(separator: ", ")
-                Output.standard.line("peak memory, \(p.path): \(steps) — growth \(format(p.growth, 3))× "
-                    + "over \(p.sizes.last! / p.sizes.first!)× the events")
+                Output.standard.line(
+                    "peak memory, \(p.path): \(steps) — growth \(format(p.growth, 3))× "
+                        + "over \(p.sizes.last! / p.sizes.first!)× the events")
             }
         }
         Output.standard.flush()

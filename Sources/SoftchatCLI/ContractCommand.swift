@@ -23,9 +23,12 @@ enum ContractCommand {
             guard parsed.positional.count == 1 else { throw UsageError("contract list takes no arguments") }
             for c in SoftchatContractCatalog.all {
                 if json {
-                    Output.standard.line(JSONValue.object(JSONObject([
-                        "id": .string(c.operation.rawValue), "title": .string(c.title), "summary": .string(c.summary),
-                    ])).jsonText)
+                    Output.standard.line(
+                        JSONValue.object(
+                            JSONObject([
+                                "id": .string(c.operation.rawValue), "title": .string(c.title), "summary": .string(c.summary),
+                            ])
+                        ).jsonText)
                 } else {
                     Output.standard.line("\(c.operation.rawValue.padding(16))\(c.summary)")
                 }

@@ -5,10 +5,11 @@ import SoftchatJSON
 import SoftchatStorage
 import SoftchatTestRelay
 import SoftchatTransport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `softchat demo`: the main job. Starts the embedded relay on two loopback ports (or uses --relay),
@@ -36,7 +37,8 @@ enum DemoCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--relay", "--messages", "--keys-out", "--transport"], switches: ["--json", "--keep", "--auth", "--help", "-h"])
+        let parsed = try Arguments(
+            args, valued: ["--relay", "--messages", "--keys-out", "--transport"], switches: ["--json", "--keep", "--auth", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -69,7 +71,8 @@ enum DemoCommand {
             }
             relayURLs = embedded.map(\.url)
             for url in relayURLs {
-                printer.say("relay", ["url": .string(url), "embedded": true, "transport": .string(transportKind)],
+                printer.say(
+                    "relay", ["url": .string(url), "embedded": true, "transport": .string(transportKind)],
                     "relay      embedded loopback relay at \(url) (NIP-01, NIP-11, NIP-42, NIP-45, EVENTS batches"
                         + (transportKind == "noise" ? "; WebSocket over Noise_IK_25519_ChaChaPoly_SHA256, prologue softchat-relay/1)" : ")"))
             }
@@ -94,7 +97,8 @@ enum DemoCommand {
             aliceAccount.close()
             bobAccount.close()
         }
-        printer.say("accounts", ["alice": .string(alice.publicKeyHex), "bob": .string(bob.publicKeyHex), "folder": .string(folder.path)],
+        printer.say(
+            "accounts", ["alice": .string(alice.publicKeyHex), "bob": .string(bob.publicKeyHex), "folder": .string(folder.path)],
             "accounts   alice \(alice.publicKeyHex.prefix(12))…  bob \(bob.publicKeyHex.prefix(12))…  (SQLite in \(folder.path))")
 
         // Bob follows messages addressed to him; the subscription lives in his account's policy.
@@ -119,19 +123,24 @@ enum DemoCommand {
             var batch: [VerifiedEvent] = []
             for i in 0..<size {
                 let n = sent.count + i + 1
-                batch.append(try alice.sign(UnsignedEvent(
-                    createdAt: now - Int64(total - n), kind: 14, tags: [["p", bob.publicKeyHex]],
-                    content: "message \(n) of \(total): \"héllo\" 🤙")))
+                batch.append(
+                    try alice.sign(
+                        UnsignedEvent(
+                            createdAt: now - Int64(total - n), kind: 14, tags: [["p", bob.publicKeyHex]],
+                            content: "message \(n) of \(total): \"héllo\" 🤙")))
             }
             _ = try aliceAccount.outgoing.enqueueSigned(operationID: "demo-batch-\(b + 1)", events: batch, relayURLs: relayURLs, now: now)
             sent += batch
-            printer.say("enqueue", ["batch": .integer(Int64(b + 1)), "events": .integer(Int64(size))],
+            printer.say(
+                "enqueue", ["batch": .integer(Int64(b + 1)), "events": .integer(Int64(size))],
                 "alice      enqueued batch \(b + 1): \(size) messages committed as durable publish intents (one per relay)")
             if b == 0 {
                 // Let the first batch land, then cut every connection mid-run.
                 try waitUntil(seconds: 15) { try terminalCount(aliceAccount) >= batches[0] * relayURLs.count }
                 printer.say("recovery", [:], "recovery   dropping every connection mid-run")
-                if !embedded.isEmpty { for relay in embedded { relay.dropConnections() } } else {
+                if !embedded.isEmpty {
+                    for relay in embedded { relay.dropConnections() }
+                } else {
                     aliceTransport.dropConnection()
                     bobTransport.dropConnection()
                 }
@@ -139,7 +148,8 @@ enum DemoCommand {
         }
         let chat = try RelayFilter.fromJSON("{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}")
         let finished = try waitUntil(seconds: 30) {
-            try terminalCount(aliceAccount) >= total * relayURLs.count && (try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1).count) >= total
+            try terminalCount(aliceAccount) >= total * relayURLs.count
+                && (try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1).count) >= total
         }
         let counts = try aliceAccount.delivery.stateCounts()
         let received = try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1)
@@ -149,16 +159,19 @@ enum DemoCommand {
         let c = counters
         let skipped = bobTransport.relays.map(\.statistics.duplicatesSkipped).reduce(0, +)
         let reconnects = (aliceTransport.relays + bobTransport.relays).map(\.statistics.reconnects).reduce(0, +)
-        printer.say("summary", [
-            "sent": .integer(Int64(sent.count)), "accepted": .integer(Int64(counts[.accepted] ?? 0)),
-            "rejected": .integer(Int64(counts[.rejected] ?? 0)), "received": .integer(Int64(received.count)),
-            "relays": .integer(Int64(relayURLs.count)), "duplicates": .integer(Int64(c.duplicates)),
-            "skippedBeforeVerification": .integer(Int64(skipped)), "reconnects": .integer(Int64(reconnects)),
-            "milliseconds": .integer(Int64(elapsed * 1000)), "complete": .bool(finished && missing == 0),
-        ], "summary    sent \(sent.count) to \(relayURLs.count) relays, accepted \(counts[.accepted] ?? 0) of \(sent.count * relayURLs.count) intents, "
-            + "received \(received.count) (each stored once; \(skipped) copies skipped before verification, \(c.duplicates) duplicates at commit, "
-            + "reconnects \(reconnects)) in \(formatSeconds(elapsed)) s"
-            + (finished && missing == 0 ? "" : " — INCOMPLETE: \(missing) not received"))
+        printer.say(
+            "summary",
+            [
+                "sent": .integer(Int64(sent.count)), "accepted": .integer(Int64(counts[.accepted] ?? 0)),
+                "rejected": .integer(Int64(counts[.rejected] ?? 0)), "received": .integer(Int64(received.count)),
+                "relays": .integer(Int64(relayURLs.count)), "duplicates": .integer(Int64(c.duplicates)),
+                "skippedBeforeVerification": .integer(Int64(skipped)), "reconnects": .integer(Int64(reconnects)),
+                "milliseconds": .integer(Int64(elapsed * 1000)), "complete": .bool(finished && missing == 0),
+            ],
+            "summary    sent \(sent.count) to \(relayURLs.count) relays, accepted \(counts[.accepted] ?? 0) of \(sent.count * relayURLs.count) intents, "
+                + "received \(received.count) (each stored once; \(skipped) copies skipped before verification, \(c.duplicates) duplicates at commit, "
+                + "reconnects \(reconnects)) in \(formatSeconds(elapsed)) s"
+                + (finished && missing == 0 ? "" : " — INCOMPLETE: \(missing) not received"))
         return finished && missing == 0 ? .success : .runtimeFailure
     }
 
@@ -186,25 +199,39 @@ enum DemoCommand {
             case .state:
                 break
             case .relayState(let url, let s):
-                printer.say("state", ["who": .string(name), "relay": .string(url), "state": .string(s.description)], "\(label) \(short(url)) state \(s)")
+                printer.say(
+                    "state", ["who": .string(name), "relay": .string(url), "state": .string(s.description)], "\(label) \(short(url)) state \(s)")
             case .relayInformation(let url, let info):
-                printer.say("nip11", ["who": .string(name), "relay": .string(url), "name": .string(info.name ?? ""), "eventsBatch": .bool(info.acceptsEventsBatch)],
-                    "\(label) \(short(url)) NIP-11: \(info.name ?? "unnamed relay"), EVENTS batch \(info.acceptsEventsBatch ? "supported" : "not supported")")
+                printer.say(
+                    "nip11",
+                    ["who": .string(name), "relay": .string(url), "name": .string(info.name ?? ""), "eventsBatch": .bool(info.acceptsEventsBatch)],
+                    "\(label) \(short(url)) NIP-11: \(info.name ?? "unnamed relay"), EVENTS batch \(info.acceptsEventsBatch ? "supported" : "not supported")"
+                )
             case .delivery(let url, _, let d):
-                printer.say("delivery", ["who": .string(name), "relay": .string(url), "decision": d.jsonValue],
-                    "\(label) \(short(url)) delivery \(d.eventID.prefix(12))… \(d.state.rawValue)/\(d.category.rawValue)\(d.message.isEmpty ? "" : " (\(d.message))")")
+                printer.say(
+                    "delivery", ["who": .string(name), "relay": .string(url), "decision": d.jsonValue],
+                    "\(label) \(short(url)) delivery \(d.eventID.prefix(12))… \(d.state.rawValue)/\(d.category.rawValue)\(d.message.isEmpty ? "" : " (\(d.message))")"
+                )
             case .ingested(let url, let r):
                 counters.duplicates(r.alreadyPresent.count)
-                printer.say("receipt", ["who": .string(name), "relay": .string(url), "inserted": .integer(Int64(r.accepted.count)),
-                                        "duplicates": .integer(Int64(r.alreadyPresent.count)), "quarantined": .integer(Int64(r.rejected.count))],
-                    "\(label) \(short(url)) receipt inserted \(r.accepted.count), duplicates \(r.alreadyPresent.count), quarantined \(r.rejected.count)")
+                printer.say(
+                    "receipt",
+                    [
+                        "who": .string(name), "relay": .string(url), "inserted": .integer(Int64(r.accepted.count)),
+                        "duplicates": .integer(Int64(r.alreadyPresent.count)), "quarantined": .integer(Int64(r.rejected.count)),
+                    ],
+                    "\(label) \(short(url)) receipt inserted \(r.accepted.count), duplicates \(r.alreadyPresent.count), quarantined \(r.rejected.count)"
+                )
             case .synced(let url, let sub, let n, _):
-                printer.say("synced", ["who": .string(name), "relay": .string(url), "subscription": .string(sub), "events": .integer(Int64(n))],
+                printer.say(
+                    "synced", ["who": .string(name), "relay": .string(url), "subscription": .string(sub), "events": .integer(Int64(n))],
                     "\(label) \(short(url)) synced \"\(sub)\" to the end of stored events (\(n) received)")
             case .notice(let url, let text):
                 printer.say("notice", ["who": .string(name), "relay": .string(url), "text": .string(text)], "\(label) \(short(url)) notice \(text)")
             case .connectionFailed(let url, let text):
-                printer.say("connection", ["who": .string(name), "relay": .string(url), "error": .string(text)], "\(label) \(short(url)) connection ended: \(text)")
+                printer.say(
+                    "connection", ["who": .string(name), "relay": .string(url), "error": .string(text)],
+                    "\(label) \(short(url)) connection ended: \(text)")
             }
         }
         return p

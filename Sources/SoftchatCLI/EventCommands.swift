@@ -114,10 +114,13 @@ enum EventCommand {
                 case .failure(let error):
                     failed = true
                     if json {
-                        Output.standard.line(JSONValue.object(JSONObject([
-                            "valid": false,
-                            "error": .object(JSONObject(["code": .string(error.code.rawValue), "message": .string(error.message)])),
-                        ])).jsonText)
+                        Output.standard.line(
+                            JSONValue.object(
+                                JSONObject([
+                                    "valid": false,
+                                    "error": .object(JSONObject(["code": .string(error.code.rawValue), "message": .string(error.message)])),
+                                ])
+                            ).jsonText)
                     } else {
                         Output.standard.line("invalid: \(error.code.rawValue): \(error.message)")
                     }

@@ -1,9 +1,10 @@
 import SoftchatBenchmarks
 import SoftchatJSON
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `softchat faults`: the fault harness (`FaultHarness`), seeded runs of a sender and a

@@ -4,10 +4,11 @@ import SoftchatJSON
 import SoftchatStorage
 import SoftchatSync
 import SoftchatTransport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Shared by `publish` and `sync`: connection options from the command line.
@@ -82,7 +83,8 @@ enum PublishCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--message", "--ca-file", "--noise-key", "--timeout"],
+        let parsed = try Arguments(
+            args, valued: ["--relay", "--key", "--db", "--message", "--ca-file", "--noise-key", "--timeout"],
             switches: ["--json", "--no-events-batch", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
@@ -123,7 +125,8 @@ enum PublishCommand {
         let done = try DemoCommand.waitUntil(seconds: timeout) {
             let counts = try account.delivery.stateCounts(intentIDs: intents)
             let terminal = (counts[.accepted] ?? 0) + (counts[.rejected] ?? 0)
-            let line = "publish \(terminal)/\(intents.count) terminal — accepted \(counts[.accepted] ?? 0), rejected \(counts[.rejected] ?? 0), state \(transport.state)"
+            let line =
+                "publish \(terminal)/\(intents.count) terminal — accepted \(counts[.accepted] ?? 0), rejected \(counts[.rejected] ?? 0), state \(transport.state)"
             if line != lastLine {
                 lastLine = line
                 NetworkOptions.progress(line)
@@ -134,8 +137,10 @@ enum PublishCommand {
         var summary = JSONObject()
         summary.append("done", .bool(done))
         for s in DeliveryState.allCases { summary.append(s.rawValue, .integer(Int64(counts[s] ?? 0))) }
-        Output.standard.line(json ? JSONValue.object(summary).jsonText
-            : DeliveryState.allCases.map { "\($0.rawValue) \(counts[$0] ?? 0)" }.joined(separator: ", "))
+        Output.standard.line(
+            json
+                ? JSONValue.object(summary).jsonText
+                : DeliveryState.allCases.map { "\($0.rawValue) \(counts[$0] ?? 0)" }.joined(separator: ", "))
         if !done { return .runtimeFailure }
         return (counts[.rejected] ?? 0) > 0 ? .inputRejected : .success
     }
@@ -157,7 +162,8 @@ enum SyncCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--noise-key", "--timeout"],
+        let parsed = try Arguments(
+            args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--noise-key", "--timeout"],
             switches: ["--json", "--follow", "--help", "-h", "--no-negentropy"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
@@ -196,9 +202,12 @@ enum SyncCommand {
         }
         let done = try DemoCommand.waitUntil(seconds: Double(try parsed.int("--timeout") ?? 60)) { synced.count >= relays.count }
         let held = try account.events(matching: filters, now: Int64(time(nil))).count
-        let methods = JSONObject(members: synced.methods.sorted { $0.key < $1.key }.map { JSONObject.Member(key: $0.key, value: .string($0.value.rawValue)) })
-        Output.standard.line(json ? JSONValue.object(JSONObject(["synced": .bool(done), "events": .integer(Int64(held)), "methods": .object(methods)])).jsonText
-            : "synced \(done ? "to the end of stored events" : "NOT to the end (timeout)"): \(held) events held for the filter")
+        let methods = JSONObject(
+            members: synced.methods.sorted { $0.key < $1.key }.map { JSONObject.Member(key: $0.key, value: .string($0.value.rawValue)) })
+        Output.standard.line(
+            json
+                ? JSONValue.object(JSONObject(["synced": .bool(done), "events": .integer(Int64(held)), "methods": .object(methods)])).jsonText
+                : "synced \(done ? "to the end of stored events" : "NOT to the end (timeout)"): \(held) events held for the filter")
         return done ? .success : .runtimeFailure
     }
 }

@@ -2,10 +2,11 @@ import Dispatch
 import SoftchatCore
 import SoftchatTestRelay
 import SoftchatTransport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `softchat relay`: the embedded loopback relay as its own process, for benchmarks that must

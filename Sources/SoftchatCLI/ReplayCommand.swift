@@ -169,9 +169,9 @@ enum ReplayCommand {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 func openForReading(_ path: String) -> Int32? {

@@ -48,9 +48,14 @@ enum FrameCommand {
 
     static func report(json: Bool, verb: String?, error: SoftchatError?) {
         if let error {
-            Output.standard.line(json
-                ? JSONValue.object(JSONObject(["ok": false, "error": .object(JSONObject(["code": .string(error.code.rawValue), "message": .string(error.message)]))])).jsonText
-                : "rejected: \(error.code.rawValue): \(error.message)")
+            Output.standard.line(
+                json
+                    ? JSONValue.object(
+                        JSONObject([
+                            "ok": false, "error": .object(JSONObject(["code": .string(error.code.rawValue), "message": .string(error.message)])),
+                        ])
+                    ).jsonText
+                    : "rejected: \(error.code.rawValue): \(error.message)")
         } else if let verb {
             Output.standard.line(json ? JSONValue.object(JSONObject(["ok": true, "verb": .string(verb)])).jsonText : "ok \(verb)")
         }

@@ -1,11 +1,12 @@
+import SoftchatBenchmarks
 // softchat: the thin command line over SoftchatCore. Every subcommand answers --help;
 // --json prints one JSON object per line; errors print {"error":{"code":…,"message":…}}.
 // Exit: 0 success, 1 input rejected, 2 usage, 3 runtime failure.
 import SoftchatCore
 import SoftchatJSON
-import SoftchatBenchmarks
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 let topHelp = """

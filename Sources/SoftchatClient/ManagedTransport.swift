@@ -5,10 +5,11 @@ public import SoftchatStorage
 public import SoftchatSync
 public import SoftchatTransport
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension SoftchatAccount {
@@ -29,8 +30,10 @@ extension SoftchatAccount {
     /// - Returns: The running transport; call its `stop()` to end it.
     /// - Throws: `TransportError` with kind `.connect` when `relays` is empty, names a URL
     ///   twice, or holds a URL that is not a valid relay URL.
-    public func startManagedTransport(relays: [String], identity: SoftchatIdentity?,
-                                      policy: ManagedTransportPolicy = ManagedTransportPolicy()) throws(TransportError) -> ManagedTransport {
+    public func startManagedTransport(
+        relays: [String], identity: SoftchatIdentity?,
+        policy: ManagedTransportPolicy = ManagedTransportPolicy()
+    ) throws(TransportError) -> ManagedTransport {
         guard !relays.isEmpty else { throw TransportError(.connect, "startManagedTransport: no relay URL given") }
         guard Set(relays).count == relays.count else { throw TransportError(.connect, "startManagedTransport: a relay URL appears twice") }
         var endpoints: [RelayEndpoint] = []
@@ -49,8 +52,10 @@ extension SoftchatAccount {
     ///   - policy: How to connect, publish and sync.
     /// - Returns: The running transport; call its `stop()` to end it.
     /// - Throws: `TransportError` with kind `.connect` when `relayURL` is not a valid relay URL.
-    public func startManagedTransport(relayURL: String, identity: SoftchatIdentity?,
-                                      policy: ManagedTransportPolicy = ManagedTransportPolicy()) throws(TransportError) -> ManagedTransport {
+    public func startManagedTransport(
+        relayURL: String, identity: SoftchatIdentity?,
+        policy: ManagedTransportPolicy = ManagedTransportPolicy()
+    ) throws(TransportError) -> ManagedTransport {
         try startManagedTransport(relays: [relayURL], identity: identity, policy: policy)
     }
 }
@@ -79,7 +84,11 @@ public final class ManagedTransport: Sendable {
             var stopped = false
             var stopCalled = false
         }
-        enum Command { case stop, drop(String?), workAvailable }
+        enum Command {
+            case stop
+            case drop(String?)
+            case workAvailable
+        }
         let state = Mutex(State())
         let stateContinuation: AsyncStream<ManagedTransportState>.Continuation
         let eventContinuation: AsyncStream<ManagedTransportEvent>.Continuation
@@ -176,15 +185,18 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
     var nextConnection = 0
     var stopReason = "stopped by the host"
 
-    init(account: SoftchatAccount, endpoints: [RelayEndpoint], identity: SoftchatIdentity?, policy: ManagedTransportPolicy,
-         shared: ManagedTransport.Shared) {
+    init(
+        account: SoftchatAccount, endpoints: [RelayEndpoint], identity: SoftchatIdentity?, policy: ManagedTransportPolicy,
+        shared: ManagedTransport.Shared
+    ) {
         self.account = account
         self.endpoints = endpoints
         self.policy = policy
         self.shared = shared
         current = Array(repeating: nil, count: endpoints.count)
-        var config = SyncEngineConfiguration(relayURLs: endpoints.map(\.url), identity: identity,
-                                             leasePrefix: "\(getpid())-\(Self.unixMilliseconds())")
+        var config = SyncEngineConfiguration(
+            relayURLs: endpoints.map(\.url), identity: identity,
+            leasePrefix: "\(getpid())-\(Self.unixMilliseconds())")
         config.session = policy.session
         config.eventsBatching = policy.eventsBatch
         config.acknowledgementTimeoutSeconds = policy.acknowledgementTimeoutSeconds
@@ -271,11 +283,12 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
     }
 
     static func limits(_ info: RelayInformation) -> RelayLimits {
-        RelayLimits(maxMessageLength: info.maxMessageLength, maxLimit: info.maxLimit, acceptsEventsBatch: info.acceptsEventsBatch,
-                    supportsAuthentication: info.supportedNIPs.contains(42), authenticationRequired: info.authRequired,
-                    software: info.document["software"]?.stringValue,
-                    // Listing 77 says so; not listing it proves nothing (the engine asks).
-                    supportsNegentropy: info.supportedNIPs.contains(77) ? true : nil)
+        RelayLimits(
+            maxMessageLength: info.maxMessageLength, maxLimit: info.maxLimit, acceptsEventsBatch: info.acceptsEventsBatch,
+            supportsAuthentication: info.supportedNIPs.contains(42), authenticationRequired: info.authRequired,
+            software: info.document["software"]?.stringValue,
+            // Listing 77 says so; not listing it proves nothing (the engine asks).
+            supportsNegentropy: info.supportedNIPs.contains(77) ? true : nil)
     }
 
     // MARK: Actions
@@ -338,10 +351,11 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
                     var entries: [EngineSubscription] = []
                     for entry in try account.subscriptions(for: url) {
                         let stored = try account.syncState(relayURL: url, subscriptionID: entry.subscriptionID)
-                        entries.append(EngineSubscription(
-                            subscriptionID: entry.subscriptionID, filtersJSON: entry.filtersJSON,
-                            storedFiltersJSON: stored?.filtersJSON, storedStateJSON: stored?.stateJSON,
-                            cursor: try account.syncCursor(relayURL: url, subscriptionID: entry.subscriptionID)))
+                        entries.append(
+                            EngineSubscription(
+                                subscriptionID: entry.subscriptionID, filtersJSON: entry.filtersJSON,
+                                storedFiltersJSON: stored?.filtersJSON, storedStateJSON: stored?.stateJSON,
+                                cursor: try account.syncCursor(relayURL: url, subscriptionID: entry.subscriptionID)))
                     }
                     out[url] = entries
                 }

@@ -112,10 +112,12 @@ public struct CABIRenderer {
         }
         for t in set.allTypes where t.kind == .callback {
             w.line()
-            w.doc(t.doc + " Called with the context given beside it and one \(t.payload.map { "\($0)" } ?? "value") as JSON (valid only during the call),"
-                + " on the library's delivery thread, one call at a time and in order, never while the library holds a lock;"
-                + " stop (or free) on the handle delivers what was queued, then calls it once with json NULL (the end: the host may let the context go) before it returns;"
-                + " after that it is not called again. A NULL function means no calls.")
+            w.doc(
+                t.doc
+                    + " Called with the context given beside it and one \(t.payload.map { "\($0)" } ?? "value") as JSON (valid only during the call),"
+                    + " on the library's delivery thread, one call at a time and in order, never while the library holds a lock;"
+                    + " stop (or free) on the handle delivers what was queued, then calls it once with json NULL (the end: the host may let the context go) before it returns;"
+                    + " after that it is not called again. A NULL function means no calls.")
             w.line("typedef void (*\(FFIModel.cPrefix(t.name)))(void *context, const char *json);")
         }
         w.line()
@@ -239,10 +241,15 @@ public struct CABIRenderer {
             n.line()
         }
         let all = codecNames(for: model.entryPoints)
-        renderCodecs((decode: all.decode.filter { !portableCodecs.decode.contains($0) },
-                      encode: all.encode.filter { !portableCodecs.encode.contains($0) }), &n)
-        return [GeneratedFile(path: Self.exportsFileName, contents: w.text),
-                GeneratedFile(path: Self.nativeExportsFileName, contents: n.text)]
+        renderCodecs(
+            (
+                decode: all.decode.filter { !portableCodecs.decode.contains($0) },
+                encode: all.encode.filter { !portableCodecs.encode.contains($0) }
+            ), &n)
+        return [
+            GeneratedFile(path: Self.exportsFileName, contents: w.text),
+            GeneratedFile(path: Self.nativeExportsFileName, contents: n.text),
+        ]
     }
 
     func header(_ w: inout SourceWriter, _ part: String) {
@@ -324,7 +331,9 @@ public struct CABIRenderer {
         for p in e.params {
             guard let n = model.handleName(p.type) else { continue }
             if case .optional = p.type {
-                w.line("let h_\(p.name) = try \(swiftParamName(p)).map { p throws(SoftchatError) -> FFI.\(n) in try FFIHandle<FFI.\(n)>.unwrap(p, type: \(quoted(n)), code: code).value }")
+                w.line(
+                    "let h_\(p.name) = try \(swiftParamName(p)).map { p throws(SoftchatError) -> FFI.\(n) in try FFIHandle<FFI.\(n)>.unwrap(p, type: \(quoted(n)), code: code).value }"
+                )
             } else {
                 w.line("let h_\(p.name) = try FFIHandle<FFI.\(n)>.unwrap(\(swiftParamName(p)), type: \(quoted(n)), code: code).value")
             }
@@ -385,7 +394,9 @@ public struct CABIRenderer {
                     w.block("extension FFI.\(name): FFIDecodable {") { w in
                         w.block("init(ffi value: JSONValue, code: String) throws(SoftchatError) {") { w in
                             w.line("let o = try ffiObject(value, \(quoted(name)), code: code)")
-                            let args = t.fields.map { "\(Naming.swift($0.name)): try ffiField(o, \(quoted($0.name)), in: \(quoted(name)), code: code)" }
+                            let args = t.fields.map {
+                                "\(Naming.swift($0.name)): try ffiField(o, \(quoted($0.name)), in: \(quoted(name)), code: code)"
+                            }
                             w.line("self.init(\(args.joined(separator: ", ")))")
                         }
                     }

@@ -91,32 +91,37 @@ public struct FFIModel: Sendable {
             if role == .handle {
                 for (i, c) in t.constructors.enumerated() {
                     let suffix = i == 0 && c.params.isEmpty ? "new" : "new_with_" + c.params.map { Naming.snake($0.name) }.joined(separator: "_and_")
-                    points.append(EntryPoint(
-                        cName: "\(prefix)_\(suffix)", kind: .constructor, type: t.name, member: suffix, receiver: .none,
-                        params: c.params, returns: .named(t.name), throwsCodes: c.throwsCodes, symbol: t.name))
+                    points.append(
+                        EntryPoint(
+                            cName: "\(prefix)_\(suffix)", kind: .constructor, type: t.name, member: suffix, receiver: .none,
+                            params: c.params, returns: .named(t.name), throwsCodes: c.throwsCodes, symbol: t.name))
                 }
             }
             for p in t.properties where (roles[p.type.namedTypes.first ?? ""].map { if case .view = $0 { false } else { true } } ?? true) {
-                points.append(EntryPoint(
-                    cName: "\(prefix)_\(Naming.snake(p.name))", kind: .property, type: t.name, member: p.name, receiver: receiver,
-                    params: [], returns: p.type, throwsCodes: [], symbol: "\(t.name).\(p.name)"))
+                points.append(
+                    EntryPoint(
+                        cName: "\(prefix)_\(Naming.snake(p.name))", kind: .property, type: t.name, member: p.name, receiver: receiver,
+                        params: [], returns: p.type, throwsCodes: [], symbol: "\(t.name).\(p.name)"))
             }
             for m in t.methods {
-                points.append(EntryPoint(
-                    cName: "\(prefix)_\(Naming.snake(m.name))", kind: m.isStatic ? .staticMethod : .method, type: t.name,
-                    member: m.name, receiver: m.isStatic ? .none : receiver, params: m.params, returns: m.returns,
-                    throwsCodes: m.throwsCodes, symbol: "\(t.name).\(m.name)"))
+                points.append(
+                    EntryPoint(
+                        cName: "\(prefix)_\(Naming.snake(m.name))", kind: m.isStatic ? .staticMethod : .method, type: t.name,
+                        member: m.name, receiver: m.isStatic ? .none : receiver, params: m.params, returns: m.returns,
+                        throwsCodes: m.throwsCodes, symbol: "\(t.name).\(m.name)"))
             }
             if role == .handle {
-                points.append(EntryPoint(
-                    cName: "\(prefix)_free", kind: .free, type: t.name, member: "free", receiver: .handle(t.name),
-                    params: [], returns: nil, throwsCodes: [], symbol: "\(t.name).free"))
+                points.append(
+                    EntryPoint(
+                        cName: "\(prefix)_free", kind: .free, type: t.name, member: "free", receiver: .handle(t.name),
+                        params: [], returns: nil, throwsCodes: [], symbol: "\(t.name).free"))
             }
         }
         for f in set.allFunctions {
-            points.append(EntryPoint(
-                cName: "softchat_" + Naming.snake(f.name), kind: .function, type: nil, member: f.name, receiver: .none,
-                params: f.params, returns: f.returns, throwsCodes: f.throwsCodes, symbol: f.name))
+            points.append(
+                EntryPoint(
+                    cName: "softchat_" + Naming.snake(f.name), kind: .function, type: nil, member: f.name, receiver: .none,
+                    params: f.params, returns: f.returns, throwsCodes: f.throwsCodes, symbol: f.name))
         }
         entryPoints = points
     }

@@ -11,9 +11,11 @@ public struct KotlinRenderer {
     static let package = "org.softchat"
     /// `generated/kotlin/org/softchat`.
     static let directory = "generated/kotlin/" + package.split(separator: ".").joined(separator: "/")
-    static let keywords: Set<String> = ["as", "break", "class", "continue", "do", "else", "false", "for", "fun", "if",
+    static let keywords: Set<String> = [
+        "as", "break", "class", "continue", "do", "else", "false", "for", "fun", "if",
         "in", "interface", "is", "null", "object", "package", "return", "super", "this", "throw", "true", "try",
-        "typealias", "val", "var", "when", "while"]
+        "typealias", "val", "var", "when", "while",
+    ]
 
     public func render() -> [GeneratedFile] {
         [renderContracts(), renderAPI(), renderCodecs(), renderNative(), renderJSON()]
@@ -45,7 +47,9 @@ public struct KotlinRenderer {
             w.block("companion object {") { w in
                 for e in set.errors {
                     w.doc(e.meaning)
-                    w.line("@JvmField val \(Naming.screamingSnake(Naming.camelFromSnake(e.code))): SoftchatErrorCode = SoftchatErrorCode(\(quoted(e.code, dollar: true)), SoftchatRetryRule.\(e.retry.rawValue.uppercased()))")
+                    w.line(
+                        "@JvmField val \(Naming.screamingSnake(Naming.camelFromSnake(e.code))): SoftchatErrorCode = SoftchatErrorCode(\(quoted(e.code, dollar: true)), SoftchatRetryRule.\(e.retry.rawValue.uppercased()))"
+                    )
                 }
                 w.line()
                 w.line("private val known: List<SoftchatErrorCode> = listOf(")
@@ -58,7 +62,9 @@ public struct KotlinRenderer {
                 w.line("fun values(): List<SoftchatErrorCode> = known")
                 w.line()
                 w.line("/** The code with this text: a known constant, or (from a newer library) a permanent unknown code. */")
-                w.line("fun fromCode(code: String): SoftchatErrorCode = known.firstOrNull { it.code == code } ?: SoftchatErrorCode(code, SoftchatRetryRule.PERMANENT)")
+                w.line(
+                    "fun fromCode(code: String): SoftchatErrorCode = known.firstOrNull { it.code == code } ?: SoftchatErrorCode(code, SoftchatRetryRule.PERMANENT)"
+                )
             }
         }
         w.line()
@@ -67,7 +73,9 @@ public struct KotlinRenderer {
         w.line("    RuntimeException(\"${code.code}: $message\")")
         w.line()
         w.line("/** An exact input bound of an operation contract. */")
-        w.line("data class ContractBound(val operation: String, val name: String, val value: Long, val minimum: Long?, val unit: String, val error: SoftchatErrorCode)")
+        w.line(
+            "data class ContractBound(val operation: String, val name: String, val value: Long, val minimum: Long?, val unit: String, val error: SoftchatErrorCode)"
+        )
         w.line()
         for c in set.contracts {
             w.doc("\(c.title): \(c.summary) (Schema/\(c.file))")
@@ -75,9 +83,13 @@ public struct KotlinRenderer {
                 w.line("const val ID: String = \(quoted(c.id))")
                 for b in c.bounds {
                     w.doc(b.doc)
-                    w.line("val \(b.name): ContractBound = ContractBound(\(quoted(c.id)), \(quoted(b.name)), \(b.value)L, \(b.min.map { "\($0)L" } ?? "null"), \(quoted(b.unit.rawValue)), SoftchatErrorCode.\(Naming.screamingSnake(Naming.camelFromSnake(b.error))))")
+                    w.line(
+                        "val \(b.name): ContractBound = ContractBound(\(quoted(c.id)), \(quoted(b.name)), \(b.value)L, \(b.min.map { "\($0)L" } ?? "null"), \(quoted(b.unit.rawValue)), SoftchatErrorCode.\(Naming.screamingSnake(Naming.camelFromSnake(b.error))))"
+                    )
                 }
-                w.line("val errors: List<SoftchatErrorCode> = listOf(\(c.errors.map { "SoftchatErrorCode.\(Naming.screamingSnake(Naming.camelFromSnake($0)))" }.joined(separator: ", ")))")
+                w.line(
+                    "val errors: List<SoftchatErrorCode> = listOf(\(c.errors.map { "SoftchatErrorCode.\(Naming.screamingSnake(Naming.camelFromSnake($0)))" }.joined(separator: ", ")))"
+                )
             }
             w.line()
         }
@@ -142,7 +154,8 @@ public struct KotlinRenderer {
     /// The JNA parameter list of an entry point (handles as Pointer, text as String).
     func jnaParams(_ e: FFIModel.EntryPoint) -> String {
         let c = CABIRenderer(set: set)
-        let callbacks = Dictionary(uniqueKeysWithValues: e.params.compactMap { p in model.callback(p.type).map { (FFIModel.cParam(p.name), $0.name) } })
+        let callbacks = Dictionary(
+            uniqueKeysWithValues: e.params.compactMap { p in model.callback(p.type).map { (FFIModel.cParam(p.name), $0.name) } })
         return c.cArguments(e).map { arg in
             let type: String
             if arg.name == "error" {
@@ -231,30 +244,30 @@ public struct KotlinRenderer {
     /// Frees native handles of collected objects without `java.lang.ref.Cleaner` (Android API
     /// 33+): phantom references on a queue drained by one daemon thread, as JNA's own cleaner does.
     static let cleaner: [String] = #"""
-/** Runs a handle's free function once its owner is collected (phantom references, one daemon thread). */
-internal object SoftchatCleaner {
-    private val queue = java.lang.ref.ReferenceQueue<Any>()
-    private val live = java.util.Collections.newSetFromMap(java.util.concurrent.ConcurrentHashMap<Ref, Boolean>())
+        /** Runs a handle's free function once its owner is collected (phantom references, one daemon thread). */
+        internal object SoftchatCleaner {
+            private val queue = java.lang.ref.ReferenceQueue<Any>()
+            private val live = java.util.Collections.newSetFromMap(java.util.concurrent.ConcurrentHashMap<Ref, Boolean>())
 
-    private class Ref(owner: Any, val action: Runnable) : java.lang.ref.PhantomReference<Any>(owner, queue)
+            private class Ref(owner: Any, val action: Runnable) : java.lang.ref.PhantomReference<Any>(owner, queue)
 
-    init {
-        val thread = Thread({
-            while (true) {
-                val ref = queue.remove() as Ref
-                live.remove(ref)
-                try { ref.action.run() } catch (t: Throwable) { t.printStackTrace() }
+            init {
+                val thread = Thread({
+                    while (true) {
+                        val ref = queue.remove() as Ref
+                        live.remove(ref)
+                        try { ref.action.run() } catch (t: Throwable) { t.printStackTrace() }
+                    }
+                }, "softchat-cleaner")
+                thread.isDaemon = true
+                thread.start()
             }
-        }, "softchat-cleaner")
-        thread.isDaemon = true
-        thread.start()
-    }
 
-    fun register(owner: Any, action: Runnable) {
-        live.add(Ref(owner, action))
-    }
-}
-"""#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            fun register(owner: Any, action: Runnable) {
+                live.add(Ref(owner, action))
+            }
+        }
+        """#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
 
     func renderJSON() -> GeneratedFile {
         var w = SourceWriter()
@@ -267,188 +280,188 @@ internal object SoftchatCleaner {
     }
 
     static let jsonSource: [String] = #"""
-internal object SoftchatJson {
-    fun parse(text: String): Any? {
-        val r = Reader(text)
-        r.skip()
-        val v = r.value()
-        r.skip()
-        if (r.i != text.length) throw IllegalArgumentException("softchat: trailing data in JSON at ${r.i}")
-        return v
-    }
+        internal object SoftchatJson {
+            fun parse(text: String): Any? {
+                val r = Reader(text)
+                r.skip()
+                val v = r.value()
+                r.skip()
+                if (r.i != text.length) throw IllegalArgumentException("softchat: trailing data in JSON at ${r.i}")
+                return v
+            }
 
-    fun write(value: Any?): String = StringBuilder().also { write(value, it) }.toString()
+            fun write(value: Any?): String = StringBuilder().also { write(value, it) }.toString()
 
-    private fun write(value: Any?, out: StringBuilder) {
-        when (value) {
-            null -> out.append("null")
-            is Boolean -> out.append(if (value) "true" else "false")
-            is Long, is Int -> out.append(value.toString())
-            is Double -> out.append(value.toString())
-            is String -> {
-                out.append('"')
-                for (ch in value) {
-                    when {
-                        ch == '"' -> out.append("\\\"")
-                        ch == '\\' -> out.append("\\\\")
-                        ch == '\n' -> out.append("\\n")
-                        ch == '\r' -> out.append("\\r")
-                        ch == '\t' -> out.append("\\t")
-                        ch < ' ' -> out.append(String.format("\\u%04x", ch.toInt()))
-                        else -> out.append(ch)
+            private fun write(value: Any?, out: StringBuilder) {
+                when (value) {
+                    null -> out.append("null")
+                    is Boolean -> out.append(if (value) "true" else "false")
+                    is Long, is Int -> out.append(value.toString())
+                    is Double -> out.append(value.toString())
+                    is String -> {
+                        out.append('"')
+                        for (ch in value) {
+                            when {
+                                ch == '"' -> out.append("\\\"")
+                                ch == '\\' -> out.append("\\\\")
+                                ch == '\n' -> out.append("\\n")
+                                ch == '\r' -> out.append("\\r")
+                                ch == '\t' -> out.append("\\t")
+                                ch < ' ' -> out.append(String.format("\\u%04x", ch.toInt()))
+                                else -> out.append(ch)
+                            }
+                        }
+                        out.append('"')
+                    }
+                    is Map<*, *> -> {
+                        out.append('{')
+                        var first = true
+                        for ((k, v) in value) {
+                            if (!first) out.append(',')
+                            first = false
+                            write(k as String, out)
+                            out.append(':')
+                            write(v, out)
+                        }
+                        out.append('}')
+                    }
+                    is List<*> -> {
+                        out.append('[')
+                        value.forEachIndexed { i, v ->
+                            if (i > 0) out.append(',')
+                            write(v, out)
+                        }
+                        out.append(']')
+                    }
+                    else -> throw IllegalArgumentException("softchat: cannot encode ${value.javaClass} as JSON")
+                }
+            }
+
+            private class Reader(val s: String) {
+                var i = 0
+
+                fun skip() {
+                    while (i < s.length && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++
+                }
+
+                fun fail(what: String): Nothing = throw IllegalArgumentException("softchat: bad JSON at $i: $what")
+
+                fun value(): Any? {
+                    if (i >= s.length) fail("unexpected end")
+                    return when (s[i]) {
+                        '{' -> obj()
+                        '[' -> arr()
+                        '"' -> str()
+                        't' -> lit("true", true)
+                        'f' -> lit("false", false)
+                        'n' -> lit("null", null)
+                        else -> num()
                     }
                 }
-                out.append('"')
-            }
-            is Map<*, *> -> {
-                out.append('{')
-                var first = true
-                for ((k, v) in value) {
-                    if (!first) out.append(',')
-                    first = false
-                    write(k as String, out)
-                    out.append(':')
-                    write(v, out)
+
+                fun lit(word: String, v: Any?): Any? {
+                    if (!s.startsWith(word, i)) fail("expected $word")
+                    i += word.length
+                    return v
                 }
-                out.append('}')
-            }
-            is List<*> -> {
-                out.append('[')
-                value.forEachIndexed { i, v ->
-                    if (i > 0) out.append(',')
-                    write(v, out)
+
+                fun num(): Any {
+                    val start = i
+                    while (i < s.length && (s[i].isDigit() || s[i] == '-' || s[i] == '+' || s[i] == '.' || s[i] == 'e' || s[i] == 'E')) i++
+                    val t = s.substring(start, i)
+                    if (t.isEmpty()) fail("unexpected character")
+                    return t.toLongOrNull() ?: t.toDouble()
                 }
-                out.append(']')
-            }
-            else -> throw IllegalArgumentException("softchat: cannot encode ${value.javaClass} as JSON")
-        }
-    }
 
-    private class Reader(val s: String) {
-        var i = 0
-
-        fun skip() {
-            while (i < s.length && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++
-        }
-
-        fun fail(what: String): Nothing = throw IllegalArgumentException("softchat: bad JSON at $i: $what")
-
-        fun value(): Any? {
-            if (i >= s.length) fail("unexpected end")
-            return when (s[i]) {
-                '{' -> obj()
-                '[' -> arr()
-                '"' -> str()
-                't' -> lit("true", true)
-                'f' -> lit("false", false)
-                'n' -> lit("null", null)
-                else -> num()
-            }
-        }
-
-        fun lit(word: String, v: Any?): Any? {
-            if (!s.startsWith(word, i)) fail("expected $word")
-            i += word.length
-            return v
-        }
-
-        fun num(): Any {
-            val start = i
-            while (i < s.length && (s[i].isDigit() || s[i] == '-' || s[i] == '+' || s[i] == '.' || s[i] == 'e' || s[i] == 'E')) i++
-            val t = s.substring(start, i)
-            if (t.isEmpty()) fail("unexpected character")
-            return t.toLongOrNull() ?: t.toDouble()
-        }
-
-        fun str(): String {
-            i++
-            val b = StringBuilder()
-            while (true) {
-                if (i >= s.length) fail("unterminated string")
-                val c = s[i++]
-                when (c) {
-                    '"' -> return b.toString()
-                    '\\' -> {
-                        val e = s[i++]
-                        when (e) {
-                            '"' -> b.append('"')
-                            '\\' -> b.append('\\')
-                            '/' -> b.append('/')
-                            'b' -> b.append('\b')
-                            'f' -> b.append('\u000c')
-                            'n' -> b.append('\n')
-                            'r' -> b.append('\r')
-                            't' -> b.append('\t')
-                            'u' -> {
-                                b.append(s.substring(i, i + 4).toInt(16).toChar())
-                                i += 4
+                fun str(): String {
+                    i++
+                    val b = StringBuilder()
+                    while (true) {
+                        if (i >= s.length) fail("unterminated string")
+                        val c = s[i++]
+                        when (c) {
+                            '"' -> return b.toString()
+                            '\\' -> {
+                                val e = s[i++]
+                                when (e) {
+                                    '"' -> b.append('"')
+                                    '\\' -> b.append('\\')
+                                    '/' -> b.append('/')
+                                    'b' -> b.append('\b')
+                                    'f' -> b.append('\u000c')
+                                    'n' -> b.append('\n')
+                                    'r' -> b.append('\r')
+                                    't' -> b.append('\t')
+                                    'u' -> {
+                                        b.append(s.substring(i, i + 4).toInt(16).toChar())
+                                        i += 4
+                                    }
+                                    else -> fail("bad escape")
+                                }
                             }
-                            else -> fail("bad escape")
+                            else -> b.append(c)
                         }
                     }
-                    else -> b.append(c)
+                }
+
+                fun obj(): Map<String, Any?> {
+                    i++
+                    val m = LinkedHashMap<String, Any?>()
+                    skip()
+                    if (s[i] == '}') {
+                        i++
+                        return m
+                    }
+                    while (true) {
+                        skip()
+                        val k = str()
+                        skip()
+                        if (s[i++] != ':') fail("expected :")
+                        skip()
+                        m[k] = value()
+                        skip()
+                        when (s[i++]) {
+                            ',' -> {}
+                            '}' -> return m
+                            else -> fail("expected , or }")
+                        }
+                    }
+                }
+
+                fun arr(): List<Any?> {
+                    i++
+                    val a = ArrayList<Any?>()
+                    skip()
+                    if (s[i] == ']') {
+                        i++
+                        return a
+                    }
+                    while (true) {
+                        skip()
+                        a.add(value())
+                        skip()
+                        when (s[i++]) {
+                            ',' -> {}
+                            ']' -> return a
+                            else -> fail("expected , or ]")
+                        }
+                    }
                 }
             }
         }
 
-        fun obj(): Map<String, Any?> {
-            i++
-            val m = LinkedHashMap<String, Any?>()
-            skip()
-            if (s[i] == '}') {
-                i++
-                return m
-            }
-            while (true) {
-                skip()
-                val k = str()
-                skip()
-                if (s[i++] != ':') fail("expected :")
-                skip()
-                m[k] = value()
-                skip()
-                when (s[i++]) {
-                    ',' -> {}
-                    '}' -> return m
-                    else -> fail("expected , or }")
-                }
-            }
-        }
+        internal fun jsonField(v: Any?, key: String): Any? =
+            (v as? Map<*, *> ?: throw IllegalStateException("softchat: expected a JSON object for $key")).get(key)
 
-        fun arr(): List<Any?> {
-            i++
-            val a = ArrayList<Any?>()
-            skip()
-            if (s[i] == ']') {
-                i++
-                return a
-            }
-            while (true) {
-                skip()
-                a.add(value())
-                skip()
-                when (s[i++]) {
-                    ',' -> {}
-                    ']' -> return a
-                    else -> fail("expected , or ]")
-                }
-            }
-        }
-    }
-}
+        internal fun jsonString(v: Any?): String = v as? String ?: throw IllegalStateException("softchat: expected a string, got $v")
 
-internal fun jsonField(v: Any?, key: String): Any? =
-    (v as? Map<*, *> ?: throw IllegalStateException("softchat: expected a JSON object for $key")).get(key)
+        internal fun jsonLong(v: Any?): Long = (v as? Long) ?: (v as? Int)?.toLong() ?: throw IllegalStateException("softchat: expected an integer, got $v")
 
-internal fun jsonString(v: Any?): String = v as? String ?: throw IllegalStateException("softchat: expected a string, got $v")
+        internal fun jsonBool(v: Any?): Boolean = v as? Boolean ?: throw IllegalStateException("softchat: expected a boolean, got $v")
 
-internal fun jsonLong(v: Any?): Long = (v as? Long) ?: (v as? Int)?.toLong() ?: throw IllegalStateException("softchat: expected an integer, got $v")
-
-internal fun jsonBool(v: Any?): Boolean = v as? Boolean ?: throw IllegalStateException("softchat: expected a boolean, got $v")
-
-@Suppress("UNCHECKED_CAST")
-internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalStateException("softchat: expected an array, got $v")
-"""#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        @Suppress("UNCHECKED_CAST")
+        internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalStateException("softchat: expected an array, got $v")
+        """#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
 
     // MARK: JSON codecs over the schema's types
 
@@ -593,7 +606,8 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
         w.line()
         w.line("internal fun encode\(t.name)(x: \(t.name)): Map<String, Any?> = when (x) {")
         for v in t.variants {
-            let pairs = [("\(quoted(tag.name)) to \(quoted(tagEnum.cases.first { $0.name == v.name }?.value ?? v.name, dollar: true))")]
+            let pairs =
+                [("\(quoted(tag.name)) to \(quoted(tagEnum.cases.first { $0.name == v.name }?.value ?? v.name, dollar: true))")]
                 + t.fields(of: v).map { "\(quoted($0.name)) to \(encode($0.type, "x." + ident($0.name)))" }
             w.line("    is \(t.name).\(variantClass(v)) -> linkedMapOf<String, Any?>(\(pairs.joined(separator: ", ")))")
         }
@@ -729,7 +743,8 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
             case .handle:
                 let keeps = model.entryPoints.contains { e in e.returns == .named(t.name) && e.params.contains { model.callback($0.type) != nil } }
                 let extra = keeps ? ", retained: List<Any?> = emptyList()" : ""
-                w.block("class \(t.name) internal constructor(internal val handle: Pointer\(extra))\(closeable ? " : java.io.Closeable" : "") {") { w in
+                w.block("class \(t.name) internal constructor(internal val handle: Pointer\(extra))\(closeable ? " : java.io.Closeable" : "") {") {
+                    w in
                     w.block("init {") { w in
                         w.line("val h = handle")
                         if keeps {
@@ -744,7 +759,9 @@ internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalSt
                         let e = model.entryPoints.filter { $0.type == t.name && $0.kind == .constructor }[i]
                         w.line()
                         w.line("constructor(\(params(c))) : this(")
-                        w.line("    SoftchatNative.call(\(quoted(t.name))) { e -> SoftchatNative.lib.\(e.cName)(\((e.params.map(argument) + ["e"]).joined(separator: ", "))) }")
+                        w.line(
+                            "    SoftchatNative.call(\(quoted(t.name))) { e -> SoftchatNative.lib.\(e.cName)(\((e.params.map(argument) + ["e"]).joined(separator: ", "))) }"
+                        )
                         w.line("        ?: throw IllegalStateException(\"softchat: \(e.cName) returned no handle\")")
                         w.line(")")
                     }

@@ -176,7 +176,8 @@ public struct SwiftRenderer {
                     w.line("throw SoftchatError(error, \"\\(what()) has \\(count) \\(unit), over the limit of \\(value)\", operation: operation)")
                 }
                 w.block("if let minimum, count < minimum {") { w in
-                    w.line("throw SoftchatError(error, \"\\(what()) has \\(count) \\(unit), under the minimum of \\(minimum)\", operation: operation)")
+                    w.line(
+                        "throw SoftchatError(error, \"\\(what()) has \\(count) \\(unit), under the minimum of \\(minimum)\", operation: operation)")
                 }
             }
             w.line()

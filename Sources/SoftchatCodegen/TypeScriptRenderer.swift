@@ -8,8 +8,10 @@ public struct TypeScriptRenderer {
     public init(set: ContractSet) { self.set = set }
 
     public func render() -> [GeneratedFile] {
-        [renderContracts(), renderAPI(), renderNative(), renderIndex(), renderPackage(), renderESMEntry(), renderESMTypes(),
-         NodeAddonRenderer(set: set).render()] + WasmBackendRenderer(set: set).render()
+        [
+            renderContracts(), renderAPI(), renderNative(), renderIndex(), renderPackage(), renderESMEntry(), renderESMTypes(),
+            NodeAddonRenderer(set: set).render(),
+        ] + WasmBackendRenderer(set: set).render()
     }
 
     func header(_ w: inout SourceWriter) {
@@ -64,7 +66,9 @@ public struct TypeScriptRenderer {
                 w.block("bounds: {", closer: "},") { w in
                     for b in c.bounds {
                         w.doc(b.doc)
-                        w.line("\(b.name): { operation: \(quoted(c.id)), name: \(quoted(b.name)), value: \(b.value), minimum: \(b.min.map(String.init) ?? "null"), unit: \(quoted(b.unit.rawValue)), error: \(quoted(b.error)) } as ContractBound,")
+                        w.line(
+                            "\(b.name): { operation: \(quoted(c.id)), name: \(quoted(b.name)), value: \(b.value), minimum: \(b.min.map(String.init) ?? "null"), unit: \(quoted(b.unit.rawValue)), error: \(quoted(b.error)) } as ContractBound,"
+                        )
                     }
                 }
                 w.line("errors: [\(c.errors.map { quoted($0) }.joined(separator: ", "))] as SoftchatErrorCode[],")
@@ -109,7 +113,8 @@ public struct TypeScriptRenderer {
     /// fields may be left out (`{ relayUrls: [url] }`).
     var inputOnlyRecords: Set<String> {
         let abi = CABIRenderer(set: set)
-        let outputs = model.entryPoints.compactMap(\.returns) + model.entryPoints.flatMap { $0.params.compactMap { model.callback($0.type)?.payload } }
+        let outputs =
+            model.entryPoints.compactMap(\.returns) + model.entryPoints.flatMap { $0.params.compactMap { model.callback($0.type)?.payload } }
         let reachable = Set(abi.reachableValues(from: outputs))
         return Set(set.allTypes.filter { $0.kind == .record && !reachable.contains($0.name) }.map(\.name))
     }
@@ -220,7 +225,9 @@ public struct TypeScriptRenderer {
                         let optional = omittable && f.type.nonOptional != f.type ? "?" : ""
                         w.line("readonly \(f.name)\(optional): \(typeName(f.type));")
                         if f.name == "createdAt" && isNostrEvent(t) {
-                            w.doc("NIP-01's name for createdAt, set on every event the library returns (other Nostr libraries read it); either name is accepted.")
+                            w.doc(
+                                "NIP-01's name for createdAt, set on every event the library returns (other Nostr libraries read it); either name is accepted."
+                            )
                             w.line("readonly created_at?: number;")
                         }
                     }
@@ -240,7 +247,9 @@ public struct TypeScriptRenderer {
             w.line()
             w.doc(f.doc)
             let e = entry(nil, f.name)
-            w.line("export function \(f.name)(\(params(f))): \(f.returns.map(typeName) ?? "void") { \(f.returns == nil ? "" : "return ")\(call(e, receiver: nil)); }")
+            w.line(
+                "export function \(f.name)(\(params(f))): \(f.returns.map(typeName) ?? "void") { \(f.returns == nil ? "" : "return ")\(call(e, receiver: nil)); }"
+            )
         }
         for t in set.allTypes where t.kind == .union && needsDecoding(.named(t.name)) {
             w.line()
@@ -342,7 +351,8 @@ public struct TypeScriptRenderer {
                     w.block("constructor(\(t.constructors.count > 1 ? implParams : params(t.constructors[0]))) {") { w in
                         for (i, c) in t.constructors.enumerated() {
                             let e = ctors[i]
-                            let test = c.params.isEmpty ? "arguments.length === 0" : c.params.map { "\($0.name) !== undefined" }.joined(separator: " && ")
+                            let test =
+                                c.params.isEmpty ? "arguments.length === 0" : c.params.map { "\($0.name) !== undefined" }.joined(separator: " && ")
                             let invoke = "call(\(quoted(t.name)), () => native().\(e.cName)(\(c.params.map(argument).joined(separator: ", "))))"
                             if t.constructors.count == 1 {
                                 w.line("this.handle = \(invoke);")
@@ -366,13 +376,19 @@ public struct TypeScriptRenderer {
                     if case .view = model.role(p.type.namedTypes.first ?? "") {
                         w.line("get \(p.name)(): \(typeName(p.type)) { return wrapView(\(typeName(p.type)), this); }")
                     } else {
-                        w.line("get \(p.name)(): \(typeName(p.type)) { return \(call(entry(t.name, p.name, kind: .property), receiver: "this.handle")); }")
+                        w.line(
+                            "get \(p.name)(): \(typeName(p.type)) { return \(call(entry(t.name, p.name, kind: .property), receiver: "this.handle")); }"
+                        )
                     }
                 }
                 for (name, payload) in streams(of: t) {
                     w.line()
-                    w.doc("The `\(name)` updates, in order, as an AsyncIterable: every update since this handle was created reaches the first iterator; a later iterator sees those after it was created. It ends once stop() has delivered the last update.")
-                    w.line("\(name)(): AsyncIterable<\(typeName(payload))> { return (this.streams as Record<string, UpdateChannel<\(typeName(payload))>>)[\(quoted(name))].iterate(); }")
+                    w.doc(
+                        "The `\(name)` updates, in order, as an AsyncIterable: every update since this handle was created reaches the first iterator; a later iterator sees those after it was created. It ends once stop() has delivered the last update."
+                    )
+                    w.line(
+                        "\(name)(): AsyncIterable<\(typeName(payload))> { return (this.streams as Record<string, UpdateChannel<\(typeName(payload))>>)[\(quoted(name))].iterate(); }"
+                    )
                 }
                 for m in t.methods {
                     w.line()
@@ -525,74 +541,74 @@ public struct TypeScriptRenderer {
     /// The receiving end of a C callback: the addon calls `sink` on the JS thread with each
     /// update's JSON, and null once no more follow.
     static let updateChannel: [String] = #"""
-/**
- * The updates of one native callback. The addon calls `sink` on the JS thread, in order, with
- * each update's JSON and finally with null. Until the first iterator exists the newest
- * `earlyLimit` updates are kept, so nothing is lost between start and the first `for await`;
- * each iterator then gets every later update. An iterator ends after the final null. The
- * channel keeps its handle alive until then, so a transport read only through its iterators is
- * not collected (and stopped) while it runs.
- */
-export class UpdateChannel<T> {
-  /** Updates kept before the first iterator exists (the newest ones; the account holds the rest). */
-  static readonly earlyLimit = 10_000;
-  /** The handle the channel belongs to: kept alive while updates may still come. */
-  owner: unknown = null;
-  private readonly early: T[] = [];
-  private readonly readers = new Set<{ queue: T[]; wake: (() => void) | null }>();
-  private attached = false;
-  private ended = false;
+        /**
+         * The updates of one native callback. The addon calls `sink` on the JS thread, in order, with
+         * each update's JSON and finally with null. Until the first iterator exists the newest
+         * `earlyLimit` updates are kept, so nothing is lost between start and the first `for await`;
+         * each iterator then gets every later update. An iterator ends after the final null. The
+         * channel keeps its handle alive until then, so a transport read only through its iterators is
+         * not collected (and stopped) while it runs.
+         */
+        export class UpdateChannel<T> {
+          /** Updates kept before the first iterator exists (the newest ones; the account holds the rest). */
+          static readonly earlyLimit = 10_000;
+          /** The handle the channel belongs to: kept alive while updates may still come. */
+          owner: unknown = null;
+          private readonly early: T[] = [];
+          private readonly readers = new Set<{ queue: T[]; wake: (() => void) | null }>();
+          private attached = false;
+          private ended = false;
 
-  constructor(private readonly decode: (value: unknown) => T) {}
+          constructor(private readonly decode: (value: unknown) => T) {}
 
-  readonly sink = (json: string | null): void => {
-    if (json === null) {
-      this.ended = true;
-      this.owner = null;
-      for (const r of this.readers) r.wake?.();
-      return;
-    }
-    const value = this.decode(JSON.parse(json));
-    if (!this.attached) {
-      if (this.early.length === UpdateChannel.earlyLimit) this.early.shift();
-      this.early.push(value);
-      return;
-    }
-    for (const r of this.readers) {
-      r.queue.push(value);
-      r.wake?.();
-    }
-  };
-
-  iterate(): AsyncIterable<T> {
-    const reader = { queue: this.attached ? [] : this.early.splice(0), wake: null as (() => void) | null };
-    this.attached = true;
-    this.readers.add(reader);
-    const channel = this;
-    return {
-      [Symbol.asyncIterator](): AsyncIterator<T> {
-        return {
-          async next(): Promise<IteratorResult<T>> {
-            while (reader.queue.length === 0) {
-              if (channel.ended) {
-                channel.readers.delete(reader);
-                return { done: true, value: undefined };
-              }
-              await new Promise<void>((resolve) => { reader.wake = resolve; });
-              reader.wake = null;
+          readonly sink = (json: string | null): void => {
+            if (json === null) {
+              this.ended = true;
+              this.owner = null;
+              for (const r of this.readers) r.wake?.();
+              return;
             }
-            return { done: false, value: reader.queue.shift() as T };
-          },
-          async return(): Promise<IteratorResult<T>> {
-            channel.readers.delete(reader);
-            return { done: true, value: undefined };
-          },
-        };
-      },
-    };
-  }
-}
-"""#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            const value = this.decode(JSON.parse(json));
+            if (!this.attached) {
+              if (this.early.length === UpdateChannel.earlyLimit) this.early.shift();
+              this.early.push(value);
+              return;
+            }
+            for (const r of this.readers) {
+              r.queue.push(value);
+              r.wake?.();
+            }
+          };
+
+          iterate(): AsyncIterable<T> {
+            const reader = { queue: this.attached ? [] : this.early.splice(0), wake: null as (() => void) | null };
+            this.attached = true;
+            this.readers.add(reader);
+            const channel = this;
+            return {
+              [Symbol.asyncIterator](): AsyncIterator<T> {
+                return {
+                  async next(): Promise<IteratorResult<T>> {
+                    while (reader.queue.length === 0) {
+                      if (channel.ended) {
+                        channel.readers.delete(reader);
+                        return { done: true, value: undefined };
+                      }
+                      await new Promise<void>((resolve) => { reader.wake = resolve; });
+                      reader.wake = null;
+                    }
+                    return { done: false, value: reader.queue.shift() as T };
+                  },
+                  async return(): Promise<IteratorResult<T>> {
+                    channel.readers.delete(reader);
+                    return { done: true, value: undefined };
+                  },
+                };
+              },
+            };
+          }
+        }
+        """#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
 
     /// The names the CommonJS build exports at run time (classes, functions, constants): the
     /// ES-module entry re-exports exactly these.
@@ -614,24 +630,24 @@ export class UpdateChannel<T> {
     /// `package.json` of the built package (tsc's CommonJS output beside the addon, and `esm/`).
     func renderPackage() -> GeneratedFile {
         let json = """
-        {
-          "name": "softchat",
-          "version": "\(set.schemaVersion).0.0",
-          "description": "Softchat for Node: relay validation, a sans-IO relay session, a durable SQLite account and the managed transport, over the Swift core's C ABI (Node-API addon). Generated from Schema/ (checksum \(contractChecksum(set))).",
-          "main": "./index.js",
-          "types": "./index.d.ts",
-          "exports": {
-            ".": {
-              "import": { "types": "./esm/index.d.mts", "default": "./esm/index.mjs" },
-              "require": { "types": "./index.d.ts", "default": "./index.js" }
-            },
-            "./package.json": "./package.json"
-          },
-          "files": ["*.js", "*.d.ts", "esm/", "softchat_addon.node"],
-          "engines": { "node": ">=18" }
-        }
+            {
+              "name": "softchat",
+              "version": "\(set.schemaVersion).0.0",
+              "description": "Softchat for Node: relay validation, a sans-IO relay session, a durable SQLite account and the managed transport, over the Swift core's C ABI (Node-API addon). Generated from Schema/ (checksum \(contractChecksum(set))).",
+              "main": "./index.js",
+              "types": "./index.d.ts",
+              "exports": {
+                ".": {
+                  "import": { "types": "./esm/index.d.mts", "default": "./esm/index.mjs" },
+                  "require": { "types": "./index.d.ts", "default": "./index.js" }
+                },
+                "./package.json": "./package.json"
+              },
+              "files": ["*.js", "*.d.ts", "esm/", "softchat_addon.node"],
+              "engines": { "node": ">=18" }
+            }
 
-        """
+            """
         return GeneratedFile(path: "generated/typescript/package.json", contents: json)
     }
 

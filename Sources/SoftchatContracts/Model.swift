@@ -63,8 +63,10 @@ public struct Rules: Sendable, Equatable {
     public var cancellation: String
 
     public var all: [(name: String, text: String)] {
-        [("Ownership", ownership), ("Retry", retry), ("Lifecycle", lifecycle),
-         ("Concurrency", concurrency), ("Cancellation", cancellation)]
+        [
+            ("Ownership", ownership), ("Retry", retry), ("Lifecycle", lifecycle),
+            ("Concurrency", concurrency), ("Cancellation", cancellation),
+        ]
     }
 }
 

@@ -201,7 +201,8 @@ public struct SchemaLoader {
                 continue
             }
             contract.recipes.append(
-                Recipe(language: language, code: r.strings("code", in: "a recipe") ?? [],
+                Recipe(
+                    language: language, code: r.strings("code", in: "a recipe") ?? [],
                     note: r.string("note", in: "a recipe", required: false)))
         }
         return contract
@@ -216,7 +217,8 @@ public struct SchemaLoader {
             for key in ["value", "min", "unit", "error"] where b.child(key) != nil {
                 b.child(key)!.error("\(what) restates \(restates) and must not set \"\(key)\"", atKey: true)
             }
-            return Bound(name: name, contract: contract, value: 0, min: nil, unit: .items, error: "",
+            return Bound(
+                name: name, contract: contract, value: 0, min: nil, unit: .items, error: "",
                 doc: b.string("doc", in: what, required: false) ?? "", restates: restates)
         }
         let value = b.integer("value", in: what)
@@ -295,7 +297,8 @@ public struct SchemaLoader {
                 guard c.expectObject(keys: ["name", "value", "doc"], what: "an enum case") else { continue }
                 let caseName = c.string("name", in: "a case of \(what)") ?? ""
                 decl.cases.append(
-                    EnumCase(name: caseName, value: c.string("value", in: "case \"\(caseName)\"") ?? "",
+                    EnumCase(
+                        name: caseName, value: c.string("value", in: "case \"\(caseName)\"") ?? "",
                         doc: c.string("doc", in: "case \"\(caseName)\"") ?? ""))
             }
         case .union:
@@ -368,7 +371,8 @@ public struct SchemaLoader {
             let pname = p.string("name", in: "a parameter of \(label)") ?? ""
             guard let type = typeRef(p, key: "type", what: "parameter \"\(pname)\" of \(label)") else { continue }
             decl.params.append(
-                Param(name: pname, type: type, label: p.bool("label", in: "parameter \"\(pname)\"") ?? true,
+                Param(
+                    name: pname, type: type, label: p.bool("label", in: "parameter \"\(pname)\"") ?? true,
                     defaultValue: p.child("default")?.value))
         }
         if let r = f.child("returns"), !r.value.isNull {

@@ -40,11 +40,13 @@ struct SchemaValidator {
                 }
                 if let target = bound.restates {
                     if resolveBound(target) == nil {
-                        error("bound \"\(bound.name)\" restates \"\(target)\", which is not a bound of another contract",
+                        error(
+                            "bound \"\(bound.name)\" restates \"\(target)\", which is not a bound of another contract",
                             contract: contract, path: "bounds[\(i)].restates")
                     }
                 } else if !codes.contains(bound.error) {
-                    error("bound \"\(bound.name)\" names unknown error code \"\(bound.error)\"", contract: contract,
+                    error(
+                        "bound \"\(bound.name)\" names unknown error code \"\(bound.error)\"", contract: contract,
                         path: "bounds[\(i)].error")
                 }
             }
@@ -59,7 +61,8 @@ struct SchemaValidator {
             }
             for (fi, function) in contract.api.functions.enumerated() {
                 if let owner = functionOwners[function.name] {
-                    error("function \"\(function.name)\" is already declared in contract \"\(owner)\"", contract: contract,
+                    error(
+                        "function \"\(function.name)\" is already declared in contract \"\(owner)\"", contract: contract,
                         path: "api.functions[\(fi)].name")
                 } else {
                     functionOwners[function.name] = contract.id
@@ -81,13 +84,15 @@ struct SchemaValidator {
                     continue
                 }
                 for (si, symbol) in symbols.enumerated() where resolveSymbol(symbol, language: language) == nil {
-                    error("\(language.rawValue) symbol \"\(symbol)\" has no declaration in any contract's api",
+                    error(
+                        "\(language.rawValue) symbol \"\(symbol)\" has no declaration in any contract's api",
                         contract: contract, path: "symbols.\(language.rawValue)[\(si)]")
                 }
             }
             var recipeLanguages: Set<Language> = []
             for (ri, recipe) in contract.recipes.enumerated() where !recipeLanguages.insert(recipe.language).inserted {
-                error("contract \"\(contract.id)\" has two \(recipe.language.rawValue) recipes", contract: contract,
+                error(
+                    "contract \"\(contract.id)\" has two \(recipe.language.rawValue) recipes", contract: contract,
                     path: "recipes[\(ri)].language")
             }
         }
@@ -101,7 +106,8 @@ struct SchemaValidator {
             var seen: Set<String> = []
             for (i, n) in names.enumerated() {
                 if !isLowerCamelCase(n) {
-                    error("\(what) name \"\(n)\" in \"\(type.name)\" must be lower camel case", contract: contract,
+                    error(
+                        "\(what) name \"\(n)\" in \"\(type.name)\" must be lower camel case", contract: contract,
                         path: "\(path).\(key)[\(i)].name")
                 }
                 if !seen.insert(n).inserted {
@@ -118,14 +124,16 @@ struct SchemaValidator {
             unique(type.cases.map(\.name), "case", "cases")
             var values: Set<String> = []
             for (i, c) in type.cases.enumerated() where !values.insert(c.value).inserted || c.value.isEmpty {
-                error("enum \"\(type.name)\" has an empty or duplicate value \"\(c.value)\"", contract: contract,
+                error(
+                    "enum \"\(type.name)\" has an empty or duplicate value \"\(c.value)\"", contract: contract,
                     path: "\(path).cases[\(i)].value")
             }
         case .union:
             validateUnion(type, contract: contract, path: path, unique: unique)
         case .identifier:
             if let encoding = type.encoding, !TypeDecl.identifierEncodings.contains(encoding) {
-                error("identifier \"\(type.name)\" has encoding \"\(encoding)\"; encodings are \(TypeDecl.identifierEncodings.joined(separator: ", "))",
+                error(
+                    "identifier \"\(type.name)\" has encoding \"\(encoding)\"; encodings are \(TypeDecl.identifierEncodings.joined(separator: ", "))",
                     contract: contract, path: "\(path).encoding")
             }
             if let bytes = type.bytes, bytes < 1 {
@@ -162,7 +170,8 @@ struct SchemaValidator {
         unique(type.fields.map(\.name), "field", "fields")
         for (i, f) in type.fields.enumerated() {
             if case .optional = f.type {
-                error("field \"\(f.name)\" of union \"\(type.name)\" must not be optional; a variant carries it optionally as \"\(f.name)?\"",
+                error(
+                    "field \"\(f.name)\" of union \"\(type.name)\" must not be optional; a variant carries it optionally as \"\(f.name)?\"",
                     contract: contract, path: "\(path).fields[\(i)].type")
             }
         }
@@ -180,11 +189,13 @@ struct SchemaValidator {
             var seen: Set<String> = []
             for (fi, ref) in v.fields.enumerated() {
                 if !type.fields.contains(where: { $0.name == ref.name }) {
-                    error("variant \"\(v.name)\" of \"\(type.name)\" carries undeclared field \"\(ref.name)\" (declare it in the union's \"fields\")",
+                    error(
+                        "variant \"\(v.name)\" of \"\(type.name)\" carries undeclared field \"\(ref.name)\" (declare it in the union's \"fields\")",
                         contract: contract, path: "\(vpath).fields[\(fi)]")
                 }
                 if !seen.insert(ref.name).inserted {
-                    error("variant \"\(v.name)\" of \"\(type.name)\" carries field \"\(ref.name)\" twice", contract: contract,
+                    error(
+                        "variant \"\(v.name)\" of \"\(type.name)\" carries field \"\(ref.name)\" twice", contract: contract,
                         path: "\(vpath).fields[\(fi)]")
                 }
                 carried.insert(ref.name)
@@ -206,22 +217,26 @@ struct SchemaValidator {
         }
         guard let tagEnum = set.type(named: enumName) else { return }  // reported as an unknown type
         guard tagEnum.kind == .enum else {
-            error("the tag of union \"\(type.name)\" must name an enum, not the \(tagEnum.kind.rawValue) \"\(enumName)\"",
+            error(
+                "the tag of union \"\(type.name)\" must name an enum, not the \(tagEnum.kind.rawValue) \"\(enumName)\"",
                 contract: contract, path: "\(path).tag.type")
             return
         }
         let caseNames = tagEnum.cases.map(\.name)
         for (vi, v) in type.variants.enumerated() {
             if !caseNames.contains(v.name) {
-                error("variant \"\(v.name)\" of \"\(type.name)\" is not a case of its tag enum \"\(enumName)\"", contract: contract,
+                error(
+                    "variant \"\(v.name)\" of \"\(type.name)\" is not a case of its tag enum \"\(enumName)\"", contract: contract,
                     path: "\(path).variants[\(vi)].name")
             } else if vi < caseNames.count, caseNames[vi] != v.name {
-                error("variant \"\(v.name)\" of \"\(type.name)\" is out of order: variants follow the cases of \"\(enumName)\" (expected \"\(caseNames[vi])\" here)",
+                error(
+                    "variant \"\(v.name)\" of \"\(type.name)\" is out of order: variants follow the cases of \"\(enumName)\" (expected \"\(caseNames[vi])\" here)",
                     contract: contract, path: "\(path).variants[\(vi)].name")
             }
         }
         for c in tagEnum.cases where !type.variants.contains(where: { $0.name == c.name }) {
-            error("union \"\(type.name)\" has no variant for case \"\(c.name)\" of its tag enum \"\(enumName)\"", contract: contract,
+            error(
+                "union \"\(type.name)\" has no variant for case \"\(c.name)\" of its tag enum \"\(enumName)\"", contract: contract,
                 path: "\(path).variants")
         }
     }
@@ -235,7 +250,8 @@ struct SchemaValidator {
         }
         var seen: Set<String> = []
         for (i, p) in f.params.enumerated() where !seen.insert(p.name).inserted || !isLowerCamelCase(p.name) {
-            error("parameter \"\(p.name)\" of \"\(f.name)\" is duplicated or not lower camel case", contract: contract,
+            error(
+                "parameter \"\(p.name)\" of \"\(f.name)\" is duplicated or not lower camel case", contract: contract,
                 path: "\(path).params[\(i)].name")
         }
     }
@@ -249,13 +265,19 @@ struct SchemaValidator {
     func checkReferences(of type: TypeDecl, contract: Contract, path: String) {
         for (i, f) in type.fields.enumerated() {
             checkType(f.type, contract: contract, path: "\(path).fields[\(i)].type")
-            if isCallback(f.type) { error("field \"\(f.name)\" of \"\(type.name)\" is a callback; a callback can only be a parameter", contract: contract, path: "\(path).fields[\(i)].type") }
+            if isCallback(f.type) {
+                error(
+                    "field \"\(f.name)\" of \"\(type.name)\" is a callback; a callback can only be a parameter", contract: contract,
+                    path: "\(path).fields[\(i)].type")
+            }
         }
         if type.kind == .callback, let payload = type.payload {
             checkType(payload, contract: contract, path: "\(path).payload")
             let kind = payload.namedTypes.first.flatMap { set.type(named: $0) }?.kind
             if payload.namedTypes.count != 1 || payload.nonOptional != payload || !(kind == .record || kind == .union) {
-                error("callback \"\(type.name)\" has payload \"\(payload)\"; a payload is one record or union", contract: contract, path: "\(path).payload")
+                error(
+                    "callback \"\(type.name)\" has payload \"\(payload)\"; a payload is one record or union", contract: contract,
+                    path: "\(path).payload")
             }
         }
         if type.kind == .union, let tag = type.tag {
@@ -275,12 +297,15 @@ struct SchemaValidator {
         for (i, p) in f.params.enumerated() { checkType(p.type, contract: contract, path: "\(path).params[\(i)].type") }
         if let r = f.returns {
             checkType(r, contract: contract, path: "\(path).returns")
-            if isCallback(r) { error("\"\(f.name)\" returns callback \"\(r)\"; a callback can only be a parameter", contract: contract, path: "\(path).returns") }
+            if isCallback(r) {
+                error("\"\(f.name)\" returns callback \"\(r)\"; a callback can only be a parameter", contract: contract, path: "\(path).returns")
+            }
         }
         // A callback lives as long as the handle its method returns, so only such a method may take one.
         let returnsObject = f.returns.map { r in r.namedTypes.first.flatMap { set.type(named: $0) }?.kind == .object && r.nonOptional == r } ?? false
         for (i, p) in f.params.enumerated() where isCallback(p.type) && !returnsObject {
-            error("parameter \"\(p.name)\" of \"\(f.name)\" is a callback, but \"\(f.name)\" returns no handle to tie its lifetime to",
+            error(
+                "parameter \"\(p.name)\" of \"\(f.name)\" is a callback, but \"\(f.name)\" returns no handle to tie its lifetime to",
                 contract: contract, path: "\(path).params[\(i)].type")
         }
     }

@@ -115,11 +115,12 @@ final class IdentityHandle: @unchecked Sendable {
 extension VerifiedEvent: FFIEncodable, FFIDecodable {
     /// The schema's record form: NIP-01 fields under the schema's names (`createdAt`).
     var ffiJSON: JSONValue {
-        .object(JSONObject([
-            "id": .string(id), "pubkey": .string(pubkey), "createdAt": .integer(createdAt),
-            "kind": .integer(Int64(kind)), "tags": .array(tags.map { .array($0.map { JSONValue.string($0) }) }),
-            "content": .string(content), "sig": .string(sig),
-        ]))
+        .object(
+            JSONObject([
+                "id": .string(id), "pubkey": .string(pubkey), "createdAt": .integer(createdAt),
+                "kind": .integer(Int64(kind)), "tags": .array(tags.map { .array($0.map { JSONValue.string($0) }) }),
+                "content": .string(content), "sig": .string(sig),
+            ]))
     }
 
     /// Verifies: the id is recomputed and the signature checked (`invalid_relay_frame` otherwise),
@@ -175,10 +176,11 @@ extension ClientRelayFrame: FFIEncodable {
             sub = id
             negentropy = Hex.encode(m)
         }
-        return .object(JSONObject([
-            "verb": .string(verb), "subscriptionId": sub.ffiJSON, "events": events.ffiJSON, "filters": filters.ffiJSON,
-            "negentropy": negentropy.ffiJSON,
-        ]))
+        return .object(
+            JSONObject([
+                "verb": .string(verb), "subscriptionId": sub.ffiJSON, "events": events.ffiJSON, "filters": filters.ffiJSON,
+                "negentropy": negentropy.ffiJSON,
+            ]))
     }
 }
 
@@ -186,8 +188,14 @@ extension RelayResponseFrame: FFIEncodable, FFIDecodable {
     /// `message` is the relay's whole text; `prefix` its machine-readable prefix.
     var ffiJSON: JSONValue {
         var o = JSONObject()
-        var sub: String? = nil, event: VerifiedEvent? = nil, eventID: String? = nil, accepted: Bool? = nil
-        var prefix: String? = nil, message: String? = nil, challenge: String? = nil, count: CountResult? = nil
+        var sub: String? = nil
+        var event: VerifiedEvent? = nil
+        var eventID: String? = nil
+        var accepted: Bool? = nil
+        var prefix: String? = nil
+        var message: String? = nil
+        var challenge: String? = nil
+        var count: CountResult? = nil
         var negentropy: String? = nil
         switch self {
         case .event(let s, let e):

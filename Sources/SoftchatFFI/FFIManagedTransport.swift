@@ -101,7 +101,12 @@ final class ManagedTransportHandle: Sendable {
         private let value = Mutex(false)
         var isSet: Bool { value.withLock { $0 } }
         /// Sets it; true for the call that set it first.
-        func set() -> Bool { value.withLock { v in defer { v = true }; return !v } }
+        func set() -> Bool {
+            value.withLock { v in
+                defer { v = true }
+                return !v
+            }
+        }
     }
     private let states: FFICallback<ManagedTransportStateChange>?
     private let events: FFICallback<ManagedTransportActivity>?
@@ -111,16 +116,19 @@ final class ManagedTransportHandle: Sendable {
     private static let tokens = Atomic<UInt64>(0)
     private let token: UInt64
 
-    init(account: SoftchatAccount, context: ManagedTransportContextFFI, identity: SoftchatIdentity?,
-         states: FFICallback<ManagedTransportStateChange>?, events: FFICallback<ManagedTransportActivity>?) throws(SoftchatError)
-    {
+    init(
+        account: SoftchatAccount, context: ManagedTransportContextFFI, identity: SoftchatIdentity?,
+        states: FFICallback<ManagedTransportStateChange>?, events: FFICallback<ManagedTransportActivity>?
+    ) throws(SoftchatError) {
         var policy = ManagedTransportPolicy()
         if let s = context.acknowledgementTimeoutSeconds {
             guard s >= 1 else { throw .invalidRelaySession("startManagedTransport: acknowledgementTimeoutSeconds must be at least 1, not \(s)") }
             policy.acknowledgementTimeoutSeconds = s
         }
         if let ms = context.keepaliveIntervalMilliseconds {
-            guard ms >= 1_000 else { throw .invalidRelaySession("startManagedTransport: keepaliveIntervalMilliseconds must be at least 1,000, not \(ms)") }
+            guard ms >= 1_000 else {
+                throw .invalidRelaySession("startManagedTransport: keepaliveIntervalMilliseconds must be at least 1,000, not \(ms)")
+            }
             policy.keepaliveIntervalMilliseconds = ms
         }
         if let p = context.publishes { policy.publishes = p }
@@ -214,10 +222,11 @@ final class ManagedTransportHandle: Sendable {
 // MARK: SoftchatAccount as the schema spells it
 
 extension SoftchatAccount {
-    func startManagedTransport(context: ManagedTransportContextFFI, identity: IdentityHandle?,
-                               states: FFICallback<ManagedTransportStateChange>?,
-                               events: FFICallback<ManagedTransportActivity>?) throws(SoftchatError) -> ManagedTransportHandle
-    {
+    func startManagedTransport(
+        context: ManagedTransportContextFFI, identity: IdentityHandle?,
+        states: FFICallback<ManagedTransportStateChange>?,
+        events: FFICallback<ManagedTransportActivity>?
+    ) throws(SoftchatError) -> ManagedTransportHandle {
         try ManagedTransportHandle(account: self, context: context, identity: try identity?.current(), states: states, events: events)
     }
 
@@ -228,12 +237,14 @@ extension SoftchatAccount {
 
 extension AccountCheckReport: FFIEncodable {
     var ffiJSON: JSONValue {
-        let counts = DeliveryState.allCases.compactMap { state in intentsByState[state.rawValue].map { IntentStateCountFFI(state: state, count: $0) } }
-        return .object(JSONObject([
-            "ok": .bool(ok), "problems": .array(problems.map(JSONValue.string)), "events": .integer(Int64(events)),
-            "quarantined": .integer(Int64(quarantined)), "receipts": .integer(Int64(receipts)),
-            "intents": .array(counts.map { .object(JSONObject(["state": .string($0.state.rawValue), "count": .integer(Int64($0.count))])) }),
-            "liveLeases": .integer(Int64(liveLeases)),
-        ]))
+        let counts = DeliveryState.allCases.compactMap { state in intentsByState[state.rawValue].map { IntentStateCountFFI(state: state, count: $0) }
+        }
+        return .object(
+            JSONObject([
+                "ok": .bool(ok), "problems": .array(problems.map(JSONValue.string)), "events": .integer(Int64(events)),
+                "quarantined": .integer(Int64(quarantined)), "receipts": .integer(Int64(receipts)),
+                "intents": .array(counts.map { .object(JSONObject(["state": .string($0.state.rawValue), "count": .integer(Int64($0.count))])) }),
+                "liveLeases": .integer(Int64(liveLeases)),
+            ]))
     }
 }

@@ -5,23 +5,28 @@
 import SoftchatCore
 import SoftchatJSON
 import SoftchatTransport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One fuzz target: bytes in; crashes, traps and sanitizer reports are the findings.
 enum FuzzTarget: String, CaseIterable {
-    case json, event, filter, clientFrame = "client-frame", relayFrame = "relay-frame", nip11, websocket, session, negentropy
+    case json, event, filter
+    case clientFrame = "client-frame"
+    case relayFrame = "relay-frame"
+    case nip11, websocket, session, negentropy
 
     /// The responder's and initiator's set for the negentropy target: 300 items, runs of equal
     /// timestamps, ids sharing prefixes.
     static let negentropyStorage: NegentropyStorage = {
         var rng = SplitMix64(seed: 77)
-        return NegentropyStorage(items: (0..<300).map { i in
-            NegentropyItem(timestamp: 1_700_000_000 + UInt64(i / 7), id: NegentropyID(prefix: [UInt8(i % 3)] + rng.bytes(31)))
-        })
+        return NegentropyStorage(
+            items: (0..<300).map { i in
+                NegentropyItem(timestamp: 1_700_000_000 + UInt64(i / 7), id: NegentropyID(prefix: [UInt8(i % 3)] + rng.bytes(31)))
+            })
     }()
 
     func run(_ data: UnsafeRawBufferPointer) {
@@ -131,40 +136,40 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 }
 
 #if FUZZING
-import CFuzzerDriver
+    import CFuzzerDriver
 
-/// SwiftPM renames an executable's main to `<product>_main`; under libFuzzer that entry hands
-/// control to libFuzzer's driver with our target.
-@_cdecl("softchat_fuzz_main")
-public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
-    var count = argc
-    var values = argv
-    return LLVMFuzzerRunDriver(&count, &values) { data, size in fuzzOneInput(data, size) }
-}
-#else
-@main
-struct ReplayRunner {
-    static func main() {
-        let args = CommandLine.arguments
-        guard args.count >= 3, let target = FuzzTarget(rawValue: args[1]) else {
-            print("usage: softchat-fuzz TARGET FILE…   targets: \(FuzzTarget.allCases.map(\.rawValue).joined(separator: " "))")
-            exit(2)
-        }
-        var ran = 0
-        for path in args.dropFirst(2) {
-            guard let f = fopen(path, "rb") else { continue }
-            var data: [UInt8] = []
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = fread(&chunk, 1, chunk.count, f)
-                data += chunk[0..<n]
-                if n < chunk.count { break }
-            }
-            fclose(f)
-            data.withUnsafeBytes { target.run($0) }
-            ran += 1
-        }
-        print("\(target.rawValue): \(ran) inputs replayed without a finding")
+    /// SwiftPM renames an executable's main to `<product>_main`; under libFuzzer that entry hands
+    /// control to libFuzzer's driver with our target.
+    @_cdecl("softchat_fuzz_main")
+    public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
+        var count = argc
+        var values = argv
+        return LLVMFuzzerRunDriver(&count, &values) { data, size in fuzzOneInput(data, size) }
     }
-}
+#else
+    @main
+    struct ReplayRunner {
+        static func main() {
+            let args = CommandLine.arguments
+            guard args.count >= 3, let target = FuzzTarget(rawValue: args[1]) else {
+                print("usage: softchat-fuzz TARGET FILE…   targets: \(FuzzTarget.allCases.map(\.rawValue).joined(separator: " "))")
+                exit(2)
+            }
+            var ran = 0
+            for path in args.dropFirst(2) {
+                guard let f = fopen(path, "rb") else { continue }
+                var data: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let n = fread(&chunk, 1, chunk.count, f)
+                    data += chunk[0..<n]
+                    if n < chunk.count { break }
+                }
+                fclose(f)
+                data.withUnsafeBytes { target.run($0) }
+                ran += 1
+            }
+            print("\(target.rawValue): \(ran) inputs replayed without a finding")
+        }
+    }
 #endif

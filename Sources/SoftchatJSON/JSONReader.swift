@@ -376,12 +376,20 @@ private struct Parser {
         var hi: UInt8 = 0xBF
         switch b0 {
         case 0xC2...0xDF: need = 1
-        case 0xE0: need = 2; lo = 0xA0
+        case 0xE0:
+            need = 2
+            lo = 0xA0
         case 0xE1...0xEC, 0xEE...0xEF: need = 2
-        case 0xED: need = 2; hi = 0x9F
-        case 0xF0: need = 3; lo = 0x90
+        case 0xED:
+            need = 2
+            hi = 0x9F
+        case 0xF0:
+            need = 3
+            lo = 0x90
         case 0xF1...0xF3: need = 3
-        case 0xF4: need = 3; hi = 0x8F
+        case 0xF4:
+            need = 3
+            hi = 0x8F
         default: throw JSONError(.invalidUTF8, at: i)
         }
         guard i + need < bytes.count else { throw JSONError(.invalidUTF8, at: i) }
@@ -444,7 +452,10 @@ private struct Parser {
                 let d = Int64(bytes[k] - UInt8(ascii: "0"))
                 let (m, o1) = v.multipliedReportingOverflow(by: 10)
                 let (s, o2) = m.subtractingReportingOverflow(d)
-                if o1 || o2 { overflow = true; break }
+                if o1 || o2 {
+                    overflow = true
+                    break
+                }
                 v = s
             }
             if !overflow {

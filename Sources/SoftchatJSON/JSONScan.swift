@@ -18,7 +18,7 @@ package enum JSONScan {
             while i &+ 16 <= n {
                 let v = raw.loadUnaligned(fromByteOffset: i, as: SIMD16<UInt8>.self)
                 var stop = (v .== quote) .| (v .== backslash) .| (v .< space)
-                if stopAtNonASCII { stop = stop .| (v .>= high) }
+                if stopAtNonASCII { stop .|= (v .>= high) }
                 // Read the mask as two words (`any(_:)` compiles to a slow horizontal reduction);
                 // a stopping lane is 0xFF, so the first one is the lowest set byte.
                 let words = unsafeBitCast(stop, to: SIMD2<UInt64>.self)

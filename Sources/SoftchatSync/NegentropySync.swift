@@ -33,7 +33,11 @@ public struct NegentropySync: Sendable {
 
     /// One reconciliation: a filter of the subscription, or a time slice of one.
     struct Part: Sendable {
-        enum State: Sendable { case waiting, open(Negentropy), settled, split }
+        enum State: Sendable {
+            case waiting
+            case open(Negentropy)
+            case settled, split
+        }
         let filterIndex: Int
         let filter: RelayFilter
         /// The account's items in the part (until it opens).

@@ -499,15 +499,17 @@ extension SubscriptionSync {
         guard pageSize > 0, pageSize <= Int64(Int32.max) else { throw fail("pageSize must be positive") }
         guard let untilText = json["until"]?.stringValue, let convention = RelayPaging.UntilConvention(rawValue: untilText)
         else { throw fail("until must be \"inclusive\" or \"exclusive\"") }
-        self.init(filters: filters, cursor: try optionalInt(json["cursor"], "cursor"), horizon: try int(json["horizon"], "horizon"),
-                  paging: RelayPaging(pageSize: Int(pageSize), until: convention))
+        self.init(
+            filters: filters, cursor: try optionalInt(json["cursor"], "cursor"), horizon: try int(json["horizon"], "horizon"),
+            paging: RelayPaging(pageSize: Int(pageSize), until: convention))
         if let w = json["window"], !w.isNull {
             let filterIndex = try int(w["filter"], "window.filter")
             guard filterIndex >= 0, filterIndex <= Int64(filters.count) else { throw fail("window.filter is out of range") }
             let requests = try int(w["requests"], "window.requests")
             guard requests >= 0, requests <= Int64(Int32.max) else { throw fail("window.requests is out of range") }
-            var window = Window(since: try optionalInt(w["since"], "window.since"), until: try int(w["until"], "window.until"),
-                                boundary: try int(w["boundary"], "window.boundary"))
+            var window = Window(
+                since: try optionalInt(w["since"], "window.since"), until: try int(w["until"], "window.until"),
+                boundary: try int(w["boundary"], "window.boundary"))
             window.filterIndex = Int(filterIndex)
             window.boundaryIDs = try ids(w["boundaryIDs"], "window.boundaryIDs")
             window.requests = Int(requests)
@@ -527,9 +529,10 @@ extension SubscriptionSync {
         if let o = json["outcome"], !o.isNull {
             let requests = try int(o["requests"], "outcome.requests")
             guard requests >= 0, requests <= Int64(Int32.max) else { throw fail("outcome.requests is out of range") }
-            outcome = SyncOutcome(cursor: try int(o["cursor"], "outcome.cursor"),
-                                  incompleteSeconds: try ints(o["incompleteSeconds"], "outcome.incompleteSeconds"),
-                                  requests: Int(requests))
+            outcome = SyncOutcome(
+                cursor: try int(o["cursor"], "outcome.cursor"),
+                incompleteSeconds: try ints(o["incompleteSeconds"], "outcome.incompleteSeconds"),
+                requests: Int(requests))
         }
     }
 

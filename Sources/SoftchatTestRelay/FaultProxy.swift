@@ -1,10 +1,11 @@
 import Dispatch
-public import SoftchatTransport
 import SoftchatCore
+public import SoftchatTransport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What the fault proxy does to a connection, as probabilities (0…1) per relayed WebSocket

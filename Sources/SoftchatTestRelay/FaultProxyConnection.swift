@@ -1,9 +1,10 @@
 import SoftchatCore
 import SoftchatTransport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Bytes waiting to be written in one direction, each not before its due time. Due times
@@ -236,8 +237,9 @@ struct ProxyConnection {
         var at = due
         for i in 0..<(bounds.count - 1) {
             if i > 0 {
-                let gap = Int64(plan.fragmentGapMilliseconds.lowerBound
-                    + rng.below(plan.fragmentGapMilliseconds.count))
+                let gap = Int64(
+                    plan.fragmentGapMilliseconds.lowerBound
+                        + rng.below(plan.fragmentGapMilliseconds.count))
                 if draw(plan.pingBetweenFragments) {
                     pings += 1
                     proxy.count { $0.pingsInjected += 1 }
@@ -375,9 +377,9 @@ struct ProxyConnection {
 
     static func sendNow(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
         #if canImport(Glibc)
-        send(fd, bytes, count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            send(fd, bytes, count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
         #else
-        send(fd, bytes, count, Int32(MSG_DONTWAIT))
+            send(fd, bytes, count, Int32(MSG_DONTWAIT))
         #endif
     }
 }

@@ -2,10 +2,11 @@ import Dispatch
 public import SoftchatCore
 public import SoftchatJSON
 public import SoftchatTransport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// How the embedded relay behaves; the defaults are an open relay that understands EVENTS.
@@ -54,8 +55,10 @@ public struct TestRelayNoise: Sendable {
     /// same `ConnectionOptions.noiseRekeyAfterMessages`.
     public var rekeyAfterMessages: UInt64
 
-    public init(staticKey: NoiseKeyPair = .generate(), patterns: [NoiseHandshakePattern] = [.IK, .XX],
-                rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) {
+    public init(
+        staticKey: NoiseKeyPair = .generate(), patterns: [NoiseHandshakePattern] = [.IK, .XX],
+        rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages
+    ) {
         self.staticKey = staticKey
         self.patterns = patterns
         self.rekeyAfterMessages = rekeyAfterMessages
@@ -164,8 +167,9 @@ public final class TestRelay: @unchecked Sendable {
         }
         if let noise = options.noise {
             do {
-                stream = try NoiseStream(server: tcp, patterns: noise.patterns, localStatic: noise.staticKey, timeoutMilliseconds: 5000,
-                                         rekeyAfterMessages: noise.rekeyAfterMessages)
+                stream = try NoiseStream(
+                    server: tcp, patterns: noise.patterns, localStatic: noise.staticKey, timeoutMilliseconds: 5000,
+                    rekeyAfterMessages: noise.rekeyAfterMessages)
             } catch {
                 recordNoiseFailure(error)
                 return
@@ -211,7 +215,8 @@ public final class TestRelay: @unchecked Sendable {
             return
         }
         let body = informationDocument.jsonText
-        let response = "HTTP/1.1 200 OK\r\nContent-Type: application/nostr+json\r\nAccess-Control-Allow-Origin: *\r\n"
+        let response =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/nostr+json\r\nAccess-Control-Allow-Origin: *\r\n"
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
         try? stream.write(Array(response.utf8))
     }
@@ -252,7 +257,8 @@ public final class TestRelay: @unchecked Sendable {
 
     /// Where `event` belongs in `events` (kept newest first), by binary search.
     private func insertionIndex(_ event: VerifiedEvent) -> Int {
-        var lo = 0, hi = events.count
+        var lo = 0
+        var hi = events.count
         while lo < hi {
             let mid = (lo + hi) / 2
             if Self.newestFirst(events[mid], event) { lo = mid + 1 } else { hi = mid }
@@ -288,7 +294,8 @@ public final class TestRelay: @unchecked Sendable {
         for f in filters {
             // From the first event at or before `until`, newest first, until `limit` matched or
             // `since` passed: an index walk, as a real relay answers, not a sort per REQ.
-            var lo = 0, hi = snapshot.count
+            var lo = 0
+            var hi = snapshot.count
             if let until = f.until {
                 while lo < hi {
                     let mid = (lo + hi) / 2
@@ -362,7 +369,10 @@ private final class Connection: @unchecked Sendable {
         if relay.options.requireAuth { send(.auth(challenge: challenge)) }
         while true {
             if lock.with({ cutRequested }) { return }
-            for frame in lock.with({ () -> [String] in defer { outbox.removeAll() }; return outbox }) {
+            for frame in lock.with({ () -> [String] in
+                defer { outbox.removeAll() }
+                return outbox
+            }) {
                 try? socket.send(text: frame)
             }
             let message: WebSocket.Message
@@ -488,4 +498,3 @@ private final class Connection: @unchecked Sendable {
         return id
     }
 }
-

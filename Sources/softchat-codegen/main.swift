@@ -52,10 +52,44 @@ do {
     fail(error.description, status: 1)
 }
 
-/// Writes `file` under `root` unless it already has exactly these contents.
+/// `text` as the toolchain's `swift-format` formats it, with the configuration found from `path`
+/// upward (the repository's `.swift-format`), so generated Swift meets `swift format lint` as
+/// hand-written Swift does. A toolchain without swift-format gets the text unformatted and a
+/// warning on standard error; the test command's lint would then fail.
+func formatSwift(_ text: String, as path: String) -> String {
+    func unformatted(_ why: String) -> String {
+        FileHandle.standardError.write(Data("softchat-codegen: warning: \(why); \(path) is written unformatted\n".utf8))
+        return text
+    }
+    // The text goes in through a file, so neither side of a pipe can block the other.
+    let source = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "softchat-codegen-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).swift")
+    defer { try? FileManager.default.removeItem(at: source) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["swift-format", "format", "--assume-filename", path, "-"]
+    let output = Pipe()
+    process.standardOutput = output
+    do {
+        try Data(text.utf8).write(to: source)
+        process.standardInput = try FileHandle(forReadingFrom: source)
+        try process.run()
+    } catch {
+        return unformatted("cannot run swift-format (\(error))")
+    }
+    let formatted = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0, let result = String(data: formatted, encoding: .utf8) else {
+        return unformatted("swift-format exited \(process.terminationStatus)")
+    }
+    return result
+}
+
+/// Writes `file` under `root` unless it already has exactly these contents; Swift is written
+/// as `swift-format` formats it.
 func write(_ file: GeneratedFile, data: Data? = nil, under root: String) throws -> Bool {
     let url = URL(fileURLWithPath: root).appendingPathComponent(file.path)
-    let data = data ?? Data(file.contents.utf8)
+    let data = data ?? Data((file.path.hasSuffix(".swift") ? formatSwift(file.contents, as: url.path) : file.contents).utf8)
     if let existing = try? Data(contentsOf: url), existing == data { return false }
     try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
     try data.write(to: url, options: .atomic)
@@ -115,8 +149,9 @@ case "bindings":
         if stale.isEmpty {
             print("generated files are fresh (\(files.count) files, checksum \(contractChecksum(set)))")
         } else {
-            fail("stale generated files (run: swift package --allow-writing-to-package-directory generate-bindings):\n"
-                + stale.sorted().map { "  " + $0 }.joined(separator: "\n"), status: 1)
+            fail(
+                "stale generated files (run: swift package --allow-writing-to-package-directory generate-bindings):\n"
+                    + stale.sorted().map { "  " + $0 }.joined(separator: "\n"), status: 1)
         }
     } else {
         do {
@@ -187,11 +222,14 @@ func buildSite(set: ContractSet, docs: String, output: String) {
     }
     let reference = rendered.filter { $0.path.hasPrefix(HTMLRenderer.directory + "/") }.count
     let converted = site.convertedDocuments.count
-    print("docs-site: \(rendered.count + copies.count) files (\(reference) reference pages from Schema/, \(converted) pages from "
-        + "\(docs)/), \(written) changed, \(removed) removed -> \(output)/index.html")
+    print(
+        "docs-site: \(rendered.count + copies.count) files (\(reference) reference pages from Schema/, \(converted) pages from "
+            + "\(docs)/), \(written) changed, \(removed) removed -> \(output)/index.html")
     if !stale.isEmpty {
-        FileHandle.standardError.write(Data(("docs-site: warning: the checked-in Markdown reference is stale ("
-            + stale.map(\.path).joined(separator: ", ")
-            + "); run: swift package --allow-writing-to-package-directory generate-bindings\n").utf8))
+        FileHandle.standardError.write(
+            Data(
+                ("docs-site: warning: the checked-in Markdown reference is stale ("
+                    + stale.map(\.path).joined(separator: ", ")
+                    + "); run: swift package --allow-writing-to-package-directory generate-bindings\n").utf8))
     }
 }

@@ -40,12 +40,13 @@ import Testing
                 }
             }
         }
-        for expected in ["softchat_relay_session_new", "softchat_relay_session_subscribe", "softchat_relay_session_receive",
+        for expected in [
+            "softchat_relay_session_new", "softchat_relay_session_subscribe", "softchat_relay_session_receive",
             "softchat_relay_session_free", "softchat_parse_client_relay_frame", "softchat_classify_delivery_acknowledgement",
             "softchat_validate_ingestion_result", "softchat_identity_create_nip42_authentication", "softchat_identity_free",
             "softchat_account_open", "softchat_account_incoming_ingest", "softchat_account_outgoing_enqueue_signed",
-            "softchat_account_delivery_claim", "softchat_account_free"]
-        {
+            "softchat_account_delivery_claim", "softchat_account_free",
+        ] {
             #expect(names.contains(expected), "missing \(expected)")
         }
         #expect(model.role("RelayFilter") == .value)

@@ -78,10 +78,11 @@ func brokenLinks(_ files: [GeneratedFile]) -> [String] {
     @Test func htmlSiteMatchesGolden() throws {
         let site = HTMLSite(set: try Fixture.mini(), documents: try Fixture.docs(Fixture.miniDocs))
         let files = site.render()
-        #expect(files.map(\.path).sorted() == [
-            "guides/echo.html", "index.html", "reference/demo.echo.html", "reference/demo.mirror.html",
-            "reference/errors.html", "reference/index.html", "site.js", "style.css",
-        ])
+        #expect(
+            files.map(\.path).sorted() == [
+                "guides/echo.html", "index.html", "reference/demo.echo.html", "reference/demo.mirror.html",
+                "reference/errors.html", "reference/index.html", "site.js", "style.css",
+            ])
         try expectMatchesGolden(sitePrefixed(files))
     }
 
@@ -95,31 +96,39 @@ func brokenLinks(_ files: [GeneratedFile]) -> [String] {
     /// contracts that restate it, the error catalog when it shows it. Nothing else.
     @Test(arguments: [
         // A bound only its own page and the index show (the index also shows the checksum).
-        ContractEdit(file: "demo.echo.json", from: #""value": 8,"#, to: #""value": 9,"#,
-                     markdown: ["demo.echo.md", "index.md"], html: ["demo.echo.html", "index.html"]),
+        ContractEdit(
+            file: "demo.echo.json", from: #""value": 8,"#, to: #""value": 9,"#,
+            markdown: ["demo.echo.md", "index.md"], html: ["demo.echo.html", "index.html"]),
         // A bound demo.mirror restates: its page changes too.
-        ContractEdit(file: "demo.echo.json", from: #""value": 1024,"#, to: #""value": 2048,"#,
-                     markdown: ["demo.echo.md", "demo.mirror.md", "index.md"],
-                     html: ["demo.echo.html", "demo.mirror.html", "index.html"]),
+        ContractEdit(
+            file: "demo.echo.json", from: #""value": 1024,"#, to: #""value": 2048,"#,
+            markdown: ["demo.echo.md", "demo.mirror.md", "index.md"],
+            html: ["demo.echo.html", "demo.mirror.html", "index.html"]),
         // Prose only the page shows.
-        ContractEdit(file: "demo.echo.json", from: #"Echoes are \"exact\"."#, to: "Echoes are verbatim.",
-                     markdown: ["demo.echo.md"], html: ["demo.echo.html"]),
+        ContractEdit(
+            file: "demo.echo.json", from: #"Echoes are \"exact\"."#, to: "Echoes are verbatim.",
+            markdown: ["demo.echo.md"], html: ["demo.echo.html"]),
         // The summary: the page and the index's summary column.
-        ContractEdit(file: "demo.echo.json", from: "Echo text back.", to: "Echo text back, bounded.",
-                     markdown: ["demo.echo.md", "index.md"], html: ["demo.echo.html", "index.html"]),
+        ContractEdit(
+            file: "demo.echo.json", from: "Echo text back.", to: "Echo text back, bounded.",
+            markdown: ["demo.echo.md", "index.md"], html: ["demo.echo.html", "index.html"]),
         // The title: the page only (navigation lists contracts by id).
-        ContractEdit(file: "demo.mirror.json", from: #""title": "Mirror""#, to: #""title": "Looking glass""#,
-                     markdown: ["demo.mirror.md"], html: ["demo.mirror.html"]),
+        ContractEdit(
+            file: "demo.mirror.json", from: #""title": "Mirror""#, to: #""title": "Looking glass""#,
+            markdown: ["demo.mirror.md"], html: ["demo.mirror.html"]),
         // A recipe: the page only.
-        ContractEdit(file: "demo.echo.json", from: #"let e = make_echoer(\"wss://x\");"#, to: #"let e = make_echoer(\"wss://y\");"#,
-                     markdown: ["demo.echo.md"], html: ["demo.echo.html"]),
+        ContractEdit(
+            file: "demo.echo.json", from: #"let e = make_echoer(\"wss://x\");"#, to: #"let e = make_echoer(\"wss://y\");"#,
+            markdown: ["demo.echo.md"], html: ["demo.echo.html"]),
         // A rule override: the page only.
-        ContractEdit(file: "demo.mirror.json", from: "Never retry mirrors.", to: "Retry mirrors once.",
-                     markdown: ["demo.mirror.md"], html: ["demo.mirror.html"]),
+        ContractEdit(
+            file: "demo.mirror.json", from: "Never retry mirrors.", to: "Retry mirrors once.",
+            markdown: ["demo.mirror.md"], html: ["demo.mirror.html"]),
         // The catalog's handling text: the catalog and every page listing the code.
-        ContractEdit(file: "errors.json", from: "Fix the input.", to: "Fix the input, then call again.",
-                     markdown: ["demo.echo.md", "demo.mirror.md", "errors.md"],
-                     html: ["demo.echo.html", "demo.mirror.html", "errors.html"]),
+        ContractEdit(
+            file: "errors.json", from: "Fix the input.", to: "Fix the input, then call again.",
+            markdown: ["demo.echo.md", "demo.mirror.md", "errors.md"],
+            html: ["demo.echo.html", "demo.mirror.html", "errors.html"]),
     ])
     func regeneratingAfterAnEditChangesExactlyTheAffectedPages(_ edit: ContractEdit) throws {
         var files = try Fixture.miniFiles()
@@ -190,7 +199,8 @@ func brokenLinks(_ files: [GeneratedFile]) -> [String] {
 
     @Test func markdownSubsetConverts() {
         var converter = MarkdownHTML(link: { HTMLSite.resolveLink($0, from: "guides/a.md") })
-        let html = converter.render("""
+        let html = converter.render(
+            """
             <!-- dropped -->
             # Title with `code`
 

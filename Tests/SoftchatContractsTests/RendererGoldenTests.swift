@@ -36,7 +36,8 @@ func expectMatchesGolden(_ files: [GeneratedFile], sourceLocation: SourceLocatio
             continue
         }
         let expected = try? String(contentsOf: golden, encoding: .utf8)
-        #expect(expected != nil, "missing golden \(golden.lastPathComponent); record with SOFTCHAT_RECORD_GOLDENS=1",
+        #expect(
+            expected != nil, "missing golden \(golden.lastPathComponent); record with SOFTCHAT_RECORD_GOLDENS=1",
             sourceLocation: sourceLocation)
         if let expected, expected != file.contents {
             let a = expected.split(separator: "\n", omittingEmptySubsequences: false)
@@ -91,9 +92,11 @@ func expectMatchesGolden(_ files: [GeneratedFile], sourceLocation: SourceLocatio
         let after = [SwiftRenderer(set: edited).render()] + BindingsRenderer(set: edited).render()
         let changed = Set(zip(before, after).filter { $0.0 != $0.1 }.map(\.0.path))
         // Every target carrying bounds changes; the restating contract's page changes too.
-        for path in ["SoftchatContractSurface.swift", "generated/kotlin/org/softchat/SoftchatContracts.kt",
-                     "generated/typescript/contracts.ts", "docs/reference/demo.echo.md", "docs/reference/demo.mirror.md",
-                     "docs/reference/index.md"] {
+        for path in [
+            "SoftchatContractSurface.swift", "generated/kotlin/org/softchat/SoftchatContracts.kt",
+            "generated/typescript/contracts.ts", "docs/reference/demo.echo.md", "docs/reference/demo.mirror.md",
+            "docs/reference/index.md",
+        ] {
             #expect(changed.contains(path), "\(path) did not change")
         }
         #expect(after[0].contents.contains("value: 3,"))

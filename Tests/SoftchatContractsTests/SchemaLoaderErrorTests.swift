@@ -18,8 +18,10 @@ import Testing
         }
     }
 
-    func expectDiagnostic(_ diags: [SchemaDiagnostic], file: String, line: Int, contains text: String,
-                          sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectDiagnostic(
+        _ diags: [SchemaDiagnostic], file: String, line: Int, contains text: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let match = diags.first { $0.file == "Schema/\(file)" && $0.message.contains(text) }
         #expect(match != nil, "no diagnostic containing \"\(text)\" in \(diags.map(\.description))", sourceLocation: sourceLocation)
         if let match { #expect(match.line == line, "\(match)", sourceLocation: sourceLocation) }
@@ -88,7 +90,9 @@ import Testing
     }
 
     @Test func duplicateJSONKeyIsReported() throws {
-        let d = try diagnostics("demo.mirror.json") { $0.replacingFirst("\"output\": \"Nothing.\",", with: "\"output\": \"Nothing.\",\n  \"output\": \"Again.\",") }
+        let d = try diagnostics("demo.mirror.json") {
+            $0.replacingFirst("\"output\": \"Nothing.\",", with: "\"output\": \"Nothing.\",\n  \"output\": \"Again.\",")
+        }
         expectDiagnostic(d, file: "demo.mirror.json", line: 6, contains: "duplicate object key \"output\"")
     }
 
@@ -115,7 +119,11 @@ import Testing
 
     @Test func duplicateTypeDeclarationIsReported() throws {
         let d = try diagnostics("demo.mirror.json") {
-            $0.replacingFirst("\"api\": {\"types\": []", with: "\"api\": {\"types\": [{\"name\": \"Echo\", \"kind\": \"record\", \"doc\": \"x\", \"fields\": [{\"name\": \"a\", \"type\": \"string\", \"doc\": \"a\"}]}]")
+            $0.replacingFirst(
+                "\"api\": {\"types\": []",
+                with:
+                    "\"api\": {\"types\": [{\"name\": \"Echo\", \"kind\": \"record\", \"doc\": \"x\", \"fields\": [{\"name\": \"a\", \"type\": \"string\", \"doc\": \"a\"}]}]"
+            )
         }
         expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "type \"Echo\" is already declared in contract \"demo.echo\"")
     }
@@ -124,25 +132,33 @@ import Testing
 
     @Test func aCallbackPayloadMustBeOneRecordOrUnion() throws {
         let d = try diagnostics("demo.mirror.json") {
-            $0.replacingFirst("\"api\": {\"types\": []", with: "\"api\": {\"types\": [{\"name\": \"Sink\", \"kind\": \"callback\", \"doc\": \"x\", \"payload\": \"string\"}]")
+            $0.replacingFirst(
+                "\"api\": {\"types\": []",
+                with: "\"api\": {\"types\": [{\"name\": \"Sink\", \"kind\": \"callback\", \"doc\": \"x\", \"payload\": \"string\"}]")
         }
-        expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "callback \"Sink\" has payload \"string\"; a payload is one record or union")
+        expectDiagnostic(
+            d, file: "demo.mirror.json", line: 13, contains: "callback \"Sink\" has payload \"string\"; a payload is one record or union")
     }
 
     @Test func aCallbackParameterNeedsAMethodThatReturnsAHandle() throws {
         let d = try diagnostics("demo.mirror.json") {
-            $0.replacingFirst("\"api\": {\"types\": []", with: "\"api\": {\"types\": [{\"name\": \"Sink\", \"kind\": \"callback\", \"doc\": \"x\", \"payload\": \"Echo\"}, "
-                + "{\"name\": \"Tap\", \"kind\": \"object\", \"doc\": \"x\", \"methods\": [{\"name\": \"listen\", \"doc\": \"x\", \"params\": [{\"name\": \"sink\", \"type\": \"Sink\"}], \"returns\": null, \"throws\": []}, "
-                + "{\"name\": \"echo\", \"doc\": \"x\", \"params\": [], \"returns\": \"Sink\", \"throws\": []}]}]")
+            $0.replacingFirst(
+                "\"api\": {\"types\": []",
+                with: "\"api\": {\"types\": [{\"name\": \"Sink\", \"kind\": \"callback\", \"doc\": \"x\", \"payload\": \"Echo\"}, "
+                    + "{\"name\": \"Tap\", \"kind\": \"object\", \"doc\": \"x\", \"methods\": [{\"name\": \"listen\", \"doc\": \"x\", \"params\": [{\"name\": \"sink\", \"type\": \"Sink\"}], \"returns\": null, \"throws\": []}, "
+                    + "{\"name\": \"echo\", \"doc\": \"x\", \"params\": [], \"returns\": \"Sink\", \"throws\": []}]}]")
         }
-        expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "parameter \"sink\" of \"listen\" is a callback, but \"listen\" returns no handle")
+        expectDiagnostic(
+            d, file: "demo.mirror.json", line: 13, contains: "parameter \"sink\" of \"listen\" is a callback, but \"listen\" returns no handle")
         expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "\"echo\" returns callback \"Sink\"; a callback can only be a parameter")
     }
 
     @Test func onlyAnObjectCanBeConcurrentAndOnlyACallbackHasAPayload() throws {
         let d = try diagnostics("demo.mirror.json") {
-            $0.replacingFirst("\"api\": {\"types\": []", with: "\"api\": {\"types\": [{\"name\": \"Pair\", \"kind\": \"record\", \"doc\": \"x\", \"concurrent\": true, \"payload\": \"Echo\", "
-                + "\"fields\": [{\"name\": \"a\", \"type\": \"string\", \"doc\": \"a\"}]}]")
+            $0.replacingFirst(
+                "\"api\": {\"types\": []",
+                with: "\"api\": {\"types\": [{\"name\": \"Pair\", \"kind\": \"record\", \"doc\": \"x\", \"concurrent\": true, \"payload\": \"Echo\", "
+                    + "\"fields\": [{\"name\": \"a\", \"type\": \"string\", \"doc\": \"a\"}]}]")
         }
         expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "type \"Pair\" is a record and cannot have \"concurrent\"")
         expectDiagnostic(d, file: "demo.mirror.json", line: 13, contains: "type \"Pair\" is a record and cannot have \"payload\"")
@@ -169,13 +185,15 @@ import Testing
 
     @Test func unionMissingAVariantForATagCaseIsReported() throws {
         let d = try diagnostics("demo.echo.json") { $0.replacingFirst("{\"name\": \"quiet\", \"fields\": [\"text\"]},", with: "") }
-        expectDiagnostic(d, file: "demo.echo.json", line: 47, contains: "union \"EchoEvent\" has no variant for case \"quiet\" of its tag enum \"EchoKind\"")
+        expectDiagnostic(
+            d, file: "demo.echo.json", line: 47, contains: "union \"EchoEvent\" has no variant for case \"quiet\" of its tag enum \"EchoKind\"")
         expectDiagnostic(d, file: "demo.echo.json", line: 49, contains: "variant \"rateLimited\" of \"EchoEvent\" is out of order")
     }
 
     @Test func unionVariantThatIsNotATagCaseIsReported() throws {
         let d = try diagnostics("demo.echo.json") { $0.replacingFirst("{\"name\": \"rateLimited\", \"doc\"", with: "{\"name\": \"loud\", \"doc\"") }
-        expectDiagnostic(d, file: "demo.echo.json", line: 49, contains: "variant \"loud\" of \"EchoEvent\" is not a case of its tag enum \"EchoKind\"")
+        expectDiagnostic(
+            d, file: "demo.echo.json", line: 49, contains: "variant \"loud\" of \"EchoEvent\" is not a case of its tag enum \"EchoKind\"")
     }
 
     @Test func unionTagMustNameAnEnum() throws {

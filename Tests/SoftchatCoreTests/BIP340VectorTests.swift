@@ -37,7 +37,10 @@ struct BIP340Vector: Sendable, CustomTestStringConvertible {
 @Suite struct BIP340VectorTests {
     @Test func all19VectorsSignAndVerifyAsSpecified() throws {
         let vectors = try BIP340Vector.load()
-        var ran = 0, signed = 0, accepted = 0, rejected = 0
+        var ran = 0
+        var signed = 0
+        var accepted = 0
+        var rejected = 0
         for v in vectors {
             if let secret = v.secretKey {
                 let identity = try SoftchatIdentity.importSecretHex(secret)

@@ -144,8 +144,9 @@ import Testing
         #expect(checksum.count == 16)
         #expect(checksum.allSatisfy { "0123456789abcdef".contains($0) })
         // The facades generated from the same schema carry the same checksum.
-        let kotlin = try String(contentsOf: Paths.repository.appendingPathComponent("generated/kotlin/org/softchat/SoftchatContracts.kt"),
-                                encoding: .utf8)
+        let kotlin = try String(
+            contentsOf: Paths.repository.appendingPathComponent("generated/kotlin/org/softchat/SoftchatContracts.kt"),
+            encoding: .utf8)
         #expect(kotlin.prefix(200).contains("(checksum \(checksum))"))
     }
 }

@@ -11,8 +11,10 @@ import Testing
     static let author = WireKeys.alice
 
     /// Text the way awkward encoders write it: control characters, quotes, non-ASCII, emoji.
-    static let pieces = ["plain words ", "line\nbreak", "tab\t", "quote\"", "back\\slash", "café", "東京", "🤙", "\u{1}",
-                         "\u{1F}", "\u{7F}", "/slash/", "\u{2028}", "\r\n", "\u{8}\u{C}", "ok. "]
+    static let pieces = [
+        "plain words ", "line\nbreak", "tab\t", "quote\"", "back\\slash", "café", "東京", "🤙", "\u{1}",
+        "\u{1F}", "\u{7F}", "/slash/", "\u{2028}", "\r\n", "\u{8}\u{C}", "ok. ",
+    ]
 
     static func content(_ rng: inout WireRNG, length: Int) -> String {
         var s = ""
@@ -27,8 +29,10 @@ import Testing
             let length = i % 10 == 0 ? 5_000 + Int.random(in: 0...20_000, using: &rng) : Int.random(in: 0...300, using: &rng)
             var tags: [[String]] = [["t", content(&rng, length: 8)]]
             if i % 3 == 0 { tags.append(["p", WireKeys.bob.publicKeyHex, "wss://relay.example.com", ""]) }
-            return try! author.sign(UnsignedEvent(createdAt: 1_700_000_000 + Int64(i), kind: i % 7 == 0 ? 30_023 : 1,
-                tags: tags, content: content(&rng, length: length)))
+            return try! author.sign(
+                UnsignedEvent(
+                    createdAt: 1_700_000_000 + Int64(i), kind: i % 7 == 0 ? 30_023 : 1,
+                    tags: tags, content: content(&rng, length: length)))
         }
     }()
 
@@ -119,10 +123,14 @@ import Testing
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":70000,"tags":[],"content":"","sig":"S"}"#, "outside 0–65535"),
         (#"{"id":"I","pubkey":"P","created_at":01,"kind":1,"tags":[],"content":"","sig":"S"}"#, "not JSON"),
         // Past Int64 (a fuzz finding: the fast path must not overflow while reading digits).
-        (#"{"id":"I","pubkey":"P","created_at":9704157232222222222222222225,"kind":1,"tags":[],"content":"","sig":"S"}"#,
-         "not an integer timestamp in range"),
-        (#"{"id":"I","pubkey":"P","created_at":1,"kind":99999999999999999999,"tags":[],"content":"","sig":"S"}"#,
-         "not an integer in 0–65535"),
+        (
+            #"{"id":"I","pubkey":"P","created_at":9704157232222222222222222225,"kind":1,"tags":[],"content":"","sig":"S"}"#,
+            "not an integer timestamp in range"
+        ),
+        (
+            #"{"id":"I","pubkey":"P","created_at":1,"kind":99999999999999999999,"tags":[],"content":"","sig":"S"}"#,
+            "not an integer in 0–65535"
+        ),
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":1,"tags":[[]],"content":"","sig":"S"}"#, "tags[0] is empty"),
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":1,"tags":[["t",1]],"content":"","sig":"S"}"#, "tags[0][1] must be a string"),
         (#"{"id":"I","pubkey":"P","created_at":1,"kind":1,"tags":[],"content":"a\x","sig":"S"}"#, "not JSON"),
@@ -206,9 +214,11 @@ import Testing
     @Test func theStreamedDigestEqualsTheHashOfTheSerialization() {
         for (i, e) in Self.corpus.enumerated() {
             for escaping in [JSONWriter.StringEscaping.json, .nip01] {
-                let bytes = CanonicalSerialization.bytes(pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags,
+                let bytes = CanonicalSerialization.bytes(
+                    pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags,
                     content: e.content, escaping: escaping)
-                let digest = CanonicalSerialization.digest(pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags,
+                let digest = CanonicalSerialization.digest(
+                    pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags,
                     content: e.content, escaping: escaping)
                 #expect(digest == SHA256.hash(bytes), "event \(i), \(escaping)")
             }

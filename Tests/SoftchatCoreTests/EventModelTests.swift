@@ -112,8 +112,9 @@ import Testing
     }
 
     @Test func createdAtBeyondInt64IsRejected() throws {
-        expectTextRejected(try text(replacing: "created_at", with: "18446744073709551616"),
-                           mentioning: ["created_at 18446744073709551616 is not an integer timestamp in range"])
+        expectTextRejected(
+            try text(replacing: "created_at", with: "18446744073709551616"),
+            mentioning: ["created_at 18446744073709551616 is not an integer timestamp in range"])
         expectTextRejected(try text(replacing: "created_at", with: "-0"), mentioning: ["created_at -0"])
         expectRejected(good.setting("created_at", nil), mentioning: ["created_at must be an integer, not null"])
     }
@@ -199,9 +200,11 @@ import Testing
     }
 
     @Test func unsignedEventChecksShapes() throws {
-        for (literal, message) in [(#""kind":70000"#, "kind 70000"), (#""kind":1.5"#, "kind 1.5"),
-                                   (#""kind":1,"created_at":-2"#, "created_at -2"), (#""kind":1,"tags":[[]]"#, "tags[0] is empty"),
-                                   (#""kind":1,"pubkey":"ABC""#, "pubkey must be 64 lowercase hex")] {
+        for (literal, message) in [
+            (#""kind":70000"#, "kind 70000"), (#""kind":1.5"#, "kind 1.5"),
+            (#""kind":1,"created_at":-2"#, "created_at -2"), (#""kind":1,"tags":[[]]"#, "tags[0] is empty"),
+            (#""kind":1,"pubkey":"ABC""#, "pubkey must be 64 lowercase hex"),
+        ] {
             let text = "{\(literal)\(literal.contains("created_at") ? "" : ",\"created_at\":5"),\"content\":\"\"}"
             expectSoftchatError(.invalidRelayFrame, mentioning: [message]) { _ = try UnsignedEvent(json: JSONReader().parse(text)) }
         }
@@ -210,8 +213,9 @@ import Testing
 
     @Test func signingChecksAGivenPubkey() throws {
         let me = Self.identity
-        let draft = try UnsignedEvent(json: JSONReader().parse(
-            #"{"kind":1,"created_at":5,"content":"x","pubkey":"\#(me.publicKeyHex)"}"#))
+        let draft = try UnsignedEvent(
+            json: JSONReader().parse(
+                #"{"kind":1,"created_at":5,"content":"x","pubkey":"\#(me.publicKeyHex)"}"#))
         #expect(try me.sign(draft).pubkey == me.publicKeyHex)
         let someoneElse = SoftchatIdentity.generate().publicKeyHex
         expectSoftchatError(.invalidRelayFrame, mentioning: ["pubkey \(someoneElse) is not this identity's public key"]) {

@@ -42,8 +42,10 @@ import Testing
         #expect(secret.count == 64 && secret != identity.publicKeyHex)
         var dumped = ""
         dump(identity, to: &dumped)
-        let forms = [identity.description, identity.debugDescription, String(describing: identity),
-                     String(reflecting: identity), "\(identity)", "\([identity])", dumped]
+        let forms = [
+            identity.description, identity.debugDescription, String(describing: identity),
+            String(reflecting: identity), "\(identity)", "\([identity])", dumped,
+        ]
         for form in forms {
             #expect(form.contains(identity.publicKeyHex), "\(form)")
             #expect(!form.lowercased().contains(secret), "the secret leaked into \(form)")
@@ -70,8 +72,10 @@ import Testing
         }
     }
 
-    @Test(arguments: [String(repeating: "0", count: 64), IdentityTests.curveOrder, IdentityTests.curveOrder.lowercased(),
-                      String(repeating: "f", count: 64)])
+    @Test(arguments: [
+        String(repeating: "0", count: 64), IdentityTests.curveOrder, IdentityTests.curveOrder.lowercased(),
+        String(repeating: "f", count: 64),
+    ])
     func outOfRangeSecretIsRejectedWithoutEchoingIt(_ input: String) {
         let error = expectSoftchatError(.invalidRelayAuthentication, mentioning: ["not a valid secp256k1 secret"]) {
             _ = try SoftchatIdentity.importSecretHex(input)

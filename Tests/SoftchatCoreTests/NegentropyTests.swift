@@ -1,6 +1,7 @@
-@testable import SoftchatCore
 import SoftchatTestSupport
 import Testing
+
+@testable import SoftchatCore
 
 /// A random reconciliation world: two sets with a shared part and parts of their own.
 struct NegentropyWorld {
@@ -45,8 +46,10 @@ struct NegentropyRun {
 
 /// Runs initiator (over `ours`) against responder (over `theirs`) until the initiator is done,
 /// checking every message against the frame limit and the codec's round trip.
-func reconcile(_ world: NegentropyWorld, frameLimit: Int = 0, responderLimit: Int? = nil,
-               sourceLocation: SourceLocation = #_sourceLocation) throws -> NegentropyRun {
+func reconcile(
+    _ world: NegentropyWorld, frameLimit: Int = 0, responderLimit: Int? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws -> NegentropyRun {
     let initiator = Negentropy(storage: NegentropyStorage(items: world.ours), frameSizeLimit: frameLimit)
     let responder = Negentropy(storage: NegentropyStorage(items: world.theirs), frameSizeLimit: responderLimit ?? frameLimit)
     var run = NegentropyRun()
@@ -133,17 +136,20 @@ func reconcile(_ world: NegentropyWorld, frameLimit: Int = 0, responderLimit: In
         var rng = SplitMix64(seed: seed)
         // Ids heavy in 0xFF bytes so the additions carry across limbs.
         let items = (0..<300).map { _ in
-            NegentropyItem(timestamp: UInt64(rng.below(50)), id: NegentropyID(prefix: (0..<32).map { _ in rng.chance(60) ? 0xFF : UInt8(rng.below(256)) }))
+            NegentropyItem(
+                timestamp: UInt64(rng.below(50)), id: NegentropyID(prefix: (0..<32).map { _ in rng.chance(60) ? 0xFF : UInt8(rng.below(256)) }))
         }
         let storage = NegentropyStorage(items: items)
         for _ in 0..<400 {
-            let a = rng.below(storage.count + 1), b = rng.below(storage.count + 1)
+            let a = rng.below(storage.count + 1)
+            let b = rng.below(storage.count + 1)
             #expect(storage.fingerprint(min(a, b), max(a, b)) == storage.scannedFingerprint(min(a, b), max(a, b)))
         }
     }
 
     @Test func storageSortsByTimestampThenIdAndKeepsExactDuplicatesOnce() {
-        let x = NegentropyID(prefix: [2]), y = NegentropyID(prefix: [1])
+        let x = NegentropyID(prefix: [2])
+        let y = NegentropyID(prefix: [1])
         let storage = NegentropyStorage(items: [
             NegentropyItem(timestamp: 5, id: x), NegentropyItem(timestamp: 5, id: y), NegentropyItem(timestamp: 3, id: x),
             NegentropyItem(timestamp: 5, id: y),
@@ -182,9 +188,10 @@ func reconcile(_ world: NegentropyWorld, frameLimit: Int = 0, responderLimit: In
     @Test(arguments: Array(UInt64(1)...UInt64(60)))
     func bothRolesReachExactlyTheSymmetricDifference(seed: UInt64) throws {
         var rng = SplitMix64(seed: seed &* 0x9E37)
-        let world = NegentropyWorld(seed: seed, shared: rng.below(3_000), onlyOurs: rng.below(seed % 3 == 0 ? 400 : 40),
-                                    onlyTheirs: rng.below(seed % 4 == 0 ? 400 : 40), timeSpan: rng.pick([1, 3, 50, 100_000]),
-                                    sharedPrefixBytes: rng.pick([0, 0, 3, 29]))
+        let world = NegentropyWorld(
+            seed: seed, shared: rng.below(3_000), onlyOurs: rng.below(seed % 3 == 0 ? 400 : 40),
+            onlyTheirs: rng.below(seed % 4 == 0 ? 400 : 40), timeSpan: rng.pick([1, 3, 50, 100_000]),
+            sharedPrefixBytes: rng.pick([0, 0, 3, 29]))
         let limit = rng.pick([0, 4096, 6000, 50_000])
         let run = try reconcile(world, frameLimit: limit, responderLimit: rng.pick([limit, 0, 4096]))
         #expect(Set(run.have) == world.expectedHave)
@@ -229,20 +236,21 @@ func reconcile(_ world: NegentropyWorld, frameLimit: Int = 0, responderLimit: In
         expectSoftchatError(.invalidNegentropyMessage, mentioning: ["0x62", "0x61"]) { _ = try initiator.reconcile([0x62]) }
     }
 
-    @Test(arguments: [
-        ([], "ends before the protocol version"),
-        ([0x50], "protocol version 0x50"),
-        ([0x61, 0x01], "ends before range 0 id prefix length"),
-        ([0x61, 0x01, 0x21], "33 bytes"),
-        ([0x61, 0x01, 0x02, 0xAA], "ends inside range 0 id prefix"),
-        ([0x61, 0x00, 0x00, 0x03], "unknown mode 3"),
-        ([0x61, 0x00, 0x00, 0x01, 1, 2, 3], "ends inside range 0 fingerprint"),
-        ([0x61, 0x00, 0x00, 0x02, 0x05] + [UInt8](repeating: 0, count: 64), "5 ids announced, 64 bytes left"),
-        ([0x61, 0x80, 0x01, 0x00, 0x00], "leading zero digit"),
-        ([0x61] + [UInt8](repeating: 0xFF, count: 10) + [0x7F], "over 64 bits"),
-        ([0x61, 0x05, 0x00, 0x00, 0x01, 0x01, 0x00], "ends before range 1 mode"),
-        ([0x61, 0x05, 0x01, 0x09, 0x00, 0x01, 0x01, 0x05, 0x00], "below the previous range"),
-    ] as [([UInt8], String)])
+    @Test(
+        arguments: [
+            ([], "ends before the protocol version"),
+            ([0x50], "protocol version 0x50"),
+            ([0x61, 0x01], "ends before range 0 id prefix length"),
+            ([0x61, 0x01, 0x21], "33 bytes"),
+            ([0x61, 0x01, 0x02, 0xAA], "ends inside range 0 id prefix"),
+            ([0x61, 0x00, 0x00, 0x03], "unknown mode 3"),
+            ([0x61, 0x00, 0x00, 0x01, 1, 2, 3], "ends inside range 0 fingerprint"),
+            ([0x61, 0x00, 0x00, 0x02, 0x05] + [UInt8](repeating: 0, count: 64), "5 ids announced, 64 bytes left"),
+            ([0x61, 0x80, 0x01, 0x00, 0x00], "leading zero digit"),
+            ([0x61] + [UInt8](repeating: 0xFF, count: 10) + [0x7F], "over 64 bits"),
+            ([0x61, 0x05, 0x00, 0x00, 0x01, 0x01, 0x00], "ends before range 1 mode"),
+            ([0x61, 0x05, 0x01, 0x09, 0x00, 0x01, 0x01, 0x05, 0x00], "below the previous range"),
+        ] as [([UInt8], String)])
     func malformedMessagesAreRefusedWithTheirPlace(bytes: [UInt8], mentioning: String) {
         expectSoftchatError(.invalidNegentropyMessage, mentioning: [mentioning]) { _ = try NegentropyMessage.decode(bytes) }
         let responder = Negentropy(storage: NegentropyStorage(items: []))
@@ -264,8 +272,9 @@ func reconcile(_ world: NegentropyWorld, frameLimit: Int = 0, responderLimit: In
             #expect(try parseClientRelayFrame(text) == frame)
             #expect(try parseClientRelayFrame(text).verb == frame.verb)
         }
-        #expect(try parseClientRelayFrame(#"["NEG-OPEN","s",{"kinds":[1]},"6100000200"]"#)
-            == .negOpen(subscriptionID: "s", filter: try RelayFilter.fromJSON(#"{"kinds":[1]}"#), message: [0x61, 0, 0, 2, 0]))
+        #expect(
+            try parseClientRelayFrame(#"["NEG-OPEN","s",{"kinds":[1]},"6100000200"]"#)
+                == .negOpen(subscriptionID: "s", filter: try RelayFilter.fromJSON(#"{"kinds":[1]}"#), message: [0x61, 0, 0, 2, 0]))
     }
 
     @Test func nip77RelayFramesParseAndRoundTripAndNegErrKeepsItsPrefix() throws {

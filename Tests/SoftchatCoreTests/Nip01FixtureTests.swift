@@ -80,7 +80,8 @@ enum Tamper: String, CaseIterable, Sendable {
         #expect(event.id == "fa5ed84fc8eeb959fd39ad8e48388cfc33075991ef8e50064cfcecfd918bb91b")
         #expect(event.content.hasSuffix("doesn’t persist. Bug.  "))
         let reordered = try VerifiedEvent(text: Paths.fixtureText("text_note_root_reply"))
-        #expect(reordered.tags.count == 3 && reordered.tags[0] == ["e", "a7823beaa8c9d4063bb554972fa5ba90112764231aed3d4d691199da3e5c6a03", "", "root"])
+        #expect(
+            reordered.tags.count == 3 && reordered.tags[0] == ["e", "a7823beaa8c9d4063bb554972fa5ba90112764231aed3d4d691199da3e5c6a03", "", "root"])
     }
 
     @Test(arguments: GoodFixture.all)
@@ -109,8 +110,10 @@ enum Tamper: String, CaseIterable, Sendable {
         for tamper in Tamper.allCases where tamper != .id && tamper != .sig {
             var bad = try tamper.apply(to: json, otherPubkey: other)
             let e = try UnverifiedEvent(json: bad)
-            let id = Hex.encode(SHA256.hash(CanonicalSerialization.bytes(
-                pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content)))
+            let id = Hex.encode(
+                SHA256.hash(
+                    CanonicalSerialization.bytes(
+                        pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content)))
             bad = bad.setting("id", .string(id))
             expectSoftchatError(.invalidRelayFrame, mentioning: [id, "signature does not verify"]) {
                 _ = try VerifiedEvent(json: bad)
@@ -123,8 +126,10 @@ enum Tamper: String, CaseIterable, Sendable {
         let json = try GoodFixture(name: "test_event").eventJSON()
             .setting("pubkey", "eefdea4cdb677750a420fee807eacf21eb9898ae79b9768766e4faa04a2d4a34")
         let e = try UnverifiedEvent(json: json)
-        let id = Hex.encode(SHA256.hash(CanonicalSerialization.bytes(
-            pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content)))
+        let id = Hex.encode(
+            SHA256.hash(
+                CanonicalSerialization.bytes(
+                    pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content)))
         expectSoftchatError(.invalidRelayFrame, mentioning: ["pubkey is not a valid secp256k1"]) {
             _ = try VerifiedEvent(json: json.setting("id", .string(id)))
         }
@@ -162,11 +167,12 @@ enum Tamper: String, CaseIterable, Sendable {
     func fixtureWithATrailingCommaIsRejectedByTheStrictReader(_ name: String) throws {
         let bytes = Array(try Paths.fixtureText(name).utf8)
         // Where the offending close brace is: the first `}` after a comma and only whitespace.
-        let closeAfterComma = try #require(bytes.indices.first { i in
-            guard bytes[i] == UInt8(ascii: "}") else { return false }
-            let before = bytes[..<i].lastIndex { ![0x20, 0x0A, 0x0D, 0x09].contains($0) }
-            return before.map { bytes[$0] == UInt8(ascii: ",") } ?? false
-        })
+        let closeAfterComma = try #require(
+            bytes.indices.first { i in
+                guard bytes[i] == UInt8(ascii: "}") else { return false }
+                let before = bytes[..<i].lastIndex { ![0x20, 0x0A, 0x0D, 0x09].contains($0) }
+                return before.map { bytes[$0] == UInt8(ascii: ",") } ?? false
+            })
         #expect(throws: JSONError(.unexpectedByte(UInt8(ascii: "}")), at: closeAfterComma)) {
             try JSONReader().parse(bytes)
         }
@@ -199,8 +205,10 @@ enum Tamper: String, CaseIterable, Sendable {
 
     @Test func signedEventRespelledWithEscapesStillVerifies() throws {
         let identity = SoftchatIdentity.generate()
-        let event = try identity.sign(sampleDraft(content: "café é/à 🤙 https://example.com/x",
-                                                  tags: [["r", "wss://relay.example.com/"], ["t", "é"]]))
+        let event = try identity.sign(
+            sampleDraft(
+                content: "café é/à 🤙 https://example.com/x",
+                tags: [["r", "wss://relay.example.com/"], ["t", "é"]]))
         let text = event.jsonText
         let respelled = text.replacingOccurrences(of: "é", with: "\\u00e9").replacingOccurrences(of: "/", with: "\\/")
             .replacingOccurrences(of: "🤙", with: "\\ud83e\\udd19").replacingOccurrences(of: "à", with: "\\u00E0")

@@ -17,9 +17,11 @@ import Testing
         try Self.identity.sign(UnsignedEvent(createdAt: Self.createdAt, kind: kind, tags: tags, content: ""))
     }
 
-    func expectRefused(_ event: VerifiedEvent, challenge: String = Nip42Tests.challenge, relay: String = Nip42Tests.relay,
-                       now: Int64 = Nip42Tests.createdAt, window: Int64 = Nip42.defaultWindowSeconds,
-                       mentioning parts: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectRefused(
+        _ event: VerifiedEvent, challenge: String = Nip42Tests.challenge, relay: String = Nip42Tests.relay,
+        now: Int64 = Nip42Tests.createdAt, window: Int64 = Nip42.defaultWindowSeconds,
+        mentioning parts: [String], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         expectSoftchatError(.invalidRelayAuthentication, mentioning: parts, sourceLocation: sourceLocation) {
             try Nip42.verify(event, challenge: challenge, relayURL: relay, now: now, window: window)
         }
@@ -130,8 +132,9 @@ import Testing
     @Test func fixtureAuthenticationEventIsAccepted() throws {
         let event = try VerifiedEvent(text: Paths.fixtureText("authentication_event"))
         try Nip42.verify(event, challenge: "some-challenge-string", relayURL: "wss://relay.example.com", now: 1_714_625_219)
-        expectRefused(event, challenge: "some-challenge-string", relay: "wss://relay.example.com", now: 1_714_625_219 + 601,
-                      mentioning: ["created_at"])
+        expectRefused(
+            event, challenge: "some-challenge-string", relay: "wss://relay.example.com", now: 1_714_625_219 + 601,
+            mentioning: ["created_at"])
     }
 
     // MARK: RelayURL
@@ -168,8 +171,10 @@ import Testing
         #expect(u.description == "ws://[::1]:7447")
     }
 
-    @Test(arguments: ["https://x", "http://relay.example.com", "wss://", "wss:///path", "relay.example.com", "wss:/relay",
-                      "wss://h:0", "wss://h:65536", "wss://h:abc", "wss://user@h", "ws://[::1", ""])
+    @Test(arguments: [
+        "https://x", "http://relay.example.com", "wss://", "wss:///path", "relay.example.com", "wss:/relay",
+        "wss://h:0", "wss://h:65536", "wss://h:abc", "wss://user@h", "ws://[::1", "",
+    ])
     func malformedRelayURLIsRejected(_ text: String) {
         expectSoftchatError(.invalidRelayAuthentication, mentioning: ["relay URL"]) { _ = try RelayURL(text) }
     }

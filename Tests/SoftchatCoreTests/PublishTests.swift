@@ -21,8 +21,10 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
     typealias F = SessionFixtures
     static let id = "b1a649ebe8b435ec71d3784793f3bbf4b93e64e17568a741aecd4c7ddeafce30"
 
-    static func ack(_ relay: String, _ accepted: Bool, _ text: String, _ state: DeliveryState?, _ category: DeliveryCategory?,
-                    named: Bool = true) -> PublishAckCase {
+    static func ack(
+        _ relay: String, _ accepted: Bool, _ text: String, _ state: DeliveryState?, _ category: DeliveryCategory?,
+        named: Bool = true
+    ) -> PublishAckCase {
         PublishAckCase(relay: relay, named: named, accepted: accepted, text: text, state: state, category: category)
     }
 
@@ -93,7 +95,9 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
     func classifierReadsStateAndCategoryFromRealRelayAcknowledgements(_ c: PublishAckCase) throws {
         let frame = try parseRelayResponseFrame(F.ok(c.named ? Self.id : "", c.accepted, c.text))
         guard let state = c.state, let category = c.category else {
-            let error = expectSoftchatError(.invalidRelayFrame, mentioning: ["without an event id"]) { _ = try classifyDeliveryAcknowledgement(frame) }
+            let error = expectSoftchatError(.invalidRelayFrame, mentioning: ["without an event id"]) {
+                _ = try classifyDeliveryAcknowledgement(frame)
+            }
             #expect(error?.operation == .relayPublish)
             return
         }
@@ -133,8 +137,10 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
     }
 
     @Test func statesAndCategoriesHaveTheirJSONSpelling() {
-        let spelled: [(DeliveryCategory, String)] = [(.rateLimited, "rate-limited"), (.authRequired, "auth-required"), (.transportLost, "transport-lost"),
-                                                     (.timeout, "timeout"), (.unknown, "unknown"), (.duplicate, "duplicate"), (.mute, "mute")]
+        let spelled: [(DeliveryCategory, String)] = [
+            (.rateLimited, "rate-limited"), (.authRequired, "auth-required"), (.transportLost, "transport-lost"),
+            (.timeout, "timeout"), (.unknown, "unknown"), (.duplicate, "duplicate"), (.mute, "mute"),
+        ]
         for (category, text) in spelled { #expect(category.rawValue == text) }
         #expect(DeliveryState.allCases.map(\.rawValue) == ["pending", "inFlight", "accepted", "rejected", "retryable"])
         #expect(DeliveryState.allCases.filter(\.isTerminal) == [.accepted, .rejected])
@@ -156,7 +162,8 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
 
     @Test func severalEventsGoOutAsOneEventsFramePerPublishInOrder() throws {
         let session = try RelaySession.connected()
-        let first = (1...3).map { F.note($0) }, second = (4...5).map { F.note($0) }
+        let first = (1...3).map { F.note($0) }
+        let second = (4...5).map { F.note($0) }
         try session.publish(first)
         try session.publish(second)
         let frames = try session.drainAll()
@@ -173,7 +180,9 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
         #expect(frames.map(\.frame) == batch[..<2].map { ClientRelayFrame.event($0).toJSON() })
         #expect(try session.drainOutbound().map(\.deliveryEventIDs) == [[batch[2].id]])
         for e in batch.reversed() { try session.confirmSent([e.id]) }
-        let replies = [try session.receive(F.ok(batch[1].id, true)), try session.receive(F.ok(batch[0].id, false, "pow: required a difficulty >= 8"))]
+        let replies = [
+            try session.receive(F.ok(batch[1].id, true)), try session.receive(F.ok(batch[0].id, false, "pow: required a difficulty >= 8")),
+        ]
         #expect(replies.flatMap(\.decisions).map(\.state) == [.accepted, .rejected])
         // a retryable event published again goes out as its own EVENT
         _ = try session.receive(F.ok(batch[2].id, false, "rate-limited: slow down"))
@@ -190,9 +199,11 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
         let batch = (1...4).map { F.note($0) }
         try session.publish(batch)
         try session.sendAll()
-        let replies: [(VerifiedEvent, Bool, String)] = [(batch[2], false, "rate-limited: slow down"), (batch[0], true, ""),
-                                                        (batch[1], false, "invalid: invalid event signature"),
-                                                        (batch[3], true, "duplicate: already have this event")]
+        let replies: [(VerifiedEvent, Bool, String)] = [
+            (batch[2], false, "rate-limited: slow down"), (batch[0], true, ""),
+            (batch[1], false, "invalid: invalid event signature"),
+            (batch[3], true, "duplicate: already have this event"),
+        ]
         var decisions: [DeliveryDecision] = []
         for (e, accepted, text) in replies {
             let actions = try session.receive(F.ok(e.id, accepted, text))

@@ -427,7 +427,9 @@ struct SessionWrongStateCase: Sendable, CustomTestStringConvertible {
         let answer = F.auth(challenge, by: WireKeys.carol)
         try session.authenticate(answer)
         let snapshot = session.snapshot()
-        let forbidden = [secret, challenge, received.sig, outgoing.sig, answer.sig] + [WireKeys.alice, WireKeys.bob, WireKeys.carol]
+        let forbidden =
+            [secret, challenge, received.sig, outgoing.sig, answer.sig]
+            + [WireKeys.alice, WireKeys.bob, WireKeys.carol]
             .flatMap { [$0.publicKeyHex, $0.exportSecretHex()] }
         for text in [snapshot.description, "\(snapshot)", snapshot.jsonValue.jsonText] {
             for f in forbidden { #expect(!text.contains(f), "snapshot text reveals \(f.prefix(12))…") }
@@ -435,8 +437,9 @@ struct SessionWrongStateCase: Sendable, CustomTestStringConvertible {
         #expect(snapshot.description.contains("authenticating") && snapshot.description.contains("chat"))
         #expect(snapshot.state == "authenticating" && snapshot.subscriptionIDs == ["chat"] && snapshot.awaitingPersistence == 1)
         #expect(snapshot.pendingPublishes == 1 && snapshot.outboundFrames == 1 && !snapshot.authenticated)
-        #expect(snapshot.jsonValue.objectValue?.members.map(\.key) == [
-            "state", "subscriptionIds", "outboundFrames", "pendingPublishes", "awaitingPersistence", "reconnectAttempt", "authenticated",
-        ])
+        #expect(
+            snapshot.jsonValue.objectValue?.members.map(\.key) == [
+                "state", "subscriptionIds", "outboundFrames", "pendingPublishes", "awaitingPersistence", "reconnectAttempt", "authenticated",
+            ])
     }
 }

@@ -11,7 +11,11 @@ enum ModelRelayInput: CustomStringConvertible {
         .event(sub: sub, event: event, frame: SessionFixtures.event(sub, json: json), valid: valid)
     }
     case ok(id: String?, accepted: Bool, message: String)
-    case eose(String), closed(String, String), notice(String), auth(String), count(String, Int64)
+    case eose(String)
+    case closed(String, String)
+    case notice(String)
+    case auth(String)
+    case count(String, Int64)
     case invalid(String, SoftchatErrorCode)
 
     var text: String {
@@ -50,22 +54,27 @@ enum ModelExpect: Equatable {
 }
 
 /// One line per action, the same for a real action and the model's expectation.
-func modelSummary(_ kind: String, sub: String? = nil, id: String? = nil, prefix: String? = nil, challenge: String? = nil,
-                  count: Int64? = nil, decision: (String, DeliveryState, DeliveryCategory)? = nil, attempt: Int? = nil,
-                  retry: Int64? = nil) -> String {
+func modelSummary(
+    _ kind: String, sub: String? = nil, id: String? = nil, prefix: String? = nil, challenge: String? = nil,
+    count: Int64? = nil, decision: (String, DeliveryState, DeliveryCategory)? = nil, attempt: Int? = nil,
+    retry: Int64? = nil
+) -> String {
     var s = kind
-    for (k, v) in [("sub", sub), ("id", id), ("prefix", prefix), ("challenge", challenge), ("count", count.map { "\($0)" }),
-                   ("decision", decision.map { "\($0.0) \($0.1.rawValue) \($0.2.rawValue)" }), ("attempt", attempt.map { "\($0)" }),
-                   ("retry", retry.map { "\($0)" })] {
+    for (k, v) in [
+        ("sub", sub), ("id", id), ("prefix", prefix), ("challenge", challenge), ("count", count.map { "\($0)" }),
+        ("decision", decision.map { "\($0.0) \($0.1.rawValue) \($0.2.rawValue)" }), ("attempt", attempt.map { "\($0)" }),
+        ("retry", retry.map { "\($0)" }),
+    ] {
         if let v { s += " \(k)=\(v)" }
     }
     return s
 }
 
 func modelSummary(_ a: RelaySessionAction) -> String {
-    modelSummary(a.kind.rawValue, sub: a.subscriptionID, id: a.event?.id ?? a.eventID, prefix: a.prefix, challenge: a.challenge,
-                 count: a.count?.count, decision: a.decision.map { ($0.eventID, $0.state, $0.category) }, attempt: a.attempt,
-                 retry: a.retryDelayMilliseconds)
+    modelSummary(
+        a.kind.rawValue, sub: a.subscriptionID, id: a.event?.id ?? a.eventID, prefix: a.prefix, challenge: a.challenge,
+        count: a.count?.count, decision: a.decision.map { ($0.eventID, $0.state, $0.category) }, attempt: a.attempt,
+        retry: a.retryDelayMilliseconds)
 }
 
 func modelSummary(_ f: OutboundRelayFrame) -> String { "\(f.frame) | \(f.deliveryEventIDs.joined(separator: ","))" }
@@ -97,7 +106,10 @@ struct ModelAuthAnswer: CustomStringConvertible {
 struct SessionModel {
     enum Conn { case idle, connecting, connected, backingOff, cancelled }
     enum Purpose: Equatable {
-        case sub(String), close(String), count(String), auth, publish
+        case sub(String)
+        case close(String)
+        case count(String)
+        case auth, publish
         /// What waits behind an unanswered AUTH: REQ, COUNT and publishes (not AUTH, not CLOSE).
         var waitsForAuth: Bool {
             switch self {
@@ -108,21 +120,42 @@ struct SessionModel {
     }
     /// `serial` numbers publish frames: confirming one moves only the events whose latest
     /// frame it is and that still wait in it (an OK may overtake the host's confirmation).
-    struct Frame { var text: String; var ids: [String]; var purpose: Purpose; var serial = 0 }
+    struct Frame {
+        var text: String
+        var ids: [String]
+        var purpose: Purpose
+        var serial = 0
+    }
     /// replayPostponed: `retryAt` is an auth replay that found no outbound room (the retry
     /// timer sends it), not an `error:`/`rate-limited:` retry; only for the coverage tally.
     struct Sub {
-        var filters: [Int]; var newest: Int64? = nil; var awaitingReplay = false; var replayUsed = false
-        var retryAt: Int64? = nil; var closes = 0; var replayPostponed = false
+        var filters: [Int]
+        var newest: Int64? = nil
+        var awaitingReplay = false
+        var replayUsed = false
+        var retryAt: Int64? = nil
+        var closes = 0
+        var replayPostponed = false
     }
     enum Stage { case pending, inFlight, awaitingAuth }
     struct Delivery {
-        var event: VerifiedEvent; var stage: Stage; var batch: Int; var seq: Int
+        var event: VerifiedEvent
+        var stage: Stage
+        var batch: Int
+        var seq: Int
         /// drained: in a handed-out, unconfirmed frame (`frame`, its serial); sentAt: the `now`
         /// of the confirmSent of its write, or else of the first handleTimeout after it.
-        var authResendUsed = false; var drained = false; var frame = 0; var sentAt: Int64? = nil
+        var authResendUsed = false
+        var drained = false
+        var frame = 0
+        var sentAt: Int64? = nil
     }
-    struct Awaiting { var event: VerifiedEvent; var sub: String; var reofferable = false; var filters: [Int] }
+    struct Awaiting {
+        var event: VerifiedEvent
+        var sub: String
+        var reofferable = false
+        var filters: [Int]
+    }
 
     static let maxSubs = RelaySessionContract.maxSubscriptions.value
     static let maxOutbound = RelaySessionContract.maxOutboundFrames.value
@@ -425,7 +458,9 @@ struct SessionModel {
     func pollTimeout() -> Int64? {
         // a closed session has no work for handleTimeout (which refuses every call)
         guard !closed else { return nil }
-        var times = deliveries.values.filter { $0.stage != .pending }.map { $0.sentAt.map { $0 + config.acknowledgementTimeoutSeconds } ?? lastNow ?? 0 }
+        var times = deliveries.values.filter { $0.stage != .pending }.map {
+            $0.sentAt.map { $0 + config.acknowledgementTimeoutSeconds } ?? lastNow ?? 0
+        }
         if holding, let until = authWaitUntil { times.append(until) }
         if conn == .connected { times += subOrder.compactMap { subs[$0]!.retryAt } }
         return times.min()
@@ -524,7 +559,8 @@ struct SessionModel {
                 noteWritten(id)
             }
             if config.supportsEventsBatch, let batch = deliveries[f.ids[0]]?.batch,
-               deliveries.values.contains(where: { $0.batch == batch && $0.stage == .pending && !$0.drained }) {
+                deliveries.values.contains(where: { $0.batch == batch && $0.stage == .pending && !$0.drained })
+            {
                 tally["split"] += 1
             }
             out.append(f)
@@ -675,10 +711,12 @@ struct SessionModel {
             // a refusal after the wait ran out still counts: the connection is not authenticated
             if authWaitEnded { tally["authRefusedAfterWait"] += 1 }
             authWaitEnded = false
-            let out = [modelSummary("authenticationFailed", id: id, prefix: prefix)] + bySeq.filter { deliveries[$0]!.stage == .awaitingAuth }.map { e in
-                deliveries[e] = nil
-                return Self.changed(e, .retryable, .authRequired)
-            }
+            let out =
+                [modelSummary("authenticationFailed", id: id, prefix: prefix)]
+                + bySeq.filter { deliveries[$0]!.stage == .awaitingAuth }.map { e in
+                    deliveries[e] = nil
+                    return Self.changed(e, .retryable, .authRequired)
+                }
             // subscriptions closed for auth wait for a later accepted AUTH
             return out
         }
@@ -762,8 +800,8 @@ struct SessionModel {
         if answer.wrongRelay && config.relayURL != nil { tally["authWrongRelay"] += 1 }
         if let clock, abs(answer.event.createdAt - clock) > config.authenticationWindowSeconds { tally["authOutsideWindow"] += 1 }
         guard let challenge, !answer.wrongKind, answer.challenge == challenge, !(answer.wrongRelay && config.relayURL != nil),
-              clock.map({ abs(answer.event.createdAt - $0) <= config.authenticationWindowSeconds }) ?? true,
-              !answeredPairs.contains(answer.event.pubkey + "|" + challenge)
+            clock.map({ abs(answer.event.createdAt - $0) <= config.authenticationWindowSeconds }) ?? true,
+            !answeredPairs.contains(answer.event.pubkey + "|" + challenge)
         else { return .fail(.invalidRelayAuthentication) }
         let frame = ClientRelayFrame.auth(answer.event).toJSON()
         guard frame.utf8.count <= frameLimit else {

@@ -5,11 +5,21 @@ import Testing
 
 /// One host call of the model test. `Int64?` arguments are the `now` passed (nil: none).
 enum ModelOp: CustomStringConvertible {
-    case connect, transportConnected(Int64?), transportLost(Int64?), cancel, close
+    case connect
+    case transportConnected(Int64?)
+    case transportLost(Int64?)
+    case cancel, close
     /// Filter indexes into the pool; -1 is an invalid filter. An id over 64 characters is invalid.
-    case subscribe(String, [Int]), unsubscribe(String), count(String, [Int]), cancelCount(String)
-    case publish([VerifiedEvent]), handleTimeout(Int64), drain(Int), confirmSent([String], Int64?)
-    case receive(ModelRelayInput, Int64?), confirmIngested(String)
+    case subscribe(String, [Int])
+    case unsubscribe(String)
+    case count(String, [Int])
+    case cancelCount(String)
+    case publish([VerifiedEvent])
+    case handleTimeout(Int64)
+    case drain(Int)
+    case confirmSent([String], Int64?)
+    case receive(ModelRelayInput, Int64?)
+    case confirmIngested(String)
     case authenticate(ModelAuthAnswer, Int64?)
 
     var description: String {
@@ -27,7 +37,8 @@ enum ModelOp: CustomStringConvertible {
         case .publish(let events): return "publish(\(events.count > 4 ? "\(events.count) events" : "\(events.map { String($0.id.prefix(8)) })"))"
         case .handleTimeout(let now): return "handleTimeout(\(t(now)))"
         case .drain(let max): return "drainOutbound(\(max))"
-        case .confirmSent(let ids, let now): return "confirmSent(\(ids.count > 4 ? "\(ids.count) ids" : "\(ids.map { String($0.prefix(8)) })"), \(t(now)))"
+        case .confirmSent(let ids, let now):
+            return "confirmSent(\(ids.count > 4 ? "\(ids.count) ids" : "\(ids.map { String($0.prefix(8)) })"), \(t(now)))"
         case .receive(let input, let now): return "receive(\(input), \(t(now)))"
         case .confirmIngested(let id): return "confirmIngested(\(id.prefix(8)))"
         case .authenticate(let a, let now): return "authenticate(\(a), \(t(now)))"
@@ -76,15 +87,19 @@ enum ModelOp: CustomStringConvertible {
         ModelFilter(json: #"{"kinds":[1],"since":1700000200}"#) { $0.kind == 1 && $0.createdAt >= 1_700_000_200 },
         // 989 bytes: its REQ fits a 1,024-byte limit only without the `since` a reconnect adds
         // (refused up front), its COUNT fits; two of them fit neither 1,024 nor 1,500 bytes
-        ModelFilter(json: "{\"authors\":[" + bigAuthors.map { "\"" + $0 + "\"" }.joined(separator: ",") + "],\"kinds\":[1,7,20001,20002,20003,20004]}") {
+        ModelFilter(
+            json: "{\"authors\":[" + bigAuthors.map { "\"" + $0 + "\"" }.joined(separator: ",") + "],\"kinds\":[1,7,20001,20002,20003,20004]}"
+        ) {
             ($0.kind == 1 || $0.kind == 7) && bigAuthors.contains($0.pubkey)
         },
     ]
-    static let bigAuthors = [WireKeys.alice.publicKeyHex, WireKeys.bob.publicKeyHex] + (0..<12).map { String(repeating: String($0, radix: 16), count: 64) }
+    static let bigAuthors =
+        [WireKeys.alice.publicKeyHex, WireKeys.bob.publicKeyHex] + (0..<12).map { String(repeating: String($0, radix: 16), count: 64) }
     static let ownSince: [Int64?] = [nil, nil, nil, nil, 1_700_000_200, nil]
     static let received: [VerifiedEvent] = (0..<40).map { i in
-        F.note(20_000 + i, kind: i % 3 == 2 ? 7 : 1, createdAt: F.baseTime + Int64(i * 29 % 400), by: i % 4 == 1 ? bob : alice,
-               tags: i % 5 == 0 ? [["t", "x"]] : [])
+        F.note(
+            20_000 + i, kind: i % 3 == 2 ? 7 : 1, createdAt: F.baseTime + Int64(i * 29 % 400), by: i % 4 == 1 ? bob : alice,
+            tags: i % 5 == 0 ? [["t", "x"]] : [])
     }
     /// An event whose EVENT frame is exactly `bytes` long.
     static func sized(_ n: Int, frameBytes bytes: Int) -> VerifiedEvent {
@@ -93,13 +108,14 @@ enum ModelOp: CustomStringConvertible {
     }
     /// Small notes (some with content that needs escaping), and events near or over the frame limits:
     /// EVENT frames of exactly 1,024 and 1,025 bytes, about 1.1 KB and 2.6 KB, and one over 512 KiB.
-    static let published: [VerifiedEvent] = (0..<12).map { F.note(30_000 + $0, kind: 14) } + [
-        F.note(30_100, kind: 14, content: "quote \" backslash \\ newline \n tab \t </script> \u{1} é 𝄞 😀"),
-        F.note(30_101, kind: 14, content: String(repeating: "\u{7f}\u{2028}ü\"", count: 40)),
-        sized(30_102, frameBytes: 1024), sized(30_103, frameBytes: 1025),
-        F.note(30_104, kind: 14, content: String(repeating: "m", count: 700)),
-        F.note(30_105, kind: 14, content: String(repeating: "L", count: 2200)),
-    ]
+    static let published: [VerifiedEvent] =
+        (0..<12).map { F.note(30_000 + $0, kind: 14) } + [
+            F.note(30_100, kind: 14, content: "quote \" backslash \\ newline \n tab \t </script> \u{1} é 𝄞 😀"),
+            F.note(30_101, kind: 14, content: String(repeating: "\u{7f}\u{2028}ü\"", count: 40)),
+            sized(30_102, frameBytes: 1024), sized(30_103, frameBytes: 1025),
+            F.note(30_104, kind: 14, content: String(repeating: "m", count: 700)),
+            F.note(30_105, kind: 14, content: String(repeating: "L", count: 2200)),
+        ]
     static let huge = F.note(30_106, kind: 14, content: String(repeating: "h", count: RelayWireContract.maxFrameBytes.value + 10))
     /// Each publishable event's JSON length as frames write it.
     static let publishable: [String: VerifiedEvent] = Dictionary(uniqueKeysWithValues: (published + [huge] + F.many).map { ($0.id, $0) })
@@ -110,28 +126,54 @@ enum ModelOp: CustomStringConvertible {
     static let authTimes: [Int64] = (0..<16).map { F.baseTime + Int64($0) * 300 }
     /// Per challenge and time: alice's and bob's answers, one naming another relay, and one of
     /// alice's with 700 bytes of content, whose AUTH frame is over a 1,024-byte limit.
-    static let answers: [String: [[ModelAuthAnswer]]] = Dictionary(uniqueKeysWithValues: challenges.map { c in
-        (c, authTimes.map { t in
-            [alice, bob].map { ModelAuthAnswer(event: try! $0.createNip42Authentication(challenge: c, relayURL: F.relay, createdAt: t), challenge: c) }
-                + [ModelAuthAnswer(event: try! alice.createNip42Authentication(challenge: c, relayURL: "wss://other.example.com", createdAt: t),
-                                   challenge: c, wrongRelay: true),
-                   ModelAuthAnswer(event: try! alice.sign(UnsignedEvent(createdAt: t, kind: 22242, tags: [["relay", F.relay], ["challenge", c]],
-                                                                        content: String(repeating: "a", count: 700))), challenge: c)]
+    static let answers: [String: [[ModelAuthAnswer]]] = Dictionary(
+        uniqueKeysWithValues: challenges.map { c in
+            (
+                c,
+                authTimes.map { t in
+                    [alice, bob].map {
+                        ModelAuthAnswer(event: try! $0.createNip42Authentication(challenge: c, relayURL: F.relay, createdAt: t), challenge: c)
+                    }
+                        + [
+                            ModelAuthAnswer(
+                                event: try! alice.createNip42Authentication(challenge: c, relayURL: "wss://other.example.com", createdAt: t),
+                                challenge: c, wrongRelay: true),
+                            ModelAuthAnswer(
+                                event: try! alice.sign(
+                                    UnsignedEvent(
+                                        createdAt: t, kind: 22242, tags: [["relay", F.relay], ["challenge", c]],
+                                        content: String(repeating: "a", count: 700))), challenge: c),
+                        ]
+                }
+            )
         })
-    })
-    static let wrongKind: [String: ModelAuthAnswer] = Dictionary(uniqueKeysWithValues: challenges.map { c in
-        (c, ModelAuthAnswer(event: try! alice.sign(UnsignedEvent(createdAt: F.baseTime, kind: 1, tags: [["relay", F.relay], ["challenge", c]], content: "")),
-                            challenge: c, wrongKind: true))
-    })
-    static let okMessages = ["", "duplicate: exists", "invalid: bad signature", "rate-limited: slow down", "auth-required: you must auth",
-                             "ERROR: auth-required: x", "blocked: no", "error: try later", "pow: 8", "whatever", "auth-required: again"]
-    static let closedMessages = ["auth-required: you must auth", "ERROR: auth-required: x", "blocked: no", "", "error: try later",
-                                 "rate-limited: slow down", "restricted: members only", "invalid: bad filter", "whatever: x"]
-    static let invalidTexts: [(String, SoftchatErrorCode)] = [("nope", .invalidRelayFrame), (#"["EVENT","a"]"#, .invalidRelayFrame),
-                                                               (#"["OK","x",true,""]"#, .invalidRelayFrame), (#"["AUTH",""]"#, .invalidRelayAuthentication)]
+    static let wrongKind: [String: ModelAuthAnswer] = Dictionary(
+        uniqueKeysWithValues: challenges.map { c in
+            (
+                c,
+                ModelAuthAnswer(
+                    event: try! alice.sign(
+                        UnsignedEvent(createdAt: F.baseTime, kind: 1, tags: [["relay", F.relay], ["challenge", c]], content: "")),
+                    challenge: c, wrongKind: true)
+            )
+        })
+    static let okMessages = [
+        "", "duplicate: exists", "invalid: bad signature", "rate-limited: slow down", "auth-required: you must auth",
+        "ERROR: auth-required: x", "blocked: no", "error: try later", "pow: 8", "whatever", "auth-required: again",
+    ]
+    static let closedMessages = [
+        "auth-required: you must auth", "ERROR: auth-required: x", "blocked: no", "", "error: try later",
+        "rate-limited: slow down", "restricted: members only", "invalid: bad filter", "whatever: x",
+    ]
+    static let invalidTexts: [(String, SoftchatErrorCode)] = [
+        ("nope", .invalidRelayFrame), (#"["EVENT","a"]"#, .invalidRelayFrame),
+        (#"["OK","x",true,""]"#, .invalidRelayFrame), (#"["AUTH",""]"#, .invalidRelayAuthentication),
+    ]
 
     enum Output: Equatable {
-        case actions([RelaySessionAction]), frames([OutboundRelayFrame]), none
+        case actions([RelaySessionAction])
+        case frames([OutboundRelayFrame])
+        case none
         var summaries: [String] {
             switch self {
             case .actions(let a): a.map(modelSummary)
@@ -207,8 +249,10 @@ enum ModelOp: CustomStringConvertible {
             func pick<T>(_ items: [T]) -> T { items[Int(c.next() % UInt64(items.count))] }
             let config = RelaySessionConfig(
                 supportsEventsBatch: seed % 2 == 0, reconnectBaseDelaySeconds: 1, reconnectMaxDelaySeconds: [1, 2, 8, 300][Int(seed / 2 % 4)],
-                reconnectResetAfterSeconds: [0, 5, 30, 60][Int(seed / 8 % 4)], jitterSeed: Int64(bitPattern: seed), sinceOverlapSeconds: Int64(seed / 32 % 21),
-                correlateUnnamedAcknowledgements: pick([false, false, true]), relayURL: pick([nil, F.relay, "wss://Relay.Example.COM:443/"] as [String?]),
+                reconnectResetAfterSeconds: [0, 5, 30, 60][Int(seed / 8 % 4)], jitterSeed: Int64(bitPattern: seed),
+                sinceOverlapSeconds: Int64(seed / 32 % 21),
+                correlateUnnamedAcknowledgements: pick([false, false, true]),
+                relayURL: pick([nil, F.relay, "wss://Relay.Example.COM:443/"] as [String?]),
                 maxMessageBytes: pick([nil, nil, 1024, 1500, 4096] as [Int64?]), acknowledgementTimeoutSeconds: pick([10, 10, 30, 120]),
                 authenticationWaitSeconds: pick([5, 20]), authenticationWindowSeconds: pick([600, 600, 60]),
                 answersAuthentication: pick([true, true, true, false]))
@@ -278,7 +322,8 @@ enum ModelOp: CustomStringConvertible {
             stats["steps"] += 1
             if trail.count == 16 { trail.removeFirst() }
             trail.append(op)
-            let before = main.snapshot(), pollBefore = main.pollTimeout()
+            let before = main.snapshot()
+            let pollBefore = main.pollTimeout()
             let attemptBefore = model.attempt
             if case .receive(.ok(nil, _, _), _) = op { correlated = model.correlationTarget } else { correlated = nil }
             let expected = expect(op)
@@ -296,7 +341,8 @@ enum ModelOp: CustomStringConvertible {
                 if code == .relaySessionQueueFull { stats["queueFull"] += 1 }
                 if case .close = op { stats["closeRefused"] += 1 }
                 guard error.code == code else { return fail("\(op): expected \(code.rawValue), got \(error)") }
-                guard main.snapshot() == before, main.snapshot() == twin.snapshot(), main.pollTimeout() == pollBefore, twin.pollTimeout() == pollBefore
+                guard main.snapshot() == before, main.snapshot() == twin.snapshot(), main.pollTimeout() == pollBefore,
+                    twin.pollTimeout() == pollBefore
                 else { return fail("\(op): the rejected call changed the session") }
                 return nil
             case (.fail(let code), .success(let out)):
@@ -319,9 +365,10 @@ enum ModelOp: CustomStringConvertible {
             let poll = main.pollTimeout()
             guard poll == model.pollTimeout(), poll == twin.pollTimeout()
             else { return fail("\(op): pollTimeout \(poll as Any) but the model has \(model.pollTimeout() as Any)") != nil }
-            guard s.subscriptionIDs.count <= RelaySessionContract.maxSubscriptions.value, s.outboundFrames <= RelaySessionContract.maxOutboundFrames.value,
-                  s.pendingPublishes <= RelayPublishContract.maxPendingPublishes.value,
-                  s.awaitingPersistence <= RelayIngestionContract.maxAwaitingPersistence.value
+            guard s.subscriptionIDs.count <= RelaySessionContract.maxSubscriptions.value,
+                s.outboundFrames <= RelaySessionContract.maxOutboundFrames.value,
+                s.pendingPublishes <= RelayPublishContract.maxPendingPublishes.value,
+                s.awaitingPersistence <= RelayIngestionContract.maxAwaitingPersistence.value
             else { return fail("\(op): a bound is exceeded: \(s)") != nil }
             switch op {
             case .publish(let events): held.formUnion(events.map(\.id))
@@ -366,13 +413,15 @@ enum ModelOp: CustomStringConvertible {
                     if a.kind == .notice, a.eventID != nil { stats["okNotice"] += 1 }
                     if a.kind == .persistEvent {
                         if case .receive(.event(_, _, _, false), _) = op { stats["reoffered"] += 1 }
-                        guard let e = a.event, (try? VerifiedEvent(json: e.jsonValue)) == e, let entry = model.awaiting[e.id], entry.event.sig == e.sig,
-                              entry.filters.contains(where: { SessionModelTests.pool[$0].matches(e) })
+                        guard let e = a.event, (try? VerifiedEvent(json: e.jsonValue)) == e, let entry = model.awaiting[e.id],
+                            entry.event.sig == e.sig,
+                            entry.filters.contains(where: { SessionModelTests.pool[$0].matches(e) })
                         else { return fail("\(op): persistEvent for an unverified or non-matching event") != nil }
                     }
                     if a.kind == .scheduleReconnect {
                         let delay = a.delayMilliseconds ?? -1
-                        guard delay >= model.nominalDelay / 2, delay <= model.nominalDelay, model.nominalDelay <= model.config.reconnectMaxDelaySeconds * 1000
+                        guard delay >= model.nominalDelay / 2, delay <= model.nominalDelay,
+                            model.nominalDelay <= model.config.reconnectMaxDelaySeconds * 1000
                         else { return fail("\(op): delay \(delay) ms outside [\(model.nominalDelay / 2), \(model.nominalDelay)]") != nil }
                     }
                 }
@@ -451,10 +500,11 @@ enum ModelOp: CustomStringConvertible {
                 let need = SessionModel.maxOutbound - leave - model.outbound
                 let sent = model.countOrder.filter { id in !model.queue.contains { $0.purpose == .count(id) } }.prefix(Swift.max(0, need))
                 let room = Swift.min(need - sent.count, SessionModel.maxOutbound - 1 - model.subs.count - model.counts.count + sent.count)
-                return sent.map { .cancelCount($0) } + (0..<Swift.max(0, room)).map { _ in
-                    fillSerial += 1
-                    return .count("q\(fillSerial)", [0])
-                }
+                return sent.map { .cancelCount($0) }
+                    + (0..<Swift.max(0, room)).map { _ in
+                        fillSerial += 1
+                        return .count("q\(fillSerial)", [0])
+                    }
             case .unfill:
                 return [.transportLost(now)] + model.countOrder.filter { $0.hasPrefix("q") }.map { .cancelCount($0) }
             case .lateTimeout:
@@ -479,18 +529,25 @@ enum ModelOp: CustomStringConvertible {
         /// while the queue stays full, and go out once two frames made room.
         mutating func startPlan() {
             let k = rng.next() % 3
-            let id = "r\(k)", other = "r\((k + 1) % 3)"
+            let id = "r\(k)"
+            let other = "r\((k + 1) % 3)"
             let setup: [PlanStep] = [.op(.subscribe(id, [1])), .op(.subscribe(other, [0])), .op(.drain(256)), .op(.drain(256))]
             let fresh = SessionModelTests.challenges.filter { $0 != model.challenge && !model.answeredChallenges.contains($0) }
             if chance(35) || model.holding || model.authenticated || model.authWaitEnded || !model.config.answersAuthentication || fresh.isEmpty {
                 // two retries fall due together: each is postponed, not only the first
-                plan = setup + [.op(.receive(.closed(id, "error: later"), now)), .op(.receive(.closed(other, "rate-limited: slow"), now)),
-                                .fill(leave: 0), .lateTimeout, .unfill]
+                plan =
+                    setup + [
+                        .op(.receive(.closed(id, "error: later"), now)), .op(.receive(.closed(other, "rate-limited: slow"), now)),
+                        .fill(leave: 0), .lateTimeout, .unfill,
+                    ]
             } else {
                 // filled to one short of the bound first: the AUTH (authenticate needs room) takes the last slot
-                plan = setup + [.op(.receive(.closed(id, "auth-required: first"), now)), .fill(leave: 1),
-                                .op(.receive(.auth(pick(fresh)), now)), .answerChallenge, .acceptAuth,
-                                .op(.receive(.closed(other, "auth-required: again"), now)), .lateTimeout, .makeRoom, .lateTimeout, .unfill]
+                plan =
+                    setup + [
+                        .op(.receive(.closed(id, "auth-required: first"), now)), .fill(leave: 1),
+                        .op(.receive(.auth(pick(fresh)), now)), .answerChallenge, .acceptAuth,
+                        .op(.receive(.closed(other, "auth-required: again"), now)), .lateTimeout, .makeRoom, .lateTimeout, .unfill,
+                    ]
             }
         }
 
@@ -528,7 +585,9 @@ enum ModelOp: CustomStringConvertible {
             // again, the REQ replayed, at once
             if model.authenticated && chance(6) || model.authWaitEnded && chance(40) {
                 let written = model.bySeq.filter { model.deliveries[$0]!.stage == .inFlight }
-                if !written.isEmpty, chance(50) { return [.receive(.ok(id: pick(written), accepted: false, message: "auth-required: again"), time())] }
+                if !written.isEmpty, chance(50) {
+                    return [.receive(.ok(id: pick(written), accepted: false, message: "auth-required: again"), time())]
+                }
                 let live = model.subOrder.filter { model.liveREQs.contains($0) }
                 if !live.isEmpty, chance(70) { return [.receive(.closed(pick(live), "auth-required: x"), time())] }
                 if !model.subOrder.isEmpty { return [.receive(.closed(pick(model.subOrder), "auth-required: x"), time())] }
@@ -570,7 +629,9 @@ enum ModelOp: CustomStringConvertible {
             case 100..<120: return [.cancel]
             case 120..<125: return [.close]
             case 125..<205:
-                return [.subscribe(chance(4) ? String(repeating: "x", count: 65) : pick(["a", "b", "c", "d", "a", "b", "c", "d", "n1"]), filterIndexes())]
+                return [
+                    .subscribe(chance(4) ? String(repeating: "x", count: 65) : pick(["a", "b", "c", "d", "a", "b", "c", "d", "n1"]), filterIndexes())
+                ]
             case 205..<235: return [.unsubscribe(!model.subOrder.isEmpty && chance(80) ? pick(model.subOrder) : pick(["a", "zz"]))]
             case 235..<255: return [.count(pick(["n1", "n2", "n3", "a"]), filterIndexes())]
             case 255..<265: return [.cancelCount(!model.countOrder.isEmpty && chance(80) ? pick(model.countOrder) : pick(["n1", "n7"]))]
@@ -587,7 +648,9 @@ enum ModelOp: CustomStringConvertible {
                 return [.confirmSent(ids, time())]
             case 545..<845: return [.receive(relayInput(), time())]
             case 845..<915:
-                return [.confirmIngested(!model.awaiting.isEmpty && chance(85) ? pick(model.awaiting.keys.sorted()) : pick(SessionModelTests.received).id)]
+                return [
+                    .confirmIngested(!model.awaiting.isEmpty && chance(85) ? pick(model.awaiting.keys.sorted()) : pick(SessionModelTests.received).id)
+                ]
             case 915..<965:
                 let challenge = model.challenge != nil && chance(70) ? model.challenge! : pick(SessionModelTests.challenges)
                 if chance(10) { return [.authenticate(SessionModelTests.wrongKind[challenge]!, time())] }
@@ -611,7 +674,8 @@ enum ModelOp: CustomStringConvertible {
         /// carry one REQ per subscription (since as specified), one COUNT per unanswered count and
         /// every pending publish exactly once.
         mutating func checkFreshConnection() {
-            let wantSubs = model.subOrder, wantCounts = model.countOrder
+            let wantSubs = model.subOrder
+            let wantCounts = model.countOrder
             let wantEvents = Set(model.deliveries.filter { $0.value.stage == .pending }.keys)
             var frames: [OutboundRelayFrame] = []
             while failure == nil, case .frames(let batch)? = step(.drain(256)), !batch.isEmpty {
@@ -620,14 +684,17 @@ enum ModelOp: CustomStringConvertible {
             }
             guard failure == nil else { return }
             stats["freshChecks"] += 1
-            var reqs: [String] = [], counts: [String] = [], events: [String] = []
+            var reqs: [String] = []
+            var counts: [String] = []
+            var events: [String] = []
             for f in frames {
                 switch try? parseClientRelayFrame(f.frame) {
                 case .req(let id, let filters)?:
                     reqs.append(id)
                     for (filter, i) in zip(filters, model.subs[id]?.filters ?? []) {
                         let own = SessionModelTests.ownSince[i]
-                        let want = model.subs[id]!.newest.map { Swift.max(own ?? Int64.min, Swift.max(0, $0 - model.config.sinceOverlapSeconds)) } ?? own
+                        let want =
+                            model.subs[id]!.newest.map { Swift.max(own ?? Int64.min, Swift.max(0, $0 - model.config.sinceOverlapSeconds)) } ?? own
                         if filter.since != want { _ = fail("REQ \(id): since \(filter.since as Any), want \(want as Any)") }
                     }
                 case .count(let id, _)?: counts.append(id)
@@ -637,7 +704,8 @@ enum ModelOp: CustomStringConvertible {
                 }
             }
             if reqs != wantSubs || counts != wantCounts || events.count != wantEvents.count || Set(events) != wantEvents {
-                _ = fail("fresh connection sent REQs \(reqs) COUNTs \(counts) \(events.count) events; want \(wantSubs) \(wantCounts) \(wantEvents.count)")
+                _ = fail(
+                    "fresh connection sent REQs \(reqs) COUNTs \(counts) \(events.count) events; want \(wantSubs) \(wantCounts) \(wantEvents.count)")
             }
         }
 
@@ -653,8 +721,11 @@ enum ModelOp: CustomStringConvertible {
             for id in model.awaiting.keys.sorted() where !model.subOrder.isEmpty {
                 let event = model.awaiting[id]!.event
                 guard case .actions(let a)? = step(.receive(.event(model.subOrder[0], event, json: event.jsonValue, valid: true), time())),
-                      a.map(\.kind) == [.persistEvent]
-                else { _ = fail("awaiting event \(id) was not offered again after the reconnect"); return }
+                    a.map(\.kind) == [.persistEvent]
+                else {
+                    _ = fail("awaiting event \(id) was not offered again after the reconnect")
+                    return
+                }
             }
             for id in model.awaiting.keys.sorted() { step(.confirmIngested(id)) }
             if failure == nil, main.snapshot().awaitingPersistence != 0 { _ = fail("events still await persistence after settling") }
@@ -699,17 +770,20 @@ enum ModelOp: CustomStringConvertible {
         }
         // the sequences reach what they are meant to check
         #expect(total["steps"] > 20 * perChunk && total["rejected"] > perChunk && total["persistEvent"] > perChunk / 2, "\(total)")
-        #expect(total["reoffered"] > 0 && total["queueFull"] > 0 && total["authenticated"] > 0 && total["resets"] > 0
+        #expect(
+            total["reoffered"] > 0 && total["queueFull"] > 0 && total["authenticated"] > 0 && total["resets"] > 0
                 && total["freshChecks"] > perChunk, "\(total)")
-        let reached = ["batchFrames", "split", "tooLarge", "decision.cancelled", "decision.timeout", "decision.transport-lost",
-                       "decision.auth-required", "lateDecision", "okNotice", "okBeforeConfirm", "authHeld", "authWaitEnded", "authResend",
-                       "authResendAtOnce", "closedRetryScheduled", "closedReplayAtOnce", "retriedREQ", "cancelCount", "countIDRefused",
-                       "correlated", "closeRefused", "authOutsideWindow", "authWrongRelay", "challengeAgainOnNewConnection",
-                       "reqTooLarge", "countTooLarge", "authTooLarge", "countWentOut", "closeOverReplacement", "closedBehindReplacement",
-                       "confirmedStale", "confirmedAwaitingAuth", "deadlineStarted", "authWaitReplay", "authResendAfterWait",
-                       "closedReplayAfterWait", "correlatedBeforeConfirm", "replayBounded", "retryPostponed",
-                       "closedCountRefused", "closedCountAnswer", "closedReplayPostponed", "replayRetried", "authRefusedAfterWait",
-                       "closeAlreadyQueued"]
+        let reached = [
+            "batchFrames", "split", "tooLarge", "decision.cancelled", "decision.timeout", "decision.transport-lost",
+            "decision.auth-required", "lateDecision", "okNotice", "okBeforeConfirm", "authHeld", "authWaitEnded", "authResend",
+            "authResendAtOnce", "closedRetryScheduled", "closedReplayAtOnce", "retriedREQ", "cancelCount", "countIDRefused",
+            "correlated", "closeRefused", "authOutsideWindow", "authWrongRelay", "challengeAgainOnNewConnection",
+            "reqTooLarge", "countTooLarge", "authTooLarge", "countWentOut", "closeOverReplacement", "closedBehindReplacement",
+            "confirmedStale", "confirmedAwaitingAuth", "deadlineStarted", "authWaitReplay", "authResendAfterWait",
+            "closedReplayAfterWait", "correlatedBeforeConfirm", "replayBounded", "retryPostponed",
+            "closedCountRefused", "closedCountAnswer", "closedReplayPostponed", "replayRetried", "authRefusedAfterWait",
+            "closeAlreadyQueued",
+        ]
         #expect(reached.allSatisfy { total[$0] > 0 }, "not reached: \(reached.filter { total[$0] == 0 })")
     }
 }

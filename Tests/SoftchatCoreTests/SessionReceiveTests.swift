@@ -162,7 +162,9 @@ struct SessionInvalidFrameCase: Sendable, CustomTestStringConvertible {
             (IngestionBatch(events: []), IngestionResult(rejected: [a.id]), ["not in the batch"]),
         ]
         for (batch, result, parts) in refused {
-            let error = expectSoftchatError(.invalidPersistenceResult, mentioning: parts) { try validateIngestionResult(batch: batch, result: result) }
+            let error = expectSoftchatError(.invalidPersistenceResult, mentioning: parts) {
+                try validateIngestionResult(batch: batch, result: result)
+            }
             #expect(error?.operation == .relayIngestion)
         }
     }
@@ -227,18 +229,24 @@ struct SessionInvalidFrameCase: Sendable, CustomTestStringConvertible {
         let eose = try session.receive(#"["EOSE","chat"]"#)
         #expect(eose.kinds == [.endOfStoredEvents] && eose[0].subscriptionID == "chat")
         // (text, prefix, message): LocalRelay, strfry's "ERROR: " wrapper, an empty reason
-        let closedCases: [(String, String?, String)] = [("rate-limited: too many REQs", "rate-limited", "too many REQs"),
-                                        ("ERROR: auth-required: requested filter requires authentication", "auth-required",
-                                         "requested filter requires authentication"),
-                                        ("blocked: kind 42 queries not allowed", "blocked", "kind 42 queries not allowed"), ("", nil, "")]
+        let closedCases: [(String, String?, String)] = [
+            ("rate-limited: too many REQs", "rate-limited", "too many REQs"),
+            (
+                "ERROR: auth-required: requested filter requires authentication", "auth-required",
+                "requested filter requires authentication"
+            ),
+            ("blocked: kind 42 queries not allowed", "blocked", "kind 42 queries not allowed"), ("", nil, ""),
+        ]
         for (text, prefix, message) in closedCases {
             let closed = try session.receive(F.closed("chat", text))
             #expect(closed.kinds == [.subscriptionClosed] && closed[0].subscriptionID == "chat")
             #expect(closed[0].prefix == prefix && closed[0].message == message, "\(text)")
         }
         // nostr-relay's bare "rate-limited", its "restricted: …", strfry's "ERROR: bad msg: …"
-        let noticeCases: [(String, String?, String)] = [("rate-limited", nil, "rate-limited"), ("restricted: permission denied", "restricted", "permission denied"),
-                                                        ("ERROR: bad msg: unknown cmd", nil, "bad msg: unknown cmd")]
+        let noticeCases: [(String, String?, String)] = [
+            ("rate-limited", nil, "rate-limited"), ("restricted: permission denied", "restricted", "permission denied"),
+            ("ERROR: bad msg: unknown cmd", nil, "bad msg: unknown cmd"),
+        ]
         for (text, prefix, message) in noticeCases {
             let notice = try session.receive(wireFrame("NOTICE", .string(text)))
             #expect(notice.kinds == [.notice] && notice[0].prefix == prefix && notice[0].message == message, "\(text)")
@@ -320,7 +328,8 @@ struct SessionInvalidFrameCase: Sendable, CustomTestStringConvertible {
         _ = try session.receive(F.authChallenge("c1"))
         _ = try session.receive(F.authChallenge("c2"))
         expectSessionRejected(.invalidRelayAuthentication, session, mentioning: ["current challenge"]) { try session.authenticate(F.auth("c1")) }
-        let wrongKind = try WireKeys.alice.sign(UnsignedEvent(createdAt: F.baseTime, kind: 1, tags: [["relay", F.relay], ["challenge", "c2"]], content: ""))
+        let wrongKind = try WireKeys.alice.sign(
+            UnsignedEvent(createdAt: F.baseTime, kind: 1, tags: [["relay", F.relay], ["challenge", "c2"]], content: ""))
         expectSessionRejected(.invalidRelayAuthentication, session, mentioning: ["22242"]) { try session.authenticate(wrongKind) }
         let noRelay = try WireKeys.alice.sign(UnsignedEvent(createdAt: F.baseTime, kind: 22242, tags: [["challenge", "c2"]], content: ""))
         expectSessionRejected(.invalidRelayAuthentication, session, mentioning: ["relay tag"]) { try session.authenticate(noRelay) }
@@ -349,7 +358,8 @@ struct SessionInvalidFrameCase: Sendable, CustomTestStringConvertible {
         // LocalRelay's answer to a bad AUTH
         let refused = try session.receive(F.ok(answer.id, false, "auth-required: received invalid challenge"))
         #expect(refused.kinds == [.authenticationFailed, .deliveryChanged])
-        #expect(refused.first?.eventID == answer.id && refused.first?.prefix == "auth-required" && refused.first?.message == "received invalid challenge")
+        #expect(
+            refused.first?.eventID == answer.id && refused.first?.prefix == "auth-required" && refused.first?.message == "received invalid challenge")
         // the held event does not wait for an authentication that failed
         #expect(refused.decisions.map { [$0.eventID, $0.state.rawValue, $0.category.rawValue] } == [[e.id, "retryable", "auth-required"]])
         #expect(try session.drainAll().isEmpty, "no REQ and no EVENT retried")

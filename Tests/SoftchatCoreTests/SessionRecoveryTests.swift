@@ -14,16 +14,18 @@ import Testing
         let filters = [F.kind1, #"{"kinds":[1],"since":1700000095}"#, #"{"since":1600000000,"kinds":[1]}"#]
         try session.subscribe(id: "chat", filtersJSON: filters)
         #expect(try session.sendAll() == [#"["REQ","chat",\#(filters.joined(separator: ","))]"#])
-        let older = F.note(1, createdAt: F.baseTime + 50), newer = F.note(2, createdAt: F.baseTime + 100)
+        let older = F.note(1, createdAt: F.baseTime + 50)
+        let newer = F.note(2, createdAt: F.baseTime + 100)
         let unconfirmed = F.note(3, createdAt: F.baseTime + 500)
         for e in [newer, older, unconfirmed] { #expect(try session.receive(F.event("chat", e)).kinds == [.persistEvent]) }
         try session.confirmIngested(newer.id)
         try session.confirmIngested(older.id)
         try session.reconnect()
         // newest confirmed 1700000100 − 10 s; a later own since is kept; an earlier one is raised in place
-        #expect(try session.sendAll() == [
-            #"["REQ","chat",{"kinds":[1],"since":1700000090},{"kinds":[1],"since":1700000095},{"since":1700000090,"kinds":[1]}]"#
-        ])
+        #expect(
+            try session.sendAll() == [
+                #"["REQ","chat",{"kinds":[1],"since":1700000090},{"kinds":[1],"since":1700000095},{"since":1700000090,"kinds":[1]}]"#
+            ])
     }
 
     @Test func sinceUsesTheConfiguredOverlapNeverGoesBelowZeroAndStartsAfreshWhenReplaced() throws {
@@ -104,8 +106,10 @@ import Testing
     }
 
     @Test func invalidBackoffConfigurationIsRejected() {
-        for config in [RelaySessionConfig(reconnectBaseDelaySeconds: 0), RelaySessionConfig(reconnectBaseDelaySeconds: 10, reconnectMaxDelaySeconds: 9),
-                       RelaySessionConfig(reconnectResetAfterSeconds: -1), RelaySessionConfig(sinceOverlapSeconds: -1)] {
+        for config in [
+            RelaySessionConfig(reconnectBaseDelaySeconds: 0), RelaySessionConfig(reconnectBaseDelaySeconds: 10, reconnectMaxDelaySeconds: 9),
+            RelaySessionConfig(reconnectResetAfterSeconds: -1), RelaySessionConfig(sinceOverlapSeconds: -1),
+        ] {
             expectSoftchatError(.invalidRelaySession) { _ = try RelaySession(config: config) }
         }
     }

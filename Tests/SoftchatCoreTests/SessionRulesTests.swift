@@ -20,7 +20,9 @@ import Testing
         // the same key for another Noise relay (another port) is refused
         let other = try WireKeys.bob.createNip42Authentication(
             challenge: "c-noise", relayURL: "noise://127.0.0.1:7448?pattern=IK&key=" + String(repeating: "ab", count: 32), createdAt: F.baseTime)
-        expectSessionRejected(.invalidRelayAuthentication, session, mentioning: ["does not name"]) { try session.authenticate(other, now: F.baseTime) }
+        expectSessionRejected(.invalidRelayAuthentication, session, mentioning: ["does not name"]) {
+            try session.authenticate(other, now: F.baseTime)
+        }
     }
 
     @Test func framesQueuedBehindAnAuthWaitForItsOkOrTheBoundedWait() throws {
@@ -158,7 +160,7 @@ import Testing
         let e = F.note(1)
         try session.publish([e])
         let first = try session.drainAll()
-        _ = try session.receive(F.ok(e.id, false, "rate-limited: slow"))   // answered before its confirmation
+        _ = try session.receive(F.ok(e.id, false, "rate-limited: slow"))  // answered before its confirmation
         try session.publish([e])
         let second = try session.drainAll()
         try session.confirmSent(first[0].deliveryEventIDs, now: F.baseTime + 1)
@@ -175,7 +177,7 @@ import Testing
         _ = try session.receive(F.closed("dm", "auth-required: DMs need auth"))
         try session.authenticate(F.auth("c1"), now: F.baseTime)
         #expect(try session.sendAll().map(clientVerb) == ["AUTH"])
-        _ = try session.handleTimeout(now: F.baseTime + 2)   // the relay stays silent on a good AUTH
+        _ = try session.handleTimeout(now: F.baseTime + 2)  // the relay stays silent on a good AUTH
         #expect(try session.sendAll().map(clientVerb) == ["REQ"], "the closed DM subscription comes back")
         #expect(try session.receive(F.closed("dm", "auth-required: still")).first?.retryDelayMilliseconds == nil, "once")
     }
@@ -197,7 +199,7 @@ import Testing
         let session = try RelaySession.connected()
         try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[1]}"#])
         try session.sendAll()
-        try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[7]}"#])   // queued, not sent
+        try session.subscribe(id: "a", filtersJSON: [#"{"kinds":[7]}"#])  // queued, not sent
         try session.unsubscribe(id: "a")
         #expect(try session.sendAll() == [#"["CLOSE","a"]"#])
     }
@@ -205,7 +207,7 @@ import Testing
     @Test func aCOUNTAlreadySentCannotBeReissuedUnderItsId() throws {
         let session = try RelaySession.connected()
         try session.count(id: "n", filtersJSON: [#"{"kinds":[1]}"#])
-        try session.count(id: "n", filtersJSON: [#"{"kinds":[7]}"#])      // not sent yet: superseded
+        try session.count(id: "n", filtersJSON: [#"{"kinds":[7]}"#])  // not sent yet: superseded
         #expect(try session.sendAll() == [#"["COUNT","n",{"kinds":[7]}]"#])
         expectSessionRejected(.invalidRelaySession, session, mentioning: ["already went out"]) {
             try session.count(id: "n", filtersJSON: [#"{"kinds":[14]}"#])
@@ -232,7 +234,7 @@ import Testing
         }
         #expect(try session.receive(F.countAnswer("n", 5)).kinds == [.notice])
         try session.reconnect()
-        try session.count(id: "n", filtersJSON: [#"{"kinds":[7]}"#])   // a new connection has no old answer
+        try session.count(id: "n", filtersJSON: [#"{"kinds":[7]}"#])  // a new connection has no old answer
     }
 
     @Test func aRefusedAuthAfterTheWaitRanOutMeansNotAuthenticated() throws {

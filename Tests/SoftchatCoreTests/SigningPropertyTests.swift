@@ -7,7 +7,8 @@ import Testing
 private typealias SeededGenerator = SplitMix64
 
 /// Every C0 control, DEL, the characters NIP-01 escapes, non-BMP scalars and U+2028/U+2029.
-private let awkward: [Unicode.Scalar] = (0..<0x20).map { Unicode.Scalar(UInt8($0)) }
+private let awkward: [Unicode.Scalar] =
+    (0..<0x20).map { Unicode.Scalar(UInt8($0)) }
     + ["\u{7F}", "\"", "\\", "/", "\u{2028}", "\u{2029}", "\u{FEFF}", "🤙", "𝄞", "\u{10FFFF}", "\u{10000}", "é", "’"]
 
 private func randomText(_ rng: inout SeededGenerator, maxLength: Int) -> String {
@@ -37,11 +38,13 @@ private func randomText(_ rng: inout SeededGenerator, maxLength: Int) -> String 
         for i in 0..<cases {
             // The first cases put each awkward scalar alone in the content and a tag.
             let content = i < awkward.count ? String(awkward[i]) : randomText(&rng, maxLength: 40)
-            let tags: [[String]] = (0..<Int.random(in: 0...4, using: &rng)).map { _ in
-                (0..<Int.random(in: 1...4, using: &rng)).map { _ in randomText(&rng, maxLength: 12) }
-            } + (i < awkward.count ? [[String(awkward[i])]] : [])
-            let draft = UnsignedEvent(createdAt: Int64.random(in: 0...(1 << 40), using: &rng),
-                                      kind: Int.random(in: 0...65535, using: &rng), tags: tags, content: content)
+            let tags: [[String]] =
+                (0..<Int.random(in: 0...4, using: &rng)).map { _ in
+                    (0..<Int.random(in: 1...4, using: &rng)).map { _ in randomText(&rng, maxLength: 12) }
+                } + (i < awkward.count ? [[String(awkward[i])]] : [])
+            let draft = UnsignedEvent(
+                createdAt: Int64.random(in: 0...(1 << 40), using: &rng),
+                kind: Int.random(in: 0...65535, using: &rng), tags: tags, content: content)
             seen.formUnion(content.unicodeScalars.map(\.value))
             for tag in tags { for item in tag { seen.formUnion(item.unicodeScalars.map(\.value)) } }
 
@@ -56,12 +59,16 @@ private func randomText(_ rng: inout SeededGenerator, maxLength: Int) -> String 
             #expect(parsed.createdAt == draft.createdAt && parsed.kind == draft.kind && parsed.pubkey == Self.identity.publicKeyHex)
             // Softchat signs the escaped (JSON.stringify/serde_json) form; it differs from the
             // literal NIP-01 form exactly when an unlisted control character is present.
-            let escaped = CanonicalSerialization.bytes(pubkey: parsed.pubkey, createdAt: parsed.createdAt,
-                                                       kind: parsed.kind, tags: parsed.tags, content: parsed.content, escaping: .json)
-            let literal = CanonicalSerialization.bytes(pubkey: parsed.pubkey, createdAt: parsed.createdAt,
-                                                       kind: parsed.kind, tags: parsed.tags, content: parsed.content, escaping: .nip01)
+            let escaped = CanonicalSerialization.bytes(
+                pubkey: parsed.pubkey, createdAt: parsed.createdAt,
+                kind: parsed.kind, tags: parsed.tags, content: parsed.content, escaping: .json)
+            let literal = CanonicalSerialization.bytes(
+                pubkey: parsed.pubkey, createdAt: parsed.createdAt,
+                kind: parsed.kind, tags: parsed.tags, content: parsed.content, escaping: .nip01)
             #expect(Hex.encode(SHA256.hash(escaped)) == parsed.id, "case \(i): id")
-            let hasUnlisted = ([content] + tags.joined()).contains { s in s.utf8.contains { $0 < 0x20 && ![0x08, 0x09, 0x0A, 0x0C, 0x0D].contains($0) } }
+            let hasUnlisted = ([content] + tags.joined()).contains { s in
+                s.utf8.contains { $0 < 0x20 && ![0x08, 0x09, 0x0A, 0x0C, 0x0D].contains($0) }
+            }
             #expect((escaped != literal) == hasUnlisted, "case \(i)")
             if hasUnlisted { unlistedCases += 1 }
         }
@@ -83,17 +90,24 @@ private func randomText(_ rng: inout SeededGenerator, maxLength: Int) -> String 
 
     /// An event whose id hashes the serialization with `escaping` (JSON.stringify escapes
     /// U+0001 as `\u0001`; NIP-01 writes it verbatim), signed by `identity`.
-    static func event(content: String, tags: [[String]], escaping: JSONWriter.StringEscaping,
-                      identity: SoftchatIdentity = identity, idOverride: [UInt8]? = nil) throws -> String {
+    static func event(
+        content: String, tags: [[String]], escaping: JSONWriter.StringEscaping,
+        identity: SoftchatIdentity = identity, idOverride: [UInt8]? = nil
+    ) throws -> String {
         let pubkey = identity.publicKeyHex
-        let id = idOverride ?? SHA256.hash(CanonicalSerialization.bytes(
-            pubkey: pubkey, createdAt: 1_700_000_000, kind: 1, tags: tags, content: content, escaping: escaping))
+        let id =
+            idOverride
+            ?? SHA256.hash(
+                CanonicalSerialization.bytes(
+                    pubkey: pubkey, createdAt: 1_700_000_000, kind: 1, tags: tags, content: content, escaping: escaping))
         let sig = try #require(identity.signMessage(id, auxRandom: [UInt8](repeating: 7, count: 32)))
-        return JSONValue.object(JSONObject([
-            "id": .string(Hex.encode(id)), "pubkey": .string(pubkey), "created_at": 1_700_000_000, "kind": 1,
-            "tags": .array(tags.map { .array($0.map(JSONValue.string)) }), "content": .string(content),
-            "sig": .string(Hex.encode(sig)),
-        ])).jsonText
+        return JSONValue.object(
+            JSONObject([
+                "id": .string(Hex.encode(id)), "pubkey": .string(pubkey), "created_at": 1_700_000_000, "kind": 1,
+                "tags": .array(tags.map { .array($0.map(JSONValue.string)) }), "content": .string(content),
+                "sig": .string(Hex.encode(sig)),
+            ])
+        ).jsonText
     }
 
     @Test func jsonStringifyStyleIdOfContentWithAControlCharacterIsAccepted() throws {
@@ -114,9 +128,11 @@ private func randomText(_ rng: inout SeededGenerator, maxLength: Int) -> String 
     @Test func signingHashesTheEscapedInteroperableForm() throws {
         let signed = try Self.identity.sign(sampleDraft(content: "\u{01}", tags: [["t", "\u{1F}"]]))
         func id(_ escaping: JSONWriter.StringEscaping) -> String {
-            Hex.encode(SHA256.hash(CanonicalSerialization.bytes(
-                pubkey: signed.pubkey, createdAt: signed.createdAt, kind: 1, tags: [["t", "\u{1F}"]], content: "\u{01}",
-                escaping: escaping)))
+            Hex.encode(
+                SHA256.hash(
+                    CanonicalSerialization.bytes(
+                        pubkey: signed.pubkey, createdAt: signed.createdAt, kind: 1, tags: [["t", "\u{1F}"]], content: "\u{01}",
+                        escaping: escaping)))
         }
         #expect(signed.id == id(.json))
         #expect(signed.id != id(.nip01))
@@ -138,8 +154,9 @@ private func randomText(_ rng: inout SeededGenerator, maxLength: Int) -> String 
             _ = try VerifiedEvent(text: Self.event(content: "\u{01}", tags: [], escaping: .nip01, idOverride: wrong))
         }
         // The stringify id of *different* values is no better.
-        let other = SHA256.hash(CanonicalSerialization.bytes(
-            pubkey: Self.identity.publicKeyHex, createdAt: 1_700_000_000, kind: 1, tags: [], content: "\u{02}", escaping: .json))
+        let other = SHA256.hash(
+            CanonicalSerialization.bytes(
+                pubkey: Self.identity.publicKeyHex, createdAt: 1_700_000_000, kind: 1, tags: [], content: "\u{02}", escaping: .json))
         expectSoftchatError(.invalidRelayFrame, mentioning: ["id does not match"]) {
             _ = try VerifiedEvent(text: Self.event(content: "\u{01}", tags: [], escaping: .json, idOverride: other))
         }
@@ -153,8 +170,9 @@ private func randomText(_ rng: inout SeededGenerator, maxLength: Int) -> String 
         // Signed by someone else under our pubkey: the id matches, the signature does not.
         let forged = try Self.event(content: "\u{01}", tags: [], escaping: .json, identity: SoftchatIdentity.generate())
         var forgedJSON = try JSONReader().parse(forged)
-        let ourId = SHA256.hash(CanonicalSerialization.bytes(
-            pubkey: Self.identity.publicKeyHex, createdAt: 1_700_000_000, kind: 1, tags: [], content: "\u{01}", escaping: .json))
+        let ourId = SHA256.hash(
+            CanonicalSerialization.bytes(
+                pubkey: Self.identity.publicKeyHex, createdAt: 1_700_000_000, kind: 1, tags: [], content: "\u{01}", escaping: .json))
         forgedJSON = forgedJSON.setting("pubkey", .string(Self.identity.publicKeyHex)).setting("id", .string(Hex.encode(ourId)))
         expectSoftchatError(.invalidRelayFrame, mentioning: ["signature does not verify"]) { _ = try VerifiedEvent(json: forgedJSON) }
     }

@@ -28,8 +28,10 @@ extension String {
 }
 
 /// A fixed, valid draft for tests that need some event.
-func sampleDraft(content: String = "hello", tags: [[String]] = [["t", "softchat"]], kind: Int = 1,
-                 createdAt: Int64 = 1_700_000_000) -> UnsignedEvent {
+func sampleDraft(
+    content: String = "hello", tags: [[String]] = [["t", "softchat"]], kind: Int = 1,
+    createdAt: Int64 = 1_700_000_000
+) -> UnsignedEvent {
     UnsignedEvent(createdAt: createdAt, kind: kind, tags: tags, content: content)
 }
 
@@ -72,8 +74,10 @@ enum SessionFixtures {
     static let baseTime: Int64 = 1_700_000_000
 
     /// A signed note; `n` makes the content (and so the id) unique.
-    static func note(_ n: Int, kind: Int = 1, createdAt: Int64 = baseTime, by author: SoftchatIdentity = WireKeys.alice,
-                     tags: [[String]] = [], content: String? = nil) -> VerifiedEvent {
+    static func note(
+        _ n: Int, kind: Int = 1, createdAt: Int64 = baseTime, by author: SoftchatIdentity = WireKeys.alice,
+        tags: [[String]] = [], content: String? = nil
+    ) -> VerifiedEvent {
         try! author.sign(UnsignedEvent(createdAt: createdAt, kind: kind, tags: tags, content: content ?? "note \(n)"))
     }
 
@@ -143,8 +147,10 @@ func clientVerb(_ frame: String) -> String {
 }
 
 /// A call that must fail with `code` and leave the session's snapshot exactly as it was.
-func expectSessionRejected(_ code: SoftchatErrorCode, _ session: RelaySession, mentioning: [String] = [],
-                    sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) {
+func expectSessionRejected(
+    _ code: SoftchatErrorCode, _ session: RelaySession, mentioning: [String] = [],
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void
+) {
     let before = session.snapshot()
     expectSoftchatError(code, mentioning: mentioning, sourceLocation: sourceLocation, body)
     #expect(session.snapshot() == before, "a rejected call changed the snapshot", sourceLocation: sourceLocation)

@@ -29,8 +29,10 @@ import Testing
         return text
     }
 
-    func expectRejected(_ text: String, _ code: SoftchatErrorCode, mentioning parts: [String],
-                        sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectRejected(
+        _ text: String, _ code: SoftchatErrorCode, mentioning parts: [String],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         expectSoftchatError(code, mentioning: parts, sourceLocation: sourceLocation) { _ = try parseClientRelayFrame(text) }
     }
 
@@ -39,7 +41,10 @@ import Testing
     @Test func eventFrameParsesToTheVerifiedEventAndRoundTrips() throws {
         let note = Self.notes[0]
         let text = wireFrame("EVENT", note.jsonValue)
-        guard case .event(let parsed) = try parseClientRelayFrame(text) else { Issue.record("not .event"); return }
+        guard case .event(let parsed) = try parseClientRelayFrame(text) else {
+            Issue.record("not .event")
+            return
+        }
         #expect(parsed == note && parsed.content == "note 0")
         #expect(try roundTrip(.event(note)) == text)
     }
@@ -47,7 +52,10 @@ import Testing
     @Test func reqWithOneFilterParsesItsIdAndFilterAndRoundTrips() throws {
         let text = ##"["REQ","sub-1",{"kinds":[1],"authors":["\##(WireKeys.alice.publicKeyHex)"],"#t":["wire"],"limit":10}]"##
         let frame = try parseClientRelayFrame(text)
-        guard case .req(let id, let filters) = frame else { Issue.record("not .req: \(frame)"); return }
+        guard case .req(let id, let filters) = frame else {
+            Issue.record("not .req: \(frame)")
+            return
+        }
         #expect(id == "sub-1" && filters.count == 1)
         #expect(filters[0].kinds == [1] && filters[0].authors == [WireKeys.alice.publicKeyHex] && filters[0].limit == 10)
         #expect(frame.verb == "REQ" && frame.toJSON() == text)
@@ -57,7 +65,10 @@ import Testing
     @Test func reqWith64FiltersIsAcceptedAnd65IsInvalidRelayFilter() throws {
         let filters = (0..<65).map { JSONValue.object(JSONObject(["kinds": [.integer(Int64($0))]])) }
         let frame = try parseClientRelayFrame(JSONValue.array(["REQ", "s"] + Array(filters.prefix(64))).jsonText)
-        guard case .req(_, let parsed) = frame else { Issue.record("not .req"); return }
+        guard case .req(_, let parsed) = frame else {
+            Issue.record("not .req")
+            return
+        }
         #expect(parsed.count == 64 && parsed[63].kinds == [63])
         try roundTrip(frame)
         expectRejected(JSONValue.array(["REQ", "s"] + filters).jsonText, .invalidRelayFilter, mentioning: ["REQ has 65 filters", "64"])
@@ -66,7 +77,10 @@ import Testing
     @Test func countWith64FiltersIsAcceptedAnd65IsInvalidRelayFilter() throws {
         let filters = (0..<65).map { JSONValue.object(JSONObject(["#p": [.string(String(repeating: "a", count: $0 + 1))]])) }
         let frame = try parseClientRelayFrame(JSONValue.array(["COUNT", "c"] + Array(filters.prefix(64))).jsonText)
-        guard case .count("c", let parsed) = frame else { Issue.record("not .count"); return }
+        guard case .count("c", let parsed) = frame else {
+            Issue.record("not .count")
+            return
+        }
         #expect(parsed.count == 64)
         try roundTrip(frame)
         expectRejected(JSONValue.array(["COUNT", "c"] + filters).jsonText, .invalidRelayFilter, mentioning: ["COUNT has 65 filters", "64"])
@@ -78,10 +92,12 @@ import Testing
     }
 
     @Test func authFrameWithKind22242RelayAndChallengeTagsParsesAndRoundTrips() throws {
-        let event = try WireKeys.alice.createNip42Authentication(challenge: WireKeys.challenge, relayURL: WireKeys.relay,
-                                                                 createdAt: 1_714_625_219)
+        let event = try WireKeys.alice.createNip42Authentication(
+            challenge: WireKeys.challenge, relayURL: WireKeys.relay,
+            createdAt: 1_714_625_219)
         guard case .auth(let parsed) = try parseClientRelayFrame(wireFrame("AUTH", event.jsonValue)) else {
-            Issue.record("not .auth"); return
+            Issue.record("not .auth")
+            return
         }
         #expect(parsed == event && parsed.kind == 22242)
         #expect(parsed.tags == [["relay", WireKeys.relay], ["challenge", WireKeys.challenge]])
@@ -91,7 +107,10 @@ import Testing
     @Test func countFrameParsesLikeReqAndRoundTrips() throws {
         let text = ##"["COUNT","cnt1",{"kinds":[7],"#e":["\##(Self.notes[0].id)"]},{"kinds":[1]}]"##
         let frame = try parseClientRelayFrame(text)
-        guard case .count("cnt1", let filters) = frame else { Issue.record("not .count: \(frame)"); return }
+        guard case .count("cnt1", let filters) = frame else {
+            Issue.record("not .count: \(frame)")
+            return
+        }
         #expect(filters.count == 2 && filters[0].tagConditions.first?.values == [Self.notes[0].id])
         #expect(frame.verb == "COUNT" && frame.toJSON() == text)
         try roundTrip(frame)
@@ -101,7 +120,10 @@ import Testing
     func eventsBatchOfNEventsParsesInOrderAndRoundTrips(_ n: Int) throws {
         let events = (0..<n).map { Self.note($0, content: "batch") }
         let frame = try parseClientRelayFrame(JSONValue.array(["EVENTS"] + events.map(\.jsonValue)).jsonText)
-        guard case .events(let parsed) = frame else { Issue.record("not .events"); return }
+        guard case .events(let parsed) = frame else {
+            Issue.record("not .events")
+            return
+        }
         #expect(parsed.map(\.id) == events.map(\.id))
         try roundTrip(.events(events))
     }
@@ -122,7 +144,10 @@ import Testing
         let text = try Self.eventFrame(ofBytes: Self.maxFrameBytes)
         #expect(Self.maxFrameBytes == 524_288)
         #expect(text.count < Self.maxFrameBytes, "multibyte padding: fewer characters than bytes")
-        guard case .event(let event) = try parseClientRelayFrame(text) else { Issue.record("not .event"); return }
+        guard case .event(let event) = try parseClientRelayFrame(text) else {
+            Issue.record("not .event")
+            return
+        }
         #expect(event.content.hasPrefix("éé"))
     }
 
@@ -136,7 +161,10 @@ import Testing
         let shell = ##"["REQ","pad",{"#t":[""]}]"##.utf8.count
         let exact = ##"["REQ","pad",{"#t":["\##(String(repeating: "t", count: Self.maxFrameBytes - shell - 3))€"]}]"##
         try #require(exact.utf8.count == Self.maxFrameBytes)
-        guard case .req("pad", let filters) = try parseClientRelayFrame(exact) else { Issue.record("not .req"); return }
+        guard case .req("pad", let filters) = try parseClientRelayFrame(exact) else {
+            Issue.record("not .req")
+            return
+        }
         #expect(filters[0].tagConditions.first?.values.first?.hasSuffix("t€") == true)
         let over = exact.replacingOccurrences(of: "\"pad\"", with: "\"pad2\"")
         #expect(over.utf8.count == Self.maxFrameBytes + 1)
@@ -157,7 +185,9 @@ import Testing
 
     @Test(arguments: ["REQ", "COUNT", "CLOSE"])
     func subscriptionIdOf64CharactersIsAcceptedAnd65OrEmptyIsRejected(_ verb: String) throws {
-        func text(_ id: String) -> String { verb == "CLOSE" ? wireFrame("CLOSE", .string(id)) : wireFrame(.string(verb), .string(id), .object(JSONObject())) }
+        func text(_ id: String) -> String {
+            verb == "CLOSE" ? wireFrame("CLOSE", .string(id)) : wireFrame(.string(verb), .string(id), .object(JSONObject()))
+        }
         let id64 = String(repeating: "s", count: 64)
         let frame = try parseClientRelayFrame(text(id64))
         switch frame {
@@ -177,57 +207,67 @@ import Testing
 
     @Test func eventsBatchOf257IsRejectedAndEmptyBatchToo() {
         let events = (0..<257).map { Self.note($0, content: "big batch").jsonValue }
-        expectRejected(JSONValue.array(["EVENTS"] + events).jsonText, .invalidRelayBatch,
-                       mentioning: ["EVENTS batch has 257 events", "over the limit of 256"])
+        expectRejected(
+            JSONValue.array(["EVENTS"] + events).jsonText, .invalidRelayBatch,
+            mentioning: ["EVENTS batch has 257 events", "over the limit of 256"])
         expectRejected(#"["EVENTS"]"#, .invalidRelayBatch, mentioning: ["EVENTS batch has 0 events", "minimum of 1"])
     }
 
     @Test func eventsBatchWithADuplicateIdIsRejectedNamingTheElement() {
         let (a, b) = (Self.notes[0], Self.notes[1])
-        expectRejected(wireFrame("EVENTS", a.jsonValue, b.jsonValue, a.jsonValue), .invalidRelayBatch,
-                       mentioning: ["EVENTS element 3", "duplicate event id \(a.id)"])
+        expectRejected(
+            wireFrame("EVENTS", a.jsonValue, b.jsonValue, a.jsonValue), .invalidRelayBatch,
+            mentioning: ["EVENTS element 3", "duplicate event id \(a.id)"])
     }
 
     @Test func nestedEventsArrayIsRejectedBecauseTheBatchIsFlat() {
         let nested = wireFrame("EVENTS", [Self.notes[0].jsonValue])
         expectRejected(nested, .invalidRelayBatch, mentioning: ["EVENTS element 1 is an array", "flat"])
-        expectRejected(wireFrame("EVENTS", Self.notes[0].jsonValue, [Self.notes[1].jsonValue]), .invalidRelayBatch,
-                       mentioning: ["EVENTS element 2 is an array"])
+        expectRejected(
+            wireFrame("EVENTS", Self.notes[0].jsonValue, [Self.notes[1].jsonValue]), .invalidRelayBatch,
+            mentioning: ["EVENTS element 2 is an array"])
     }
 
     @Test func eventsBatchWithABadSignatureIsRejectedNamingTheElementAndEvent() {
         let bad = Self.notes[1]
-        expectRejected(wireFrame("EVENTS", Self.notes[0].jsonValue, bad.badSignatureJSON, Self.notes[2].jsonValue),
-                       .invalidRelayBatch, mentioning: ["EVENTS element 2", "event \(bad.id)", "signature does not verify"])
-        expectRejected(wireFrame("EVENTS", Self.notes[0].jsonValue, Self.notes[2].tamperedContentJSON), .invalidRelayBatch,
-                       mentioning: ["EVENTS element 2", Self.notes[2].id, "id does not match"])
+        expectRejected(
+            wireFrame("EVENTS", Self.notes[0].jsonValue, bad.badSignatureJSON, Self.notes[2].jsonValue),
+            .invalidRelayBatch, mentioning: ["EVENTS element 2", "event \(bad.id)", "signature does not verify"])
+        expectRejected(
+            wireFrame("EVENTS", Self.notes[0].jsonValue, Self.notes[2].tamperedContentJSON), .invalidRelayBatch,
+            mentioning: ["EVENTS element 2", Self.notes[2].id, "id does not match"])
     }
 
     @Test func eventsBatchWithAMalformedElementIsRejectedNamingIt() {
-        expectRejected(wireFrame("EVENTS", Self.notes[0].jsonValue, Self.notes[1].jsonValue.removing("sig")), .invalidRelayBatch,
-                       mentioning: ["EVENTS element 2", "missing field \"sig\""])
-        expectRejected(wireFrame("EVENTS", "not an event"), .invalidRelayBatch,
-                       mentioning: ["EVENTS element 1", "must be a JSON object, not string"])
+        expectRejected(
+            wireFrame("EVENTS", Self.notes[0].jsonValue, Self.notes[1].jsonValue.removing("sig")), .invalidRelayBatch,
+            mentioning: ["EVENTS element 2", "missing field \"sig\""])
+        expectRejected(
+            wireFrame("EVENTS", "not an event"), .invalidRelayBatch,
+            mentioning: ["EVENTS element 1", "must be a JSON object, not string"])
     }
 
     // MARK: AUTH → invalid_relay_authentication
 
     @Test func authWithAnotherKindIsRejected() {
         let event = Self.authEvent(kind: 1, tags: [["relay", WireKeys.relay], ["challenge", WireKeys.challenge]])
-        expectRejected(wireFrame("AUTH", event.jsonValue), .invalidRelayAuthentication,
-                       mentioning: ["AUTH event \(event.id)", "kind is 1, not 22242"])
+        expectRejected(
+            wireFrame("AUTH", event.jsonValue), .invalidRelayAuthentication,
+            mentioning: ["AUTH event \(event.id)", "kind is 1, not 22242"])
     }
 
     @Test func authWithoutAChallengeTagIsRejected() {
         let event = Self.authEvent(tags: [["relay", WireKeys.relay]])
-        expectRejected(wireFrame("AUTH", event.jsonValue), .invalidRelayAuthentication,
-                       mentioning: ["AUTH event \(event.id)", "exactly one challenge tag, found 0"])
+        expectRejected(
+            wireFrame("AUTH", event.jsonValue), .invalidRelayAuthentication,
+            mentioning: ["AUTH event \(event.id)", "exactly one challenge tag, found 0"])
     }
 
     @Test func authWithTwoRelayTagsIsRejected() {
         let event = Self.authEvent(tags: [["relay", WireKeys.relay], ["relay", "wss://other.example"], ["challenge", WireKeys.challenge]])
-        expectRejected(wireFrame("AUTH", event.jsonValue), .invalidRelayAuthentication,
-                       mentioning: ["AUTH event \(event.id)", "exactly one relay tag, found 2"])
+        expectRejected(
+            wireFrame("AUTH", event.jsonValue), .invalidRelayAuthentication,
+            mentioning: ["AUTH event \(event.id)", "exactly one relay tag, found 2"])
     }
 
     @Test func authWithAnEmptyChallengeValueIsRejected() {
@@ -236,10 +276,12 @@ import Testing
     }
 
     @Test func authWithABadSignatureOrNoEventIsRejected() throws {
-        let event = try WireKeys.alice.createNip42Authentication(challenge: WireKeys.challenge, relayURL: WireKeys.relay,
-                                                                 createdAt: 1_714_625_219)
-        expectRejected(wireFrame("AUTH", event.badSignatureJSON), .invalidRelayAuthentication,
-                       mentioning: ["AUTH event \(event.id)", "signature does not verify"])
+        let event = try WireKeys.alice.createNip42Authentication(
+            challenge: WireKeys.challenge, relayURL: WireKeys.relay,
+            createdAt: 1_714_625_219)
+        expectRejected(
+            wireFrame("AUTH", event.badSignatureJSON), .invalidRelayAuthentication,
+            mentioning: ["AUTH event \(event.id)", "signature does not verify"])
         expectRejected(wireFrame("AUTH", "a-challenge"), .invalidRelayAuthentication, mentioning: ["AUTH event", "JSON object"])
         expectRejected(wireFrame("AUTH"), .invalidRelayFrame, mentioning: ["AUTH frame must be", "got 1"])
     }
@@ -272,8 +314,9 @@ import Testing
     }
 
     @Test func eventFrameWithThreeElementsIsWrongArity() {
-        expectRejected(wireFrame("EVENT", Self.notes[0].jsonValue, Self.notes[1].jsonValue), .invalidRelayFrame,
-                       mentioning: ["EVENT frame must be", "got 3"])
+        expectRejected(
+            wireFrame("EVENT", Self.notes[0].jsonValue, Self.notes[1].jsonValue), .invalidRelayFrame,
+            mentioning: ["EVENT frame must be", "got 3"])
         // The relay's shape ["EVENT", subid, event] is not a client frame.
         expectRejected(wireFrame("EVENT", "sub", Self.notes[0].jsonValue), .invalidRelayFrame, mentioning: ["EVENT frame must be", "got 3"])
     }
@@ -284,32 +327,40 @@ import Testing
     }
 
     @Test func badFilterInReqIsInvalidRelayFilterNamingItsIndexAndKey() {
-        expectRejected(##"["REQ","s",{"kinds":[1]},{},{"limit":1},{"#pp":["x"]}]"##, .invalidRelayFilter,
-                       mentioning: [##"filter 3: key "#pp" is not a single-letter tag"##])
+        expectRejected(
+            ##"["REQ","s",{"kinds":[1]},{},{"limit":1},{"#pp":["x"]}]"##, .invalidRelayFilter,
+            mentioning: [##"filter 3: key "#pp" is not a single-letter tag"##])
         expectRejected(#"["COUNT","s",[]]"#, .invalidRelayFilter, mentioning: ["filter 0: must be a JSON object, not array"])
     }
 
     @Test func duplicateKeyIsReportedWithTheCodeOfThePartThatHoldsIt() {
         // The strict reader refuses duplicate keys while parsing the frame; the error carries
         // the code of the filter, batch event or AUTH event the key sits in.
-        expectRejected(#"["REQ","s",{"kinds":[1],"kinds":[2]}]"#, .invalidRelayFilter,
-                       mentioning: ["filter", #"duplicate object key "kinds""#])
-        expectRejected(##"["COUNT","s",{"#p":["a"],"#p":["b"]}]"##, .invalidRelayFilter,
-                       mentioning: [##"duplicate object key "#p""##])
-        expectRejected(#"["EVENTS",{"id":"x","id":"y"}]"#, .invalidRelayBatch,
-                       mentioning: ["EVENTS event", #"duplicate object key "id""#])
-        expectRejected(#"["AUTH",{"kind":22242,"kind":1}]"#, .invalidRelayAuthentication,
-                       mentioning: ["AUTH event", #"duplicate object key "kind""#])
-        expectRejected(#"["EVENT",{"kind":1,"kind":2}]"#, .invalidRelayFrame,
-                       mentioning: ["not valid JSON", #"duplicate object key "kind""#])
+        expectRejected(
+            #"["REQ","s",{"kinds":[1],"kinds":[2]}]"#, .invalidRelayFilter,
+            mentioning: ["filter", #"duplicate object key "kinds""#])
+        expectRejected(
+            ##"["COUNT","s",{"#p":["a"],"#p":["b"]}]"##, .invalidRelayFilter,
+            mentioning: [##"duplicate object key "#p""##])
+        expectRejected(
+            #"["EVENTS",{"id":"x","id":"y"}]"#, .invalidRelayBatch,
+            mentioning: ["EVENTS event", #"duplicate object key "id""#])
+        expectRejected(
+            #"["AUTH",{"kind":22242,"kind":1}]"#, .invalidRelayAuthentication,
+            mentioning: ["AUTH event", #"duplicate object key "kind""#])
+        expectRejected(
+            #"["EVENT",{"kind":1,"kind":2}]"#, .invalidRelayFrame,
+            mentioning: ["not valid JSON", #"duplicate object key "kind""#])
     }
 
     @Test func eventFrameWhoseEventFailsVerificationNamesTheEventId() {
         let note = Self.notes[0]
-        expectRejected(wireFrame("EVENT", note.badSignatureJSON), .invalidRelayFrame,
-                       mentioning: ["EVENT event \(note.id)", "signature does not verify"])
-        expectRejected(wireFrame("EVENT", note.tamperedContentJSON), .invalidRelayFrame,
-                       mentioning: ["EVENT event \(note.id)", "id does not match the NIP-01 serialization"])
+        expectRejected(
+            wireFrame("EVENT", note.badSignatureJSON), .invalidRelayFrame,
+            mentioning: ["EVENT event \(note.id)", "signature does not verify"])
+        expectRejected(
+            wireFrame("EVENT", note.tamperedContentJSON), .invalidRelayFrame,
+            mentioning: ["EVENT event \(note.id)", "id does not match the NIP-01 serialization"])
         let otherKey = note.jsonValue.setting("pubkey", .string(WireKeys.bob.publicKeyHex))
         expectRejected(wireFrame("EVENT", otherKey), .invalidRelayFrame, mentioning: ["EVENT event \(note.id)"])
     }

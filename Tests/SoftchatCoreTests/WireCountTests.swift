@@ -33,8 +33,10 @@ import Testing
         #expect(h.registers.prefix(4) == [6, 7, 7, 5] && h.registers.last == 8)
         #expect(HyperLogLog().hex == String(repeating: "0", count: 512))
         #expect(HyperLogLog(hex: HyperLogLog().hex) == HyperLogLog())
-        for bad in [String(Self.nip45HLL.dropLast(2)), Self.nip45HLL + "00", String(Self.nip45HLL.dropLast()), Self.nip45HLL.uppercased(),
-                    "", "0g" + Self.nip45HLL.dropFirst(2)] {
+        for bad in [
+            String(Self.nip45HLL.dropLast(2)), Self.nip45HLL + "00", String(Self.nip45HLL.dropLast()), Self.nip45HLL.uppercased(),
+            "", "0g" + Self.nip45HLL.dropFirst(2),
+        ] {
             #expect(HyperLogLog(hex: bad) == nil, "\(bad.count) characters")
         }
     }
@@ -42,7 +44,8 @@ import Testing
     @Test func mergeIsRegisterWiseMaximumCommutativeAndIdempotent() throws {
         let a = Self.hll([0: 3, 1: 9, 7: 1, 255: 4])
         let b = Self.hll([0: 5, 1: 2, 8: 6, 255: 4])
-        var ab = a, ba = b
+        var ab = a
+        var ba = b
         ab.merge(b)
         ba.merge(a)
         #expect(ab == ba)
@@ -61,16 +64,17 @@ import Testing
 
     @Test func addUsesTheByteAtOffsetAsIndexAndLeadingZerosAfterItPlusOneAsRank() {
         var pubkey = [UInt8](repeating: 0xFF, count: 32)
-        pubkey[10] = 42           // register index
+        pubkey[10] = 42  // register index
         pubkey[11] = 0b0001_0000  // 3 leading zero bits → rank 4
         var h = HyperLogLog()
         h.add(pubkey: pubkey, offset: 10)
         #expect(h.registers[42] == 4 && h.registers.enumerated().allSatisfy { $0.offset == 42 || $0.element == 0 })
 
-        pubkey[11] = 0; pubkey[12] = 0b0100_0000  // 8 + 1 zeros → rank 10
+        pubkey[11] = 0
+        pubkey[12] = 0b0100_0000  // 8 + 1 zeros → rank 10
         h.add(pubkey: pubkey, offset: 10)
         #expect(h.registers[42] == 10)
-        pubkey[11] = 0xFF                          // rank 1 never lowers a register
+        pubkey[11] = 0xFF  // rank 1 never lowers a register
         h.add(pubkey: pubkey, offset: 10)
         #expect(h.registers[42] == 10)
 
@@ -97,7 +101,8 @@ import Testing
 
     @Test func mergedSketchesOfOverlappingSetsEstimateTheUnion() {
         let all = Self.keys(10_000, seed: 0xC0FFEE)
-        let left = Self.sketch(all[0..<6_000]), right = Self.sketch(all[4_000...])
+        let left = Self.sketch(all[0..<6_000])
+        let right = Self.sketch(all[4_000...])
         var union = left
         union.merge(right)
         // Register-wise maximum of two sketches is exactly the sketch of the union.
@@ -110,7 +115,8 @@ import Testing
 
     @Test func combineWithEveryAnswerCarryingRegistersMergesThemAndIsApproximate() throws {
         let all = Self.keys(3_000, seed: 0xAB)
-        let a = Self.sketch(all[0..<2_000]), b = Self.sketch(all[1_000...])
+        let a = Self.sketch(all[0..<2_000])
+        let b = Self.sketch(all[1_000...])
         let combined = try #require(CountResult.combine([CountResult(count: 2_000, hll: a), CountResult(count: 2_000, hll: b)]))
         var merged = a
         merged.merge(b)
@@ -176,8 +182,10 @@ import Testing
         // sha256("hello") = 2cf24dba5fb0a30e26e83b2ac5b9e29e 1b161e…: character 32 is "1".
         #expect(Hex.encode(SHA256.hash(Array("hello".utf8))) == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
         #expect(try offset(##"{"#t":["hello"]}"##) == 9)
-        for other in ["nostr", "30023:not-a-pubkey:d", "30023:\(Self.hex(digit: "c"))", Self.hex(digit: "c").uppercased(),
-                      String(Self.hex(digit: "c").dropLast()), "", "🤙"] {
+        for other in [
+            "nostr", "30023:not-a-pubkey:d", "30023:\(Self.hex(digit: "c"))", Self.hex(digit: "c").uppercased(),
+            String(Self.hex(digit: "c").dropLast()), "", "🤙",
+        ] {
             let digest = Array(Hex.encode(SHA256.hash(Array(other.utf8))))
             let text = JSONValue.object(JSONObject(["#t": [.string(other)]])).jsonText
             #expect(try offset(text) == digest[32].hexDigitValue! + 8, "\(other)")
@@ -185,7 +193,8 @@ import Testing
     }
 
     @Test func offsetUsesTheFirstTagConditionAndItsFirstValue() throws {
-        let f = Self.hex(digit: "f"), one = Self.hex(digit: "1")
+        let f = Self.hex(digit: "f")
+        let one = Self.hex(digit: "1")
         #expect(try offset(##"{"#p":["\##(f)","\##(one)"],"#e":["\##(one)"]}"##) == 23)
         #expect(try offset(##"{"#e":["\##(one)"],"#p":["\##(f)"]}"##) == 9)
         #expect(try offset(##"{"kinds":[7],"#e":["\##(one)"]}"##) == 9, "non-tag keys before it do not count")
@@ -205,9 +214,16 @@ import Testing
         #expect(off == 12)
         let reactors = Self.keys(400, seed: 7)
         let sketch = Self.sketch(reactors, offset: off)
-        let answer = try parseRelayResponseFrame(RelayResponseFrame.count(subscriptionID: "r", result:
-            CountResult(count: 400, hll: sketch)).toJSON())
-        guard case .count(_, let result) = answer else { Issue.record("not .count"); return }
+        let answer = try parseRelayResponseFrame(
+            RelayResponseFrame.count(
+                subscriptionID: "r",
+                result:
+                    CountResult(count: 400, hll: sketch)
+            ).toJSON())
+        guard case .count(_, let result) = answer else {
+            Issue.record("not .count")
+            return
+        }
         #expect(abs((result.hll?.estimate() ?? 0) - 400) <= 60)
     }
 }

@@ -29,14 +29,17 @@ import Testing
             if Int.random(in: 0..<4, using: &rng) == 0 { tags.append(["P", authors.randomElement(using: &rng)!]) }
             if Int.random(in: 0..<4, using: &rng) == 0 { tags.append(["a", addresses.randomElement(using: &rng)!]) }
             if Int.random(in: 0..<5, using: &rng) == 0 { tags.append(["t"]) }
-            let draft = UnsignedEvent(createdAt: 1_700_000_000 + Int64.random(in: 0..<8, using: &rng) * 100,
-                                      kind: kinds[i % 4], tags: tags, content: "pool \(i)")
+            let draft = UnsignedEvent(
+                createdAt: 1_700_000_000 + Int64.random(in: 0..<8, using: &rng) * 100,
+                kind: kinds[i % 4], tags: tags, content: "pool \(i)")
             return try! identities[i % 3].sign(draft)
         }
     }()
 
-    static func event(kind: Int = 1, tags: [[String]] = [], createdAt: Int64 = 1_700_000_000,
-                      by identity: SoftchatIdentity = WireKeys.alice) -> VerifiedEvent {
+    static func event(
+        kind: Int = 1, tags: [[String]] = [], createdAt: Int64 = 1_700_000_000,
+        by identity: SoftchatIdentity = WireKeys.alice
+    ) -> VerifiedEvent {
         try! identity.sign(UnsignedEvent(createdAt: createdAt, kind: kind, tags: tags, content: "filter test"))
     }
 
@@ -132,7 +135,8 @@ import Testing
     }
 
     @Test func conditionsAndTogetherAndListValuesOrTogether() throws {
-        let alice = WireKeys.alice.publicKeyHex, bob = WireKeys.bob.publicKeyHex
+        let alice = WireKeys.alice.publicKeyHex
+        let bob = WireKeys.bob.publicKeyHex
         let aliceNote = Self.event(kind: 1, tags: [["t", "wire"]])
         let aliceReaction = Self.event(kind: 7, tags: [["t", "wire"]])
         let bobNote = Self.event(kind: 1, tags: [["t", "wire"]], by: WireKeys.bob)
@@ -144,7 +148,9 @@ import Testing
     }
 
     @Test func severalFiltersOrViaAnyMatches() throws {
-        let reaction = Self.event(kind: 7), note = Self.event(kind: 1), metadata = Self.event(kind: 0)
+        let reaction = Self.event(kind: 7)
+        let note = Self.event(kind: 1)
+        let metadata = Self.event(kind: 0)
         let filters = [try filter(#"{"kinds":[7]}"#), try filter(#"{"kinds":[1]}"#)]
         #expect(RelayFilter.anyMatches(filters, reaction) && RelayFilter.anyMatches(filters, note))
         #expect(!RelayFilter.anyMatches(filters, metadata))
@@ -224,10 +230,12 @@ import Testing
     /// Replaces the fixtures' placeholder ids and pubkeys with hex, keeping keys and their order.
     func hexified(_ value: JSONValue) throws -> JSONValue {
         let object = try #require(value.objectValue)
-        return .object(JSONObject(members: object.members.map { m in
-            guard ["ids", "authors", "#e", "#p"].contains(m.key), let list = m.value.arrayValue else { return m }
-            return .init(key: m.key, value: .array(list.map { .string(Hex.encode(SHA256.hash(Array(($0.stringValue ?? "").utf8)))) }))
-        }))
+        return .object(
+            JSONObject(
+                members: object.members.map { m in
+                    guard ["ids", "authors", "#e", "#p"].contains(m.key), let list = m.value.arrayValue else { return m }
+                    return .init(key: m.key, value: .array(list.map { .string(Hex.encode(SHA256.hash(Array(($0.stringValue ?? "").utf8)))) }))
+                }))
     }
 
     @Test func filterFixturesParseOrAreRejectedAsExpected() throws {
@@ -254,7 +262,8 @@ import Testing
     }
 
     @Test func toJSONKeepsMemberOrderAndValuesExactly() throws {
-        let text = ##"{"limit":5,"#t":["b","a","b"],"kinds":[7,1,7],"until":9223372036854775807,"authors":["ab","\##(Self.authors[0])"],"#P":["é \" \\ \n"]}"##
+        let text =
+            ##"{"limit":5,"#t":["b","a","b"],"kinds":[7,1,7],"until":9223372036854775807,"authors":["ab","\##(Self.authors[0])"],"#P":["é \" \\ \n"]}"##
         let f = try filter(text)
         #expect(f.toJSON() == text)
         #expect(f.kinds == [7, 1, 7], "duplicates are kept, not deduplicated or sorted")
@@ -267,9 +276,11 @@ import Testing
 
     /// A random valid filter as a JSON object: keys in random order, values anywhere in range.
     static func randomFilterObject(_ rng: inout WireRNG, hitting pool: [VerifiedEvent]? = nil) -> JSONObject {
-        var keys = ["ids", "authors", "kinds", "since", "until", "limit"] + (pool == nil
-            ? (0..<3).map { _ in randomTagKey(&rng) }
-            : ["#e", "#p", "#t", "#P", "#a", "#x"])
+        var keys =
+            ["ids", "authors", "kinds", "since", "until", "limit"]
+            + (pool == nil
+                ? (0..<3).map { _ in randomTagKey(&rng) }
+                : ["#e", "#p", "#t", "#P", "#a", "#x"])
         keys.shuffle(using: &rng)
         var object = JSONObject()
         for key in keys.prefix(Int.random(in: 0...(pool == nil ? 6 : 4), using: &rng)) where object[key] == nil {
@@ -277,29 +288,34 @@ import Testing
             let value: JSONValue
             switch key {
             case "ids", "authors":
-                value = .array((0..<n).map { _ in
-                    guard let pool else { return .string(rng.hex(Int.random(in: 1...64, using: &rng))) }
-                    let full = key == "ids" ? pool.randomElement(using: &rng)!.id : authors.randomElement(using: &rng)!
-                    switch Int.random(in: 0..<3, using: &rng) {
-                    case 0: return .string(full)
-                    case 1: return .string(String(full.prefix(Int.random(in: 1...63, using: &rng))))
-                    default: return .string(rng.hex(Int.random(in: 1...64, using: &rng)))
-                    }
-                })
+                value = .array(
+                    (0..<n).map { _ in
+                        guard let pool else { return .string(rng.hex(Int.random(in: 1...64, using: &rng))) }
+                        let full = key == "ids" ? pool.randomElement(using: &rng)!.id : authors.randomElement(using: &rng)!
+                        switch Int.random(in: 0..<3, using: &rng) {
+                        case 0: return .string(full)
+                        case 1: return .string(String(full.prefix(Int.random(in: 1...63, using: &rng))))
+                        default: return .string(rng.hex(Int.random(in: 1...64, using: &rng)))
+                        }
+                    })
             case "kinds":
-                value = .array((0..<n).map { _ in
-                    .integer(pool == nil ? Int64.random(in: 0...65535, using: &rng) : [0, 1, 3, 7, 30023, 65535].randomElement(using: &rng)!)
-                })
+                value = .array(
+                    (0..<n).map { _ in
+                        .integer(pool == nil ? Int64.random(in: 0...65535, using: &rng) : [0, 1, 3, 7, 30023, 65535].randomElement(using: &rng)!)
+                    })
             case "since", "until":
                 let t = pool?.randomElement(using: &rng)!.createdAt ?? Int64.random(in: 0...Int64.max, using: &rng)
                 value = .integer(max(0, t + (pool == nil ? 0 : Int64.random(in: -1...1, using: &rng))))
             case "limit": value = .integer(Int64.random(in: 0...(pool == nil ? Int64.max : 5), using: &rng))
             default:
                 let candidates = eValues + tValues + thirdValues + addresses + authors + ["", "é\"\\\n\u{1}🤙"]
-                value = .array((0..<n).map { _ in
-                    .string(pool == nil && Bool.random(using: &rng) ? rng.hex(Int.random(in: 0...70, using: &rng))
-                            : candidates.randomElement(using: &rng)!)
-                })
+                value = .array(
+                    (0..<n).map { _ in
+                        .string(
+                            pool == nil && Bool.random(using: &rng)
+                                ? rng.hex(Int.random(in: 0...70, using: &rng))
+                                : candidates.randomElement(using: &rng)!)
+                    })
             }
             object.append(key, value)
         }
@@ -344,8 +360,9 @@ import Testing
             #expect(f.ids == object["ids"]?.arrayValue?.compactMap(\.stringValue), "case \(i)")
             #expect(f.authors == object["authors"]?.arrayValue?.compactMap(\.stringValue), "case \(i)")
             #expect(f.kinds == object["kinds"]?.arrayValue?.compactMap { $0.int64Value.map(Int.init) }, "case \(i)")
-            #expect(f.since == object["since"]?.int64Value && f.until == object["until"]?.int64Value
-                && f.limit == object["limit"]?.int64Value, "case \(i)")
+            #expect(
+                f.since == object["since"]?.int64Value && f.until == object["until"]?.int64Value
+                    && f.limit == object["limit"]?.int64Value, "case \(i)")
             let tags = object.members.filter { $0.key.hasPrefix("#") }
             #expect(f.tagConditions.map { "#\($0.letter)" } == tags.map(\.key), "case \(i)")
             #expect(f.tagConditions.map { $0.values } == tags.map { $0.value.arrayValue!.compactMap(\.stringValue) }, "case \(i)")
@@ -355,7 +372,9 @@ import Testing
 
     @Test func matchesAgreesWithAReferenceOverRandomFiltersAndEvents() throws {
         var rng = WireRNG(seed: 0x3A7C_4E5)
-        var hits = 0, pairs = 0, prefixHits = 0
+        var hits = 0
+        var pairs = 0
+        var prefixHits = 0
         var groups: [(filters: [RelayFilter], objects: [JSONObject])] = []
         for i in 0..<150 {
             let object = Self.randomFilterObject(&rng, hitting: Self.pool)
@@ -365,7 +384,10 @@ import Testing
                 let expected = Self.referenceMatches(object, e)
                 #expect(f.matches(e) == expected, "filter \(i) \(f) × event \(j) \(e.jsonText)")
                 pairs += 1
-                if expected { hits += 1; if usesPrefix { prefixHits += 1 } }
+                if expected {
+                    hits += 1
+                    if usesPrefix { prefixHits += 1 }
+                }
             }
             if i % 3 == 0 { groups.append(([], [])) }
             groups[groups.count - 1].filters.append(f)

@@ -14,11 +14,14 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
 /// Relay → client frames: every verb parses and round-trips, the shared fixtures parse, the
 /// machine-readable prefixes real relays send are read, and every rejection names the place.
 @Suite struct WireRelayFrameTests {
-    static let note = try! WireKeys.bob.sign(UnsignedEvent(createdAt: 1_700_000_123, kind: 1, tags: [["p", WireKeys.alice.publicKeyHex]],
-                                                           content: "relay side"))
+    static let note = try! WireKeys.bob.sign(
+        UnsignedEvent(
+            createdAt: 1_700_000_123, kind: 1, tags: [["p", WireKeys.alice.publicKeyHex]],
+            content: "relay side"))
     static let id = "b1a649ebe8b435ec71d3784793f3bbf4b93e64e17568a741aecd4c7ddeafce30"
     /// NIP-45's "Followers count with HyperLogLog" example, 256 registers.
-    static let nip45HLL = "0607070505060806050508060707070706090d080b0605090607070b07090606060b0705070709050807080805080407060906080707080507070805060509040a0b06060704060405070706080607050907070b08060808080b080607090a06060805060604070908050607060805050d05060906090809080807050e0705070507060907060606070708080b0807070708080706060609080705060604060409070a0808050a0506050b0810060a0908070709080b0a07050806060508060607080606080707050806080c0a0707070a080808050608080f070506070706070a0908090c080708080806090508060606090906060d07050708080405070708"
+    static let nip45HLL =
+        "0607070505060806050508060707070706090d080b0605090607070b07090606060b0705070709050807080805080407060906080707080507070805060509040a0b06060704060405070706080607050907070b08060808080b080607090a06060805060604070908050607060805050d05060906090809080807050e0705070507060907060606070708080b0807070708080706060609080705060604060409070a0808050a0506050b0810060a0908070709080b0a07050806060508060607080606080707050806080c0a0707070a080808050608080f070506070706070a0908090c080708080806090508060606090906060d07050708080405070708"
 
     @discardableResult
     func roundTrip(_ frame: RelayResponseFrame, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
@@ -30,8 +33,10 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         return text
     }
 
-    func expectRejected(_ text: String, _ code: SoftchatErrorCode = .invalidRelayFrame, mentioning parts: [String],
-                        sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectRejected(
+        _ text: String, _ code: SoftchatErrorCode = .invalidRelayFrame, mentioning parts: [String],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         expectSoftchatError(code, mentioning: parts, sourceLocation: sourceLocation) { _ = try parseRelayResponseFrame(text) }
     }
 
@@ -39,7 +44,10 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
 
     @Test func eventFrameParsesItsSubscriptionAndVerifiedEventAndRoundTrips() throws {
         let text = wireFrame("EVENT", "sub1", Self.note.jsonValue)
-        guard case .event("sub1", let event) = try parseRelayResponseFrame(text) else { Issue.record("not .event"); return }
+        guard case .event("sub1", let event) = try parseRelayResponseFrame(text) else {
+            Issue.record("not .event")
+            return
+        }
         #expect(event == Self.note && event.content == "relay side")
         #expect(try roundTrip(.event(subscriptionID: "sub1", event: Self.note)) == text)
     }
@@ -54,7 +62,10 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
 
     @Test func okRejectedWithPrefixExposesPrefixAndMessage() throws {
         let frame = try parseRelayResponseFrame(#"["OK","\#(Self.id)",false,"duplicate: exists"]"#)
-        guard case .ok(let id, let accepted, let message) = frame else { Issue.record("not .ok"); return }
+        guard case .ok(let id, let accepted, let message) = frame else {
+            Issue.record("not .ok")
+            return
+        }
         #expect(id == Self.id && !accepted)
         #expect(message.prefix == "duplicate" && message.message == "exists" && message.text == "duplicate: exists")
         try roundTrip(frame)
@@ -65,7 +76,10 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         // nostr-relay answers an invalid event with an empty id.
         let text = #"["OK","",false,"invalid: Bad signature"]"#
         let frame = try parseRelayResponseFrame(text)
-        guard case .ok(let id, let accepted, let message) = frame else { Issue.record("not .ok"); return }
+        guard case .ok(let id, let accepted, let message) = frame else {
+            Issue.record("not .ok")
+            return
+        }
         #expect(id == nil && !accepted && message.prefix == "invalid" && message.message == "Bad signature")
         #expect(try roundTrip(frame) == text)
     }
@@ -75,7 +89,10 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         try roundTrip(.eose(subscriptionID: "sub1"))
 
         let closed = try parseRelayResponseFrame(#"["CLOSED","s","auth-required: you must auth"]"#)
-        guard case .closed("s", let message) = closed else { Issue.record("not .closed"); return }
+        guard case .closed("s", let message) = closed else {
+            Issue.record("not .closed")
+            return
+        }
         #expect(message.prefix == "auth-required" && message.message == "you must auth")
         try roundTrip(closed)
 
@@ -85,8 +102,9 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         #expect(m.prefix == nil && m.message == "rate-limited")
         try roundTrip(notice)
 
-        #expect(try parseRelayResponseFrame(#"["AUTH","8b87031e971e6097f7a7a6762ba86309"]"#)
-            == .auth(challenge: "8b87031e971e6097f7a7a6762ba86309"))
+        #expect(
+            try parseRelayResponseFrame(#"["AUTH","8b87031e971e6097f7a7a6762ba86309"]"#)
+                == .auth(challenge: "8b87031e971e6097f7a7a6762ba86309"))
         try roundTrip(.auth(challenge: "8b87031e971e6097f7a7a6762ba86309"))
     }
 
@@ -96,11 +114,14 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         #expect(try roundTrip(plain) == #"["COUNT","cnt1",{"count":5}]"#)
 
         let approximate = try parseRelayResponseFrame(#"["COUNT","c",{"count":93412452,"approximate":true}]"#)
-        #expect(approximate == .count(subscriptionID: "c", result: CountResult(count: 93412452, approximate: true)))
+        #expect(approximate == .count(subscriptionID: "c", result: CountResult(count: 93_412_452, approximate: true)))
         try roundTrip(approximate)
 
         let withHLL = try parseRelayResponseFrame(#"["COUNT","c",{"count":16578,"hll":"\#(Self.nip45HLL)"}]"#)
-        guard case .count(_, let result) = withHLL else { Issue.record("not .count"); return }
+        guard case .count(_, let result) = withHLL else {
+            Issue.record("not .count")
+            return
+        }
         #expect(result.count == 16578 && !result.approximate)
         #expect(result.hll?.hex == Self.nip45HLL && result.hll?.registers.count == 256 && result.hll?.registers[0] == 6)
         try roundTrip(withHLL)
@@ -114,8 +135,9 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         "B1A649EBE8B435EC71D3784793F3BBF4B93E64E17568A741AECD4C7DDEAFCE30", "b1a649ebe8b435ec71d3784793f3bbf4b93e64e17568a741aecd4c7ddeafce3g",
     ])
     func okWhoseIdIsNot64LowercaseHexIsInvalidRelayFrame(_ id: String) {
-        expectRejected(wireFrame("OK", .string(id), true, ""),
-                       mentioning: ["OK element 1 (event id) must be 64 lowercase hex characters or empty"])
+        expectRejected(
+            wireFrame("OK", .string(id), true, ""),
+            mentioning: ["OK element 1 (event id) must be 64 lowercase hex characters or empty"])
     }
 
     @Test func okWithANonBooleanOrMissingPartIsInvalidRelayFrame() {
@@ -148,18 +170,22 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
     }
 
     @Test func hllOfTheWrongLengthOrCaseIsInvalidRelayFrame() {
-        for hll in [String(Self.nip45HLL.dropLast(2)), Self.nip45HLL + "00", String(Self.nip45HLL.dropLast()), Self.nip45HLL.uppercased(),
-                    String(Self.nip45HLL.dropLast(2)) + "zz"] {
+        for hll in [
+            String(Self.nip45HLL.dropLast(2)), Self.nip45HLL + "00", String(Self.nip45HLL.dropLast()), Self.nip45HLL.uppercased(),
+            String(Self.nip45HLL.dropLast(2)) + "zz",
+        ] {
             expectRejected(#"["COUNT","c",{"count":1,"hll":"\#(hll)"}]"#, mentioning: [#""hll" must be 512 lowercase hex"#])
         }
         expectRejected(#"["COUNT","c",{"count":1}, {"count":2}]"#, mentioning: ["COUNT frame must be", "got 4"])
     }
 
     @Test func eventFrameWithATamperedEventIsInvalidRelayFrameNamingTheId() {
-        expectRejected(wireFrame("EVENT", "sub1", Self.note.tamperedContentJSON),
-                       mentioning: ["EVENT event \(Self.note.id)", "id does not match"])
-        expectRejected(wireFrame("EVENT", "sub1", Self.note.badSignatureJSON),
-                       mentioning: ["EVENT event \(Self.note.id)", "signature does not verify"])
+        expectRejected(
+            wireFrame("EVENT", "sub1", Self.note.tamperedContentJSON),
+            mentioning: ["EVENT event \(Self.note.id)", "id does not match"])
+        expectRejected(
+            wireFrame("EVENT", "sub1", Self.note.badSignatureJSON),
+            mentioning: ["EVENT event \(Self.note.id)", "signature does not verify"])
         // The client's shape ["EVENT", event] is not a relay frame.
         expectRejected(wireFrame("EVENT", Self.note.jsonValue), mentioning: ["EVENT frame must be", "got 2"])
     }
@@ -196,7 +222,10 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         let shell = wireFrame("NOTICE", "").utf8.count
         let exact = wireFrame("NOTICE", .string(String(repeating: "n", count: 524_288 - shell)))
         try #require(exact.utf8.count == 524_288)
-        guard case .notice(let m) = try parseRelayResponseFrame(exact) else { Issue.record("not .notice"); return }
+        guard case .notice(let m) = try parseRelayResponseFrame(exact) else {
+            Issue.record("not .notice")
+            return
+        }
         #expect(m.text.utf8.count == 524_288 - shell)
         expectRejected(exact.replacingOccurrences(of: "NOTICE", with: "NOTICE!"), mentioning: ["relay frame has 524289 bytes", "524288"])
         let garbage = String(repeating: "{", count: 524_289)
@@ -212,7 +241,10 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
             try roundTrip(frame)
             return frame
         }
-        guard case .event("some-subscription-id", let event) = try parse("event") else { Issue.record("event.json"); return }
+        guard case .event("some-subscription-id", let event) = try parse("event") else {
+            Issue.record("event.json")
+            return
+        }
         #expect(event.id == "fa5ed84fc8eeb959fd39ad8e48388cfc33075991ef8e50064cfcecfd918bb91b")
         #expect(event.content.hasSuffix("doesn’t persist. Bug.  "))
 
@@ -224,11 +256,17 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
             ("ok_unknown_reason", true, "unknown", "reason: unknown"),
         ]
         for (name, accepted, prefix, message) in expectations {
-            guard case .ok(let id, let a, let m) = try parse(name) else { Issue.record("\(name) is not .ok"); continue }
+            guard case .ok(let id, let a, let m) = try parse(name) else {
+                Issue.record("\(name) is not .ok")
+                continue
+            }
             #expect(id == Self.id && a == accepted && m.prefix == prefix && m.message == message, "\(name)")
         }
         #expect(try parse("eose") == .eose(subscriptionID: "some-subscription-id"))
-        guard case .closed("some-subscription-id", let closed) = try parse("closed") else { Issue.record("closed.json"); return }
+        guard case .closed("some-subscription-id", let closed) = try parse("closed") else {
+            Issue.record("closed.json")
+            return
+        }
         #expect(closed.prefix == "error" && closed.message == "shutting down idle subscription")
         #expect(try parse("notice") == .notice(RelayMessage("there was an error")))
         #expect(try parse("auth_challenge") == .auth(challenge: "some-challenge-string"))
@@ -237,11 +275,13 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
 
     @Test func clientFixturesEventAuthAndCloseParse() throws {
         guard case .event(let event) = try parseClientRelayFrame(Paths.fixtureText("event_request")) else {
-            Issue.record("event_request.json"); return
+            Issue.record("event_request.json")
+            return
         }
         #expect(event.id == "fa5ed84fc8eeb959fd39ad8e48388cfc33075991ef8e50064cfcecfd918bb91b")
         guard case .auth(let auth) = try parseClientRelayFrame(Paths.fixtureText("auth_request")) else {
-            Issue.record("auth_request.json"); return
+            Issue.record("auth_request.json")
+            return
         }
         #expect(auth.kind == 22242 && auth.id == "adb599bc2f6b4cf97d927de2cb36829326c86013e0a6e8f51159f80938a5c246")
         #expect(try parseClientRelayFrame(Paths.fixtureText("close_request")) == .close(subscriptionID: "some-subscription-id"))
@@ -276,15 +316,17 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         .init(text: "rate-limited", prefix: nil, message: "rate-limited"),
         .init(text: "rate-limited: slow down", prefix: "rate-limited", message: "slow down"),
         .init(text: "rate-limited: too many REQs", prefix: "rate-limited", message: "too many REQs"),
-        .init(text: "invalid: 280 characters should be enough for anybody", prefix: "invalid",
-              message: "280 characters should be enough for anybody"),
+        .init(
+            text: "invalid: 280 characters should be enough for anybody", prefix: "invalid",
+            message: "280 characters should be enough for anybody"),
         .init(text: "invalid: Bad JSON", prefix: "invalid", message: "Bad JSON"),
         .init(text: "invalid: invalid event ID", prefix: "invalid", message: "invalid event ID"),
         .init(text: "invalid: 1732912639 is too old", prefix: "invalid", message: "1732912639 is too old"),
         .init(text: "invalid: Wrong domain: ws://evil.example", prefix: "invalid", message: "Wrong domain: ws://evil.example"),
         .init(text: "invalid: Wrong kind. Must be 22242.", prefix: "invalid", message: "Wrong kind. Must be 22242."),
-        .init(text: "blocked: event size (65642 bytes) exceeds maximum allowed size (65536 bytes)", prefix: "blocked",
-              message: "event size (65642 bytes) exceeds maximum allowed size (65536 bytes)"),
+        .init(
+            text: "blocked: event size (65642 bytes) exceeds maximum allowed size (65536 bytes)", prefix: "blocked",
+            message: "event size (65642 bytes) exceeds maximum allowed size (65536 bytes)"),
         .init(text: "blocked: subscription ID exceeds max length 8", prefix: "blocked", message: "subscription ID exceeds max length 8"),
         .init(text: "restricted: permission denied", prefix: "restricted", message: "permission denied"),
         .init(text: "rejected: too many subscriptions", prefix: "rejected", message: "too many subscriptions"),
@@ -304,9 +346,12 @@ struct WireRelayMessageCase: Sendable, CustomTestStringConvertible {
         #expect(m.text == c.text && m.description == c.text)
         // The same text inside OK, CLOSED and NOTICE frames keeps its exact text and prefix.
         guard case .ok(_, _, let inOK) = try parseRelayResponseFrame(wireFrame("OK", "", false, .string(c.text))),
-              case .closed(_, let inClosed) = try parseRelayResponseFrame(wireFrame("CLOSED", "s", .string(c.text))),
-              case .notice(let inNotice) = try parseRelayResponseFrame(wireFrame("NOTICE", .string(c.text)))
-        else { Issue.record("frames did not parse to OK/CLOSED/NOTICE"); return }
+            case .closed(_, let inClosed) = try parseRelayResponseFrame(wireFrame("CLOSED", "s", .string(c.text))),
+            case .notice(let inNotice) = try parseRelayResponseFrame(wireFrame("NOTICE", .string(c.text)))
+        else {
+            Issue.record("frames did not parse to OK/CLOSED/NOTICE")
+            return
+        }
         #expect(inOK == m && inClosed == m && inNotice == m)
     }
 }

@@ -96,9 +96,10 @@ import Testing
         let context = Unmanaged.passRetained(observer).toOpaque()
         defer { Unmanaged<Observer>.fromOpaque(context).release() }
         let contextJSON = "{\"relayUrls\":[\"\(relay.url)\"],\"acknowledgementTimeoutSeconds\":10}"
-        let transport = try #require(Self.ok("start") {
-            softchat_account_start_managed_transport(account, contextJSON, identity, Self.onState, context, Self.onActivity, context, $0)
-        })
+        let transport = try #require(
+            Self.ok("start") {
+                softchat_account_start_managed_transport(account, contextJSON, identity, Self.onState, context, Self.onActivity, context, $0)
+            })
         observer.transport.store(UInt(bitPattern: transport), ordering: .releasing)
 
         let perThread = 25
@@ -110,12 +111,16 @@ import Testing
             let identity = UnsafeMutableRawPointer(bitPattern: identityAddress)!
             let transport = UnsafeMutableRawPointer(bitPattern: transportAddress)!
             for i in 0..<perThread {
-                let draft = "{\"pubkey\":null,\"createdAt\":\(1_700_000_000 + i),\"kind\":1,\"tags\":[[\"t\",\"ffi\"]],\"content\":\"thread \(thread) event \(i)\"}"
+                let draft =
+                    "{\"pubkey\":null,\"createdAt\":\(1_700_000_000 + i),\"kind\":1,\"tags\":[[\"t\",\"ffi\"]],\"content\":\"thread \(thread) event \(i)\"}"
                 guard let event = Self.text(Self.ok("sign") { softchat_identity_sign(identity, draft, $0) }) else { return }
-                _ = Self.text(Self.ok("enqueue") {
-                    softchat_account_outgoing_enqueue_signed(account, "op-\(thread)-\(i)", "[\(event)]", "[\"\(relayURL)\"]", "\(Int(time(nil)))", $0)
-                })
-                _ = Self.text(Self.ok("query") { softchat_account_query_events(account, "[\"{\\\"kinds\\\":[1]}\"]", "10", "\(Int(time(nil)))", nil, $0) })
+                _ = Self.text(
+                    Self.ok("enqueue") {
+                        softchat_account_outgoing_enqueue_signed(
+                            account, "op-\(thread)-\(i)", "[\(event)]", "[\"\(relayURL)\"]", "\(Int(time(nil)))", $0)
+                    })
+                _ = Self.text(
+                    Self.ok("query") { softchat_account_query_events(account, "[\"{\\\"kinds\\\":[1]}\"]", "10", "\(Int(time(nil)))", nil, $0) })
                 if i % 5 == 0 {
                     _ = Self.text(Self.ok("relays") { softchat_managed_transport_relays(transport, $0) })
                     _ = Self.text(Self.ok("intents") { softchat_account_delivery_intents(account, "op-\(thread)-0", $0) })
@@ -161,8 +166,10 @@ import Testing
         let observer = Observer(account: account)
         let context = Unmanaged.passRetained(observer).toOpaque()
         defer { Unmanaged<Observer>.fromOpaque(context).release() }
-        for bad in ["{\"relayUrls\":[\"http://relay.example\"]}", "{\"relayUrls\":[]}", "{\"relayUrls\":[\"ws://a.example\",\"ws://a.example\"]}",
-                    "{\"relayUrls\":[\"ws://a.example\"],\"acknowledgementTimeoutSeconds\":0}", "{\"relays\":1}", "not json"] {
+        for bad in [
+            "{\"relayUrls\":[\"http://relay.example\"]}", "{\"relayUrls\":[]}", "{\"relayUrls\":[\"ws://a.example\",\"ws://a.example\"]}",
+            "{\"relayUrls\":[\"ws://a.example\"],\"acknowledgementTimeoutSeconds\":0}", "{\"relays\":1}", "not json",
+        ] {
             var error: UnsafeMutableRawPointer?
             let t = softchat_account_start_managed_transport(account, bad, nil, Self.onState, context, Self.onActivity, context, &error)
             #expect(t == nil, "\(bad)")

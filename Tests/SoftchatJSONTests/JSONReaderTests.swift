@@ -3,8 +3,10 @@ import Testing
 
 /// Parses bytes and returns the error the strict reader raised, recording an issue when it
 /// accepted the document.
-func rejection(_ bytes: [UInt8], reader: JSONReader = JSONReader(),
-               sourceLocation: SourceLocation = #_sourceLocation) -> JSONError? {
+func rejection(
+    _ bytes: [UInt8], reader: JSONReader = JSONReader(),
+    sourceLocation: SourceLocation = #_sourceLocation
+) -> JSONError? {
     do {
         let value = try reader.parse(bytes)
         Issue.record("accepted \(bytes) as \(value)", sourceLocation: sourceLocation)
@@ -14,19 +16,25 @@ func rejection(_ bytes: [UInt8], reader: JSONReader = JSONReader(),
     }
 }
 
-func rejection(_ text: String, reader: JSONReader = JSONReader(),
-               sourceLocation: SourceLocation = #_sourceLocation) -> JSONError? {
+func rejection(
+    _ text: String, reader: JSONReader = JSONReader(),
+    sourceLocation: SourceLocation = #_sourceLocation
+) -> JSONError? {
     rejection(Array(text.utf8), reader: reader, sourceLocation: sourceLocation)
 }
 
 /// Expects the reader to refuse `text` for `reason`, noticing it at byte `offset`.
-func expectRejected(_ text: String, _ reason: JSONError.Reason, at offset: Int,
-                    sourceLocation: SourceLocation = #_sourceLocation) {
+func expectRejected(
+    _ text: String, _ reason: JSONError.Reason, at offset: Int,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     expectRejected(Array(text.utf8), reason, at: offset, sourceLocation: sourceLocation)
 }
 
-func expectRejected(_ bytes: [UInt8], _ reason: JSONError.Reason, at offset: Int,
-                    sourceLocation: SourceLocation = #_sourceLocation) {
+func expectRejected(
+    _ bytes: [UInt8], _ reason: JSONError.Reason, at offset: Int,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     guard let error = rejection(bytes, sourceLocation: sourceLocation) else { return }
     #expect(error == JSONError(reason, at: offset), "got \(error)", sourceLocation: sourceLocation)
 }

@@ -16,9 +16,12 @@ struct SplitMix64: RandomNumberGenerator {
 
 /// Scalars a writer is most likely to get wrong: every C0 control, DEL, quote, backslash,
 /// slash, line/paragraph separators, BOM, non-BMP characters and the extremes of the range.
-let awkwardScalars: [Unicode.Scalar] = (0..<0x20).map { Unicode.Scalar(UInt8($0)) }
-    + ["\u{7F}", "\"", "\\", "/", "\u{2028}", "\u{2029}", "\u{FEFF}", "\u{FFFD}", "\u{FFFF}",
-       "é", "€", "🤙", "𝄞", "\u{10000}", "\u{10FFFF}", "\u{80}", "\u{7FF}", "\u{800}", "\u{D7FF}", "\u{E000}"]
+let awkwardScalars: [Unicode.Scalar] =
+    (0..<0x20).map { Unicode.Scalar(UInt8($0)) }
+    + [
+        "\u{7F}", "\"", "\\", "/", "\u{2028}", "\u{2029}", "\u{FEFF}", "\u{FFFD}", "\u{FFFF}",
+        "é", "€", "🤙", "𝄞", "\u{10000}", "\u{10FFFF}", "\u{80}", "\u{7FF}", "\u{800}", "\u{D7FF}", "\u{E000}",
+    ]
 
 func randomString(_ rng: inout SplitMix64, maxLength: Int = 24) -> String {
     var scalars = String.UnicodeScalarView()
@@ -183,9 +186,10 @@ func written(_ s: String, _ escaping: JSONWriter.StringEscaping) -> String {
             }
             let start = Int.random(in: 0...count, using: &rng)
             for nonASCII in [false, true] {
-                let expected = bytes.indices.first { i in
-                    i >= start && (bytes[i] == 0x22 || bytes[i] == 0x5C || bytes[i] < 0x20 || (nonASCII && bytes[i] >= 0x80))
-                } ?? count
+                let expected =
+                    bytes.indices.first { i in
+                        i >= start && (bytes[i] == 0x22 || bytes[i] == 0x5C || bytes[i] < 0x20 || (nonASCII && bytes[i] >= 0x80))
+                    } ?? count
                 let found = bytes.withUnsafeBufferPointer { JSONScan.plainRunEnd($0, from: start, stopAtNonASCII: nonASCII) }
                 #expect(found == expected, "\(bytes) from \(start), nonASCII \(nonASCII)")
             }
@@ -195,19 +199,21 @@ func written(_ s: String, _ escaping: JSONWriter.StringEscaping) -> String {
     /// A string's body is canonical exactly when it is what `JSONWriter` writes for its value.
     @Test func theCursorCallsABodyCanonicalExactlyWhenTheWriterWouldWriteIt() throws {
         let values = ["", "plain", "a\"b\\c", "\n\r\t\u{8}\u{C}", "\u{1}\u{1F}\u{7F}", "é東🤙", "a/b"]
-        let spellings: [(String, String)] = values.map { ($0, JSONValue.string($0).jsonText) } + [
-            ("a/b", #""a\/b""#), ("é", #""\u00e9""#), ("\u{1F}", #""\u001F""#), ("\n", #""\u000a""#),
-            ("🤙", #""\ud83e\udd19""#), ("\u{1}", #""\u0001""#),
-        ]
+        let spellings: [(String, String)] =
+            values.map { ($0, JSONValue.string($0).jsonText) } + [
+                ("a/b", #""a\/b""#), ("é", #""\u00e9""#), ("\u{1F}", #""\u001F""#), ("\n", #""\u000a""#),
+                ("🤙", #""\ud83e\udd19""#), ("\u{1}", #""\u0001""#),
+            ]
         for (value, text) in spellings {
             var source = text
             let copy = source
-            let token = try #require(source.withUTF8 { bytes -> JSONCursor.StringToken? in
-                var c = JSONCursor(source: copy, bytes: bytes)
-                let t = c.string()
-                #expect(t.map { c.decode($0) } == value, "\(text)")
-                return t
-            })
+            let token = try #require(
+                source.withUTF8 { bytes -> JSONCursor.StringToken? in
+                    var c = JSONCursor(source: copy, bytes: bytes)
+                    let t = c.string()
+                    #expect(t.map { c.decode($0) } == value, "\(text)")
+                    return t
+                })
             #expect(token.isCanonical == (JSONValue.string(value).jsonText == text), "\(text)")
         }
     }

@@ -8,7 +8,10 @@ import Synchronization
 final class RecipeStandIns: @unchecked Sendable {
     /// A WebSocket stand-in that records what was written.
     final class Socket: @unchecked Sendable {
-        enum Message { case string(String), data([UInt8]) }
+        enum Message {
+            case string(String)
+            case data([UInt8])
+        }
         private(set) var sent: [String] = []
         func send(_ message: Message) async throws {
             if case .string(let text) = message { sent.append(text) }

@@ -1,9 +1,10 @@
 import Foundation
 import SoftchatCore
 import SoftchatJSON
-@testable import SoftchatStorage
 import SoftchatTestSupport
 import Testing
+
+@testable import SoftchatStorage
 
 /// Durable publish intents and delivery leases: idempotent enqueue, one intent per (event,
 /// relay), the claim → written → apply / release lifecycle, lease expiry and reclaim, stale
@@ -40,7 +41,8 @@ import Testing
             _ = try t.account.outgoing.enqueueSigned(operationID: "op-1", events: out, relayURLs: [relayA], now: t0)
         }
         expectSoftchatError(.invalidDeliveryState, mentioning: ["op-1"]) {
-            _ = try t.account.outgoing.enqueueSigned(operationID: "op-1", events: [out[0], signed(content: "other")], relayURLs: [relayA, relayB], now: t0)
+            _ = try t.account.outgoing.enqueueSigned(
+                operationID: "op-1", events: [out[0], signed(content: "other")], relayURLs: [relayA, relayB], now: t0)
         }
         #expect(try t.tableCounts() == counts)
         #expect(try t.deliverySnapshot() == snapshot)
@@ -68,10 +70,16 @@ import Testing
         let e = events(2)
         let counts = try t.tableCounts()
         expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "", events: e, relayURLs: [relayA], now: t0) }
-        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: [], relayURLs: [relayA], now: t0) }
+        expectSoftchatError(.invalidRelayBatch) {
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: [], relayURLs: [relayA], now: t0)
+        }
         expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: e, relayURLs: [], now: t0) }
-        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: [e[0], e[0]], relayURLs: [relayA], now: t0) }
-        expectSoftchatError(.invalidRelayBatch) { _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: e, relayURLs: [relayA, relayA], now: t0) }
+        expectSoftchatError(.invalidRelayBatch) {
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: [e[0], e[0]], relayURLs: [relayA], now: t0)
+        }
+        expectSoftchatError(.invalidRelayBatch) {
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: e, relayURLs: [relayA, relayA], now: t0)
+        }
         expectSoftchatError(.invalidRelayBatch, mentioning: ["257"]) {
             _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(257, "many"), relayURLs: [relayA], now: t0)
         }
@@ -102,7 +110,8 @@ import Testing
         let new = signed(kind: 0, content: "{\"name\":\"v2\"}", createdAt: t0 + 1)
         let articleV1 = signed(kind: 30_023, tags: [["d", "post"]], content: "v1", createdAt: t0)
         let articleV2 = signed(kind: 30_023, tags: [["d", "post"]], content: "v2", createdAt: t0 + 1)
-        let ids = try t.account.outgoing.enqueueSigned(operationID: "profiles", events: [old, new, articleV2, articleV1], relayURLs: [relayA], now: t0 + 2)
+        let ids = try t.account.outgoing.enqueueSigned(
+            operationID: "profiles", events: [old, new, articleV2, articleV1], relayURLs: [relayA], now: t0 + 2)
         #expect(ids.count == 4)
         let claim = try #require(try t.account.delivery.claim(leaseID: "L", relayURL: relayA, now: t0 + 2))
         #expect(claim.payloads.map(\.eventID) == [old.id, new.id, articleV2.id, articleV1.id])
@@ -136,11 +145,13 @@ import Testing
             try t.account.delivery.markSocketWritten(result.claim, intentIDs: [ids[0]])
         }
 
-        try t.account.delivery.applyResults(result.claim, results: [
-            DeliveryResult(intentID: ids[0], decision: decision(.accepted, for: out[0].id)),
-            DeliveryResult(intentID: ids[1], decision: decision(.rejected, for: out[1].id)),
-            DeliveryResult(intentID: ids[2], decision: decision(.retryable, for: out[2].id)),
-        ])
+        try t.account.delivery.applyResults(
+            result.claim,
+            results: [
+                DeliveryResult(intentID: ids[0], decision: decision(.accepted, for: out[0].id)),
+                DeliveryResult(intentID: ids[1], decision: decision(.rejected, for: out[1].id)),
+                DeliveryResult(intentID: ids[2], decision: decision(.retryable, for: out[2].id)),
+            ])
         #expect(try t.account.delivery.stateCounts() == [.accepted: 1, .rejected: 1, .retryable: 1, .pending: 1])
         #expect(try t.intent(ids[1])?.category == "invalid")
         #expect(try t.intent(ids[2])?.category == "rate-limited")
@@ -183,7 +194,8 @@ import Testing
         #expect(try t.scalar("SELECT COUNT(*) FROM delivery_leases") == 0)
         let claim = try #require(try t.account.delivery.claim(leaseID: "L", relayURL: relayB, now: t0))
         try t.account.delivery.markSocketWritten(claim.claim, intentIDs: claim.payloads.map(\.intentID))
-        try t.account.delivery.applyResults(claim.claim, results: claim.payloads.map { DeliveryResult(intentID: $0.intentID, decision: decision(.accepted)) })
+        try t.account.delivery.applyResults(
+            claim.claim, results: claim.payloads.map { DeliveryResult(intentID: $0.intentID, decision: decision(.accepted)) })
         // Everything is terminal: nothing to claim, even long after.
         #expect(try t.account.delivery.claim(leaseID: "done", relayURL: relayB, now: t0 + 100_000) == nil)
         // A lease id is used once, even when the claim found nothing.
@@ -464,7 +476,8 @@ import Testing
         try raw.execute("UPDATE publish_intents SET state = 'limbo' WHERE intent_id = '\(ids[2])'")
         try raw.execute("UPDATE publish_intents SET state = 'accepted' WHERE intent_id = '\(ids[0])'")
         try raw.execute("INSERT INTO ingest_receipts (received_at, total, inserted, duplicates, quarantined) VALUES (\(t0), 5, 1, 1, 1)")
-        try raw.execute("""
+        try raw.execute(
+            """
             INSERT INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at)
             VALUES ('orphan', 'op', '\(String(repeating: "0", count: 64))', '\(relayA)', 'pending', 0, 99, \(t0))
             """)
@@ -487,7 +500,8 @@ import Testing
         let raw = try SQLiteConnection(path: t.path)
         try raw.execute("PRAGMA writable_schema = ON")
         let root = try raw.scalarInt("SELECT rootpage FROM sqlite_schema WHERE name = 'event_tags_lookup'")
-        try raw.execute("UPDATE sqlite_schema SET sql = 'CREATE INDEX event_tags_lookup ON event_tags (value, name, event_id)' WHERE name = 'event_tags_lookup'")
+        try raw.execute(
+            "UPDATE sqlite_schema SET sql = 'CREATE INDEX event_tags_lookup ON event_tags (value, name, event_id)' WHERE name = 'event_tags_lookup'")
         try raw.execute("PRAGMA writable_schema = RESET")
         #expect(root > 0)
         let report = try SoftchatAccount.open(path: t.path).check(now: t0)

@@ -1,9 +1,10 @@
 import Foundation
 import SoftchatCore
 import SoftchatJSON
-@testable import SoftchatStorage
 import SoftchatTestSupport
 import Testing
+
+@testable import SoftchatStorage
 
 /// `incoming.ingest`: one transaction per batch with a total, disjoint receipt; NIP-01
 /// replaceable/addressable rules, NIP-09 deletions, NIP-40 expiry, quarantine with reasons,
@@ -13,7 +14,9 @@ import Testing
 
     @Test func receiptIsTotalAndDisjointAndNamesRepeatsInsideABatchOnce() throws {
         let t = try TestAccount()
-        let a = signed(content: "a"), b = signed(content: "b"), c = signed(content: "c")
+        let a = signed(content: "a")
+        let b = signed(content: "b")
+        let c = signed(content: "c")
         let expired = signed(tags: [["expiration", "\(t0 - 1)"]], content: "gone")
         try t.account.incoming.ingest([a], receivedAt: t0)
 
@@ -84,7 +87,8 @@ import Testing
     @Test func aReplaceableTieOnCreatedAtKeepsTheLowestID() throws {
         let t = try TestAccount()
         let pair = [signed(kind: 0, content: "tie one", createdAt: t0), signed(kind: 0, content: "tie two", createdAt: t0)]
-        let low = pair.min { $0.id < $1.id }!, high = pair.max { $0.id < $1.id }!
+        let low = pair.min { $0.id < $1.id }!
+        let high = pair.max { $0.id < $1.id }!
         // Higher id first, then the lower id replaces it.
         #expect(try t.account.incoming.ingest([high], receivedAt: t0).receipt.insertedEventIDs == [high.id])
         #expect(try t.account.incoming.ingest([low], receivedAt: t0).receipt.insertedEventIDs == [low.id])
@@ -294,13 +298,16 @@ import Testing
         try t.account.incoming.ingest([signed(content: "before")], receivedAt: t0)
         // A trigger on a second connection fails the third insert of the next batch.
         let raw = try SQLiteConnection(path: t.path)
-        try raw.execute("""
+        try raw.execute(
+            """
             CREATE TRIGGER fail_poison BEFORE INSERT ON events WHEN NEW.json LIKE '%poison%'
             BEGIN SELECT RAISE(ABORT, 'injected failure'); END
             """)
         let counts = try t.tableCounts()
-        let batch = [signed(tags: [["t", "x"]], content: "one"), signed(kind: 5, tags: [["e", "00"]], content: "two"),
-                     signed(content: "poison"), signed(content: "four")]
+        let batch = [
+            signed(tags: [["t", "x"]], content: "one"), signed(kind: 5, tags: [["e", "00"]], content: "two"),
+            signed(content: "poison"), signed(content: "four"),
+        ]
         let error = expectSoftchatError(.accountStorageFailed, mentioning: ["ingest", "SQLite error 19", "injected failure", "INSERT INTO events"]) {
             _ = try t.account.incoming.ingest(batch, receivedAt: t0)
         }
@@ -345,4 +352,3 @@ import Testing
         return String(chars)
     }
 }
-

@@ -1,9 +1,10 @@
 import Foundation
 import SoftchatCore
 import SoftchatJSON
-@testable import SoftchatStorage
 import SoftchatTestSupport
 import Testing
+
+@testable import SoftchatStorage
 
 /// Versioned migrations (`PRAGMA user_version`): an upgrade from every earlier version keeps
 /// the data and makes every table usable; a newer database fails cleanly; an up-to-date one
@@ -148,10 +149,12 @@ import Testing
         let pragmas = try t.account.store.write("pragmas") { db in
             let journal = try db.statement("PRAGMA journal_mode")
             _ = try journal.step()
-            return (journal: journal.text(0),
-             synchronous: try db.scalarInt("PRAGMA synchronous"),
-             foreignKeys: try db.scalarInt("PRAGMA foreign_keys"),
-             busyTimeout: try db.scalarInt("PRAGMA busy_timeout"))
+            return (
+                journal: journal.text(0),
+                synchronous: try db.scalarInt("PRAGMA synchronous"),
+                foreignKeys: try db.scalarInt("PRAGMA foreign_keys"),
+                busyTimeout: try db.scalarInt("PRAGMA busy_timeout")
+            )
         }
         #expect(pragmas.journal == "wal")
         #expect(pragmas.synchronous == 2, "FULL")
@@ -166,7 +169,8 @@ import Testing
         expectSoftchatError(.accountStorageFailed, mentioning: ["SQLite error 19", "FOREIGN KEY"]) {
             try t.account.store.write("orphan intent") { db in
                 try db.execute("INSERT INTO publish_operations (operation_id, fingerprint, created_at) VALUES ('op', 'f', 0)")
-                try db.execute("""
+                try db.execute(
+                    """
                     INSERT INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at)
                     VALUES ('i', 'op', 'missing', 'wss://r', 'pending', 0, 1, 0)
                     """)

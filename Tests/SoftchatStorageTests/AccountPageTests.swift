@@ -1,8 +1,9 @@
 import SoftchatCore
 import SoftchatJSON
-@testable import SoftchatStorage
 import SoftchatTestSupport
 import Testing
+
+@testable import SoftchatStorage
 
 /// `queryEvents(filtersJSON:limit:now:before:)`: following `next` walks a history exactly once,
 /// newest first, however the page size falls across runs of equal `created_at`, and an event
@@ -86,18 +87,23 @@ import Testing
 
     @Test func intentsReportEachRelaysStateAsTheRelaySaidIt() throws {
         let t = try TestAccount()
-        let a = signed(content: "first"), b = signed(content: "second", createdAt: t0 + 1)
+        let a = signed(content: "first")
+        let b = signed(content: "second", createdAt: t0 + 1)
         _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: [a, b], relayURLs: [StorageKeys.relayA, StorageKeys.relayB], now: t0)
         #expect(try t.account.delivery.intents(operationID: "op").map(\.state) == [.pending, .pending, .pending, .pending])
         let claim = try #require(try t.account.delivery.claim(leaseID: "l1", relayURL: StorageKeys.relayA, now: t0))
         try t.account.delivery.markSocketWritten(claim.claim, intentIDs: claim.payloads.map(\.intentID))
         let rejectB = claim.payloads.first { $0.eventID == b.id }!
-        try t.account.delivery.applyResults(claim.claim, results: [
-            DeliveryResult(intentID: claim.payloads.first { $0.eventID == a.id }!.intentID,
-                           decision: DeliveryDecision(eventID: a.id, state: .accepted, category: .accepted, message: "")),
-            DeliveryResult(intentID: rejectB.intentID,
-                           decision: DeliveryDecision(eventID: b.id, state: .rejected, category: .blocked, message: "blocked: no")),
-        ])
+        try t.account.delivery.applyResults(
+            claim.claim,
+            results: [
+                DeliveryResult(
+                    intentID: claim.payloads.first { $0.eventID == a.id }!.intentID,
+                    decision: DeliveryDecision(eventID: a.id, state: .accepted, category: .accepted, message: "")),
+                DeliveryResult(
+                    intentID: rejectB.intentID,
+                    decision: DeliveryDecision(eventID: b.id, state: .rejected, category: .blocked, message: "blocked: no")),
+            ])
         let intents = try t.account.delivery.intents(operationID: "op")
         #expect(intents.map(\.eventID) == [a.id, a.id, b.id, b.id])
         #expect(intents.map(\.relayURL) == [StorageKeys.relayA, StorageKeys.relayB, StorageKeys.relayA, StorageKeys.relayB])

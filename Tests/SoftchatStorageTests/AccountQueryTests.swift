@@ -1,8 +1,9 @@
 import Foundation
 import SoftchatCore
 import SoftchatJSON
-@testable import SoftchatStorage
 import Testing
+
+@testable import SoftchatStorage
 
 /// `events(matching:limit:now:)` equals `RelayFilter.matches` over every served stored event
 /// (not deleted, not replaced, not expired), newest first with ties by lowest id, each filter's
@@ -107,14 +108,15 @@ import Testing
                 if let g = group(e), winner[g]?.id != e.id { hidden.insert(e.id) }
                 guard e.kind != 5 else { continue }
                 let deleted = participants.contains { d in
-                    d.kind == 5 && d.pubkey == e.pubkey && d.tags.contains { tag in
-                        guard tag.count >= 2 else { return false }
-                        if tag[0] == "e" { return tag[1] == e.id }
-                        if tag[0] == "a", (30_000..<40_000).contains(e.kind) {
-                            return tag[1] == "\(e.kind):\(e.pubkey):\(e.firstTagValue("d") ?? "")" && d.createdAt >= e.createdAt
+                    d.kind == 5 && d.pubkey == e.pubkey
+                        && d.tags.contains { tag in
+                            guard tag.count >= 2 else { return false }
+                            if tag[0] == "e" { return tag[1] == e.id }
+                            if tag[0] == "a", (30_000..<40_000).contains(e.kind) {
+                                return tag[1] == "\(e.kind):\(e.pubkey):\(e.firstTagValue("d") ?? "")" && d.createdAt >= e.createdAt
+                            }
+                            return false
                         }
-                        return false
-                    }
                 }
                 if deleted { hidden.insert(e.id) }
             }
@@ -151,14 +153,15 @@ import Testing
         var members: [(String, JSONValue)] = []
         func hexValues(_ pool: [String]) -> JSONValue {
             let n = rng.chance(5) ? 0 : Int.random(in: 1...3, using: &rng)
-            return .array((0..<n).map { _ in
-                let base = rng.pick(pool)
-                switch Int.random(in: 0..<10, using: &rng) {
-                case 0..<5: return .string(base)
-                case 5..<9: return .string(String(base.prefix(Int.random(in: 1...8, using: &rng))))
-                default: return .string(Hex.encode(SHA256.hash(Array("random \(rng.next())".utf8))))
-                }
-            })
+            return .array(
+                (0..<n).map { _ in
+                    let base = rng.pick(pool)
+                    switch Int.random(in: 0..<10, using: &rng) {
+                    case 0..<5: return .string(base)
+                    case 5..<9: return .string(String(base.prefix(Int.random(in: 1...8, using: &rng))))
+                    default: return .string(Hex.encode(SHA256.hash(Array("random \(rng.next())".utf8))))
+                    }
+                })
         }
         func strings(_ pool: [String]) -> JSONValue {
             .array((0..<(rng.chance(5) ? 0 : Int.random(in: 1...3, using: &rng))).map { _ in .string(rng.pick(pool)) })
@@ -272,8 +275,9 @@ import Testing
         #expect(try t.served(two, now: t0 + 100) == [reactions[4].id, notes[4].id, reactions[3].id, notes[3].id])
         #expect(try t.served(two, limit: 3, now: t0 + 100) == [reactions[4].id, notes[4].id, reactions[3].id])
         // Overlapping filters name an event once.
-        #expect(try t.served([#"{"kinds":[1]}"#, #"{"authors":["\#(StorageKeys.alice.publicKeyHex.prefix(6))"]}"#], now: t0 + 100)
-            == notes.reversed().map(\.id))
+        #expect(
+            try t.served([#"{"kinds":[1]}"#, #"{"authors":["\#(StorageKeys.alice.publicKeyHex.prefix(6))"]}"#], now: t0 + 100)
+                == notes.reversed().map(\.id))
         // Limit 0 and empty lists select nothing; so does an overall limit of 0.
         #expect(try t.served([#"{"limit":0}"#, #"{"ids":[]}"#, ##"{"#t":[]}"##], now: t0 + 100).isEmpty)
         #expect(try t.served(["{}"], limit: 0, now: t0 + 100).isEmpty)
@@ -359,7 +363,8 @@ import Testing
                 json += "}"
                 let limited = try t.account.events(matching: [RelayFilter.fromJSON(json)], now: t0)
                 // The same filter without a limit takes the general path; its first `limit` are the answer.
-                let unlimited = try t.account.events(matching: [RelayFilter.fromJSON(json.replacingOccurrences(of: ",\"limit\":\(limit)", with: ""))], now: t0)
+                let unlimited = try t.account.events(
+                    matching: [RelayFilter.fromJSON(json.replacingOccurrences(of: ",\"limit\":\(limit)", with: ""))], now: t0)
                 #expect(limited.map(\.id) == Array(unlimited.prefix(limit)).map(\.id), "limit \(limit), since \(String(describing: since))")
                 #expect(!limited.contains { doomed.contains($0.id) })
             }

@@ -1,9 +1,10 @@
 import Foundation
 import SoftchatCore
 import SoftchatJSON
-@testable import SoftchatStorage
 import SoftchatTestSupport
 import Testing
+
+@testable import SoftchatStorage
 
 /// The storage property tests' seeded generator (the same cases on every run).
 typealias StorageRNG = SplitMix64
@@ -24,8 +25,10 @@ enum StorageKeys {
 let t0: Int64 = 1_700_000_000
 
 /// A signed event (fresh signature; the id depends only on the fields).
-func signed(_ identity: SoftchatIdentity = StorageKeys.alice, kind: Int = 1, tags: [[String]] = [],
-            content: String = "hello", createdAt: Int64 = t0) -> VerifiedEvent {
+func signed(
+    _ identity: SoftchatIdentity = StorageKeys.alice, kind: Int = 1, tags: [[String]] = [],
+    content: String = "hello", createdAt: Int64 = t0
+) -> VerifiedEvent {
     try! identity.sign(UnsignedEvent(createdAt: createdAt, kind: kind, tags: tags, content: content))
 }
 
@@ -54,8 +57,10 @@ final class TestAccount {
     /// Row counts of every account table, for "nothing changed" checks.
     func tableCounts() throws -> [String: Int64] {
         var out: [String: Int64] = [:]
-        for table in ["events", "event_tags", "quarantine", "deletions", "ingest_receipts", "publish_operations",
-                      "publish_intents", "delivery_leases", "sync_cursors", "subscription_policy"] {
+        for table in [
+            "events", "event_tags", "quarantine", "deletions", "ingest_receipts", "publish_operations",
+            "publish_intents", "delivery_leases", "sync_cursors", "subscription_policy",
+        ] {
             out[table] = try scalar("SELECT COUNT(*) FROM \(table)")
         }
         return out

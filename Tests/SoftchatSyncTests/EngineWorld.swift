@@ -1,5 +1,6 @@
 import SoftchatCore
 import SoftchatJSON
+
 @testable import SoftchatSync
 
 /// An account in memory with the semantics the engine relies on from `SoftchatAccount`
@@ -56,8 +57,9 @@ final class MemoryAccount {
             for url in urls {
                 out[url] = policy.filter { $0.relay == nil || $0.relay == url }.map { entry in
                     let stored = states[key(url, entry.id)]
-                    return EngineSubscription(subscriptionID: entry.id, filtersJSON: entry.filters, storedFiltersJSON: stored?.filters,
-                                              storedStateJSON: stored?.state, cursor: cursors[key(url, entry.id)])
+                    return EngineSubscription(
+                        subscriptionID: entry.id, filtersJSON: entry.filters, storedFiltersJSON: stored?.filters,
+                        storedStateJSON: stored?.state, cursor: cursors[key(url, entry.id)])
                 }
             }
             return .subscriptions(out)
@@ -92,8 +94,10 @@ final class MemoryAccount {
                 intents[i.intentID] = i
                 payloads.append(DeliveryPayload(intentID: i.intentID, eventID: i.eventID, eventJSON: events[i.eventID]!.jsonText))
             }
-            return .claimed(DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseID, relayURL: relay, expiresAt: now + leaseSeconds),
-                                                payloads: payloads))
+            return .claimed(
+                DeliveryClaimResult(
+                    claim: DeliveryClaim(leaseID: leaseID, relayURL: relay, expiresAt: now + leaseSeconds),
+                    payloads: payloads))
         case .renew(let claim):
             guard let l = leases[claim.leaseID], !l.released else { return .failed(.invalidDeliveryState("stale", operation: .relayPublish)) }
             leases[claim.leaseID]!.expiresAt = now + leaseSeconds
@@ -162,10 +166,11 @@ final class MemoryAccount {
         case .loadNegentropySupport(let urls):
             return .negentropySupport(negentropyRecords.filter { urls.contains($0.key) })
         case .reconciliationItems(_, _, let filtersJSON):
-            return .reconciliationItems(filtersJSON.map { text in
-                let filter = try! RelayFilter.fromJSON(text)
-                return events.values.filter { filter.matches($0) }.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
-            })
+            return .reconciliationItems(
+                filtersJSON.map { text in
+                    let filter = try! RelayFilter.fromJSON(text)
+                    return events.values.filter { filter.matches($0) }.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+                })
         case .recordNegentropySupport(let record):
             negentropyRecords[record.relayURL] = record
             return .done
@@ -208,11 +213,15 @@ struct WireRelay {
     var longestFrame: [String: Int] = [:]
 
     enum NegentropyMode {
-        case answer, notice, silent, error(String)
+        case answer, notice, silent
+        case error(String)
     }
 
     enum OKBehaviour {
-        case accept, reject(String), retry(String), silent, late
+        case accept
+        case reject(String)
+        case retry(String)
+        case silent, late
     }
 
     mutating func insert(_ event: VerifiedEvent) {
@@ -294,7 +303,9 @@ struct WireRelay {
                 reconcilers[id] = nil
                 if let max = negentropyMaxItems, reconcilers.values.reduce(items.count, { $0 + $1.storage.count }) > max {
                     tooManyItems += 1
-                    return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("rate-limited: too many negentropy items")).toJSON()]
+                    return [
+                        RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("rate-limited: too many negentropy items")).toJSON()
+                    ]
                 }
                 reconcilers[id] = Negentropy(storage: NegentropyStorage(items: items), frameSizeLimit: negentropyFrameLimit)
                 mostOpenReconcilers = max(mostOpenReconcilers, reconcilers.count)
@@ -328,7 +339,9 @@ struct WireRelay {
             saidAccepted.insert(e.id)
             return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("")).toJSON()]
         case .reject(let text):
-            if saidAccepted.contains(e.id) { return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("duplicate: have it")).toJSON()] }
+            if saidAccepted.contains(e.id) {
+                return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("duplicate: have it")).toJSON()]
+            }
             saidRejected.insert(e.id)
             return [RelayResponseFrame.ok(eventID: e.id, accepted: false, message: RelayMessage(text)).toJSON()]
         case .retry(let text):

@@ -36,7 +36,8 @@ struct SimulatedRelay {
         // Newest first: binary-search the first event within until, then stop after the n-th
         // match's second (the whole tie group, so a shuffle can pick any of it).
         let newest = filter.until.map { inclusiveUntil ? $0 : $0 - 1 } ?? Int64.max
-        var lo = 0, hi = events.count
+        var lo = 0
+        var hi = events.count
         while lo < hi {
             let mid = (lo + hi) / 2
             if events[mid].createdAt > newest { lo = mid + 1 } else { hi = mid }
@@ -98,8 +99,10 @@ struct DriveOptions {
 }
 
 /// Drives one window against `relay`; returns the report or the first broken rule.
-func drive(_ sync: inout SubscriptionSync, relay: SimulatedRelay, now: Int64, options: DriveOptions,
-           rng: inout SplitMix64) -> Result<WindowReport, DriveFailure> {
+func drive(
+    _ sync: inout SubscriptionSync, relay: SimulatedRelay, now: Int64, options: DriveOptions,
+    rng: inout SplitMix64
+) -> Result<WindowReport, DriveFailure> {
     func fail(_ message: String) -> Result<WindowReport, DriveFailure> { .failure(DriveFailure(message: message)) }
     let cursorBefore = sync.cursor
     sync.begin(now: now)
@@ -130,7 +133,8 @@ func drive(_ sync: inout SubscriptionSync, relay: SimulatedRelay, now: Int64, op
             }
             if let hostUntil = host.until, request.until > hostUntil { return fail("page until \(request.until) after the host's \(hostUntil)") }
             let page = relay.answer(request.filter, rng: &rng)
-            let cutAt: Int? = report.cuts < options.maxCuts && Int(rng.next() % 100) < options.cutPercent
+            let cutAt: Int? =
+                report.cuts < options.maxCuts && Int(rng.next() % 100) < options.cutPercent
                 ? Int(rng.next() % UInt64(page.count + 1)) : nil
             for (i, e) in page.enumerated() {
                 if i == cutAt { break }

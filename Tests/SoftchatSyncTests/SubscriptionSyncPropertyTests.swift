@@ -85,12 +85,18 @@ import Testing
 
             // The window is the one the rules say.
             let expectedSince = cursorBefore.map { max(0, $0 - sync.horizon) }
-            if report.since != expectedSince { return "window \(window): since \(String(describing: report.since)), expected \(String(describing: expectedSince))" }
+            if report.since != expectedSince {
+                return "window \(window): since \(String(describing: report.since)), expected \(String(describing: expectedSince))"
+            }
             if report.until != now { return "window \(window): until \(report.until) is not now \(now)" }
             // The cursor moves to the window's until, never past now.
-            if sync.cursor != report.until || report.outcome.cursor != report.until { return "window \(window): cursor \(String(describing: sync.cursor))" }
+            if sync.cursor != report.until || report.outcome.cursor != report.until {
+                return "window \(window): cursor \(String(describing: sync.cursor))"
+            }
             if let cursor = sync.cursor, cursor > now { return "window \(window): cursor \(cursor) after now \(now)" }
-            if report.outcome.requests != report.requests { return "window \(window): outcome counts \(report.outcome.requests) REQs, sent \(report.requests)" }
+            if report.outcome.requests != report.requests {
+                return "window \(window): outcome counts \(report.outcome.requests) REQs, sent \(report.requests)"
+            }
             if report.maxRemembered > 3 * pageSize { return "window \(window): remembered \(report.maxRemembered) ids, page size \(pageSize)" }
 
             // Every event of the window was received, except in seconds reported incomplete,
@@ -131,7 +137,10 @@ import Testing
                 let longest = runsAtIncomplete[second]?.max() ?? 0
                 if longest < pageSize { return "window \(window): second \(second) reported incomplete with a run of \(longest)" }
             }
-            if report.requests > requestBound { return "window \(window): \(report.requests) REQs, bound \(requestBound) cuts \(report.cuts) pages \(report.pages) filters \(filterTexts) ps \(pageSize) cap \(relay.cap) incl \(relay.inclusiveUntil) since \(String(describing: report.since)) until \(report.until) events \(snapshot.events.map { ($0.createdAt, $0.kind) })" }
+            if report.requests > requestBound {
+                return
+                    "window \(window): \(report.requests) REQs, bound \(requestBound) cuts \(report.cuts) pages \(report.pages) filters \(filterTexts) ps \(pageSize) cap \(relay.cap) incl \(relay.inclusiveUntil) since \(String(describing: report.since)) until \(report.until) events \(snapshot.events.map { ($0.createdAt, $0.kind) })"
+            }
 
             // Time passes; new events, late (backdated within the horizon) events, future-dated ones.
             for e in live { relay.insert(e) }

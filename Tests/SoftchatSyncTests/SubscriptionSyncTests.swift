@@ -45,8 +45,9 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
 
     @Test func sinceComesFromCursorAndHorizonAndNeverWidensTheHost() {
         let cursor = now - 1_000
-        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1],"since":1}"#), parseFilter(#"{"since":1699999900,"kinds":[1]}"#)],
-                                    cursor: cursor, horizon: 300, paging: RelayPaging(pageSize: 10, until: .exclusive))
+        var sync = SubscriptionSync(
+            filters: [parseFilter(#"{"kinds":[1],"since":1}"#), parseFilter(#"{"since":1699999900,"kinds":[1]}"#)],
+            cursor: cursor, horizon: 300, paging: RelayPaging(pageSize: 10, until: .exclusive))
         sync.begin(now: now)
         #expect(sync.windowSince == cursor - 300)
         guard let first = nextRequest(&sync) else { return }
@@ -68,7 +69,8 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         for i in 3...5 { relay.insert(SimEvent(id: eventID(i), createdAt: 100, kind: 1)) }
         relay.insert(SimEvent(id: eventID(6), createdAt: 50, kind: 1))
         relay.insert(SimEvent(id: eventID(7), createdAt: 40, kind: 1))
-        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 4, until: inclusive ? .inclusive : .exclusive))
+        var sync = SubscriptionSync(
+            filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 4, until: inclusive ? .inclusive : .exclusive))
         var rng = SplitMix64(seed: 1)
         sync.begin(now: 1_000)
         var received: Set<String> = []
@@ -172,7 +174,8 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
     }
 
     @Test func stateRoundTripsAndBadStateIsRefused() throws {
-        var sync = SubscriptionSync(filters: [parseFilter(##"{"kinds":[1059],"#p":["ab"]}"##)], cursor: 7, paging: RelayPaging(pageSize: 2, until: .exclusive))
+        var sync = SubscriptionSync(
+            filters: [parseFilter(##"{"kinds":[1059],"#p":["ab"]}"##)], cursor: 7, paging: RelayPaging(pageSize: 2, until: .exclusive))
         #expect(try reloaded(sync) == sync)
         sync.begin(now: 1_000)
         _ = nextRequest(&sync)

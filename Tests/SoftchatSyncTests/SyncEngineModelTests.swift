@@ -1,6 +1,7 @@
 import SoftchatCore
 import SoftchatJSON
 import Testing
+
 @testable import SoftchatSync
 
 /// The engine driven by random relay behaviour and I/O faults, seeded (a failing seed replays
@@ -134,10 +135,13 @@ import Testing
         for case .synced(let url, _, _, let outcome) in w.reports { incomplete[url, default: []].formUnion(outcome.incompleteSeconds) }
         var missing: [String] = []
         for r in 0..<relayCount {
-            for e in w.relays[r].stored where (e.kind == 1 || e.kind == 7) && e.createdAt <= w.unix && w.account.events[e.id] == nil
+            for e in w.relays[r].stored
+            where (e.kind == 1 || e.kind == 7) && e.createdAt <= w.unix && w.account.events[e.id] == nil
                 && !(incomplete[w.urls[r]]?.contains(e.createdAt) ?? false)
             {
-                missing.append("\(e.id.prefix(8))@\(r) t=\(e.createdAt - base) \(injectedAt[e.id] ?? "history") cap \(w.relays[r].cap) incl \(w.relays[r].inclusiveUntil) end \(w.unix - base)")
+                missing.append(
+                    "\(e.id.prefix(8))@\(r) t=\(e.createdAt - base) \(injectedAt[e.id] ?? "history") cap \(w.relays[r].cap) incl \(w.relays[r].inclusiveUntil) end \(w.unix - base)"
+                )
             }
             #expect(w.synced(r, "notes") && w.synced(r, "reactions"), "seed \(seed): relay \(r) not synced after the tail")
         }
@@ -150,8 +154,9 @@ import Testing
             case .accepted:
                 #expect(relay.saidAccepted.contains(intent.eventID), "seed \(seed): \(id) accepted without an OK true")
             case .rejected:
-                #expect(intent.category == .exhausted || relay.saidRejected.contains(intent.eventID),
-                        "seed \(seed): \(id) rejected without an OK false")
+                #expect(
+                    intent.category == .exhausted || relay.saidRejected.contains(intent.eventID),
+                    "seed \(seed): \(id) rejected without an OK false")
             default:
                 Issue.record("seed \(seed): intent \(id) ended \(intent.state.rawValue)")
             }

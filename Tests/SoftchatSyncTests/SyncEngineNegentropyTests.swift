@@ -1,6 +1,7 @@
 import SoftchatCore
 import SoftchatJSON
 import Testing
+
 @testable import SoftchatSync
 
 /// NIP-77 in the engine: reconciliation on connect, fetches by id, fallback to REQ paging for
@@ -149,7 +150,8 @@ import Testing
 
     @Test func aRelayRecordedWithoutNegentropyIsAskedAgainAfterTheRecheckInterval() {
         let (w, events) = world(count: 800, held: { $0 % 2 == 0 })
-        w.account.negentropyRecords[w.urls[0]] = NegentropySupportRecord(relayURL: w.urls[0], supported: false, checkedAt: w.unix - 8 * 86_400, reason: "old")
+        w.account.negentropyRecords[w.urls[0]] = NegentropySupportRecord(
+            relayURL: w.urls[0], supported: false, checkedAt: w.unix - 8 * 86_400, reason: "old")
         w.start()
         w.run(for: 2_000)
         #expect(holdsAll(w, events))
@@ -301,7 +303,9 @@ import Testing
             step += 1
             if firstOpen == nil, w.relays[0].verbs.contains("NEG-OPEN") { firstOpen = step }
         }
-        #expect(liveEOSE != nil && firstOpen != nil && firstOpen! > liveEOSE!, "EOSE at \(String(describing: liveEOSE)), NEG-OPEN after \(String(describing: firstOpen))")
+        #expect(
+            liveEOSE != nil && firstOpen != nil && firstOpen! > liveEOSE!,
+            "EOSE at \(String(describing: liveEOSE)), NEG-OPEN after \(String(describing: firstOpen))")
         w.run(for: 5_000)
         #expect(holdsAll(w, events))
     }

@@ -1,6 +1,7 @@
 import SoftchatCore
 import SoftchatJSON
 import Testing
+
 @testable import SoftchatSync
 
 /// The sync engine's rules, each against simulated relays, account and time (no sockets).
@@ -171,7 +172,10 @@ import Testing
 
     @Test func aSilentConnectionIsPingedThenDeclaredLostAndReconnected() {
         let (w, _) = world(events: 5)
-        w.start { $0.keepaliveIntervalMilliseconds = 10_000; $0.readDeadlineMilliseconds = 5_000 }
+        w.start {
+            $0.keepaliveIntervalMilliseconds = 10_000
+            $0.readDeadlineMilliseconds = 5_000
+        }
         w.run(for: 1_000)
         let opens = w.opens
         // The peer vanished without a FIN: nothing arrives any more, pings are not answered.
@@ -257,7 +261,10 @@ import Testing
         let w = EngineWorld()
         _ = w.account.enqueue(Fixtures.event(w.unix, content: "slow"), relays: [w.urls[0]])
         w.relays[0].okRule = { _, _ in .silent }
-        w.start { $0.leaseSeconds = 20; $0.acknowledgementTimeoutSeconds = 600 }
+        w.start {
+            $0.leaseSeconds = 20
+            $0.acknowledgementTimeoutSeconds = 600
+        }
         w.run(for: 1_000)
         let lease = w.account.leases.first!.key
         let first = w.account.leases[lease]!.expiresAt

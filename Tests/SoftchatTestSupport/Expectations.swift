@@ -8,9 +8,11 @@ public import Testing
 /// Runs `body`, which must throw a `SoftchatError` with `code` whose message contains every
 /// string in `mentioning`; returns the error for further checks.
 @discardableResult
-public func expectSoftchatError(_ code: SoftchatErrorCode, mentioning: [String] = [],
-                                sourceLocation: SourceLocation = #_sourceLocation,
-                                _ body: () throws -> Void) -> SoftchatError? {
+public func expectSoftchatError(
+    _ code: SoftchatErrorCode, mentioning: [String] = [],
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> Void
+) -> SoftchatError? {
     do {
         try body()
         Issue.record("expected \(code.rawValue), but nothing was thrown", sourceLocation: sourceLocation)
@@ -46,4 +48,3 @@ extension JSONValue {
         return .object(JSONObject(members: object.members.filter { $0.key != key }))
     }
 }
-

@@ -1,10 +1,11 @@
 import Foundation
-import SoftchatCore
 import SoftchatClient
+import SoftchatCore
 import SoftchatSync
 import SoftchatTestRelay
-@testable import SoftchatTransport
 import Testing
+
+@testable import SoftchatTransport
 
 // MARK: Helpers: a handler that records events and runs the test's actions on the driver thread
 
@@ -101,8 +102,10 @@ final class DriverFixture: @unchecked Sendable {
 
     deinit { driver.stop() }
 
-    func open(_ id: Int, _ url: String, options: ConnectionOptions = ConnectionOptions(connectTimeoutMilliseconds: 5000),
-              purpose: ConnectionPurpose = .webSocket) throws {
+    func open(
+        _ id: Int, _ url: String, options: ConnectionOptions = ConnectionOptions(connectTimeoutMilliseconds: 5000),
+        purpose: ConnectionPurpose = .webSocket
+    ) throws {
         let endpoint = try RelayEndpoint(url)
         probe.run(on: driver) { $0.open(ConnectionID(id), endpoint: endpoint, options: options, purpose: purpose) }
     }
@@ -112,8 +115,10 @@ final class DriverFixture: @unchecked Sendable {
     }
 
     /// Opens `id` and waits for `.opened` (recording an issue with the events otherwise).
-    func openAndWait(_ id: Int, _ url: String, options: ConnectionOptions = ConnectionOptions(connectTimeoutMilliseconds: 5000),
-                     sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func openAndWait(
+        _ id: Int, _ url: String, options: ConnectionOptions = ConnectionOptions(connectTimeoutMilliseconds: 5000),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         try open(id, url, options: options)
         let ok = probe.wait { $0.opened(ConnectionID(id)) || $0.closed(ConnectionID(id)) != nil }
         #expect(ok && probe.events.opened(ConnectionID(id)), "\(probe.events.about(ConnectionID(id)))", sourceLocation: sourceLocation)
@@ -227,8 +232,9 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
         let relay = try noiseRelay()
         defer { relay.stop() }
         let f = DriverFixture()
-        try f.openAndWait(1, relay.noiseURL(pattern: .IK),
-                          options: ConnectionOptions(connectTimeoutMilliseconds: 5000, noiseStaticKeyFile: keyFile))
+        try f.openAndWait(
+            1, relay.noiseURL(pattern: .IK),
+            options: ConnectionOptions(connectTimeoutMilliseconds: 5000, noiseStaticKeyFile: keyFile))
         // The driver created the key file exactly as the blocking path would, and reuses it.
         let stored = try NoiseKeyPair.loadOrCreate(path: keyFile)
         let again = try ConnectionOptions(noiseStaticKeyFile: keyFile).noiseStaticKey()
@@ -243,8 +249,9 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
         let relay = try TestRelay(options: options)
         defer { relay.stop() }
         let f = DriverFixture()
-        try f.openAndWait(1, relay.noiseURL(pattern: pattern),
-                          options: ConnectionOptions(connectTimeoutMilliseconds: 5000, noiseRekeyAfterMessages: 3))
+        try f.openAndWait(
+            1, relay.noiseURL(pattern: pattern),
+            options: ConnectionOptions(connectTimeoutMilliseconds: 5000, noiseRekeyAfterMessages: 3))
         for k in 0..<50 { f.send(1, #"["REQ","s\#(k)",{"kinds":[7]}]"#, token: k) }
         #expect(f.probe.wait { $0.texts(ConnectionID(1)).count >= 50 || $0.closed(ConnectionID(1)) != nil })
         #expect(f.probe.events.texts(ConnectionID(1)) == (0..<50).map { #"["EOSE","s\#($0)"]"# })
@@ -258,8 +265,9 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
         let relay = try noiseRelay()
         defer { relay.stop() }
         let f = DriverFixture()
-        try f.openAndWait(1, relay.noiseURL(pattern: .XX),
-                          options: ConnectionOptions(connectTimeoutMilliseconds: 5000, noiseRekeyAfterMessages: 3))
+        try f.openAndWait(
+            1, relay.noiseURL(pattern: .XX),
+            options: ConnectionOptions(connectTimeoutMilliseconds: 5000, noiseRekeyAfterMessages: 3))
         for k in 0..<6 { f.send(1, #"["REQ","s\#(k)",{"kinds":[7]}]"#, token: k) }
         #expect(f.probe.wait { $0.closed(ConnectionID(1)) != nil })
         // The relay records the failure as it closes: the client can see the close first.
@@ -272,7 +280,8 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
         options.noise = TestRelayNoise(rekeyAfterMessages: 3)
         let relay = try TestRelay(options: options)
         defer { relay.stop() }
-        let ws = try WebSocketClient.connect(try RelayEndpoint(relay.noiseURL(pattern: .IK)),
+        let ws = try WebSocketClient.connect(
+            try RelayEndpoint(relay.noiseURL(pattern: .IK)),
             options: ConnectionOptions(connectTimeoutMilliseconds: 3000, noiseRekeyAfterMessages: 3))
         defer { ws.close() }
         for k in 0..<50 {
@@ -292,12 +301,19 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
 
     @Test func relayInformationOverEveryStack() throws {
         let pki = try TLSTests.pki.get()
-        let ws = try TestRelay(), wss = try tlsRelay("valid"), noise = try noiseRelay()
-        defer { ws.stop(); wss.stop(); noise.stop() }
+        let ws = try TestRelay()
+        let wss = try tlsRelay("valid")
+        let noise = try noiseRelay()
+        defer {
+            ws.stop()
+            wss.stop()
+            noise.stop()
+        }
         let f = DriverFixture()
         try f.open(1, ws.url, purpose: .relayInformation)
-        try f.open(2, wss.url, options: ConnectionOptions(tls: TLSOptions(caFile: pki.caFile), connectTimeoutMilliseconds: 5000),
-                   purpose: .relayInformation)
+        try f.open(
+            2, wss.url, options: ConnectionOptions(tls: TLSOptions(caFile: pki.caFile), connectTimeoutMilliseconds: 5000),
+            purpose: .relayInformation)
         try f.open(3, noise.noiseURL(pattern: .IK), purpose: .relayInformation)
         for id in 1...3 {
             let c = ConnectionID(id)
@@ -332,8 +348,9 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
         defer { relay.stop() }
         let f = DriverFixture()
         for id in 1...50 { try f.open(id, relay.url) }
-        #expect(f.probe.wait(20) { events in (1...50).allSatisfy { events.opened(ConnectionID($0)) } },
-                "\(f.probe.events.filter { if case .closed = $0 { true } else { false } })")
+        #expect(
+            f.probe.wait(20) { events in (1...50).allSatisfy { events.opened(ConnectionID($0)) } },
+            "\(f.probe.events.filter { if case .closed = $0 { true } else { false } })")
         for id in 1...50 { f.send(id, #"["REQ","a",{"kinds":[7]}]"#, token: 1) }
         #expect(f.probe.wait(20) { events in (1...50).allSatisfy { events.texts(ConnectionID($0)).count == 1 } })
         #expect(f.driver.statistics.connectionsOpen == 50)

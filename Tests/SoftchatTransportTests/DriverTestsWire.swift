@@ -1,8 +1,9 @@
 import Foundation
 import SoftchatCore
 import SoftchatTestRelay
-@testable import SoftchatTransport
 import Testing
+
+@testable import SoftchatTransport
 
 /// A hand-driven WebSocket server on loopback for the driver's client: it accepts one
 /// connection, answers the upgrade, then writes exactly the bytes a test scripts — frames a
@@ -18,8 +19,10 @@ final class ScriptedServer: @unchecked Sendable {
         guard let tcp = try listener.accept(timeoutMilliseconds: 5000) else { throw TransportError(.timeout, "no client") }
         let (head, _) = try WebSocketClient.readHead(tcp, timeoutMilliseconds: 3000)
         guard let key = head.header("sec-websocket-key") else { throw TransportError(.handshake, "no key") }
-        try tcp.write(Array(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Accept: \(HandshakeCrypto.acceptValue(forKey: key))\r\n\r\n").utf8))
+        try tcp.write(
+            Array(
+                ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    + "Sec-WebSocket-Accept: \(HandshakeCrypto.acceptValue(forKey: key))\r\n\r\n").utf8))
         return tcp
     }
 
@@ -212,7 +215,8 @@ final class ClientFrameReader {
         let tcp = try #require(try listener.accept(timeoutMilliseconds: 5000))
         defer { tcp.close() }
         _ = try WebSocketClient.readHead(tcp, timeoutMilliseconds: 3000)
-        try tcp.write(Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAA\r\n\r\n".utf8))
+        try tcp.write(
+            Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAA\r\n\r\n".utf8))
         #expect(f.probe.wait { $0.closed(ConnectionID(1)) != nil })
         let error = f.probe.events.closed(ConnectionID(1))
         #expect(error?.kind == .handshake && error?.message.contains("Sec-WebSocket-Accept") == true)
@@ -361,7 +365,10 @@ final class ClientFrameReader {
     @Test func pingsAreAnsweredWithTheirPayload() throws {
         var client = WebSocketCodec(role: .client, maxMessageBytes: 1024)
         client.feed([0x89, 3, 1, 2, 3])
-        guard case .ping(let payload, let reply)? = try client.next() else { Issue.record("no ping"); return }
+        guard case .ping(let payload, let reply)? = try client.next() else {
+            Issue.record("no ping")
+            return
+        }
         #expect(payload == [1, 2, 3])
         var server = WebSocketCodec(role: .server, maxMessageBytes: 1024)
         server.feed(reply)
@@ -371,14 +378,21 @@ final class ClientFrameReader {
     @Test func closeFramesAreValidatedAndAnsweredOnce() throws {
         var a = WebSocketCodec(role: .client, maxMessageBytes: 1024)
         a.feed([0x88, 2, 0x03, 0xE8])
-        guard case .close(1000, "", let reply?)? = try a.next() else { Issue.record("no close"); return }
+        guard case .close(1000, "", let reply?)? = try a.next() else {
+            Issue.record("no close")
+            return
+        }
         #expect(reply.count == 2 + 4 + 2)
         #expect(try a.next() == nil)
         var b = WebSocketCodec(role: .client, maxMessageBytes: 1024)
         _ = b.closeFrame(code: 1000)
         b.feed([0x88, 0])
         #expect(try b.next() == .close(code: 1005, reason: "", reply: nil))
-        for bad: [UInt8] in [[0x88, 1, 3], [0x88, 2, 0x03, 0xED] /* 1005 */, [0x88, 2, 0x03, 0xEC] /* 1004 */] {
+        for bad: [UInt8] in [
+            [0x88, 1, 3],
+            [0x88, 2, 0x03, 0xED],  // 1005
+            [0x88, 2, 0x03, 0xEC],  // 1004
+        ] {
             var c = WebSocketCodec(role: .client, maxMessageBytes: 1024)
             c.feed(bad)
             #expect(throws: TransportError.self) { _ = try c.next() }

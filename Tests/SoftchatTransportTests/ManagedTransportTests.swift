@@ -1,11 +1,12 @@
 import Foundation
+import SoftchatClient
 import SoftchatCore
 import SoftchatStorage
-import SoftchatClient
 import SoftchatSync
 import SoftchatTestRelay
-@testable import SoftchatTransport
 import Testing
+
+@testable import SoftchatTransport
 
 /// Waits up to `seconds` for `condition`, polling every 20 ms.
 func eventually(_ seconds: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
@@ -48,9 +49,14 @@ func quickPolicy(_ mode: EventsBatching = .auto) -> ManagedTransportPolicy {
         let relay = try TestRelay()
         defer { relay.stop() }
         let scratch = Scratch()
-        let alice = SoftchatIdentity.generate(), bob = SoftchatIdentity.generate()
-        let sender = try scratch.account("alice"), receiver = try scratch.account("bob")
-        defer { sender.close(); receiver.close() }
+        let alice = SoftchatIdentity.generate()
+        let bob = SoftchatIdentity.generate()
+        let sender = try scratch.account("alice")
+        let receiver = try scratch.account("bob")
+        defer {
+            sender.close()
+            receiver.close()
+        }
         let events = try chatEvents(alice, to: bob.publicKeyHex, count: 300)
         for (k, chunk) in stride(from: 0, to: 300, by: 100).enumerated() {
             _ = try sender.outgoing.enqueueSigned(operationID: "op\(k)", events: Array(events[chunk..<chunk + 100]), relayURLs: [relay.url], now: 1)
@@ -112,8 +118,12 @@ func quickPolicy(_ mode: EventsBatching = .auto) -> ManagedTransportPolicy {
         defer { relay.stop() }
         let scratch = Scratch()
         let alice = SoftchatIdentity.generate()
-        let account = try scratch.account("alice"), reader = try scratch.account("reader")
-        defer { account.close(); reader.close() }
+        let account = try scratch.account("alice")
+        let reader = try scratch.account("reader")
+        defer {
+            account.close()
+            reader.close()
+        }
         let events = try chatEvents(alice, to: alice.publicKeyHex, count: 10)
         _ = try account.outgoing.enqueueSigned(operationID: "op", events: events, relayURLs: [relay.url], now: 1)
         let transport = try account.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
@@ -135,7 +145,8 @@ func quickPolicy(_ mode: EventsBatching = .auto) -> ManagedTransportPolicy {
         let alice = SoftchatIdentity.generate()
         let account = try scratch.account("alice")
         defer { account.close() }
-        _ = try account.outgoing.enqueueSigned(operationID: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 3),
+        _ = try account.outgoing.enqueueSigned(
+            operationID: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 3),
             relayURLs: [relay.url], now: 1)
         let transport = try account.startManagedTransport(relayURL: relay.url, identity: nil, policy: quickPolicy())
         #expect(try eventually(10) { try account.delivery.stateCounts()[.retryable] == 3 })
@@ -155,9 +166,14 @@ func quickPolicy(_ mode: EventsBatching = .auto) -> ManagedTransportPolicy {
         defer { relay.stop() }
         let scratch = Scratch()
         let alice = SoftchatIdentity.generate()
-        let sender = try scratch.account("alice"), receiver = try scratch.account("bob")
-        defer { sender.close(); receiver.close() }
-        _ = try sender.outgoing.enqueueSigned(operationID: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 130),
+        let sender = try scratch.account("alice")
+        let receiver = try scratch.account("bob")
+        defer {
+            sender.close()
+            receiver.close()
+        }
+        _ = try sender.outgoing.enqueueSigned(
+            operationID: "op", events: try chatEvents(alice, to: alice.publicKeyHex, count: 130),
             relayURLs: [relay.url], now: 1)
         let publishing = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
         #expect(try eventually { try sender.delivery.stateCounts()[.accepted] == 130 })
@@ -201,13 +217,29 @@ func quickPolicy(_ mode: EventsBatching = .auto) -> ManagedTransportPolicy {
 final class SyncedFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var flag = false
-    func set() { lock.lock(); flag = true; lock.unlock() }
-    var value: Bool { lock.lock(); defer { lock.unlock() }; return flag }
+    func set() {
+        lock.lock()
+        flag = true
+        lock.unlock()
+    }
+    var value: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return flag
+    }
 }
 
 final class EventLog: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [String] = []
-    func add(_ s: String) { lock.lock(); entries.append(s); lock.unlock() }
-    var lines: String { lock.lock(); defer { lock.unlock() }; return entries.suffix(40).joined(separator: " | ") }
+    func add(_ s: String) {
+        lock.lock()
+        entries.append(s)
+        lock.unlock()
+    }
+    var lines: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return entries.suffix(40).joined(separator: " | ")
+    }
 }

@@ -1,21 +1,25 @@
 import Foundation
+import SoftchatClient
 import SoftchatCore
 import SoftchatStorage
-import SoftchatClient
 import SoftchatSync
 import SoftchatTestRelay
-@testable import SoftchatTransport
 import Testing
+
+@testable import SoftchatTransport
 
 // MARK: Helpers: an in-memory handshake, a man in the middle, a hostile responder
 
 /// Runs a whole handshake between two fresh states in memory; returns them completed.
-func handshakePair(_ pattern: String, initiatorStatic: NoiseKeyPair? = NoiseKeyPair.generate(),
-                   responderStatic: NoiseKeyPair = NoiseKeyPair.generate(), pinned: [UInt8]? = nil) throws -> (NoiseHandshakeState, NoiseHandshakeState) {
+func handshakePair(
+    _ pattern: String, initiatorStatic: NoiseKeyPair? = NoiseKeyPair.generate(),
+    responderStatic: NoiseKeyPair = NoiseKeyPair.generate(), pinned: [UInt8]? = nil
+) throws -> (NoiseHandshakeState, NoiseHandshakeState) {
     let proto = try NoiseProtocol("Noise_\(pattern)_25519_ChaChaPoly_SHA256")
     let knows = proto.pattern.responderPreMessage.contains(.s)
-    let i = try NoiseHandshakeState(protocol: proto, initiator: true, prologue: NoiseStream.prologue, localStatic: initiatorStatic,
-                                    remoteStatic: knows ? (pinned ?? responderStatic.publicKey) : nil)
+    let i = try NoiseHandshakeState(
+        protocol: proto, initiator: true, prologue: NoiseStream.prologue, localStatic: initiatorStatic,
+        remoteStatic: knows ? (pinned ?? responderStatic.publicKey) : nil)
     let r = try NoiseHandshakeState(protocol: proto, initiator: false, prologue: NoiseStream.prologue, localStatic: responderStatic)
     while !i.isComplete {
         let (w, rd) = i.isMyTurn ? (i, r) : (r, i)
@@ -41,8 +45,10 @@ func expectNoiseError(_ kind: NoiseError.Kind, sourceLocation: SourceLocation = 
 
 /// Expects `body` to throw a `TransportError` of `kind` whose message mentions `text`.
 @discardableResult
-func expectTransportError(_ kind: TransportError.Kind, mentioning text: String, sourceLocation: SourceLocation = #_sourceLocation,
-                          _ body: () throws -> Void) -> TransportError? {
+func expectTransportError(
+    _ kind: TransportError.Kind, mentioning text: String, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> Void
+) -> TransportError? {
     do {
         try body()
         Issue.record("expected \(kind.rawValue) mentioning \"\(text)\", nothing was thrown", sourceLocation: sourceLocation)
@@ -88,8 +94,14 @@ final class NoiseMiddleman: @unchecked Sendable {
         spawn(group) { [self] in
             while isRunning {
                 guard let client = try? listener.accept(timeoutMilliseconds: 50) else { continue }
-                guard let relay = try? TCPStream.connect(host: "127.0.0.1", port: target, timeoutMilliseconds: 2000) else { client.close(); continue }
-                let index: Int = lock.withLock { sessions.append([]); return sessions.count - 1 }
+                guard let relay = try? TCPStream.connect(host: "127.0.0.1", port: target, timeoutMilliseconds: 2000) else {
+                    client.close()
+                    continue
+                }
+                let index: Int = lock.withLock {
+                    sessions.append([])
+                    return sessions.count - 1
+                }
                 spawn(group) { [self] in pump(from: client, to: relay, record: index, tamper: nil) }
                 spawn(group) { [self] in pump(from: relay, to: client, record: nil, tamper: tamperFrameToClient) }
             }
@@ -105,7 +117,10 @@ final class NoiseMiddleman: @unchecked Sendable {
         var chunk = [UInt8](repeating: 0, count: 65536)
         var pending: [UInt8] = []
         var frames = 0
-        defer { from.close(); to.close() }
+        defer {
+            from.close()
+            to.close()
+        }
         while isRunning {
             let n: Int
             do {
@@ -161,7 +176,10 @@ final class HostileNoiseRelay: @unchecked Sendable {
                 guard let tcp = try? listener.accept(timeoutMilliseconds: 50) else { continue }
                 guard let noise = try? NoiseStream(server: tcp, patterns: [.IK, .XX], localStatic: key, timeoutMilliseconds: 2000),
                     case .websocket(let ws)? = try? ServerHandshake.accept(noise, timeoutMilliseconds: 2000)
-                else { tcp.close(); continue }
+                else {
+                    tcp.close()
+                    continue
+                }
                 switch misbehaviour {
                 case .shortFrame: try? tcp.write([0x00, 0x05, 1, 2, 3, 4, 5])
                 case .oversizedMessage: try? ws.send(text: String(repeating: "x", count: 100_000))
@@ -186,7 +204,8 @@ func noiseRelay(patterns: [NoiseHandshakePattern] = [.IK, .XX]) throws -> TestRe
 }
 
 func connectNoise(_ url: String, keyFile: String? = nil, maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) throws -> WebSocket {
-    try WebSocketClient.connect(try RelayEndpoint(url),
+    try WebSocketClient.connect(
+        try RelayEndpoint(url),
         options: ConnectionOptions(connectTimeoutMilliseconds: 3000, maxMessageBytes: maxMessageBytes, noiseStaticKeyFile: keyFile))
 }
 
@@ -206,7 +225,8 @@ final class FailureLog: @unchecked Sendable {
             let (i, r) = try handshakePair(pattern)
             #expect(i.handshakeHash == r.handshakeHash)
             for k in 0..<3 {
-                let a = Array("to responder \(k)".utf8), b = Array("to initiator \(k)".utf8)
+                let a = Array("to responder \(k)".utf8)
+                let b = Array("to initiator \(k)".utf8)
                 #expect(try r.receiveCipher!.decrypt(try i.sendCipher!.encrypt(a)) == a)
                 #expect(try i.receiveCipher!.decrypt(try r.sendCipher!.encrypt(b)) == b)
             }
@@ -229,8 +249,9 @@ final class FailureLog: @unchecked Sendable {
     @Test func aTamperedHandshakeMessageFailsTheHandshake() throws {
         let server = NoiseKeyPair.generate()
         let proto = try NoiseProtocol("Noise_IK_25519_ChaChaPoly_SHA256")
-        let i = try NoiseHandshakeState(protocol: proto, initiator: true, prologue: NoiseStream.prologue,
-                                        localStatic: NoiseKeyPair.generate(), remoteStatic: server.publicKey)
+        let i = try NoiseHandshakeState(
+            protocol: proto, initiator: true, prologue: NoiseStream.prologue,
+            localStatic: NoiseKeyPair.generate(), remoteStatic: server.publicKey)
         let r = try NoiseHandshakeState(protocol: proto, initiator: false, prologue: NoiseStream.prologue, localStatic: server)
         var first = try i.writeMessage()
         first[40] ^= 0x01
@@ -242,8 +263,9 @@ final class FailureLog: @unchecked Sendable {
     @Test func anIKInitiatorPinningAnotherKeyIsUnreadableToTheRelay() throws {
         let relayKey = NoiseKeyPair.generate()
         let proto = try NoiseProtocol("Noise_IK_25519_ChaChaPoly_SHA256")
-        let i = try NoiseHandshakeState(protocol: proto, initiator: true, prologue: NoiseStream.prologue,
-                                        localStatic: NoiseKeyPair.generate(), remoteStatic: NoiseKeyPair.generate().publicKey)
+        let i = try NoiseHandshakeState(
+            protocol: proto, initiator: true, prologue: NoiseStream.prologue,
+            localStatic: NoiseKeyPair.generate(), remoteStatic: NoiseKeyPair.generate().publicKey)
         let r = try NoiseHandshakeState(protocol: proto, initiator: false, prologue: NoiseStream.prologue, localStatic: relayKey)
         let error = expectNoiseError(.decryptFailed) { _ = try r.readMessage(try i.writeMessage()) }
         #expect(error?.message.contains("bad MAC") == true)
@@ -287,14 +309,16 @@ final class FailureLog: @unchecked Sendable {
         let r = try NoiseHandshakeState(protocol: proto, initiator: false, prologue: [])
         expectNoiseError(.unexpectedState) { _ = try r.writeMessage() }
         expectNoiseError(.missingKey) {
-            _ = try NoiseHandshakeState(protocol: NoiseProtocol("Noise_IK_25519_ChaChaPoly_SHA256"), initiator: true, prologue: [],
-                                        localStatic: NoiseKeyPair.generate())
+            _ = try NoiseHandshakeState(
+                protocol: NoiseProtocol("Noise_IK_25519_ChaChaPoly_SHA256"), initiator: true, prologue: [],
+                localStatic: NoiseKeyPair.generate())
         }
         expectNoiseError(.unsupportedProtocol) { _ = try NoiseProtocol("Noise_XX_448_AESGCM_BLAKE2b") }
         expectNoiseError(.unsupportedProtocol) { _ = try NoiseHandshakePattern("XXfallback") }
         expectNoiseError(.malformedMessage) {
-            let r = try NoiseHandshakeState(protocol: NoiseProtocol("Noise_XX_25519_ChaChaPoly_SHA256"), initiator: false, prologue: [],
-                                            localStatic: NoiseKeyPair.generate())
+            let r = try NoiseHandshakeState(
+                protocol: NoiseProtocol("Noise_XX_25519_ChaChaPoly_SHA256"), initiator: false, prologue: [],
+                localStatic: NoiseKeyPair.generate())
             _ = try r.readMessage([1, 2, 3])
         }
     }
@@ -416,7 +440,10 @@ final class FailureLog: @unchecked Sendable {
         let relay = try noiseRelay(patterns: [p])
         defer { relay.stop() }
         let ws = try connectNoise(relay.noiseURL(pattern: p))
-        guard let noise = ws.stream as? NoiseStream else { Issue.record("not a NoiseStream"); return }
+        guard let noise = ws.stream as? NoiseStream else {
+            Issue.record("not a NoiseStream")
+            return
+        }
         #expect(noise.noiseProtocol.name == "Noise_\(pattern)_25519_ChaChaPoly_SHA256")
         if p.responderHasStatic { #expect(noise.remoteStaticKey == relay.options.noise?.staticKey.publicKey) }
         try ws.send(text: #"["REQ","s",{"kinds":[1]}]"#)
@@ -444,7 +471,8 @@ final class FailureLog: @unchecked Sendable {
         spawn(done) {
             // Echo server: everything read is written back.
             guard let tcp = try? listener.accept(timeoutMilliseconds: 3000),
-                let noise = try? NoiseStream(server: tcp, patterns: [.XX], localStatic: serverKey, timeoutMilliseconds: 3000) else { return }
+                let noise = try? NoiseStream(server: tcp, patterns: [.XX], localStatic: serverKey, timeoutMilliseconds: 3000)
+            else { return }
             var chunk = [UInt8](repeating: 0, count: 100_000)
             while let n = try? readChunk(noise, &chunk, timeoutMilliseconds: 3000), n > 0 {
                 try? noise.write(Array(chunk[0..<n]))
@@ -452,7 +480,8 @@ final class FailureLog: @unchecked Sendable {
             noise.close()
         }
         let tcp = try TCPStream.connect(host: "127.0.0.1", port: listener.port, timeoutMilliseconds: 2000)
-        let client = try NoiseStream(client: tcp, pattern: .XX, localStatic: .generate(), remoteStatic: serverKey.publicKey, timeoutMilliseconds: 3000)
+        let client = try NoiseStream(
+            client: tcp, pattern: .XX, localStatic: .generate(), remoteStatic: serverKey.publicKey, timeoutMilliseconds: 3000)
         let payload = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         try client.write(payload)
         var received: [UInt8] = []
@@ -521,19 +550,23 @@ final class FailureLog: @unchecked Sendable {
         let event = try alice.sign(UnsignedEvent(createdAt: 1_764_000_000, kind: 1, tags: [], content: "once"))
         let ws = try connectNoise("noise://127.0.0.1:\(middleman.port)?pattern=\(pattern)&key=\(key)")
         try ws.send(text: ClientRelayFrame.event(event).toJSON())
-        guard case .text(let ok) = try ws.receive(timeoutMilliseconds: 3000) else { Issue.record("no OK"); return }
+        guard case .text(let ok) = try ws.receive(timeoutMilliseconds: 3000) else {
+            Issue.record("no OK")
+            return
+        }
         #expect(ok.hasPrefix(#"["OK""#))
         ws.close()
         // Wait until the middleman has recorded the whole session (handshake, the HTTP upgrade and
         // the EVENT), not just its first message: the recording grows on another thread.
         var lastCount = -1
-        #expect(eventually(5) {
-            let count = middleman.recordedClientSessions.first?.count ?? 0
-            defer { lastCount = count }
-            if count > 300 && count == lastCount { return true }
-            usleep(100_000)
-            return false
-        })
+        #expect(
+            eventually(5) {
+                let count = middleman.recordedClientSessions.first?.count ?? 0
+                defer { lastCount = count }
+                if count > 300 && count == lastCount { return true }
+                usleep(100_000)
+                return false
+            })
         let recorded = middleman.recordedClientSessions[0]
         let before = relay.noiseFailures.count
         // The attacker replays every byte the client sent, on a new connection.
@@ -576,9 +609,14 @@ final class FailureLog: @unchecked Sendable {
         let relay = try noiseRelay()
         defer { relay.stop() }
         let scratch = Scratch()
-        let alice = SoftchatIdentity.generate(), bob = SoftchatIdentity.generate()
-        let sender = try scratch.account("alice"), receiver = try scratch.account("bob")
-        defer { sender.close(); receiver.close() }
+        let alice = SoftchatIdentity.generate()
+        let bob = SoftchatIdentity.generate()
+        let sender = try scratch.account("alice")
+        let receiver = try scratch.account("bob")
+        defer {
+            sender.close()
+            receiver.close()
+        }
         let events = try chatEvents(alice, to: bob.publicKeyHex, count: 60)
         let ikURL = relay.url
         let xxURL = relay.noiseURL(pattern: .XX)
@@ -625,7 +663,10 @@ final class FailureLog: @unchecked Sendable {
         let otherKey = NoiseKeyPair.generate().publicKeyHex
         var middleman: NoiseMiddleman? = nil
         var hostile: HostileNoiseRelay? = nil
-        defer { middleman?.stop(); hostile?.stop() }
+        defer {
+            middleman?.stop()
+            hostile?.stop()
+        }
         let badURL: String
         let expected: String
         switch refusal {

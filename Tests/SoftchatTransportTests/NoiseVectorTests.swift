@@ -1,6 +1,7 @@
 import Foundation
-@testable import SoftchatTransport
 import Testing
+
+@testable import SoftchatTransport
 
 /// One vector of `../shared/specs/noise/{cacophony,snow}-25519_ChaChaPoly_SHA256.txt` (format:
 /// FILTER-NOTE.md there). Static and ephemeral values are private keys; remote_static values
@@ -129,7 +130,8 @@ enum NoiseVectors {
 
     @Test func everyCacophonyVectorReproducesItsCiphertextsAndHandshakeHash() throws {
         let vectors = try NoiseVectors.load("cacophony-25519_ChaChaPoly_SHA256.txt")
-        var messages = 0, hashes = 0
+        var messages = 0
+        var hashes = 0
         for v in vectors {
             let outcome = NoiseVectors.run(v)
             for f in outcome.failures { Issue.record(Comment(rawValue: f)) }
@@ -154,7 +156,9 @@ enum NoiseVectors {
     }
 
     @Test func allVectorsOfBothFilesRanAndTheCountIsReported() throws {
-        var ran = 0, messages = 0, passed = 0
+        var ran = 0
+        var messages = 0
+        var passed = 0
         var patterns: Set<String> = []
         for file in ["cacophony-25519_ChaChaPoly_SHA256.txt", "snow-25519_ChaChaPoly_SHA256.txt"] {
             for v in try NoiseVectors.load(file) {

@@ -1,8 +1,8 @@
 import Foundation
+import SoftchatClient
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
-import SoftchatClient
 import SoftchatSync
 import SoftchatTestRelay
 import SoftchatTransport
@@ -16,8 +16,16 @@ import Testing
     final class Collected: @unchecked Sendable {
         private let lock = NSLock()
         private var texts: [String] = []
-        func add(_ s: String) { lock.lock(); texts.append(s); lock.unlock() }
-        var all: [String] { lock.lock(); defer { lock.unlock() }; return texts }
+        func add(_ s: String) {
+            lock.lock()
+            texts.append(s)
+            lock.unlock()
+        }
+        var all: [String] {
+            lock.lock()
+            defer { lock.unlock() }
+            return texts
+        }
     }
 
     /// Every needle that occurs in any haystack (as text or as raw bytes of a file).
@@ -38,18 +46,23 @@ import Testing
         let relay = try TestRelay(options: options)
         defer { relay.stop() }
         let scratch = Scratch()
-        let alice = SoftchatIdentity.generate(), bob = SoftchatIdentity.generate()
-        let sender = try scratch.account("alice"), receiver = try scratch.account("bob")
+        let alice = SoftchatIdentity.generate()
+        let bob = SoftchatIdentity.generate()
+        let sender = try scratch.account("alice")
+        let receiver = try scratch.account("bob")
         let collected = Collected()
         var policy = quickPolicy()
         policy.observer = { collected.add(String(describing: $0)) }
-        _ = try sender.outgoing.enqueueSigned(operationID: "op", events: try chatEvents(alice, to: bob.publicKeyHex, count: 20),
+        _ = try sender.outgoing.enqueueSigned(
+            operationID: "op", events: try chatEvents(alice, to: bob.publicKeyHex, count: 20),
             relayURLs: [relay.url], now: 1)
         try receiver.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
         let a = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: policy)
         let b = try receiver.startManagedTransport(relayURL: relay.url, identity: bob, policy: policy)
         let chat = try RelayFilter.fromJSON("{\"kinds\":[14]}")
-        #expect(try eventually { try sender.delivery.stateCounts()[.accepted] == 20 && receiver.events(matching: [chat], now: 2_000_000_000).count == 20 })
+        #expect(
+            try eventually { try sender.delivery.stateCounts()[.accepted] == 20 && receiver.events(matching: [chat], now: 2_000_000_000).count == 20 }
+        )
         collected.add(a.state.description)
         collected.add(b.state.description)
         a.stop()
@@ -73,8 +86,11 @@ import Testing
             { _ = try SoftchatIdentity.importSecretHex(String(secret.dropLast()) + "g") },
             { _ = try SoftchatIdentity.importSecretHex(String(repeating: "f", count: 64)) },
             { try session.authenticate(try bob.createNip42Authentication(challenge: "other", relayURL: "wss://r.example", createdAt: 1)) },
-            { try Nip42.verify(try alice.createNip42Authentication(challenge: challenge, relayURL: "wss://r.example", createdAt: 1),
-                               challenge: "x", relayURL: "wss://r.example", now: 1) },
+            {
+                try Nip42.verify(
+                    try alice.createNip42Authentication(challenge: challenge, relayURL: "wss://r.example", createdAt: 1),
+                    challenge: "x", relayURL: "wss://r.example", now: 1)
+            },
             { _ = try alice.createNip42Authentication(challenge: "", relayURL: "https://nope", createdAt: 1) },
         ] {
             do { try attempt() } catch { collected.add(String(describing: error)) }

@@ -1,10 +1,11 @@
 import Foundation
-import SoftchatCore
 import SoftchatClient
+import SoftchatCore
 import SoftchatSync
 import SoftchatTestRelay
-@testable import SoftchatTransport
 import Testing
+
+@testable import SoftchatTransport
 
 /// A throwaway PKI made with the openssl command line: a test CA, and server certificates that
 /// are valid, expired, for the wrong host, or self-signed (untrusted).
@@ -14,33 +15,37 @@ final class TestPKI: Sendable {
     init() throws {
         dir = NSTemporaryDirectory() + "softchat-pki-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem",
-                 "-days", "2", "-subj", "/CN=Softchat Test CA"])
+        try run([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem",
+            "-days", "2", "-subj", "/CN=Softchat Test CA",
+        ])
         // `openssl ca` takes explicit validity dates, which the expired certificate needs.
         try "".write(toFile: "\(dir)/index.txt", atomically: true, encoding: .utf8)
         try "1000\n".write(toFile: "\(dir)/serial", atomically: true, encoding: .utf8)
         try """
-            [ca]
-            default_ca = test
-            [test]
-            dir = \(dir)
-            database = \(dir)/index.txt
-            serial = \(dir)/serial
-            new_certs_dir = \(dir)
-            certificate = \(dir)/ca.pem
-            private_key = \(dir)/ca.key
-            default_md = sha256
-            policy = anything
-            copy_extensions = copy
-            unique_subject = no
-            [anything]
-            commonName = supplied
-            """.write(toFile: "\(dir)/ca.cnf", atomically: true, encoding: .utf8)
+        [ca]
+        default_ca = test
+        [test]
+        dir = \(dir)
+        database = \(dir)/index.txt
+        serial = \(dir)/serial
+        new_certs_dir = \(dir)
+        certificate = \(dir)/ca.pem
+        private_key = \(dir)/ca.key
+        default_md = sha256
+        policy = anything
+        copy_extensions = copy
+        unique_subject = no
+        [anything]
+        commonName = supplied
+        """.write(toFile: "\(dir)/ca.cnf", atomically: true, encoding: .utf8)
         try issue("valid", san: "IP:127.0.0.1,DNS:localhost", start: nil, end: nil)
         try issue("wronghost", san: "DNS:other.example", start: nil, end: nil)
         try issue("expired", san: "IP:127.0.0.1,DNS:localhost", start: "20200101000000Z", end: "20200102000000Z")
-        try run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/selfsigned.key", "-out", "\(dir)/selfsigned.pem",
-                 "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        try run([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/selfsigned.key", "-out", "\(dir)/selfsigned.pem",
+            "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ])
     }
 
     deinit { try? FileManager.default.removeItem(atPath: dir) }
@@ -50,8 +55,10 @@ final class TestPKI: Sendable {
     var caFile: String { "\(dir)/ca.pem" }
 
     private func issue(_ name: String, san: String, start: String?, end: String?) throws {
-        try run(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key(name), "-out", "\(dir)/\(name).csr",
-                 "-subj", "/CN=\(name)", "-addext", "subjectAltName=\(san)"])
+        try run([
+            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key(name), "-out", "\(dir)/\(name).csr",
+            "-subj", "/CN=\(name)", "-addext", "subjectAltName=\(san)",
+        ])
         var args = ["ca", "-batch", "-config", "\(dir)/ca.cnf", "-in", "\(dir)/\(name).csr", "-out", certificate(name)]
         if let start, let end { args += ["-startdate", start, "-enddate", end] } else { args += ["-days", "2"] }
         try run(args)
@@ -81,7 +88,8 @@ final class TestPKI: Sendable {
     }
 
     func connect(_ relay: TestRelay, trusting caFile: String?) throws(TransportError) -> WebSocket {
-        try WebSocketClient.connect(try RelayEndpoint(relay.url),
+        try WebSocketClient.connect(
+            try RelayEndpoint(relay.url),
             options: ConnectionOptions(tls: TLSOptions(caFile: caFile), connectTimeoutMilliseconds: 3000))
     }
 
@@ -119,8 +127,10 @@ final class TestPKI: Sendable {
         expectCertificateRefusal(nil, relay, mentioning: "certificate")
     }
 
-    func expectCertificateRefusal(_ caFile: String?, _ relay: TestRelay, mentioning text: String,
-                                  sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectCertificateRefusal(
+        _ caFile: String?, _ relay: TestRelay, mentioning text: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         do {
             _ = try connect(relay, trusting: caFile)
             Issue.record("the certificate was accepted", sourceLocation: sourceLocation)

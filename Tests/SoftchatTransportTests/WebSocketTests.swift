@@ -1,10 +1,11 @@
 import Foundation
-import SoftchatCore
 import SoftchatClient
+import SoftchatCore
 import SoftchatSync
 import SoftchatTestRelay
-@testable import SoftchatTransport
 import Testing
+
+@testable import SoftchatTransport
 
 /// A raw server socket on loopback that the test drives byte by byte, to feed the client
 /// frames a well-behaved server would never send.
@@ -41,7 +42,8 @@ func connectedPair(maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value)
         accepted = Result { try server.acceptWebSocket() }
         done.signal()
     }
-    let client = try WebSocketClient.connect(try RelayEndpoint("ws://127.0.0.1:\(server.port)"),
+    let client = try WebSocketClient.connect(
+        try RelayEndpoint("ws://127.0.0.1:\(server.port)"),
         options: ConnectionOptions(connectTimeoutMilliseconds: 2000, maxMessageBytes: maxMessageBytes))
     done.wait()
     return (client, try accepted!.get())
@@ -144,10 +146,12 @@ func connectedPair(maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value)
         DispatchQueue(label: "softchat.test").async {
             guard let tcp = try? server.acceptRaw() else { return }
             _ = try? WebSocketClient.readHead(tcp, timeoutMilliseconds: 2000)
-            try? tcp.write(Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAA\r\n\r\n".utf8))
+            try? tcp.write(
+                Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: AAAA\r\n\r\n".utf8))
         }
         do {
-            _ = try WebSocketClient.connect(try RelayEndpoint("ws://127.0.0.1:\(server.port)"), options: ConnectionOptions(connectTimeoutMilliseconds: 2000))
+            _ = try WebSocketClient.connect(
+                try RelayEndpoint("ws://127.0.0.1:\(server.port)"), options: ConnectionOptions(connectTimeoutMilliseconds: 2000))
             Issue.record("a wrong accept key was accepted")
         } catch {
             #expect(error.kind == .handshake)
@@ -169,7 +173,10 @@ func connectedPair(maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value)
         #expect(HandshakeCrypto.acceptValue(forKey: "dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
     }
 
-    struct RawPair { let client: WebSocket; let stream: TCPStream }
+    struct RawPair {
+        let client: WebSocket
+        let stream: TCPStream
+    }
 
     /// A client connected to a raw TCP server that answered the handshake by hand.
     func startRawHandshake(_ server: RawServer, maxMessageBytes: Int = 524_288) throws -> RawPair {
@@ -180,10 +187,14 @@ func connectedPair(maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value)
             guard let tcp = try? server.acceptRaw(), let (head, _) = try? WebSocketClient.readHead(tcp, timeoutMilliseconds: 2000),
                 let key = head.header("sec-websocket-key")
             else { return }
-            try? tcp.write(Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(HandshakeCrypto.acceptValue(forKey: key))\r\n\r\n".utf8))
+            try? tcp.write(
+                Array(
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(HandshakeCrypto.acceptValue(forKey: key))\r\n\r\n"
+                        .utf8))
             serverSide = tcp
         }
-        let client = try WebSocketClient.connect(try RelayEndpoint("ws://127.0.0.1:\(server.port)"),
+        let client = try WebSocketClient.connect(
+            try RelayEndpoint("ws://127.0.0.1:\(server.port)"),
             options: ConnectionOptions(connectTimeoutMilliseconds: 2000, maxMessageBytes: maxMessageBytes))
         done.wait()
         return RawPair(client: client, stream: try #require(serverSide))

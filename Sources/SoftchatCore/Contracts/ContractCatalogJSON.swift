@@ -19,10 +19,11 @@ extension SoftchatErrorCode {
     /// The code as JSON with its retry rule and advice: `{"code", "retry", "meaning", "handling"}`, one
     /// entry of a contract's `errors` in `softchat contract show --json`.
     public var jsonValue: JSONValue {
-        .object(JSONObject([
-            "code": .string(rawValue), "retry": .string(retryRule.rawValue),
-            "meaning": .string(meaning), "handling": .string(handling),
-        ]))
+        .object(
+            JSONObject([
+                "code": .string(rawValue), "retry": .string(retryRule.rawValue),
+                "meaning": .string(meaning), "handling": .string(handling),
+            ]))
     }
 }
 

@@ -22,7 +22,8 @@ package enum Hex {
                 // One table lookup per character; 0xFF marks a byte that is not lowercase hex.
                 var bad: UInt8 = 0
                 for i in 0..<buffer.count {
-                    let hi = nibbleTable[Int(utf8[2 * i])], lo = nibbleTable[Int(utf8[2 * i + 1])]
+                    let hi = nibbleTable[Int(utf8[2 * i])]
+                    let lo = nibbleTable[Int(utf8[2 * i + 1])]
                     bad |= hi | lo
                     buffer[i] = hi << 4 | (lo & 0x0F)
                 }
@@ -40,7 +41,8 @@ package enum Hex {
             guard utf8.count == out.count * 2 else { return false }
             var bad: UInt8 = 0
             for i in 0..<out.count {
-                let hi = nibbleTable[Int(utf8[2 * i])], lo = nibbleTable[Int(utf8[2 * i + 1])]
+                let hi = nibbleTable[Int(utf8[2 * i])]
+                let lo = nibbleTable[Int(utf8[2 * i + 1])]
                 bad |= hi | lo
                 out[i] = hi << 4 | (lo & 0x0F)
             }
@@ -64,8 +66,10 @@ package enum Hex {
         let n = utf8.count
         if n >= 16, let base = utf8.baseAddress {
             let raw = UnsafeRawPointer(base)
-            let zero = SIMD16<UInt8>(repeating: UInt8(ascii: "0")), a = SIMD16<UInt8>(repeating: UInt8(ascii: "a"))
-            let ten = SIMD16<UInt8>(repeating: 10), six = SIMD16<UInt8>(repeating: 6)
+            let zero = SIMD16<UInt8>(repeating: UInt8(ascii: "0"))
+            let a = SIMD16<UInt8>(repeating: UInt8(ascii: "a"))
+            let ten = SIMD16<UInt8>(repeating: 10)
+            let six = SIMD16<UInt8>(repeating: 6)
             while i + 16 <= n {
                 let v = raw.loadUnaligned(fromByteOffset: i, as: SIMD16<UInt8>.self)
                 // Wrapping subtraction folds each range check into one unsigned comparison.

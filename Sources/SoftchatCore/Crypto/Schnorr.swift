@@ -29,8 +29,10 @@ package enum Schnorr {
     }
 
     /// Verifies a 64-byte signature over `message` (any length, per BIP-340).
-    package static func verify(signature: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer,
-                       publicKey: inout secp256k1_xonly_pubkey) -> Bool {
+    package static func verify(
+        signature: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer,
+        publicKey: inout secp256k1_xonly_pubkey
+    ) -> Bool {
         guard signature.count == 64 else { return false }
         let sig = signature.bindMemory(to: UInt8.self).baseAddress!
         let msg = message.count > 0 ? message.bindMemory(to: UInt8.self).baseAddress : nil

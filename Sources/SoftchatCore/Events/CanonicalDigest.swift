@@ -4,15 +4,19 @@ extension CanonicalSerialization {
     /// The SHA-256 of `bytes(…)` without building them: the serialization streams through a
     /// 4 KiB buffer into the digest, so hashing a 50 KB message allocates nothing that grows
     /// with it and touches each content byte once (runs that need no escaping are copied whole).
-    package static func digest(pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String,
-                               escaping: JSONWriter.StringEscaping = .json) -> [UInt8] {
+    package static func digest(
+        pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String,
+        escaping: JSONWriter.StringEscaping = .json
+    ) -> [UInt8] {
         digest(pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: EventContent(content), escaping: escaping)
     }
 
     /// The same for content as it was read: content kept escaped in the canonical escaping is
     /// hashed exactly as it arrived, without being decoded (see `EventContent`).
-    package static func digest(pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: EventContent,
-                               escaping: JSONWriter.StringEscaping = .json) -> [UInt8] {
+    package static func digest(
+        pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: EventContent,
+        escaping: JSONWriter.StringEscaping = .json
+    ) -> [UInt8] {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: DigestStream.capacity) { buffer in
             var stream = DigestStream(buffer: buffer.baseAddress!, escaping: escaping)
             write(into: &stream, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content)

@@ -12,16 +12,20 @@ package import SoftchatJSON
 package enum CanonicalSerialization {
     /// `.json`: NIP-01's escapes plus `\u00XX` for the other control characters (what Softchat
     /// signs). `.nip01`: NIP-01's escapes with the other control characters verbatim.
-    package static func bytes(pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String,
-                      escaping: JSONWriter.StringEscaping = .json) -> [UInt8] {
+    package static func bytes(
+        pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String,
+        escaping: JSONWriter.StringEscaping = .json
+    ) -> [UInt8] {
         var w = JSONWriter(escaping: escaping, reserve: 128 + content.utf8.count)
         write(into: &w, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: EventContent(content))
         return w.bytes
     }
 
     /// Writes the serialization to any output: a buffer (`bytes`) or a running digest (`digest`).
-    static func write<Output: JSONOutput & ~Copyable>(into out: inout Output, pubkey: String, createdAt: Int64, kind: Int,
-                                                       tags: [[String]], content: EventContent) {
+    static func write<Output: JSONOutput & ~Copyable>(
+        into out: inout Output, pubkey: String, createdAt: Int64, kind: Int,
+        tags: [[String]], content: EventContent
+    ) {
         out.write("[0,")
         out.writeString(pubkey)
         out.write(UInt8(ascii: ","))

@@ -1,5 +1,5 @@
-import Synchronization
 package import SoftchatJSON
+import Synchronization
 
 /// An event's content as it was read: a `String`, or — for long content with escapes — the
 /// JSON text between its quotes, decoded on first use.

@@ -67,8 +67,13 @@ public struct UnverifiedEvent: Sendable, Hashable {
 
     static func parse(_ json: JSONValue) throws(EventIssue) -> UnverifiedEvent {
         guard case .object(let object) = json else { throw EventIssue("an event must be a JSON object, not \(json.typeName)") }
-        var id: String?, pubkey: String?, sig: String?, content: String?
-        var createdAt: Int64?, kind: Int?, tags: [[String]]?
+        var id: String?
+        var pubkey: String?
+        var sig: String?
+        var content: String?
+        var createdAt: Int64?
+        var kind: Int?
+        var tags: [[String]]?
         for member in object {
             switch member.key {
             case "id": id = try Self.hex(member.value, field: "id", count: 64)
@@ -92,7 +97,8 @@ public struct UnverifiedEvent: Sendable, Hashable {
         guard let tags else { throw EventIssue("missing field \"tags\"") }
         guard let content else { throw EventIssue("missing field \"content\"") }
         guard let sig else { throw EventIssue("missing field \"sig\"") }
-        return UnverifiedEvent(unchecked: id, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags,
+        return UnverifiedEvent(
+            unchecked: id, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags,
             content: EventContent(content), sig: sig)
     }
 
@@ -213,7 +219,11 @@ public struct UnsignedEvent: Sendable, Hashable {
             guard case .object(let object) = json else {
                 throw EventIssue("an unsigned event must be a JSON object, not \(json.typeName)")
             }
-            var pubkey: String?, content: String?, createdAt: Int64?, kind: Int?, tags: [[String]]?
+            var pubkey: String?
+            var content: String?
+            var createdAt: Int64?
+            var kind: Int?
+            var tags: [[String]]?
             for member in object {
                 switch member.key {
                 case "pubkey": pubkey = try UnverifiedEvent.hex(member.value, field: "pubkey", count: 64)

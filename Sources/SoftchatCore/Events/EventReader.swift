@@ -11,8 +11,13 @@ package enum EventReader {
     /// Reads an event object at the cursor (leading whitespace allowed).
     static func read(_ c: inout JSONCursor) -> UnverifiedEvent? {
         guard c.consume(UInt8(ascii: "{")) else { return nil }
-        var id: String?, pubkey: String?, sig: String?, content: EventContent?
-        var createdAt: Int64?, kind: Int?, tags: [[String]]?
+        var id: String?
+        var pubkey: String?
+        var sig: String?
+        var content: EventContent?
+        var createdAt: Int64?
+        var kind: Int?
+        var tags: [[String]]?
         if c.peek(UInt8(ascii: "}")) { return nil }
         repeat {
             guard let key = c.string(), !key.hasEscapes, c.consume(UInt8(ascii: ":")) else { return nil }

@@ -112,11 +112,12 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
 
     /// The event as compact JSON in NIP-01 field order.
     public var jsonValue: JSONValue {
-        .object(JSONObject([
-            "id": .string(id), "pubkey": .string(pubkey), "created_at": .integer(createdAt),
-            "kind": .integer(Int64(kind)), "tags": .array(tags.map { .array($0.map(JSONValue.string)) }),
-            "content": .string(content), "sig": .string(sig),
-        ]))
+        .object(
+            JSONObject([
+                "id": .string(id), "pubkey": .string(pubkey), "created_at": .integer(createdAt),
+                "kind": .integer(Int64(kind)), "tags": .array(tags.map { .array($0.map(JSONValue.string)) }),
+                "content": .string(content), "sig": .string(sig),
+            ]))
     }
 
     /// `jsonValue` as text, written directly: content kept escaped (see `EventContent`) is
@@ -199,8 +200,9 @@ enum EventVerifier {
         if digest != idBytes {
             // NIP-01 read literally leaves the other control characters verbatim; an id over that
             // form is an honest hash of the same values too (see CanonicalSerialization).
-            guard e.tags.contains(where: { $0.contains(where: CanonicalSerialization.hasUnlistedControlCharacter) })
-                || CanonicalSerialization.hasUnlistedControlCharacter(e.content)
+            guard
+                e.tags.contains(where: { $0.contains(where: CanonicalSerialization.hasUnlistedControlCharacter) })
+                    || CanonicalSerialization.hasUnlistedControlCharacter(e.content)
             else { throw EventIssue("id does not match the NIP-01 serialization") }
             digest = CanonicalSerialization.digest(
                 pubkey: e.pubkey, createdAt: e.createdAt, kind: e.kind, tags: e.tags, content: e.content, escaping: .nip01)

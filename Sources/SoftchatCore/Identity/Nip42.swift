@@ -96,8 +96,10 @@ public enum Nip42 {
     ///     seconds (``Nip42/defaultWindowSeconds`` by default).
     /// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` naming the first check
     ///   that fails, or when `relayURL` itself is not a valid relay URL.
-    public static func verify(_ event: VerifiedEvent, challenge: String, relayURL: String, now: Int64,
-                              window: Int64 = defaultWindowSeconds) throws(SoftchatError) {
+    public static func verify(
+        _ event: VerifiedEvent, challenge: String, relayURL: String, now: Int64,
+        window: Int64 = defaultWindowSeconds
+    ) throws(SoftchatError) {
         guard event.kind == authenticationKind else {
             throw .invalidRelayAuthentication("kind is \(event.kind), not \(authenticationKind)")
         }

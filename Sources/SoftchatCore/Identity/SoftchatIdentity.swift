@@ -141,7 +141,8 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
         }
         do throws(EventIssue) {
             return try sign(
-                UnsignedEvent(createdAt: createdAt, kind: Nip42.authenticationKind,
+                UnsignedEvent(
+                    createdAt: createdAt, kind: Nip42.authenticationKind,
                     tags: [["relay", relayURL], ["challenge", challenge]], content: ""),
                 auxRandom: SecureRandom.bytes(32))
         } catch {

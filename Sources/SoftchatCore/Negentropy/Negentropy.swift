@@ -61,7 +61,8 @@ public struct Negentropy: Sendable {
     ///   decode, including a responder's one-byte answer naming another protocol version.
     public func reconcile(_ response: [UInt8]) throws(SoftchatError) -> NegentropyStep {
         let message = try NegentropyMessage.decode(response)
-        var have: [NegentropyID] = [], need: [NegentropyID] = []
+        var have: [NegentropyID] = []
+        var need: [NegentropyID] = []
         let out = process(message, initiator: true, have: &have, need: &need)
         return NegentropyStep(next: out.count > 1 ? out : nil, have: have, need: need)
     }
@@ -79,7 +80,8 @@ public struct Negentropy: Sendable {
             return [NegentropyMessage.version]
         }
         let message = try NegentropyMessage.decode(query)
-        var have: [NegentropyID] = [], need: [NegentropyID] = []
+        var have: [NegentropyID] = []
+        var need: [NegentropyID] = []
         return process(message, initiator: false, have: &have, need: &need)
     }
 
@@ -175,7 +177,8 @@ public struct Negentropy: Sendable {
             o.range(NegentropyRange(upperBound: upperBound, payload: .idList(items[lower..<upper].map { $0.id })))
             return
         }
-        let perBucket = count / Self.buckets, extra = count % Self.buckets
+        let perBucket = count / Self.buckets
+        let extra = count % Self.buckets
         var current = lower
         for bucket in 0..<Self.buckets {
             let size = perBucket + (bucket < extra ? 1 : 0)

@@ -72,7 +72,8 @@ public struct NegentropyStorage: Sendable {
     /// - Returns: The index, by binary search.
     public func lowerBound(_ bound: NegentropyBound, from: Int, to: Int) -> Int {
         let key = bound.item
-        var lo = from, hi = to
+        var lo = from
+        var hi = to
         while lo < hi {
             let mid = (lo + hi) / 2
             if items[mid] < key { lo = mid + 1 } else { hi = mid }
@@ -87,7 +88,8 @@ public struct NegentropyStorage: Sendable {
     ///   - upper: The index past the last item; `0 <= lower <= upper <= count`, or the call traps.
     /// - Returns: The range's fingerprint.
     public func fingerprint(_ lower: Int, _ upper: Int) -> NegentropyFingerprint {
-        let b = 4 * upper, a = 4 * lower
+        let b = 4 * upper
+        let a = 4 * lower
         let (d0, c0) = sums[b].subtractingReportingOverflow(sums[a])
         var (d1, c1) = sums[b + 1].subtractingReportingOverflow(sums[a + 1])
         var x = d1.subtractingReportingOverflow(c0 ? 1 : 0)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The C library's math functions the core uses. A platform seam: the WebAssembly build replaces
@@ -10,9 +10,9 @@ enum Math {
     /// The natural logarithm.
     static func log(_ x: Double) -> Double {
         #if canImport(Glibc)
-        Glibc.log(x)
+            Glibc.log(x)
         #else
-        Darwin.log(x)
+            Darwin.log(x)
         #endif
     }
 }

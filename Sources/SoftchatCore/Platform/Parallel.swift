@@ -1,8 +1,9 @@
 import Dispatch
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Work spread over the machine's cores (Dispatch). A platform seam: the WebAssembly build,

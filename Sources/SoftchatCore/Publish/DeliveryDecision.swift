@@ -28,12 +28,17 @@ public enum DeliveryCategory: String, Sendable, Hashable, CaseIterable {
     /// State `retryable`, from the `OK`'s prefix: `rateLimited` (`rate-limited:`), `error` (a relay
     /// error), `authRequired` (`auth-required:`, also made by the session when the relay refuses our
     /// AUTH) and `unknown` (no prefix, or one not listed here).
-    case rateLimited = "rate-limited", error, authRequired = "auth-required", unknown
+    case rateLimited = "rate-limited"
+    case error
+    case authRequired = "auth-required"
+    case unknown
     /// Made by Softchat, not a relay: `timeout` (no `OK` before the acknowledgement deadline),
     /// `transportLost` (the transport was lost while the event was in flight) and `cancelled` (the
     /// session was cancelled first), by the session with state `retryable`; `exhausted` by the
     /// account, with state `rejected`, when an intent's retry budget ran out.
-    case timeout, transportLost = "transport-lost", cancelled, exhausted
+    case timeout
+    case transportLost = "transport-lost"
+    case cancelled, exhausted
 }
 
 /// The outcome of one acknowledgement (or of a session rule) for one event.

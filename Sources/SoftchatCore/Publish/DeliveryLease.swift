@@ -91,4 +91,3 @@ extension DeliveryClaim {
         self.init(leaseID: leaseID, relayURL: relayURL, expiresAt: 0 as Int64)
     }
 }
-

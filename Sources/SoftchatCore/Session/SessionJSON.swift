@@ -6,10 +6,11 @@ public import SoftchatJSON
 extension DeliveryDecision {
     /// The decision as JSON: `{"eventId", "state", "category", "message"}`.
     public var jsonValue: JSONValue {
-        .object(JSONObject([
-            "eventId": .string(eventID), "state": .string(state.rawValue),
-            "category": .string(category.rawValue), "message": .string(message),
-        ]))
+        .object(
+            JSONObject([
+                "eventId": .string(eventID), "state": .string(state.rawValue),
+                "category": .string(category.rawValue), "message": .string(message),
+            ]))
     }
 }
 
@@ -45,11 +46,12 @@ extension OutboundRelayFrame {
 extension RelaySessionSnapshot {
     /// The snapshot as JSON, under the schema's names (`subscriptionIds`, `outboundFrames`, …).
     public var jsonValue: JSONValue {
-        .object(JSONObject([
-            "state": .string(state), "subscriptionIds": .array(subscriptionIDs.map(JSONValue.string)),
-            "outboundFrames": .integer(Int64(outboundFrames)), "pendingPublishes": .integer(Int64(pendingPublishes)),
-            "awaitingPersistence": .integer(Int64(awaitingPersistence)), "reconnectAttempt": .integer(Int64(reconnectAttempt)),
-            "authenticated": .bool(authenticated),
-        ]))
+        .object(
+            JSONObject([
+                "state": .string(state), "subscriptionIds": .array(subscriptionIDs.map(JSONValue.string)),
+                "outboundFrames": .integer(Int64(outboundFrames)), "pendingPublishes": .integer(Int64(pendingPublishes)),
+                "awaitingPersistence": .integer(Int64(awaitingPersistence)), "reconnectAttempt": .integer(Int64(reconnectAttempt)),
+                "authenticated": .bool(authenticated),
+            ]))
     }
 }

@@ -67,7 +67,8 @@ extension SessionMachine {
             size += added
         }
         if packed.count == 1 { return single(packed[0]) }
-        return OutboundEntry(frame: ClientRelayFrame.events(packed).toJSON(), deliveryEventIDs: packed.map { $0.id }, purpose: .publish,
+        return OutboundEntry(
+            frame: ClientRelayFrame.events(packed).toJSON(), deliveryEventIDs: packed.map { $0.id }, purpose: .publish,
             serial: nextFrameSerial)
     }
 
@@ -159,9 +160,11 @@ extension SessionMachine {
             if sent + config.acknowledgementTimeoutSeconds > now { continue }
             deliveries[id] = nil
             timedOut.insert(id)
-            actions.append(.deliveryChanged(decision: DeliveryDecision(
-                eventID: id, state: .retryable, category: .timeout,
-                message: "no OK within \(config.acknowledgementTimeoutSeconds) s of the write")))
+            actions.append(
+                .deliveryChanged(
+                    decision: DeliveryDecision(
+                        eventID: id, state: .retryable, category: .timeout,
+                        message: "no OK within \(config.acknowledgementTimeoutSeconds) s of the write")))
         }
         if holdingForAuthentication, let until = authWaitUntil, until <= now {
             // The relay never answered a good AUTH (some stay silent on success): send what waited.

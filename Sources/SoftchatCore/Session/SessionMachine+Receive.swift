@@ -43,16 +43,22 @@ extension SessionMachine {
             return [.authenticationRequested(challenge: challenge)]
         case .count(let id, let result):
             guard !closedCounts.contains(id), pendingCounts.removeValue(forKey: id) != nil else {
-                return [.notice(subscriptionID: id, eventID: nil, prefix: nil,
-                    message: "COUNT answer for \"\(id)\", which has no pending count request", reason: nil)]
+                return [
+                    .notice(
+                        subscriptionID: id, eventID: nil, prefix: nil,
+                        message: "COUNT answer for \"\(id)\", which has no pending count request", reason: nil)
+                ]
             }
             countOrder.removeAll { $0 == id }
             return [.countResult(subscriptionID: id, count: result)]
         case .negMessage(let id, _), .negError(let id, _):
             // NIP-77 reconciliation is the sync engine's (it reads these frames before the
             // session does); a session on its own has none open.
-            return [.notice(subscriptionID: id, eventID: nil, prefix: nil,
-                message: "\(reader.verb) for \"\(id)\", which has no negentropy reconciliation in this session", reason: nil)]
+            return [
+                .notice(
+                    subscriptionID: id, eventID: nil, prefix: nil,
+                    message: "\(reader.verb) for \"\(id)\", which has no negentropy reconciliation in this session", reason: nil)
+            ]
         }
     }
 
@@ -93,7 +99,8 @@ extension SessionMachine {
         }
         let bound = RelayIngestionContract.maxAwaitingPersistence
         guard awaiting.count < bound.value else {
-            throw SoftchatError(bound.error,
+            throw SoftchatError(
+                bound.error,
                 "receive: \(awaiting.count) events await persistence, the limit is \(bound.value); confirm ingestion first",
                 operation: .relayIngestion)
         }
@@ -208,8 +215,10 @@ extension SessionMachine {
             var actions: [RelaySessionAction] = [.authenticationFailed(eventID: eventID, prefix: message.prefix, message: message.message)]
             for id in deliveryIDsInOrder where deliveries[id]!.stage == .awaitingAuthentication {
                 deliveries[id] = nil
-                actions.append(.deliveryChanged(decision: DeliveryDecision(
-                    eventID: id, state: .retryable, category: .authRequired, message: "the relay refused our authentication")))
+                actions.append(
+                    .deliveryChanged(
+                        decision: DeliveryDecision(
+                            eventID: id, state: .retryable, category: .authRequired, message: "the relay refused our authentication")))
             }
             return actions
         }
@@ -275,7 +284,8 @@ extension SessionMachine {
         }
         let frame = ClientRelayFrame.auth(event).toJSON()
         guard frame.utf8.count <= frameLimit else {
-            throw .invalidRelayAuthentication("authenticate: the AUTH frame would be \(frame.utf8.count) bytes, over this relay's limit of \(frameLimit)")
+            throw .invalidRelayAuthentication(
+                "authenticate: the AUTH frame would be \(frame.utf8.count) bytes, over this relay's limit of \(frameLimit)")
         }
         try requireOutboundRoom(1, "authenticate")
         observe(now)
@@ -303,7 +313,8 @@ extension SessionMachine {
                 throw .invalidRelayBatch("publish batch holds event \(e.id) twice", operation: .relayPublish)
             }
             if let existing = deliveries[e.id] {
-                throw .invalidDeliveryState("publish: event \(e.id) is already \(existing.stage == .pending ? "pending" : "in flight")",
+                throw .invalidDeliveryState(
+                    "publish: event \(e.id) is already \(existing.stage == .pending ? "pending" : "in flight")",
                     operation: .relayPublish)
             }
             if settled.contains(e.id) {
@@ -318,7 +329,8 @@ extension SessionMachine {
         }
         let bound = RelayPublishContract.maxPendingPublishes
         guard deliveries.count + events.count <= bound.value else {
-            throw SoftchatError(bound.error,
+            throw SoftchatError(
+                bound.error,
                 "publish: \(deliveries.count) publishes are held; \(events.count) more would pass the limit of \(bound.value)",
                 operation: .relayPublish)
         }

@@ -25,7 +25,11 @@ struct SessionMachine {
     }
 
     enum Purpose: Equatable {
-        case subscription(String), close(String), count(String), auth(String), publish
+        case subscription(String)
+        case close(String)
+        case count(String)
+        case auth(String)
+        case publish
 
         /// Frames that wait behind an unanswered AUTH: everything but the AUTH and CLOSEs.
         var waitsForAuthentication: Bool {
@@ -191,7 +195,8 @@ struct SessionMachine {
     func requireOutboundRoom(_ frames: Int, _ call: String) throws(SoftchatError) {
         let bound = RelaySessionContract.maxOutboundFrames
         guard outboundCount + frames <= bound.value else {
-            throw SoftchatError(bound.error,
+            throw SoftchatError(
+                bound.error,
                 "\(call): \(outboundCount) outbound frames are queued; \(frames) more would pass the limit of \(bound.value)",
                 operation: .relaySession)
         }
@@ -202,7 +207,8 @@ struct SessionMachine {
     func requireReconnectRoom(_ call: String) throws(SoftchatError) {
         let bound = RelaySessionContract.maxOutboundFrames
         guard subscriptions.count + pendingCounts.count < bound.value else {
-            throw SoftchatError(bound.error,
+            throw SoftchatError(
+                bound.error,
                 "\(call): \(subscriptions.count) subscriptions and \(pendingCounts.count) unanswered COUNTs already fill the "
                     + "\(bound.value) frames a reconnect sends", operation: .relaySession)
         }
@@ -213,7 +219,8 @@ struct SessionMachine {
     func requireFrameFits(_ frame: String, _ call: String) throws(SoftchatError) {
         let bytes = frame.utf8.count
         guard bytes <= frameLimit else {
-            throw SoftchatError(RelayWireContract.maxFrameBytes.error,
+            throw SoftchatError(
+                RelayWireContract.maxFrameBytes.error,
                 "\(call): the frame would be \(bytes) bytes, over this relay's limit of \(frameLimit)", operation: .relaySession)
         }
     }
@@ -267,7 +274,8 @@ struct SessionMachine {
                 return f.withSince(since)
             }
         }
-        return OutboundEntry(frame: ClientRelayFrame.req(subscriptionID: id, filters: sent).toJSON(), deliveryEventIDs: [],
+        return OutboundEntry(
+            frame: ClientRelayFrame.req(subscriptionID: id, filters: sent).toJSON(), deliveryEventIDs: [],
             purpose: .subscription(id))
     }
 
@@ -302,8 +310,10 @@ struct SessionMachine {
         var actions: [RelaySessionAction] = []
         for id in deliveryIDsInOrder {
             deliveries[id] = nil
-            actions.append(.deliveryChanged(decision: DeliveryDecision(
-                eventID: id, state: .retryable, category: .cancelled, message: "the session was cancelled before the relay answered")))
+            actions.append(
+                .deliveryChanged(
+                    decision: DeliveryDecision(
+                        eventID: id, state: .retryable, category: .cancelled, message: "the session was cancelled before the relay answered")))
         }
         if active { _ = endTransport() }
         connection = .cancelled
@@ -323,8 +333,10 @@ struct SessionMachine {
             deliveries[id]!.drained = false
             guard deliveries[id]!.stage != .pending else { continue }
             deliveries[id] = nil
-            actions.append(.deliveryChanged(decision: DeliveryDecision(
-                eventID: id, state: .retryable, category: .transportLost, message: "the transport was lost before the relay answered")))
+            actions.append(
+                .deliveryChanged(
+                    decision: DeliveryDecision(
+                        eventID: id, state: .retryable, category: .transportLost, message: "the transport was lost before the relay answered")))
         }
         queue.removeAll()
         drained.removeAll()
@@ -394,7 +406,8 @@ struct SessionMachine {
         if !replacing {
             let bound = RelaySessionContract.maxSubscriptions
             guard subscriptions.count < bound.value else {
-                throw SoftchatError(bound.error, "subscribe: \(subscriptions.count) subscriptions are open, the limit is \(bound.value)",
+                throw SoftchatError(
+                    bound.error, "subscribe: \(subscriptions.count) subscriptions are open, the limit is \(bound.value)",
                     operation: .relaySession)
             }
             try requireReconnectRoom("subscribe")
@@ -443,7 +456,8 @@ struct SessionMachine {
         }
         if pendingCounts[id] == nil { try requireReconnectRoom("count") }
         if connection == .connected, closedCounts.contains(id) {
-            throw .invalidRelaySession("count: a cancelled COUNT \"\(id)\" went out on this connection; its late answer could not be told apart, use another id")
+            throw .invalidRelaySession(
+                "count: a cancelled COUNT \"\(id)\" went out on this connection; its late answer could not be told apart, use another id")
         }
         if connection == .connected, pendingCounts[id] != nil, !queue.contains(where: { $0.purpose == .count(id) }) {
             // Its COUNT already went out: the relay's answer would be credited to the new filters.
@@ -485,7 +499,8 @@ struct SessionMachine {
     mutating func confirmIngested(_ eventID: String) throws(SoftchatError) {
         try requireOpen("confirmIngested")
         guard let entry = awaiting.removeValue(forKey: eventID) else {
-            throw .invalidRelaySession("confirmIngested: event \(eventID) was not handed out for persistence, or was already confirmed",
+            throw .invalidRelaySession(
+                "confirmIngested: event \(eventID) was not handed out for persistence, or was already confirmed",
                 operation: .relayIngestion)
         }
         recentlyConfirmed.insert(eventID)

@@ -130,7 +130,8 @@ struct FrameReader {
     static func checkSubscriptionID(_ id: String, verb: String) throws(SoftchatError) {
         let bound = RelayWireContract.maxSubscriptionIdLength
         guard bound.allows(id.count) else {
-            throw SoftchatError(bound.error,
+            throw SoftchatError(
+                bound.error,
                 "\(verb) subscription id has \(id.count) characters; it must have \(bound.minimum ?? 1) to \(bound.value)",
                 operation: bound.operation)
         }

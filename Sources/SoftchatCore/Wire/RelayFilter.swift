@@ -143,9 +143,10 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
         if let since, event.createdAt < since { return false }
         if let until, event.createdAt > until { return false }
         for condition in tagSets {
-            guard event.tags.contains(where: { tag in
-                tag.count >= 2 && tag[0].utf8.elementsEqual(condition.name) && condition.values.contains(Array(tag[1].utf8))
-            })
+            guard
+                event.tags.contains(where: { tag in
+                    tag.count >= 2 && tag[0].utf8.elementsEqual(condition.name) && condition.values.contains(Array(tag[1].utf8))
+                })
             else { return false }
         }
         return true

@@ -112,9 +112,11 @@ func parseRelayResponseFrame(_ r: FrameReader) throws(SoftchatError) -> RelayRes
         return .negMessage(subscriptionID: try r.subscriptionID(1), message: try r.negentropyMessage(2))
     case "NEG-ERR":
         guard r.elements.count == 3 || r.elements.count == 4 else {
-            throw .invalidRelayFrame("NEG-ERR frame must be [\"NEG-ERR\", subscription id, reason] or with a record limit (3 or 4 elements), got \(r.elements.count)")
+            throw .invalidRelayFrame(
+                "NEG-ERR frame must be [\"NEG-ERR\", subscription id, reason] or with a record limit (3 or 4 elements), got \(r.elements.count)")
         }
-        if r.elements.count == 4, case .integer = r.elements[3] {} else if r.elements.count == 4 {
+        if r.elements.count == 4, case .integer = r.elements[3] {
+        } else if r.elements.count == 4 {
             throw .invalidRelayFrame("NEG-ERR element 3 (record limit) must be an integer, not \(r.elements[3].typeName)")
         }
         return .negError(subscriptionID: try r.subscriptionID(1), message: RelayMessage(try r.string(2, "reason")))

@@ -48,9 +48,11 @@ extension SoftchatAccount {
             if !unknown.isEmpty { report.problems.append("intents in unknown states: \(unknown.sorted())") }
             let noExpiry = try db.scalarInt("SELECT COUNT(*) FROM delivery_leases WHERE expires_at IS NULL")
             if noExpiry > 0 { report.problems.append("\(noExpiry) leases have no expiry") }
-            let orphanLease = try db.scalarInt("SELECT COUNT(*) FROM publish_intents WHERE lease_id IS NOT NULL AND lease_id NOT IN (SELECT lease_id FROM delivery_leases)")
+            let orphanLease = try db.scalarInt(
+                "SELECT COUNT(*) FROM publish_intents WHERE lease_id IS NOT NULL AND lease_id NOT IN (SELECT lease_id FROM delivery_leases)")
             if orphanLease > 0 { report.problems.append("\(orphanLease) intents name a lease that does not exist") }
-            let terminalLeased = try db.scalarInt("SELECT COUNT(*) FROM publish_intents WHERE state IN ('accepted', 'rejected') AND lease_id IS NOT NULL")
+            let terminalLeased = try db.scalarInt(
+                "SELECT COUNT(*) FROM publish_intents WHERE state IN ('accepted', 'rejected') AND lease_id IS NOT NULL")
             if terminalLeased > 0 { report.problems.append("\(terminalLeased) terminal intents still hold a lease") }
             let missingEvent = try db.scalarInt("SELECT COUNT(*) FROM publish_intents WHERE event_id NOT IN (SELECT id FROM events)")
             if missingEvent > 0 { report.problems.append("\(missingEvent) intents have no stored event") }

@@ -37,8 +37,10 @@ public struct AccountDelivery: Sendable {
                      (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
                   OR (state = 'inFlight' AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
                 """
-            try db.statement("UPDATE publish_intents SET state = 'rejected', category = 'exhausted', message = 'retry budget of \(budget) attempts used', lease_id = NULL, updated_at = ? WHERE attempts >= ? AND \(claimable)")
-                .bind(.int(now), .int(budget), .text(relayURL), .int(now), .int(now)).run()
+            try db.statement(
+                "UPDATE publish_intents SET state = 'rejected', category = 'exhausted', message = 'retry budget of \(budget) attempts used', lease_id = NULL, updated_at = ? WHERE attempts >= ? AND \(claimable)"
+            )
+            .bind(.int(now), .int(budget), .text(relayURL), .int(now), .int(now)).run()
             let select = try db.statement("SELECT intent_id FROM publish_intents WHERE \(claimable) ORDER BY sequence LIMIT ?")
                 .bind(.text(relayURL), .int(now), .int(now), .int(Int64(max)))
             var ids: [String] = []
@@ -49,9 +51,11 @@ public struct AccountDelivery: Sendable {
             // A lease whose work is taken again (it expired) is stale from now on: it can no
             // longer write, apply or release anything.
             let supersede = try db.statement(
-                "UPDATE delivery_leases SET released = 1 WHERE released = 0 AND lease_id = (SELECT lease_id FROM publish_intents WHERE intent_id = ?)")
+                "UPDATE delivery_leases SET released = 1 WHERE released = 0 AND lease_id = (SELECT lease_id FROM publish_intents WHERE intent_id = ?)"
+            )
             let take = try db.statement("UPDATE publish_intents SET lease_id = ?, state = 'pending', updated_at = ? WHERE intent_id = ?")
-            let payload = try db.statement("SELECT i.event_id, e.json FROM publish_intents i JOIN events e ON e.id = i.event_id WHERE i.intent_id = ?")
+            let payload = try db.statement(
+                "SELECT i.event_id, e.json FROM publish_intents i JOIN events e ON e.id = i.event_id WHERE i.intent_id = ?")
             var payloads: [DeliveryPayload] = []
             for id in ids {
                 try supersede.bind(.text(id)).run()
@@ -114,7 +118,8 @@ public struct AccountDelivery: Sendable {
             }
             try Self.requireHeld(db, claim, results.map(\.intentID), states: ["inFlight", "pending"], call: "applyResults")
             let terminal = try db.statement("UPDATE publish_intents SET state = ?, category = ?, message = ?, lease_id = NULL WHERE intent_id = ?")
-            let retry = try db.statement("""
+            let retry = try db.statement(
+                """
                 UPDATE publish_intents SET
                   state = CASE WHEN attempts >= ? THEN 'rejected' ELSE 'retryable' END,
                   category = CASE WHEN attempts >= ? THEN 'exhausted' ELSE ? END,
@@ -122,11 +127,14 @@ public struct AccountDelivery: Sendable {
                 """)
             for r in results {
                 if r.decision.state.isTerminal {
-                    try terminal.bind(.text(r.decision.state.rawValue), .text(r.decision.category.rawValue), .text(r.decision.message),
-                        .text(r.intentID)).run()
+                    try terminal.bind(
+                        .text(r.decision.state.rawValue), .text(r.decision.category.rawValue), .text(r.decision.message),
+                        .text(r.intentID)
+                    ).run()
                     terminal.reset()
                 } else {
-                    try retry.bind(.int(budget), .int(budget), .text(r.decision.category.rawValue), .text(r.decision.message), .text(r.intentID)).run()
+                    try retry.bind(.int(budget), .int(budget), .text(r.decision.category.rawValue), .text(r.decision.message), .text(r.intentID))
+                        .run()
                     retry.reset()
                 }
             }
@@ -162,8 +170,10 @@ public struct AccountDelivery: Sendable {
     public func release(_ claim: DeliveryClaim) throws(SoftchatError) {
         try store.write("release") { db in
             try Self.requireLive(db, claim)
-            try db.statement("UPDATE publish_intents SET state = 'pending', lease_id = NULL WHERE lease_id = ? AND state IN ('pending', 'inFlight', 'retryable')")
-                .bind(.text(claim.leaseID)).run()
+            try db.statement(
+                "UPDATE publish_intents SET state = 'pending', lease_id = NULL WHERE lease_id = ? AND state IN ('pending', 'inFlight', 'retryable')"
+            )
+            .bind(.text(claim.leaseID)).run()
             try db.statement("UPDATE delivery_leases SET released = 1 WHERE lease_id = ?").bind(.text(claim.leaseID)).run()
         }
     }
@@ -175,7 +185,8 @@ public struct AccountDelivery: Sendable {
             throw SoftchatError.invalidDeliveryState("claim \(claim.leaseID) does not exist for \(claim.relayURL)", operation: .relayPublish)
         }
         guard s.int64(1) == 0 else {
-            throw SoftchatError.invalidDeliveryState("claim \(claim.leaseID) was released, or expired and its work was claimed again; it is stale", operation: .relayPublish)
+            throw SoftchatError.invalidDeliveryState(
+                "claim \(claim.leaseID) was released, or expired and its work was claimed again; it is stale", operation: .relayPublish)
         }
     }
 
@@ -188,7 +199,8 @@ public struct AccountDelivery: Sendable {
                 throw SoftchatError.invalidDeliveryState("\(call): no intent \(id)", operation: .relayPublish)
             }
             guard s.optionalText(0) == claim.leaseID else {
-                throw SoftchatError.invalidDeliveryState("\(call): intent \(id) is not held by claim \(claim.leaseID) (stale claim)",
+                throw SoftchatError.invalidDeliveryState(
+                    "\(call): intent \(id) is not held by claim \(claim.leaseID) (stale claim)",
                     operation: .relayPublish)
             }
             let state = s.text(1)

@@ -100,7 +100,9 @@ public struct AccountIncoming: Sendable {
         }
     }
 
-    func ingest(inputs: [IngestInput], receivedAt: Int64, also: (SQLiteConnection) throws -> Void = { _ in }) throws(SoftchatError) -> IngestionOutcome {
+    func ingest(inputs: [IngestInput], receivedAt: Int64, also: (SQLiteConnection) throws -> Void = { _ in }) throws(SoftchatError)
+        -> IngestionOutcome
+    {
         // A forged copy carrying a genuine event's id must not take the id's one receipt slot
         // ahead of the genuine event in the same batch (it would never be stored).
         let verifiedIDs = Set(inputs.compactMap { if case .verified(let e) = $0 { e.id } else { nil } })
@@ -122,7 +124,8 @@ public struct AccountIncoming: Sendable {
         let keys = Set(inputs.map(\.key))
         let named = receipt.insertedEventIDs + receipt.duplicateEventIDs + receipt.quarantinedEventIDs
         guard named.count == keys.count, Set(named) == keys else {
-            throw .invalidPersistenceResult("ingest receipt names \(named.count) events for \(keys.count) distinct inputs",
+            throw .invalidPersistenceResult(
+                "ingest receipt names \(named.count) events for \(keys.count) distinct inputs",
                 operation: .relayIngestion)
         }
     }
@@ -213,7 +216,8 @@ struct EventWriter {
         }
         let expiration = event.firstTagValue("expiration").flatMap { Int64($0) }
         if let expiration, expiration <= receivedAt {
-            try quarantine(key: event.id, eventID: event.id, raw: event.jsonText,
+            try quarantine(
+                key: event.id, eventID: event.id, raw: event.jsonText,
                 reason: "expired at \(expiration) (NIP-40) before it arrived at \(receivedAt)")
             return false
         }
@@ -222,8 +226,9 @@ struct EventWriter {
         if kindClass == .replaceable || kindClass == .addressable {
             // Keep only the newest per (pubkey, kind[, d]); ties keep the lowest id (NIP-01).
             let current = try db.statement(
-                "SELECT id, created_at FROM events WHERE pubkey = ? AND kind = ? AND d_tag IS ? ORDER BY created_at DESC, id ASC LIMIT 1")
-                .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag))
+                "SELECT id, created_at FROM events WHERE pubkey = ? AND kind = ? AND d_tag IS ? ORDER BY created_at DESC, id ASC LIMIT 1"
+            )
+            .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag))
             if try current.step() {
                 let currentID = current.text(0)
                 let currentTime = current.int64(1)
@@ -231,18 +236,26 @@ struct EventWriter {
                     receipt.duplicateEventIDs.append(event.id)
                     return false
                 }
-                try db.statement("DELETE FROM events WHERE pubkey = ? AND kind = ? AND d_tag IS ? AND id NOT IN (SELECT event_id FROM publish_intents)")
-                    .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag)).run()
+                try db.statement(
+                    "DELETE FROM events WHERE pubkey = ? AND kind = ? AND d_tag IS ? AND id NOT IN (SELECT event_id FROM publish_intents)"
+                )
+                .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag)).run()
                 try db.statement("UPDATE events SET deleted = 1 WHERE pubkey = ? AND kind = ? AND d_tag IS ?")
                     .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag)).run()
             }
         }
         let hidden = try isDeleted(event, dTag: dTag)
-        try db.statement("INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-            .bind(.text(event.id), .text(event.pubkey), .int(event.createdAt), .int(Int64(event.kind)), .optional(dTag),
-                .optional(expiration), .int(hidden ? 1 : 0), .int(receivedAt), .text(event.jsonText)).run()
-        let tagInsert = try db.statement(tagTimes ? "INSERT INTO event_tags (event_id, name, value, created_at) VALUES (?, ?, ?, ?)"
-                                                  : "INSERT INTO event_tags (event_id, name, value) VALUES (?, ?, ?)")
+        try db.statement(
+            "INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        .bind(
+            .text(event.id), .text(event.pubkey), .int(event.createdAt), .int(Int64(event.kind)), .optional(dTag),
+            .optional(expiration), .int(hidden ? 1 : 0), .int(receivedAt), .text(event.jsonText)
+        ).run()
+        let tagInsert = try db.statement(
+            tagTimes
+                ? "INSERT INTO event_tags (event_id, name, value, created_at) VALUES (?, ?, ?, ?)"
+                : "INSERT INTO event_tags (event_id, name, value) VALUES (?, ?, ?)")
         for tag in event.tags where tag.count >= 2 && tag[0].unicodeScalars.count == 1 {
             if tagTimes {
                 try tagInsert.bind(.text(event.id), .text(tag[0]), .text(tag[1]), .int(event.createdAt)).run()
@@ -288,8 +301,10 @@ struct EventWriter {
 
     func recordReceipt() throws {
         try db.statement("INSERT INTO ingest_receipts (received_at, total, inserted, duplicates, quarantined) VALUES (?, ?, ?, ?, ?)")
-            .bind(.int(receivedAt), .int(Int64(receipt.total)), .int(Int64(receipt.insertedEventIDs.count)),
-                .int(Int64(receipt.duplicateEventIDs.count)), .int(Int64(receipt.quarantinedEventIDs.count))).run()
+            .bind(
+                .int(receivedAt), .int(Int64(receipt.total)), .int(Int64(receipt.insertedEventIDs.count)),
+                .int(Int64(receipt.duplicateEventIDs.count)), .int(Int64(receipt.quarantinedEventIDs.count))
+            ).run()
     }
 }
 

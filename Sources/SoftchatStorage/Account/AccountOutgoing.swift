@@ -43,7 +43,9 @@ public struct AccountOutgoing: Sendable {
                 for e in events {
                     for relay in relayURLs {
                         try lookup.bind(.text(e.id), .text(relay))
-                        guard try lookup.step() else { throw SQLiteError(code: 0, extendedCode: 0, message: "intent missing", operation: "enqueueSigned") }
+                        guard try lookup.step() else {
+                            throw SQLiteError(code: 0, extendedCode: 0, message: "intent missing", operation: "enqueueSigned")
+                        }
                         ids.append(lookup.text(0))
                         lookup.reset()
                     }
@@ -70,18 +72,23 @@ public struct AccountOutgoing: Sendable {
             // later in this same batch, which removes its row; the intent still needs its row.
             for e in events {
                 if !(try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(e.id)).step()) {
-                    try db.statement("INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, NULL, NULL, 1, ?, ?)")
-                        .bind(.text(e.id), .text(e.pubkey), .int(e.createdAt), .int(Int64(e.kind)), .int(now), .text(e.jsonText)).run()
+                    try db.statement(
+                        "INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, NULL, NULL, 1, ?, ?)"
+                    )
+                    .bind(.text(e.id), .text(e.pubkey), .int(e.createdAt), .int(Int64(e.kind)), .int(now), .text(e.jsonText)).run()
                 }
             }
             var sequence = try db.scalarInt("SELECT COALESCE(MAX(sequence), 0) FROM publish_intents")
             let insert = try db.statement(
-                "INSERT OR IGNORE INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)")
+                "INSERT OR IGNORE INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)"
+            )
             for e in events {
                 for relay in relayURLs {
                     sequence += 1
-                    try insert.bind(.text(Self.intentID(operationID, e.id, relay)), .text(operationID), .text(e.id), .text(relay),
-                        .int(sequence), .int(now)).run()
+                    try insert.bind(
+                        .text(Self.intentID(operationID, e.id, relay)), .text(operationID), .text(e.id), .text(relay),
+                        .int(sequence), .int(now)
+                    ).run()
                     insert.reset()
                 }
             }

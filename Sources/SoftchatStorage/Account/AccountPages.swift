@@ -132,16 +132,19 @@ extension AccountDelivery {
     ///   `invalid_persistence_result` once the account is closed.
     public func intents(operationID: String) throws(SoftchatError) -> [PublishIntentStatus] {
         try store.read("intents(operationID:)") { db in
-            let s = try db.statement("""
+            let s = try db.statement(
+                """
                 SELECT intent_id, event_id, relay_url, state, category, message, attempts FROM publish_intents
                 WHERE operation_id = ? ORDER BY sequence, relay_url
-                """).bind(.text(operationID))
+                """
+            ).bind(.text(operationID))
             var out: [PublishIntentStatus] = []
             while try s.step() {
-                out.append(PublishIntentStatus(
-                    intentID: s.text(0), eventID: s.text(1), relayURL: s.text(2), state: DeliveryState(rawValue: s.text(3)) ?? .pending,
-                    category: s.optionalText(4).flatMap(DeliveryCategory.init(rawValue:)), message: s.optionalText(5),
-                    attempts: Int(s.int64(6))))
+                out.append(
+                    PublishIntentStatus(
+                        intentID: s.text(0), eventID: s.text(1), relayURL: s.text(2), state: DeliveryState(rawValue: s.text(3)) ?? .pending,
+                        category: s.optionalText(4).flatMap(DeliveryCategory.init(rawValue:)), message: s.optionalText(5),
+                        attempts: Int(s.int64(6))))
             }
             return out
         }

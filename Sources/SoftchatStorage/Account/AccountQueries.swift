@@ -42,7 +42,8 @@ extension SoftchatAccount {
         // first and stop at `limit` matches, instead of collecting and sorting every event that
         // carries the tag (cost flat in the account's size).
         let driving = filter.limit != nil ? filter.tagConditions.first { $0.values.count == 1 } : nil
-        var sql = driving == nil
+        var sql =
+            driving == nil
             ? "SELECT e.json FROM events e WHERE e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
             : "SELECT e.json, e.id FROM event_tags d JOIN events e ON e.id = d.event_id WHERE d.name = ? AND d.value = ? AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
         var args: [SQLValue] = []
@@ -83,8 +84,10 @@ extension SoftchatAccount {
     /// Appends the SQL conditions that select exactly the events `filter` matches (ids and
     /// authors exactly or by prefix, kinds, since/until on `timeColumn`, each tag condition but
     /// `except` over the tag index).
-    static func narrow(_ filter: RelayFilter, timeColumn time: String, except driving: (letter: Character, values: [String])? = nil,
-                       sql: inout String, args: inout [SQLValue]) {
+    static func narrow(
+        _ filter: RelayFilter, timeColumn time: String, except driving: (letter: Character, values: [String])? = nil,
+        sql: inout String, args: inout [SQLValue]
+    ) {
         func hexCondition(_ column: String, _ values: [String]) {
             var parts: [String] = []
             let exact = values.filter { $0.utf8.count == 64 }

@@ -49,7 +49,9 @@ extension SoftchatAccount {
     /// tagged event's (created_at, id), so no event row is visited; kinds are checked in the
     /// (kind, created_at, id) index. A chat's filter (`{"kinds":[1059],"#p":[me]}`) is this
     /// shape; reading event rows instead costs 5 times as much.
-    static func taggedItems(_ db: SQLiteConnection, _ filter: RelayFilter, _ driving: (letter: Character, values: [String])) throws -> [NegentropyItem] {
+    static func taggedItems(_ db: SQLiteConnection, _ filter: RelayFilter, _ driving: (letter: Character, values: [String])) throws
+        -> [NegentropyItem]
+    {
         var sql = "SELECT d.created_at, d.event_id FROM event_tags d WHERE d.name = ? AND d.value IN (\(marks(driving.values.count)))"
         var args: [SQLValue] = [.text(String(driving.letter))] + driving.values.map(SQLValue.text)
         if let since = filter.since {
@@ -61,7 +63,8 @@ extension SoftchatAccount {
             args.append(.int(until))
         }
         if let kinds = filter.kinds {
-            sql += " AND EXISTS (SELECT 1 FROM events k INDEXED BY events_kind_time WHERE k.kind IN (\(marks(kinds.count)))"
+            sql +=
+                " AND EXISTS (SELECT 1 FROM events k INDEXED BY events_kind_time WHERE k.kind IN (\(marks(kinds.count)))"
                 + " AND k.created_at = d.created_at AND k.id = d.event_id)"
             args += kinds.map { .int(Int64($0)) }
         }
@@ -105,8 +108,10 @@ extension SoftchatAccount {
     ///   `invalid_persistence_result` once the account is closed.
     public func recordNegentropySupport(_ record: NegentropySupportRecord) throws(SoftchatError) {
         try store.write("recordNegentropySupport") { db in
-            try db.statement("INSERT INTO relay_negentropy (relay_url, supported, checked_at, reason) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url) DO UPDATE SET supported = excluded.supported, checked_at = excluded.checked_at, reason = excluded.reason")
-                .bind(.text(record.relayURL), .int(record.supported ? 1 : 0), .int(record.checkedAt), .text(record.reason)).run()
+            try db.statement(
+                "INSERT INTO relay_negentropy (relay_url, supported, checked_at, reason) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url) DO UPDATE SET supported = excluded.supported, checked_at = excluded.checked_at, reason = excluded.reason"
+            )
+            .bind(.text(record.relayURL), .int(record.supported ? 1 : 0), .int(record.checkedAt), .text(record.reason)).run()
         }
     }
 }

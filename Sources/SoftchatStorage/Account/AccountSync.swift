@@ -26,8 +26,10 @@ extension SoftchatAccount {
         _ = try SessionFilters.parse(filtersJSON)
         let encoded = JSONValue.array(filtersJSON.map(JSONValue.string)).jsonText
         try store.write("setSubscription") { db in
-            try db.statement("INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, ?) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = excluded.relay_url")
-                .bind(.text(id), .text(encoded), .optional(relayURL)).run()
+            try db.statement(
+                "INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, ?) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = excluded.relay_url"
+            )
+            .bind(.text(id), .text(encoded), .optional(relayURL)).run()
         }
     }
 
@@ -51,8 +53,10 @@ extension SoftchatAccount {
     ///   `invalid_persistence_result` once the account is closed.
     public func subscriptions(for relayURL: String? = nil) throws(SoftchatError) -> [SubscriptionPolicyEntry] {
         try store.read("subscriptions") { db in
-            let s = try db.statement("SELECT subscription_id, filters_json, relay_url FROM subscription_policy WHERE ? IS NULL OR relay_url IS NULL OR relay_url = ? ORDER BY subscription_id")
-                .bind(.optional(relayURL), .optional(relayURL))
+            let s = try db.statement(
+                "SELECT subscription_id, filters_json, relay_url FROM subscription_policy WHERE ? IS NULL OR relay_url IS NULL OR relay_url = ? ORDER BY subscription_id"
+            )
+            .bind(.optional(relayURL), .optional(relayURL))
             var out: [SubscriptionPolicyEntry] = []
             while try s.step() {
                 let filters = (try? JSONReader().parse(s.text(1)))?.arrayValue?.compactMap(\.stringValue) ?? []
@@ -89,8 +93,10 @@ extension SoftchatAccount {
     ///   `invalid_persistence_result` once the account is closed.
     public func advanceSyncCursor(relayURL: String, subscriptionID: String, createdAt: Int64, now: Int64) throws(SoftchatError) {
         try store.write("advanceSyncCursor") { db in
-            try db.statement("INSERT INTO sync_cursors (relay_url, subscription_id, newest_created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET newest_created_at = MAX(newest_created_at, excluded.newest_created_at), updated_at = excluded.updated_at")
-                .bind(.text(relayURL), .text(subscriptionID), .int(createdAt), .int(now)).run()
+            try db.statement(
+                "INSERT INTO sync_cursors (relay_url, subscription_id, newest_created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET newest_created_at = MAX(newest_created_at, excluded.newest_created_at), updated_at = excluded.updated_at"
+            )
+            .bind(.text(relayURL), .text(subscriptionID), .int(createdAt), .int(now)).run()
         }
     }
 }
@@ -140,11 +146,15 @@ extension SoftchatAccount {
 enum SyncStateStore {
     static func write(_ db: SQLiteConnection, _ record: SyncStateRecord, now: Int64) throws {
         let filters = JSONValue.array(record.filtersJSON.map(JSONValue.string)).jsonText
-        try db.statement("INSERT INTO sync_states (relay_url, subscription_id, filters_json, state_json, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET filters_json = excluded.filters_json, state_json = excluded.state_json, updated_at = excluded.updated_at")
-            .bind(.text(record.relayURL), .text(record.subscriptionID), .text(filters), .text(record.stateJSON), .int(now)).run()
+        try db.statement(
+            "INSERT INTO sync_states (relay_url, subscription_id, filters_json, state_json, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET filters_json = excluded.filters_json, state_json = excluded.state_json, updated_at = excluded.updated_at"
+        )
+        .bind(.text(record.relayURL), .text(record.subscriptionID), .text(filters), .text(record.stateJSON), .int(now)).run()
         if let cursor = record.cursor {
-            try db.statement("INSERT INTO sync_cursors (relay_url, subscription_id, newest_created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET newest_created_at = MAX(newest_created_at, excluded.newest_created_at), updated_at = excluded.updated_at")
-                .bind(.text(record.relayURL), .text(record.subscriptionID), .int(cursor), .int(now)).run()
+            try db.statement(
+                "INSERT INTO sync_cursors (relay_url, subscription_id, newest_created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url, subscription_id) DO UPDATE SET newest_created_at = MAX(newest_created_at, excluded.newest_created_at), updated_at = excluded.updated_at"
+            )
+            .bind(.text(record.relayURL), .text(record.subscriptionID), .int(cursor), .int(now)).run()
         }
     }
 }

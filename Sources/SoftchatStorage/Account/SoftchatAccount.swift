@@ -1,5 +1,5 @@
-import Synchronization
 public import SoftchatCore
+import Synchronization
 
 /// Account settings that bound durable work.
 public struct AccountPolicy: Sendable, Hashable {
@@ -192,7 +192,10 @@ final class AccountStore: Sendable {
     func snapshot<R>(_ call: String, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
         try read(call) { db in
             try db.execute("BEGIN")
-            defer { db.resetStatements(); try? db.execute("COMMIT") }
+            defer {
+                db.resetStatements()
+                try? db.execute("COMMIT")
+            }
             return try body(db)
         }
     }

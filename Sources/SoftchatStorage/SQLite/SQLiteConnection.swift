@@ -55,7 +55,8 @@ final class SQLiteConnection {
     }
 
     func error(_ rc: Int32, _ operation: String) -> SQLiteError {
-        SQLiteError(code: rc & 0xFF, extendedCode: sqlite3_extended_errcode(handle),
+        SQLiteError(
+            code: rc & 0xFF, extendedCode: sqlite3_extended_errcode(handle),
             message: String(cString: sqlite3_errmsg(handle)), operation: operation)
     }
 

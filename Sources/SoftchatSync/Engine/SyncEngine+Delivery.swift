@@ -9,8 +9,10 @@ extension SyncEngine {
         else { return }
         leaseCounter += 1
         relays[r].claiming = true
-        push(.account(.claim(relayURL: relays[r].url, leaseID: "\(configuration.leasePrefix)-\(leaseCounter)", max: configuration.claimBatch),
-                      .claim(relay: r)))
+        push(
+            .account(
+                .claim(relayURL: relays[r].url, leaseID: "\(configuration.leasePrefix)-\(leaseCounter)", max: configuration.claimBatch),
+                .claim(relay: r)))
     }
 
     func claimed(_ r: Int, _ result: DeliveryClaimResult?) {
@@ -125,20 +127,23 @@ extension SyncEngine {
             for id in relays[r].subscriptions.keys.sorted() where relays[r].subscriptions[id]!.dirty {
                 let sub = relays[r].subscriptions[id]!
                 states.append(CommittedState(relay: r, subscription: id, outcome: sub.completed, sync: sub.sync))
-                records.append(SyncStateRecord(relayURL: relays[r].url, subscriptionID: id, filtersJSON: sub.filtersJSON,
-                                               stateJSON: sub.sync.jsonValue.jsonText, cursor: sub.completed?.cursor))
+                records.append(
+                    SyncStateRecord(
+                        relayURL: relays[r].url, subscriptionID: id, filtersJSON: sub.filtersJSON,
+                        stateJSON: sub.sync.jsonValue.jsonText, cursor: sub.completed?.cursor))
                 relays[r].subscriptions[id]!.dirty = false
             }
         }
         let events = pendingIngest
         pendingIngest.removeAll()
         guard !events.isEmpty || !records.isEmpty else { return }
-        push(.account(.commit(events: events.map(\.event), syncStates: records, receivedAt: now.unixSeconds),
-                      .commit(events: events, states: states)))
+        push(
+            .account(
+                .commit(events: events.map(\.event), syncStates: records, receivedAt: now.unixSeconds),
+                .commit(events: events, states: states)))
     }
 
-    func committed(_ events: [(relay: Int, event: VerifiedEvent)], _ states: [CommittedState], _ result: IngestionResult)
-    {
+    func committed(_ events: [(relay: Int, event: VerifiedEvent)], _ states: [CommittedState], _ result: IngestionResult) {
         var perRelay: [Int: IngestionResult] = [:]
         let accepted = Set(result.accepted)
         let present = Set(result.alreadyPresent)

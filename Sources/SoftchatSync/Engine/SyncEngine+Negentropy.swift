@@ -33,12 +33,16 @@ extension SyncEngine {
     func beginNegentropy(_ r: Int, _ id: String) {
         guard let sub = relays[r].subscriptions[id] else { return }
         relays[r].subscriptions[id]!.awaitingItems = true
-        push(.account(.reconciliationItems(relayURL: relays[r].url, subscriptionID: id, filtersJSON: sub.filters.map { $0.withoutLimit().toJSON() }),
-                      .items(relay: r, subscription: id, connection: relays[r].connection)))
+        push(
+            .account(
+                .reconciliationItems(relayURL: relays[r].url, subscriptionID: id, filtersJSON: sub.filters.map { $0.withoutLimit().toJSON() }),
+                .items(relay: r, subscription: id, connection: relays[r].connection)))
     }
 
     func itemsLoaded(_ r: Int, _ id: String, connection: Int, items: [[NegentropyItem]]) {
-        guard connection == relays[r].connection, relays[r].phase == .connected, var sub = relays[r].subscriptions[id], sub.awaitingItems else { return }
+        guard connection == relays[r].connection, relays[r].phase == .connected, var sub = relays[r].subscriptions[id], sub.awaitingItems else {
+            return
+        }
         sub.awaitingItems = false
         relays[r].subscriptions[id] = sub
         guard items.count == sub.filters.count, items.contains(where: { !$0.isEmpty }), let limit = negentropyFrameLimit(r) else {
@@ -62,7 +66,9 @@ extension SyncEngine {
         guard !relays[r].negOff else { return }
         let room = relays[r].negSerial ? 1 : Self.maxOpenNegentropy
         for id in relays[r].subscriptions.keys.sorted() where relays[r].subscriptions[id]!.liveEnded {
-            while relays[r].negOwner.count < room, var reconciliation = relays[r].subscriptions[id]?.negentropy, let output = reconciliation.nextOpen() {
+            while relays[r].negOwner.count < room, var reconciliation = relays[r].subscriptions[id]?.negentropy,
+                let output = reconciliation.nextOpen()
+            {
                 relays[r].subscriptions[id]!.negentropy = reconciliation
                 sendNegentropy(r, id, output)
             }
@@ -272,7 +278,10 @@ extension SyncEngine {
         }
         for negID in late.keys.sorted() {
             guard let owner = relays[r].negOwner[negID] else { continue }
-            report(.notice(relayURL: relays[r].url, "negentropy for \(owner.subscription) unanswered for \(configuration.negentropyDeadlineMilliseconds) ms: paging instead"))
+            report(
+                .notice(
+                    relayURL: relays[r].url,
+                    "negentropy for \(owner.subscription) unanswered for \(configuration.negentropyDeadlineMilliseconds) ms: paging instead"))
             fallBack(r, owner.subscription, reason: "unanswered")
         }
     }
@@ -296,7 +305,9 @@ extension SyncEngine {
             relays[r].negLostUnanswered += 1
             if relays[r].negLostUnanswered >= 2 {
                 relays[r].negLostUnanswered = 0
-                report(.notice(relayURL: relays[r].url, "no NIP-77 negentropy here (two connections lost awaiting NEG-OPEN's answer): syncing by REQ pages"))
+                report(
+                    .notice(
+                        relayURL: relays[r].url, "no NIP-77 negentropy here (two connections lost awaiting NEG-OPEN's answer): syncing by REQ pages"))
                 recordSupport(r, supported: false, reason: "two connections lost awaiting NEG-OPEN's answer")
             }
         }

@@ -75,8 +75,9 @@ extension SyncEngine {
                 continue
             }
             let horizon = configuration.horizons[entry.subscriptionID] ?? entry.horizon
-            var sync = SubscriptionSync(filters: filters, cursor: entry.storedFiltersJSON == nil ? entry.cursor : nil,
-                                        horizon: horizon, paging: paging)
+            var sync = SubscriptionSync(
+                filters: filters, cursor: entry.storedFiltersJSON == nil ? entry.cursor : nil,
+                horizon: horizon, paging: paging)
             if let stored = entry.storedStateJSON, entry.storedFiltersJSON == entry.filtersJSON,
                 let json = try? JSONReader().parse(stored), let resumed = try? SubscriptionSync(json: json)
             {
@@ -277,8 +278,10 @@ extension SyncEngine {
                 }
                 // Events for a REQ we just closed (the relay sent them before our CLOSE
                 // reached it) are no news.
-                guard relays[r].pageOwner[subscriptionID] != nil || relays[r].subscriptions[subscriptionID] != nil
-                    || relays[r].aheadREQs.contains(subscriptionID) else { continue }
+                guard
+                    relays[r].pageOwner[subscriptionID] != nil || relays[r].subscriptions[subscriptionID] != nil
+                        || relays[r].aheadREQs.contains(subscriptionID)
+                else { continue }
                 report(.notice(relayURL: relays[r].url, "event \(eventID) on \(subscriptionID) refused: \(reason)"))
             case .endOfStoredEvents(let subscriptionID):
                 if relays[r].aheadREQs.remove(subscriptionID) != nil {

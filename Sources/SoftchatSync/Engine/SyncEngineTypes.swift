@@ -51,9 +51,11 @@ public struct RelayLimits: Sendable, Hashable {
     ///   - software: The document's `software`, for known quirks.
     ///   - untilConvention: How it reads `until`, when known.
     ///   - supportsNegentropy: Whether it speaks NIP-77: true, false, or nil when unknown.
-    public init(maxMessageLength: Int? = nil, maxLimit: Int? = nil, acceptsEventsBatch: Bool = false,
-                supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil,
-                untilConvention: RelayPaging.UntilConvention? = nil, supportsNegentropy: Bool? = nil) {
+    public init(
+        maxMessageLength: Int? = nil, maxLimit: Int? = nil, acceptsEventsBatch: Bool = false,
+        supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil,
+        untilConvention: RelayPaging.UntilConvention? = nil, supportsNegentropy: Bool? = nil
+    ) {
         self.untilConvention = untilConvention
         self.supportsNegentropy = supportsNegentropy
         self.maxMessageLength = maxMessageLength
@@ -102,8 +104,10 @@ public struct EngineSubscription: Sendable, Hashable {
     ///   - storedStateJSON: The stored sync state's JSON text; nil without one.
     ///   - cursor: The account's cursor for this relay and subscription, if any.
     ///   - horizon: Seconds re-asked behind the cursor; nil for the default.
-    public init(subscriptionID: String, filtersJSON: [String], storedFiltersJSON: [String]? = nil, storedStateJSON: String? = nil,
-                cursor: Int64? = nil, horizon: Int64? = nil) {
+    public init(
+        subscriptionID: String, filtersJSON: [String], storedFiltersJSON: [String]? = nil, storedStateJSON: String? = nil,
+        cursor: Int64? = nil, horizon: Int64? = nil
+    ) {
         self.subscriptionID = subscriptionID
         self.filtersJSON = filtersJSON
         self.storedFiltersJSON = storedFiltersJSON

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One connection of an `IODriver`, as a state machine driven by socket readiness and
@@ -54,8 +54,10 @@ final class DriverConnection {
     private var readEnded = false
     private var writeShut = false
 
-    init(driver: IODriver, id: ConnectionID, serial: UInt64, endpoint: RelayEndpoint, options: ConnectionOptions,
-         purpose: ConnectionPurpose, now: Int64) {
+    init(
+        driver: IODriver, id: ConnectionID, serial: UInt64, endpoint: RelayEndpoint, options: ConnectionOptions,
+        purpose: ConnectionPurpose, now: Int64
+    ) {
         self.driver = driver
         self.id = id
         self.serial = serial
@@ -118,8 +120,9 @@ final class DriverConnection {
             if let parameters = endpoint.noise {
                 stage = .securing
                 let localStatic = parameters.pattern.initiatorSendsStatic ? try options.noiseStaticKey() : nil
-                let channel = try NoiseChannel(pattern: parameters.pattern, localStatic: localStatic, remoteStatic: parameters.relayStaticKey,
-                                               rekeyAfterMessages: options.noiseRekeyAfterMessages)
+                let channel = try NoiseChannel(
+                    pattern: parameters.pattern, localStatic: localStatic, remoteStatic: parameters.relayStaticKey,
+                    rekeyAfterMessages: options.noiseRekeyAfterMessages)
                 noise = channel
                 var out: [UInt8] = []
                 try channel.handshakeOutput(into: &out)
@@ -331,7 +334,10 @@ final class DriverConnection {
         case .open:
             fail(noise?.endOfStreamError() ?? TransportError(.closed, "the relay closed the connection without a close frame"))
         case .securing, .requesting:
-            if let error = noise?.endOfStreamError() { fail(error); return }
+            if let error = noise?.endOfStreamError() {
+                fail(error)
+                return
+            }
             let during = purpose == .webSocket ? "the WebSocket handshake" : "the NIP-11 request"
             fail(TransportError(.handshake, "the connection closed during \(during) with \(endpoint)"))
         case .resolving, .connecting:

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 // Non-blocking sockets for the event-driven driver: addresses, resolution, connect, send and
@@ -61,16 +61,16 @@ enum DriverSocket {
     /// connected (loopback can be immediate), or the reason it failed at once.
     static func startConnect(_ address: SocketAddress, describing target: String) -> Result<(fd: Int32, connected: Bool), TransportError> {
         #if canImport(Glibc)
-        let fd = socket(address.family, streamSocketType | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let fd = socket(address.family, streamSocketType | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
-        let fd = socket(address.family, streamSocketType, 0)
+            let fd = socket(address.family, streamSocketType, 0)
         #endif
         guard fd >= 0 else { return .failure(TransportError(.connect, "socket for \(target): \(errnoText())")) }
         #if canImport(Darwin)
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
         #endif
         // Relay frames are small and latency matters.
         var nodelay: Int32 = 1
@@ -109,9 +109,9 @@ enum DriverSocket {
     static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> SocketProgress {
         while true {
             #if canImport(Glibc)
-            let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+                let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
             #else
-            let n = Darwin.send(fd, bytes.baseAddress, bytes.count, 0)
+                let n = Darwin.send(fd, bytes.baseAddress, bytes.count, 0)
             #endif
             if n >= 0 { return .bytes(n) }
             let code = errno
@@ -124,9 +124,9 @@ enum DriverSocket {
     /// Ends our sending direction (the peer reads end of stream) but keeps reading.
     static func shutdownWrite(_ fd: Int32) {
         #if canImport(Glibc)
-        shutdown(fd, Int32(SHUT_WR))
+            shutdown(fd, Int32(SHUT_WR))
         #else
-        shutdown(fd, SHUT_WR)
+            shutdown(fd, SHUT_WR)
         #endif
     }
 }

@@ -1,10 +1,11 @@
 import COpenSSL
 import Dispatch
 import SoftchatCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A single-threaded, event-driven I/O driver: one thread carries any number of relay
@@ -110,17 +111,21 @@ public final class IODriver: @unchecked Sendable {
         guard go else { return }
         let context = Unmanaged.passRetained(self).toOpaque()
         #if canImport(Glibc)
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
-            Unmanaged<IODriver>.fromOpaque(arg!).takeRetainedValue().run()
-            return nil
-        }, context)
+            var tid = pthread_t()
+            let rc = pthread_create(
+                &tid, nil,
+                { arg in
+                    Unmanaged<IODriver>.fromOpaque(arg!).takeRetainedValue().run()
+                    return nil
+                }, context)
         #else
-        var tid: pthread_t?
-        let rc = pthread_create(&tid, nil, { arg in
-            Unmanaged<IODriver>.fromOpaque(arg).takeRetainedValue().run()
-            return nil
-        }, context)
+            var tid: pthread_t?
+            let rc = pthread_create(
+                &tid, nil,
+                { arg in
+                    Unmanaged<IODriver>.fromOpaque(arg).takeRetainedValue().run()
+                    return nil
+                }, context)
         #endif
         guard rc == 0 else {
             Unmanaged<IODriver>.fromOpaque(context).release()
@@ -193,8 +198,9 @@ public final class IODriver: @unchecked Sendable {
     // MARK: Driver thread: the handler's calls
 
     private func assertOnDriverThread(_ function: StaticString = #function) {
-        assert(lock.with { thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false },
-               "IODriver.\(function) must be called on the driver thread (from the handler)")
+        assert(
+            lock.with { thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false },
+            "IODriver.\(function) must be called on the driver thread (from the handler)")
     }
 
     /// Opens connection `id` (not in use) to `endpoint`. The outcome arrives as events:
@@ -212,14 +218,17 @@ public final class IODriver: @unchecked Sendable {
         precondition(connections[id] == nil, "IODriver.open: connection \(id) is already in use")
         nextSerial += 1
         let now = Self.monotonicMilliseconds()
-        let connection = DriverConnection(driver: self, id: id, serial: nextSerial, endpoint: endpoint, options: options,
-                                          purpose: purpose, now: now)
+        let connection = DriverConnection(
+            driver: self, id: id, serial: nextSerial, endpoint: endpoint, options: options,
+            purpose: purpose, now: now)
         connections[id] = connection
         live[connection.serial] = connection
         if let numeric = SocketAddress.resolve(host: endpoint.host, port: endpoint.port, numericOnly: true) {
             connection.resolved(numeric)
         } else {
-            let serial = connection.serial, host = endpoint.host, port = endpoint.port
+            let serial = connection.serial
+            let host = endpoint.host
+            let port = endpoint.port
             DispatchQueue.global().async { [self] in
                 post(serial, SocketAddress.resolve(host: host, port: port, numericOnly: false)!)
             }
@@ -357,7 +366,7 @@ public final class IODriver: @unchecked Sendable {
         var due = serviceDue
         for _ in 0..<64 {
             let delivered = deliverEvents()
-            if (delivered || due), let handler, !isStopRequested {
+            if delivered || due, let handler, !isStopRequested {
                 handlerDeadline = handler.driverService(self, now: Self.monotonicMilliseconds())
             }
             due = false
@@ -420,18 +429,18 @@ public final class IODriver: @unchecked Sendable {
 
     private func setThreadName() {
         #if canImport(Glibc)
-        // Linux keeps 15 bytes of a thread name.
-        var cut = Array(name.utf8.prefix(15)).map { CChar(bitPattern: $0) }
-        cut.append(0)
-        _ = linuxSetThreadName(pthread_self(), cut)
+            // Linux keeps 15 bytes of a thread name.
+            var cut = Array(name.utf8.prefix(15)).map { CChar(bitPattern: $0) }
+            cut.append(0)
+            _ = linuxSetThreadName(pthread_self(), cut)
         #else
-        _ = pthread_setname_np(name)
+            _ = pthread_setname_np(name)
         #endif
     }
 }
 
 #if canImport(Glibc)
-/// glibc's pthread_setname_np, which the Glibc module hides behind _GNU_SOURCE.
-@_silgen_name("pthread_setname_np")
-private func linuxSetThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32
+    /// glibc's pthread_setname_np, which the Glibc module hides behind _GNU_SOURCE.
+    @_silgen_name("pthread_setname_np")
+    private func linuxSetThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32
 #endif

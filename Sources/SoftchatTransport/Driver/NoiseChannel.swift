@@ -21,8 +21,10 @@ final class NoiseChannel {
 
     /// Starts the handshake: `localStatic` for patterns that send the initiator's static key,
     /// `remoteStatic` the relay's key from the URL (required or pinned, by pattern).
-    init(pattern: NoiseHandshakePattern, localStatic: NoiseKeyPair?, remoteStatic: [UInt8]?,
-         rekeyAfterMessages: UInt64) throws(TransportError) {
+    init(
+        pattern: NoiseHandshakePattern, localStatic: NoiseKeyPair?, remoteStatic: [UInt8]?,
+        rekeyAfterMessages: UInt64
+    ) throws(TransportError) {
         self.pattern = pattern
         self.rekeyAfterMessages = rekeyAfterMessages
         pinned = remoteStatic

@@ -162,7 +162,9 @@ struct WebSocketCodec {
         let payloadStart = start + headerLength + maskLength
         var payload = Array(buffer[payloadStart..<(start + total)])
         if masked {
-            let key = (buffer[start + headerLength], buffer[start + headerLength + 1], buffer[start + headerLength + 2], buffer[start + headerLength + 3])
+            let key = (
+                buffer[start + headerLength], buffer[start + headerLength + 1], buffer[start + headerLength + 2], buffer[start + headerLength + 3]
+            )
             Self.mask(&payload, key)
         }
         start += total

@@ -77,7 +77,9 @@ public final class NoiseCipherState: @unchecked Sendable, CustomStringConvertibl
 
     func decrypt(ad: [UInt8], _ ciphertext: UnsafeRawBufferPointer) throws(NoiseError) -> [UInt8] {
         guard let key else { return Array(ciphertext) }
-        guard nonce != UInt64.max else { throw NoiseError(.nonceExhausted, "the receiving nonce is exhausted (2^64-1 messages); the session must end") }
+        guard nonce != UInt64.max else {
+            throw NoiseError(.nonceExhausted, "the receiving nonce is exhausted (2^64-1 messages); the session must end")
+        }
         guard ciphertext.count <= NoiseCrypto.maxMessageLength else {
             throw NoiseError(.messageTooLong, "a ciphertext of \(ciphertext.count) bytes exceeds the 65,535-byte Noise message limit")
         }

@@ -1,8 +1,9 @@
 import COpenSSL
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 // The crypto functions of Noise_*_25519_ChaChaPoly_SHA256 (noise.md §4, §12) over libcrypto:
@@ -224,7 +225,9 @@ enum NoiseCrypto {
             }
             var written = 0
             if plaintext.count > 0 {
-                guard EVP_EncryptUpdate(ctx, o, &length, plaintext.bindMemory(to: UInt8.self).baseAddress, Int32(plaintext.count)) == 1 else { return false }
+                guard EVP_EncryptUpdate(ctx, o, &length, plaintext.bindMemory(to: UInt8.self).baseAddress, Int32(plaintext.count)) == 1 else {
+                    return false
+                }
                 written = Int(length)
             }
             guard EVP_EncryptFinal_ex(ctx, o + written, &length) == 1 else { return false }
@@ -379,15 +382,18 @@ public final class NoiseKeyPair: @unchecked Sendable, CustomStringConvertible, C
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw NoiseError(.keyFile, "cannot stat the Noise key file \(path)") }
         guard info.st_mode & 0o077 == 0 else {
-            throw NoiseError(.keyFile, "the Noise key file \(path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it")
+            throw NoiseError(
+                .keyFile, "the Noise key file \(path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it")
         }
         let secret = NoiseSecret(count: 32)
         var scratch = [UInt8](repeating: 0, count: 64)
         defer { noiseWipe(&scratch) }
         let n = scratch.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard n == 32 else {
-            throw NoiseError(.keyFile, "the Noise key file \(path) must hold exactly 32 bytes (an X25519 secret), it holds \(max(n, 0))"
-                + (n == 64 || n == 65 ? " — it looks like a hex key file; the Nostr secret is never used for Noise" : ""))
+            throw NoiseError(
+                .keyFile,
+                "the Noise key file \(path) must hold exactly 32 bytes (an X25519 secret), it holds \(max(n, 0))"
+                    + (n == 64 || n == 65 ? " — it looks like a hex key file; the Nostr secret is never used for Noise" : ""))
         }
         scratch.withUnsafeBytes { secret.buffer.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: 32) }
         return try NoiseKeyPair(secret: secret)

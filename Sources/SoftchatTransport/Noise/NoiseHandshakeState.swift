@@ -50,9 +50,11 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
     ///   bytes; `.missingKey` for fewer PSKs than the pattern uses or a key a pre-message lists
     ///   that was not given; `.unexpectedState` for a remote key given that the pattern
     ///   transmits instead.
-    public init(protocol noiseProtocol: NoiseProtocol, initiator: Bool, prologue: [UInt8],
-                localStatic: NoiseKeyPair? = nil, localEphemeral: NoiseKeyPair? = nil,
-                remoteStatic: [UInt8]? = nil, remoteEphemeral: [UInt8]? = nil, psks: [[UInt8]] = []) throws(NoiseError) {
+    public init(
+        protocol noiseProtocol: NoiseProtocol, initiator: Bool, prologue: [UInt8],
+        localStatic: NoiseKeyPair? = nil, localEphemeral: NoiseKeyPair? = nil,
+        remoteStatic: [UInt8]? = nil, remoteEphemeral: [UInt8]? = nil, psks: [[UInt8]] = []
+    ) throws(NoiseError) {
         let pattern = noiseProtocol.pattern
         self.noiseProtocol = noiseProtocol
         isInitiator = initiator
@@ -99,7 +101,9 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
                     key = s.publicKey
                 case (.s, false): key = remoteStatic!
                 case (.e, true):
-                    guard let e = localEphemeral else { throw NoiseError(.missingKey, "\(pattern.name) needs the local ephemeral key pair in advance") }
+                    guard let e = localEphemeral else {
+                        throw NoiseError(.missingKey, "\(pattern.name) needs the local ephemeral key pair in advance")
+                    }
                     ephemeralSent = true
                     key = e.publicKey
                 case (.e, false): key = remoteEphemeral!
@@ -122,10 +126,13 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
     ///   - psks: The 32-byte pre-shared keys, in the order the `psk` tokens use them.
     /// - Throws: ``NoiseError``: `.unsupportedProtocol` for a name ``NoiseProtocol`` cannot
     ///   parse, otherwise as the designated initializer throws.
-    public convenience init(protocolName: String, initiator: Bool, prologue: [UInt8], localStatic: NoiseKeyPair? = nil,
-                            localEphemeral: NoiseKeyPair? = nil, remoteStatic: [UInt8]? = nil, psks: [[UInt8]] = []) throws(NoiseError) {
-        try self.init(protocol: NoiseProtocol(protocolName), initiator: initiator, prologue: prologue, localStatic: localStatic,
-                      localEphemeral: localEphemeral, remoteStatic: remoteStatic, psks: psks)
+    public convenience init(
+        protocolName: String, initiator: Bool, prologue: [UInt8], localStatic: NoiseKeyPair? = nil,
+        localEphemeral: NoiseKeyPair? = nil, remoteStatic: [UInt8]? = nil, psks: [[UInt8]] = []
+    ) throws(NoiseError) {
+        try self.init(
+            protocol: NoiseProtocol(protocolName), initiator: initiator, prologue: prologue, localStatic: localStatic,
+            localEphemeral: localEphemeral, remoteStatic: remoteStatic, psks: psks)
     }
 
     private var pattern: NoiseHandshakePattern { noiseProtocol.pattern }
@@ -147,7 +154,9 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
         if isComplete { throw NoiseError(.unexpectedState, "the \(pattern.name) handshake is complete; use the transport cipher states") }
         let ours = (messageIndex % 2 == 0) == isInitiator
         if writing && !ours { throw NoiseError(.unexpectedState, "handshake message \(messageIndex + 1) of \(pattern.name) is the peer's to send") }
-        if !writing && ours { throw NoiseError(.unexpectedState, "handshake message \(messageIndex + 1) of \(pattern.name) is ours to send, not to read") }
+        if !writing && ours {
+            throw NoiseError(.unexpectedState, "handshake message \(messageIndex + 1) of \(pattern.name) is ours to send, not to read")
+        }
     }
 
     /// The length of the current message for a payload of `payloadLength` bytes.
@@ -231,7 +240,10 @@ public final class NoiseHandshakeState: @unchecked Sendable, CustomStringConvert
         }
         let minimum = messageLength(payloadLength: 0)
         guard message.count >= minimum else {
-            throw fail(NoiseError(.malformedMessage, "handshake message \(messageIndex + 1) of \(pattern.name) is \(message.count) bytes; it needs at least \(minimum)"))
+            throw fail(
+                NoiseError(
+                    .malformedMessage,
+                    "handshake message \(messageIndex + 1) of \(pattern.name) is \(message.count) bytes; it needs at least \(minimum)"))
         }
         do throws(NoiseError) {
             var offset = 0

@@ -210,8 +210,8 @@ public struct NoiseProtocol: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-private extension StringProtocol {
-    var noiseTrimmed: String {
+extension StringProtocol {
+    fileprivate var noiseTrimmed: String {
         var s = Substring(self)
         while s.first == " " { s.removeFirst() }
         while s.last == " " { s.removeLast() }

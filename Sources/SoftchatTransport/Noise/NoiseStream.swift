@@ -1,8 +1,9 @@
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A Noise session over a byte stream (TCP), as a `ByteStream`: the handshake runs in the
@@ -66,7 +67,10 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     /// - Throws: ``TransportError`` of `kind` when the pattern cannot carry a relay connection.
     public static func checkStreamPattern(_ pattern: NoiseHandshakePattern, kind: TransportError.Kind = .handshake) throws(TransportError) {
         guard streamPatterns.contains(pattern.name) else {
-            throw TransportError(kind, "Noise pattern \(pattern.name) is not available for relay connections (use one of \(streamPatterns.sorted().joined(separator: ", ")))")
+            throw TransportError(
+                kind,
+                "Noise pattern \(pattern.name) is not available for relay connections (use one of \(streamPatterns.sorted().joined(separator: ", ")))"
+            )
         }
     }
 
@@ -89,9 +93,11 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     ///   fails or carries a payload, or the connection closes or fails mid-handshake;
     ///   `.timeout` when a handshake message does not arrive in time; or the stream's failure
     ///   to write.
-    public init(client stream: any ByteStream, pattern: NoiseHandshakePattern, localStatic: NoiseKeyPair?,
-                remoteStatic: [UInt8]?, timeoutMilliseconds: Int32,
-                rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) throws(TransportError) {
+    public init(
+        client stream: any ByteStream, pattern: NoiseHandshakePattern, localStatic: NoiseKeyPair?,
+        remoteStatic: [UInt8]?, timeoutMilliseconds: Int32,
+        rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages
+    ) throws(TransportError) {
         underlying = stream
         isInitiator = true
         self.rekeyAfterMessages = rekeyAfterMessages
@@ -103,7 +109,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
                 if hs.isMyTurn {
                     try Self.writeFrame(stream, try Self.handshake(pattern) { () throws(NoiseError) in try hs.writeMessage() })
                 } else {
-                    let frame = try reader.next(stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise \(pattern.name) handshake with the relay",
+                    let frame = try reader.next(
+                        stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise \(pattern.name) handshake with the relay",
                         closedHint: hint)
                     try NoiseTransportMessages.clientRead(hs, frame, pinned: remoteStatic)
                 }
@@ -139,8 +146,10 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     ///   fails or carries a payload, or the connection closes or fails mid-handshake;
     ///   `.timeout` when a handshake message does not arrive in time; or the stream's failure
     ///   to write.
-    public init(server stream: any ByteStream, patterns: [NoiseHandshakePattern], localStatic: NoiseKeyPair,
-                timeoutMilliseconds: Int32, rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) throws(TransportError) {
+    public init(
+        server stream: any ByteStream, patterns: [NoiseHandshakePattern], localStatic: NoiseKeyPair,
+        timeoutMilliseconds: Int32, rekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages
+    ) throws(TransportError) {
         underlying = stream
         isInitiator = false
         self.rekeyAfterMessages = rekeyAfterMessages
@@ -148,18 +157,21 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
             guard !patterns.isEmpty else { throw TransportError(.handshake, "no Noise pattern is accepted") }
             for p in patterns { try Self.checkStreamPattern(p) }
             var reader = FrameReader()
-            let first = try reader.next(stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise handshake with the client", closedHint: "")
+            let first = try reader.next(
+                stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise handshake with the client", closedHint: "")
             var chosen: NoiseHandshakeState?
             var errors: [String] = []
             for p in patterns {
                 do throws(NoiseError) {
-                    let hs = try NoiseHandshakeState(protocol: NoiseProtocol(pattern: p), initiator: false, prologue: Self.prologue,
-                                                     localStatic: localStatic)
+                    let hs = try NoiseHandshakeState(
+                        protocol: NoiseProtocol(pattern: p), initiator: false, prologue: Self.prologue,
+                        localStatic: localStatic)
                     // softchat-relay/1 handshake payloads are empty: a first message read
                     // under the wrong pattern leaves bytes over and is not taken.
                     let payload = try hs.readMessage(first)
                     guard payload.isEmpty else {
-                        throw NoiseError(.malformedMessage, "\(first.count) bytes leave a \(payload.count)-byte payload; handshake payloads are empty")
+                        throw NoiseError(
+                            .malformedMessage, "\(first.count) bytes leave a \(payload.count)-byte payload; handshake payloads are empty")
                     }
                     chosen = hs
                     break
@@ -168,14 +180,18 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
                 }
             }
             guard let hs = chosen else {
-                throw TransportError(.handshake, "the client's first Noise handshake message (\(first.count) bytes) fits no accepted pattern — \(errors.joined(separator: "; "))")
+                throw TransportError(
+                    .handshake,
+                    "the client's first Noise handshake message (\(first.count) bytes) fits no accepted pattern — \(errors.joined(separator: "; "))")
             }
             let pattern = hs.noiseProtocol.pattern
             while !hs.isComplete {
                 if hs.isMyTurn {
                     try Self.writeFrame(stream, try Self.handshake(pattern) { () throws(NoiseError) in try hs.writeMessage() })
                 } else {
-                    let frame = try reader.next(stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise \(pattern.name) handshake with the client", closedHint: "")
+                    let frame = try reader.next(
+                        stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise \(pattern.name) handshake with the client",
+                        closedHint: "")
                     try Self.checkEmpty(try Self.handshake(pattern) { () throws(NoiseError) in try hs.readMessage(frame) }, pattern)
                 }
             }
@@ -210,7 +226,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         var buffer: [UInt8] = []
         var leftover: [UInt8] { buffer }
 
-        mutating func next(_ stream: any ByteStream, timeoutMilliseconds: Int32, during: String, closedHint: String) throws(TransportError) -> [UInt8] {
+        mutating func next(_ stream: any ByteStream, timeoutMilliseconds: Int32, during: String, closedHint: String) throws(TransportError) -> [UInt8]
+        {
             var chunk = [UInt8](repeating: 0, count: 4096)
             while true {
                 if buffer.count >= 2 {

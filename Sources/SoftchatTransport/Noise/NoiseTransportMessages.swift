@@ -24,8 +24,10 @@ enum NoiseTransportMessages {
 
     /// Encrypts `bytes` as transport messages of at most 65,535 bytes (≤ 65,519 bytes of
     /// plaintext each), each preceded by its 2-byte big-endian length, appended to `out`.
-    static func seal(_ bytes: UnsafeRawBufferPointer, with cipher: NoiseCipherState, rekeyAfterMessages interval: UInt64,
-                     into out: inout [UInt8]) throws(TransportError) {
+    static func seal(
+        _ bytes: UnsafeRawBufferPointer, with cipher: NoiseCipherState, rekeyAfterMessages interval: UInt64,
+        into out: inout [UInt8]
+    ) throws(TransportError) {
         guard bytes.count > 0 else { return }
         out.reserveCapacity(out.count + bytes.count + (bytes.count / NoiseStream.maxPlaintextPerMessage + 1) * 18)
         var offset = 0
@@ -49,10 +51,13 @@ enum NoiseTransportMessages {
     /// `peer` ("the relay", "the client"). Every failure is a `.protocolViolation` that ends
     /// the connection: a frame too short to hold a tag, a bad MAC (tampered, replayed or
     /// forged), an exhausted nonce.
-    static func open(_ frame: [UInt8], with cipher: NoiseCipherState, rekeyAfterMessages interval: UInt64,
-                     peer: String) throws(TransportError) -> [UInt8] {
+    static func open(
+        _ frame: [UInt8], with cipher: NoiseCipherState, rekeyAfterMessages interval: UInt64,
+        peer: String
+    ) throws(TransportError) -> [UInt8] {
         guard frame.count >= NoiseCrypto.tagLength else {
-            throw TransportError(.protocolViolation, "\(peer) sent a Noise frame of \(frame.count) bytes, shorter than the 16-byte tag; connection closed")
+            throw TransportError(
+                .protocolViolation, "\(peer) sent a Noise frame of \(frame.count) bytes, shorter than the 16-byte tag; connection closed")
         }
         do {
             let plaintext = try cipher.decrypt(frame)
@@ -61,7 +66,10 @@ enum NoiseTransportMessages {
         } catch {
             switch error.kind {
             case .decryptFailed:
-                throw TransportError(.protocolViolation, "a Noise transport message from \(peer) failed authentication (bad MAC: tampered, replayed or forged ciphertext); connection closed")
+                throw TransportError(
+                    .protocolViolation,
+                    "a Noise transport message from \(peer) failed authentication (bad MAC: tampered, replayed or forged ciphertext); connection closed"
+                )
             case .nonceExhausted:
                 throw TransportError(.protocolViolation, "the Noise receiving nonce is exhausted; connection closed")
             default:
@@ -72,13 +80,16 @@ enum NoiseTransportMessages {
 
     /// The initiator's handshake state for a relay connection: the pattern checked, the
     /// relay's static key given in advance only when the pattern's pre-message has it.
-    static func clientHandshake(pattern: NoiseHandshakePattern, localStatic: NoiseKeyPair?,
-                                remoteStatic: [UInt8]?) throws(TransportError) -> NoiseHandshakeState {
+    static func clientHandshake(
+        pattern: NoiseHandshakePattern, localStatic: NoiseKeyPair?,
+        remoteStatic: [UInt8]?
+    ) throws(TransportError) -> NoiseHandshakeState {
         try NoiseStream.checkStreamPattern(pattern)
         let knowsRemote = pattern.responderPreMessage.contains(.s)
         do {
-            return try NoiseHandshakeState(protocol: NoiseProtocol(pattern: pattern), initiator: true, prologue: NoiseStream.prologue,
-                                           localStatic: localStatic, remoteStatic: knowsRemote ? remoteStatic : nil)
+            return try NoiseHandshakeState(
+                protocol: NoiseProtocol(pattern: pattern), initiator: true, prologue: NoiseStream.prologue,
+                localStatic: localStatic, remoteStatic: knowsRemote ? remoteStatic : nil)
         } catch {
             throw TransportError(.handshake, "cannot start the Noise \(pattern.name) handshake: \(error.message)")
         }
@@ -95,7 +106,9 @@ enum NoiseTransportMessages {
         }
         try checkEmptyPayload(payload, pattern)
         if let pinned, !knowsRemote, let got = hs.remoteStaticKey, got != pinned {
-            throw TransportError(.handshake, "the relay's Noise static key \(NoiseHex.encode(got)) is not the pinned key \(NoiseHex.encode(pinned)); connection refused")
+            throw TransportError(
+                .handshake,
+                "the relay's Noise static key \(NoiseHex.encode(got)) is not the pinned key \(NoiseHex.encode(pinned)); connection refused")
         }
     }
 
@@ -106,7 +119,8 @@ enum NoiseTransportMessages {
     }
 
     /// Runs one handshake step, turning a `NoiseError` into a `.handshake` failure.
-    static func handshakeStep<R>(_ pattern: NoiseHandshakePattern, hint: String = "", _ body: () throws(NoiseError) -> R) throws(TransportError) -> R {
+    static func handshakeStep<R>(_ pattern: NoiseHandshakePattern, hint: String = "", _ body: () throws(NoiseError) -> R) throws(TransportError) -> R
+    {
         do {
             return try body()
         } catch {
@@ -118,7 +132,10 @@ enum NoiseTransportMessages {
     /// is established).
     static func checkEmptyPayload(_ payload: [UInt8], _ pattern: NoiseHandshakePattern) throws(TransportError) {
         guard payload.isEmpty else {
-            throw TransportError(.handshake, "Noise \(pattern.name) handshake failed: a handshake message carried a \(payload.count)-byte payload; softchat-relay/1 handshake payloads are empty")
+            throw TransportError(
+                .handshake,
+                "Noise \(pattern.name) handshake failed: a handshake message carried a \(payload.count)-byte payload; softchat-relay/1 handshake payloads are empty"
+            )
         }
     }
 

@@ -75,7 +75,8 @@ public struct RelayInformation: Sendable, Hashable {
 
     /// The GET request with `Accept: application/nostr+json`.
     static func request(_ endpoint: RelayEndpoint) -> [UInt8] {
-        let request = "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nAccept: application/nostr+json\r\n"
+        let request =
+            "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nAccept: application/nostr+json\r\n"
             + "User-Agent: softchat\r\nConnection: close\r\n\r\n"
         return Array(request.utf8)
     }

@@ -1,8 +1,9 @@
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A TCP connection on a POSIX socket: non-blocking connect with a timeout, poll-based reads
@@ -22,7 +23,7 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         #if canImport(Darwin)
-        setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
         #endif
     }
 
@@ -124,9 +125,9 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         var offset = 0
         while offset < bytes.count {
             #if canImport(Glibc)
-            let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+                let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
             #else
-            let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, 0)
+                let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, 0)
             #endif
             if n > 0 {
                 offset += n
@@ -155,9 +156,9 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
     public func close() {
         guard closed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         #if canImport(Glibc)
-        shutdown(fd, Int32(SHUT_RDWR))
+            shutdown(fd, Int32(SHUT_RDWR))
         #else
-        shutdown(fd, SHUT_RDWR)
+            shutdown(fd, SHUT_RDWR)
         #endif
     }
 }
@@ -189,7 +190,9 @@ public final class TCPListener: @unchecked Sendable {
         guard fd >= 0 else { throw TransportError(.io, "socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let b = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let b = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         guard b == 0, listen(fd, 64) == 0 else {
             let message = String(cString: strerror(errno))
             posixClose(fd)

@@ -1,9 +1,10 @@
-import Synchronization
 import COpenSSL
+import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// TLS settings. Verification is always on: the peer's chain must reach a trusted root (the
@@ -78,7 +79,9 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
             X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), bareHost)
         } else {
             // SNI, and the name the certificate must carry.
-            _ = bareHost.withCString { SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0)) }
+            _ = bareHost.withCString {
+                SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0))
+            }
             SSL_set1_host(ssl, bareHost)
         }
     }

@@ -24,7 +24,12 @@ public final class WebSocket: @unchecked Sendable {
     }
 
     enum Opcode: UInt8 {
-        case continuation = 0x0, text = 0x1, binary = 0x2, close = 0x8, ping = 0x9, pong = 0xA
+        case continuation = 0x0
+        case text = 0x1
+        case binary = 0x2
+        case close = 0x8
+        case ping = 0x9
+        case pong = 0xA
     }
 
     /// The byte stream (TCP, TLS or Noise) the frames travel over.
@@ -51,8 +56,10 @@ public final class WebSocket: @unchecked Sendable {
     ///   - role: Which end of the connection this side is.
     ///   - leftover: Bytes the handshake read past its blank line, taken as the first frames.
     ///   - maxMessageBytes: The largest message accepted (relay.wire's frame bound by default).
-    public init(stream: any ByteStream, role: Role, leftover: [UInt8] = [],
-                maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) {
+    public init(
+        stream: any ByteStream, role: Role, leftover: [UInt8] = [],
+        maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value
+    ) {
         self.stream = stream
         self.role = role
         self.maxMessageBytes = maxMessageBytes
@@ -223,4 +230,3 @@ public final class WebSocket: @unchecked Sendable {
     /// True when a complete frame may already be buffered (the loop can read without waiting).
     public var hasBufferedInput: Bool { available > 0 || stream.hasBufferedInput() }
 }
-

@@ -38,7 +38,8 @@ public struct WebSocketFrameHeader: Sendable, Equatable {
     /// - Returns: The parsed header, or nil when `bytes` ends before the length field does.
     public static func parse(_ bytes: [UInt8], at start: Int) -> WebSocketFrameHeader? {
         guard bytes.count - start >= 2 else { return nil }
-        let b0 = bytes[start], b1 = bytes[start + 1]
+        let b0 = bytes[start]
+        let b1 = bytes[start + 1]
         let end = lengthFieldEnd(secondByte: b1)
         guard bytes.count - start >= end else { return nil }
         var length = UInt64(b1 & 0x7F)
@@ -46,8 +47,9 @@ public struct WebSocketFrameHeader: Sendable, Equatable {
             length = 0
             for k in 2..<end { length = length << 8 | UInt64(bytes[start + k]) }
         }
-        return WebSocketFrameHeader(fin: b0 & 0x80 != 0, reservedBits: b0 & 0x70, opcode: b0 & 0x0F, masked: b1 & 0x80 != 0,
-                                    payloadLength: length, lengthFieldEnd: end)
+        return WebSocketFrameHeader(
+            fin: b0 & 0x80 != 0, reservedBits: b0 & 0x70, opcode: b0 & 0x0F, masked: b1 & 0x80 != 0,
+            payloadLength: length, lengthFieldEnd: end)
     }
 
     /// The header bytes of a frame, without a masking key (the caller appends it when `masked`).

@@ -88,9 +88,11 @@ public struct ConnectionOptions: Sendable, Hashable {
     ///     secret; nil for a fresh key per connection.
     ///   - noiseRekeyAfterMessages: For noise:// relays, transport messages per key in each
     ///     direction before a rekey; 0 (the default) never rekeys by count.
-    public init(tls: TLSOptions = TLSOptions(), connectTimeoutMilliseconds: Int32 = 10_000,
-                maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, noiseStaticKeyFile: String? = nil,
-                noiseRekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages) {
+    public init(
+        tls: TLSOptions = TLSOptions(), connectTimeoutMilliseconds: Int32 = 10_000,
+        maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, noiseStaticKeyFile: String? = nil,
+        noiseRekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages
+    ) {
         self.tls = tls
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.maxMessageBytes = maxMessageBytes
@@ -131,7 +133,8 @@ public enum WebSocketClient {
 
     /// The client's opening handshake request (RFC 6455 §4.1) for `endpoint` with `key`.
     static func upgradeRequest(_ endpoint: RelayEndpoint, key: String) -> [UInt8] {
-        let request = "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        let request =
+            "GET \(endpoint.resource) HTTP/1.1\r\nHost: \(endpoint.hostHeader)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\nUser-Agent: softchat\r\n\r\n"
         return Array(request.utf8)
     }
@@ -157,9 +160,10 @@ public enum WebSocketClient {
         if let noise = endpoint.noise {
             do {
                 let localStatic = noise.pattern.initiatorSendsStatic ? try options.noiseStaticKey() : nil
-                return try NoiseStream(client: tcp, pattern: noise.pattern, localStatic: localStatic,
-                                       remoteStatic: noise.relayStaticKey, timeoutMilliseconds: options.connectTimeoutMilliseconds,
-                                       rekeyAfterMessages: options.noiseRekeyAfterMessages)
+                return try NoiseStream(
+                    client: tcp, pattern: noise.pattern, localStatic: localStatic,
+                    remoteStatic: noise.relayStaticKey, timeoutMilliseconds: options.connectTimeoutMilliseconds,
+                    rekeyAfterMessages: options.noiseRekeyAfterMessages)
             } catch {
                 tcp.close()
                 throw error
@@ -222,8 +226,10 @@ public enum ServerHandshake {
     ///   `.handshake` for a WebSocket version other than 13 (answered 426), a malformed head,
     ///   a head over 16 KiB, or a connection closed mid-request; `.timeout` when the head did not
     ///   arrive in time; or the stream's failure to write the 101 answer.
-    public static func accept(_ stream: any ByteStream, timeoutMilliseconds: Int32,
-                              maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) throws(TransportError) -> ServerHandshake {
+    public static func accept(
+        _ stream: any ByteStream, timeoutMilliseconds: Int32,
+        maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value
+    ) throws(TransportError) -> ServerHandshake {
         let (head, leftover) = try WebSocketClient.readHead(stream, timeoutMilliseconds: timeoutMilliseconds)
         let parts = head.firstLine.split(separator: " ")
         guard parts.count == 3, parts[0] == "GET" else {
@@ -237,7 +243,8 @@ public enum ServerHandshake {
             try? stream.write(Array("HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\n\r\n".utf8))
             throw TransportError(.handshake, "unsupported WebSocket version")
         }
-        let response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        let response =
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             + "Sec-WebSocket-Accept: \(HandshakeCrypto.acceptValue(forKey: key))\r\n\r\n"
         try stream.write(Array(response.utf8))
         return .websocket(WebSocket(stream: stream, role: .server, leftover: leftover, maxMessageBytes: maxMessageBytes))
