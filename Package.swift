@@ -34,7 +34,7 @@ let package = Package(
         .plugin(name: "GenerateBindings", targets: ["GenerateBindings"]),
     ],
     targets: [
-        // MARK: System libraries (Debian: libsecp256k1-dev, libsqlite3-dev, libssl-dev)
+        // MARK: System libraries (Debian: libsecp256k1-dev, libsqlite3-dev, libssl-dev, libcmark-gfm-dev)
         .systemLibrary(
             name: "CSecp256k1", pkgConfig: "libsecp256k1",
             providers: [.apt(["libsecp256k1-dev"]), .brew(["secp256k1"])]),
@@ -44,13 +44,19 @@ let package = Package(
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        // The docs site's Markdown (softchat-codegen only; nothing the libraries ship links it).
+        .systemLibrary(
+            name: "CCmarkGFM", pkgConfig: "libcmark-gfm",
+            providers: [.apt(["libcmark-gfm-dev", "libcmark-gfm-extensions-dev"]), .brew(["cmark-gfm"])]),
 
         // MARK: Strict JSON over UTF-8 bytes, shared by the core and the schema loader
         .target(name: "SoftchatJSON", swiftSettings: fuzzedSwift),
 
         // MARK: The contract schema: load/validate → model → render
         .target(name: "SoftchatContracts", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
-        .target(name: "SoftchatCodegen", dependencies: ["SoftchatContracts"], swiftSettings: strictSwift),
+        .target(
+            name: "SoftchatCodegen", dependencies: ["SoftchatContracts", "CCmarkGFM"],
+            resources: [.copy("Site/Assets")], swiftSettings: strictSwift),
         .executableTarget(
             name: "softchat-codegen", dependencies: ["SoftchatCodegen"], swiftSettings: strictSwift,
             // Under SOFTCHAT_FUZZ its SoftchatJSON is instrumented: link the sanitizer runtime.

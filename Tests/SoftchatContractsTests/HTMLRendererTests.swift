@@ -223,6 +223,7 @@ func brokenLinks(_ files: [GeneratedFile]) -> [String] {
             ```
             """)
         #expect(!html.contains("dropped"))
+        #expect(!html.contains("<!--"))
         #expect(html.contains(#"<h1 id="title-with-code">Title with <code>code</code></h1>"#))
         #expect(html.contains("<strong>bold</strong>"))
         #expect(html.contains("<code>&lt;tag&gt;</code> &amp; "))
@@ -231,10 +232,22 @@ func brokenLinks(_ files: [GeneratedFile]) -> [String] {
         #expect(html.contains("\n<code>Sources/X.swift</code>, <a href"))
         #expect(html.contains(#"<a href="https://e.example/?a=1&amp;b=2">web</a>"#))
         #expect(html.contains("and &lt;raw&gt;."))
-        #expect(html.contains("<ul>\n<li>one<ul>\n<li>nested</li>\n</ul>\n</li>\n<li>two</li>\n</ul>"))
+        #expect(html.contains("<ul>\n<li>one\n<ul>\n<li>nested</li>\n</ul>\n</li>\n<li>two</li>\n</ul>"))
         #expect(html.contains("<ol start=\"3\">\n<li>three</li>\n<li>four</li>\n</ol>"))
-        #expect(html.contains(#"<td><code>x | y</code></td><td style="text-align: right">z | w</td>"#))
-        #expect(html.contains(#"<pre><code class="language-swift">if a &lt; b { }</code></pre>"#))
+        #expect(html.contains("<th align=\"right\">b</th>"))
+        #expect(html.contains("<td><code>x | y</code></td>\n<td align=\"right\">z | w</td>"))
+        #expect(html.contains(#"<pre><code class="language-swift">if a &lt; b { }"#))
+    }
+
+    /// Raw HTML never reaches the page, inline or as a block: it reads as the text it was.
+    @Test func rawHTMLBecomesTextAndCommentsAreDropped() {
+        var converter = MarkdownHTML()
+        let html = converter.render("<div onclick=\"x()\">block</div>\n\nA <script>alert(1)</script> line.\n\n<!-- note -->\n")
+        #expect(!html.contains("<div"))
+        #expect(!html.contains("<script"))
+        #expect(html.contains("&lt;div onclick=&quot;x()&quot;&gt;block&lt;/div&gt;"))
+        #expect(html.contains("A &lt;script&gt;alert(1)&lt;/script&gt; line."))
+        #expect(!html.contains("note"))
     }
 
     @Test func linksOutOfDocsBecomeRepositoryPaths() {

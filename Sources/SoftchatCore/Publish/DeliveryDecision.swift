@@ -3,13 +3,16 @@
 /// the host publishes it again. Sending bytes is not delivery: only a relay `OK` (or the
 /// session's own timeout and transport-loss rules) moves an event past `inFlight`.
 public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
-    /// The five states, in lifecycle order:
-    /// - `pending`: committed and queued, not yet written to the socket.
-    /// - `inFlight`: written to the socket and waiting for the relay's `OK`.
-    /// - `accepted`: terminal; the relay has the event, possibly as a duplicate.
-    /// - `rejected`: terminal; the relay refused the event, or its retry budget ran out.
-    /// - `retryable`: not delivered; publishing it again makes it `pending`.
-    case pending, inFlight, accepted, rejected, retryable
+    /// Committed and queued, not yet written to the socket.
+    case pending
+    /// Written to the socket and waiting for the relay's `OK`.
+    case inFlight
+    /// Terminal; the relay has the event, possibly as a duplicate.
+    case accepted
+    /// Terminal; the relay refused the event, or its retry budget ran out.
+    case rejected
+    /// Not delivered; publishing it again makes it `pending`.
+    case retryable
 
     /// True for `accepted` and `rejected`, which no later answer changes.
     public var isTerminal: Bool { self == .accepted || self == .rejected }
@@ -18,27 +21,42 @@ public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
 /// Why a delivery is in its state: the relay's machine-readable prefix, or a session-made
 /// reason. Hosts branch on state and category; relay prose is diagnostic only.
 public enum DeliveryCategory: String, Sendable, Hashable, CaseIterable {
-    /// State `accepted`: `accepted` for an `OK` true without a `duplicate` prefix, `duplicate` when the
-    /// relay already had the event (an `OK` true or false with the `duplicate:` prefix).
-    case accepted, duplicate
-    /// State `rejected`, from the `OK`'s prefix: `invalid` (the relay found the event invalid), `pow`
-    /// (too little proof of work), `blocked`, `restricted` (the author may not write there),
-    /// `replaced` (a newer replaceable event superseded it), `deleted` (a NIP-09 deletion), `mute`.
-    case invalid, pow, blocked, restricted, replaced, deleted, mute
-    /// State `retryable`, from the `OK`'s prefix: `rateLimited` (`rate-limited:`), `error` (a relay
-    /// error), `authRequired` (`auth-required:`, also made by the session when the relay refuses our
-    /// AUTH) and `unknown` (no prefix, or one not listed here).
+    /// State `accepted`: an `OK` true without a `duplicate:` prefix.
+    case accepted
+    /// State `accepted`: the relay already had the event (an `OK` true or false with the
+    /// `duplicate:` prefix).
+    case duplicate
+    /// State `rejected`: the relay found the event invalid (`invalid:`).
+    case invalid
+    /// State `rejected`: too little proof of work (`pow:`).
+    case pow
+    /// State `rejected`: the relay blocks the event or its author (`blocked:`).
+    case blocked
+    /// State `rejected`: the author may not write to this relay (`restricted:`).
+    case restricted
+    /// State `rejected`: a newer replaceable event superseded it (`replaced:`).
+    case replaced
+    /// State `rejected`: a NIP-09 deletion removed it (`deleted:`).
+    case deleted
+    /// State `rejected`: the relay mutes the author (`mute:`).
+    case mute
+    /// State `retryable`: the relay is limiting the rate (`rate-limited:`).
     case rateLimited = "rate-limited"
+    /// State `retryable`: a relay error (`error:`).
     case error
+    /// State `retryable`: the relay wants NIP-42 authentication (`auth-required:`); the session
+    /// also makes it when the relay refuses our AUTH.
     case authRequired = "auth-required"
+    /// State `retryable`: no prefix, or a prefix not listed here.
     case unknown
-    /// Made by Softchat, not a relay: `timeout` (no `OK` before the acknowledgement deadline),
-    /// `transportLost` (the transport was lost while the event was in flight) and `cancelled` (the
-    /// session was cancelled first), by the session with state `retryable`; `exhausted` by the
-    /// account, with state `rejected`, when an intent's retry budget ran out.
+    /// Made by the session, state `retryable`: no `OK` before the acknowledgement deadline.
     case timeout
+    /// Made by the session, state `retryable`: the transport was lost while the event was in flight.
     case transportLost = "transport-lost"
-    case cancelled, exhausted
+    /// Made by the session, state `retryable`: the session was cancelled first.
+    case cancelled
+    /// Made by the account, state `rejected`: the intent's retry budget ran out.
+    case exhausted
 }
 
 /// The outcome of one acknowledgement (or of a session rule) for one event.

@@ -5,31 +5,38 @@
 
 /// Where one relay connection (or the transport as a whole) is in its lifecycle.
 public enum RelayPhase: String, Sendable, Hashable, CaseIterable {
-    /// The phases of a connection:
-    /// - `fetchingInformation`: fetching the relay's NIP-11 document.
-    /// - `connecting`: opening the connection (TCP, TLS or Noise, then WebSocket).
-    /// - `authenticating`: answering the relay's NIP-42 challenge.
-    /// - `ready`: connected; subscriptions are live and intents are delivered.
-    /// - `backingOff`: waiting to reconnect (`delayMilliseconds` says how long).
-    /// - `stopped`: stopped by the host; nothing more happens.
-    case fetchingInformation, connecting, authenticating, ready, backingOff, stopped
+    /// Fetching the relay's NIP-11 document.
+    case fetchingInformation
+    /// Opening the connection (TCP, TLS or Noise, then WebSocket).
+    case connecting
+    /// Answering the relay's NIP-42 challenge.
+    case authenticating
+    /// Connected; subscriptions are live and intents are delivered.
+    case ready
+    /// Waiting to reconnect (`delayMilliseconds` says how long).
+    case backingOff
+    /// Stopped by the host; nothing more happens.
+    case stopped
 }
 
 /// The tag of `ManagedTransportStateChange`.
 public enum ManagedTransportStateChangeKind: String, Sendable, Hashable, CaseIterable {
-    /// `overall`: the transport as a whole, as advanced as its least advanced relay (ready once every
-    /// relay is); `relay`: one relay's connection.
-    case overall, relay
+    /// The transport as a whole, as advanced as its least advanced relay (ready once every relay is).
+    case overall
+    /// One relay's connection.
+    case relay
 }
 
 /// The tag of `ManagedTransportActivity`.
 public enum ManagedTransportActivityKind: String, Sendable, Hashable, CaseIterable {
-    /// What happened:
-    /// - `delivery`: a relay's decision on one intent, committed to the account.
-    /// - `ingested`: events from a relay, committed to the account.
-    /// - `synced`: a subscription's whole window on a relay is in the account, and its cursor moved.
-    /// - `notice`: a relay's NOTICE.
-    /// - `connectionFailed`: a connection attempt or an open connection failed; it is retried on the
-    ///   backoff schedule.
-    case delivery, ingested, synced, notice, connectionFailed
+    /// A relay's decision on one intent, committed to the account.
+    case delivery
+    /// Events from a relay, committed to the account.
+    case ingested
+    /// A subscription's whole window on a relay is in the account, and its cursor moved.
+    case synced
+    /// A relay's NOTICE.
+    case notice
+    /// A connection attempt or an open connection failed; it is retried on the backoff schedule.
+    case connectionFailed
 }

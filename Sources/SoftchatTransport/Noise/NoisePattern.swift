@@ -1,12 +1,19 @@
 /// A token of a handshake pattern (noise.md §7.1, §9.2).
 public enum NoiseToken: String, Sendable, Hashable {
-    /// The tokens, by meaning:
-    /// - `e`: the sender's ephemeral public key, sent in clear.
-    /// - `s`: the sender's static public key, encrypted once a cipher key exists.
-    /// - `ee`, `es`, `se`, `ss`: a Diffie-Hellman between the initiator's key (first letter)
-    ///   and the responder's (second letter), `e` ephemeral or `s` static, mixed into the keys.
-    /// - `psk`: the next pre-shared key, mixed into the keys (§9).
-    case e, s, ee, es, se, ss, psk
+    /// The sender's ephemeral public key, sent in clear.
+    case e
+    /// The sender's static public key, encrypted once a cipher key exists.
+    case s
+    /// A Diffie-Hellman of the initiator's ephemeral key with the responder's ephemeral key, mixed into the keys.
+    case ee
+    /// A Diffie-Hellman of the initiator's ephemeral key with the responder's static key, mixed into the keys.
+    case es
+    /// A Diffie-Hellman of the initiator's static key with the responder's ephemeral key, mixed into the keys.
+    case se
+    /// A Diffie-Hellman of the initiator's static key with the responder's static key, mixed into the keys.
+    case ss
+    /// The next pre-shared key, mixed into the keys (§9).
+    case psk
 }
 
 /// A handshake pattern: pre-messages and message patterns, the first message from the

@@ -4,23 +4,31 @@
 public struct TransportError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The category of a transport failure; its raw value opens ``TransportError/description``.
     public enum Kind: String, Sendable {
-        /// What went wrong, by kind:
-        /// - `resolve`: the host name did not resolve to any address.
-        /// - `connect`: no TCP connection could be made, or the relay URLs given (or their Noise
-        ///   parameters) are not usable.
-        /// - `timeout`: nothing arrived, or a connect, handshake or write did not finish, in time.
-        /// - `closed`: the connection is closed, by this side or by the peer.
-        /// - `io`: a socket call failed.
-        /// - `tls`: OpenSSL failed: a context, a handshake, a read or a write.
-        /// - `certificate`: the peer's certificate chain or name failed verification.
-        /// - `handshake`: the WebSocket opening handshake or the Noise handshake (its static key
-        ///   file included) failed.
-        /// - `protocolViolation`: the peer broke RFC 6455 or sent a Noise transport message
-        ///   that failed authentication.
-        /// - `messageTooLarge`: a WebSocket message exceeded the size limit (close code 1009).
-        /// - `http`: an HTTP exchange failed: a refused request, a NIP-11 answer other than 200,
-        ///   or a document that is too large or not JSON.
-        case resolve, connect, timeout, closed, io, tls, certificate, handshake, protocolViolation, messageTooLarge, http
+        /// The host name did not resolve to any address.
+        case resolve
+        /// No TCP connection could be made, or the relay URLs given (or their Noise parameters) are not
+        /// usable.
+        case connect
+        /// Nothing arrived, or a connect, handshake or write did not finish, in time.
+        case timeout
+        /// The connection is closed, by this side or by the peer.
+        case closed
+        /// A socket call failed.
+        case io
+        /// OpenSSL failed: a context, a handshake, a read or a write.
+        case tls
+        /// The peer's certificate chain or name failed verification.
+        case certificate
+        /// The WebSocket opening handshake or the Noise handshake (its static key file included)
+        /// failed.
+        case handshake
+        /// The peer broke RFC 6455 or sent a Noise transport message that failed authentication.
+        case protocolViolation
+        /// A WebSocket message exceeded the size limit (close code 1009).
+        case messageTooLarge
+        /// An HTTP exchange failed: a refused request, a NIP-11 answer other than 200, or a document
+        /// that is too large or not JSON.
+        case http
     }
     /// The category of the failure.
     public let kind: Kind
