@@ -54,9 +54,10 @@ public struct HTMLSite {
     /// The guides the navigation lists first, in reading order; others follow by name.
     public static let guideOrder = ["getting-started", "host-loop", "durability", "recovery"]
 
-    /// The Swift API reference's first page: `scripts/docc` writes the merged DocC archive to
-    /// `api/` (static hosting, base path `/api/`), beside the pages this renderer writes.
-    public static let swiftAPIPath = "api/documentation/softchatcore/index.html"
+    /// The Swift API reference's landing page, which links every module: `scripts/docc` writes
+    /// the merged DocC archive to `api/` (static hosting, base path `/api/`), beside the pages
+    /// this renderer writes.
+    public static let swiftAPIPath = "api/documentation/index.html"
 
     /// Markdown under this folder of `docs/` is generated from the schema: the site renders
     /// those pages from the schema itself instead of converting the Markdown.
