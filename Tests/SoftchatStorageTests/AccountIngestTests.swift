@@ -168,6 +168,31 @@ import Testing
         #expect(try t.served(["{\"kinds\":[30023]}"], now: t0 + 40) == [v2.id])
     }
 
+    /// NIP-09 deletes a replaceable event (kinds 0, 3, 10000–19999) by the address
+    /// `kind:pubkey:` with an empty identifier. Those rows are stored without a `d` tag, so the
+    /// deletion used to match nothing, whether it came before or after the event.
+    @Test(arguments: [0, 3, 10_002])
+    func anAddressDeletionHidesAReplaceableEventWhicheverArrivesFirst(kind: Int) throws {
+        let t = try TestAccount()
+        let address = "\(kind):\(StorageKeys.alice.publicKeyHex):"
+        let filter = "{\"kinds\":[\(kind)]}"
+        let profile = signed(kind: kind, content: "v1", createdAt: t0 + 10)
+        try t.account.incoming.ingest([profile], receivedAt: t0 + 10)
+        let deletion = signed(kind: 5, tags: [["a", address]], content: "", createdAt: t0 + 20)
+        try t.account.incoming.ingest([deletion], receivedAt: t0 + 20)
+        #expect(try t.served([filter], now: t0 + 30).isEmpty, "a deletion after the event hides it")
+
+        // Another account: the deletion first, then an older version of the event.
+        let u = try TestAccount()
+        try u.account.incoming.ingest([deletion], receivedAt: t0 + 20)
+        try u.account.incoming.ingest([profile], receivedAt: t0 + 21)
+        #expect(try u.served([filter], now: t0 + 30).isEmpty, "a deletion before the event hides it")
+        // A newer version than the deletion is served (NIP-09: created_at ≤ deletion only).
+        let newer = signed(kind: kind, content: "v2", createdAt: t0 + 40)
+        try u.account.incoming.ingest([newer], receivedAt: t0 + 41)
+        #expect(try u.served([filter], now: t0 + 50) == [newer.id])
+    }
+
     @Test func deletingADeletionHasNoEffect() throws {
         let t = try TestAccount()
         let note = signed(content: "note")

@@ -279,9 +279,9 @@ struct EventWriter {
             if tag[0] == "e" {
                 try db.statement("UPDATE events SET deleted = 1 WHERE id = ? AND pubkey = ? AND kind != 5")
                     .bind(.text(tag[1]), .text(deletion.pubkey)).run()
-            } else if let address = Address(tag[1]), address.pubkey == deletion.pubkey {
+            } else if let address = Address(tag[1]), address.pubkey == deletion.pubkey, let dTag = address.storedDTag {
                 try db.statement("UPDATE events SET deleted = 1 WHERE pubkey = ? AND kind = ? AND d_tag IS ? AND created_at <= ?")
-                    .bind(.text(address.pubkey), .int(Int64(address.kind)), .text(address.identifier), .int(deletion.createdAt)).run()
+                    .bind(.text(address.pubkey), .int(Int64(address.kind)), .optional(dTag), .int(deletion.createdAt)).run()
             }
         }
     }
@@ -291,8 +291,15 @@ struct EventWriter {
         if try db.statement("SELECT 1 FROM deletions WHERE pubkey = ? AND target = ?").bind(.text(event.pubkey), .text(event.id)).step() {
             return true
         }
-        if let dTag {
-            let address = "\(event.kind):\(event.pubkey):\(dTag)"
+        // Addressable kinds are addressed by their d tag, replaceable kinds with an empty identifier.
+        let identifier: String? =
+            switch KindClass(event.kind) {
+            case .addressable: dTag ?? ""
+            case .replaceable: ""
+            case .regular, .ephemeral: nil
+            }
+        if let identifier {
+            let address = "\(event.kind):\(event.pubkey):\(identifier)"
             return try db.statement("SELECT 1 FROM deletions WHERE pubkey = ? AND target = ? AND created_at >= ?")
                 .bind(.text(event.pubkey), .text(address), .int(event.createdAt)).step()
         }
@@ -313,6 +320,18 @@ struct Address {
     let kind: Int
     let pubkey: String
     let identifier: String
+
+    /// The `d_tag` the events at this address are stored with, wrapped in an outer optional that
+    /// is nil when the address names no stored slot: addressable kinds keep their identifier,
+    /// replaceable kinds (0, 3, 10000–19999) are stored without one and are addressed with an
+    /// empty identifier (`kind:pubkey:`), other kinds have no address.
+    var storedDTag: String?? {
+        switch KindClass(kind) {
+        case .addressable: .some(identifier)
+        case .replaceable: identifier.isEmpty ? .some(nil) : nil
+        case .regular, .ephemeral: nil
+        }
+    }
 
     init?(_ text: String) {
         let parts = text.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
