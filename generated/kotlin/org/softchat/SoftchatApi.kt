@@ -685,8 +685,8 @@ enum class DeliveryCategory(val value: String) {
     /** OK false with a missing or unrecognised prefix; state retryable. */
     UNKNOWN("unknown"),
     /**
-     * Made by the session: no OK arrived by the host's deadline (acknowledgementTimedOut); state
-     * retryable.
+     * Made by the session: no OK arrived before the event's acknowledgement deadline (handleTimeout);
+     * state retryable.
      */
     TIMEOUT("timeout"),
     /** Made by the session: the event was in flight when the transport was lost; state retryable. */
