@@ -1,9 +1,10 @@
 """What the check and interop scripts share: the pass/fail tally (each check prints its
 failures and, verbosely, its passes; the summary line "NAME: N passed, M failed" ends the run
-with exit status 1 if anything failed), running the softchat binary, and the peers kit in
-../shared/peers."""
+with exit status 1 if anything failed), running the softchat binary, the peers kit in
+../shared/peers, building the TypeScript facade's Node-API addon, and the docs' code blocks."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -18,6 +19,37 @@ def peers(script, *names, env=None):
     if r.returncode != 0:
         print(r.stdout, r.stderr, file=sys.stderr)
         raise SystemExit(f"peers {script} {names} failed")
+
+
+NODE_INCLUDE = "/usr/include/node"
+
+
+def node_addon_command(root, libdir, output, flags=()):
+    """The gcc command that builds the Node-API addon of the checkout at `root`
+    (generated/typescript/native/softchat_addon.c) into `output`, linked to the libSoftchatFFI in
+    `libdir` (found there at run time too)."""
+    return ["gcc", "-shared", "-fPIC", *flags, f"-I{NODE_INCLUDE}", f"-I{os.path.join(root, 'generated/c')}",
+            os.path.join(root, "generated/typescript/native/softchat_addon.c"), f"-L{libdir}", "-lSoftchatFFI",
+            f"-Wl,-rpath,{libdir}", "-o", output]
+
+
+def facade_sources(root):
+    """The TypeScript facade's sources (generated/typescript/*.ts) of the checkout at `root`, sorted."""
+    directory = os.path.join(root, "generated/typescript")
+    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".ts"))
+
+
+def code_blocks(root, paths, languages):
+    """(path, line, language, code) for each fenced block whose language is in `languages`, in the
+    Markdown files `paths` (relative to `root`), in order: `line` is the code's first line in the
+    file, and the fence's indentation is removed from the code."""
+    fence = re.compile(r"^( *)```(" + "|".join(map(re.escape, languages)) + r")\n(.*?)^\1```", re.M | re.S)
+    for path in paths:
+        text = open(os.path.join(root, path), encoding="utf-8").read()
+        for m in fence.finditer(text):
+            indent = len(m.group(1))
+            code = "\n".join(line[indent:] for line in m.group(3).rstrip("\n").split("\n"))
+            yield path, text.count("\n", 0, m.start()) + 2, m.group(2), code
 
 
 def run_softchat(binary, args, stdin="", timeout=180):

@@ -291,15 +291,7 @@ struct EventWriter {
         if try db.statement("SELECT 1 FROM deletions WHERE pubkey = ? AND target = ?").bind(.text(event.pubkey), .text(event.id)).step() {
             return true
         }
-        // Addressable kinds are addressed by their d tag, replaceable kinds with an empty identifier.
-        let identifier: String? =
-            switch KindClass(event.kind) {
-            case .addressable: dTag ?? ""
-            case .replaceable: ""
-            case .regular, .ephemeral: nil
-            }
-        if let identifier {
-            let address = "\(event.kind):\(event.pubkey):\(identifier)"
+        if let address = Address.text(kind: event.kind, pubkey: event.pubkey, storedDTag: dTag) {
             return try db.statement("SELECT 1 FROM deletions WHERE pubkey = ? AND target = ? AND created_at >= ?")
                 .bind(.text(event.pubkey), .text(address), .int(event.createdAt)).step()
         }
@@ -329,6 +321,16 @@ struct Address {
         switch KindClass(kind) {
         case .addressable: .some(identifier)
         case .replaceable: identifier.isEmpty ? .some(nil) : nil
+        case .regular, .ephemeral: nil
+        }
+    }
+
+    /// The address of an event of `kind` by `pubkey` stored with `storedDTag` (the inverse of
+    /// ``storedDTag``), or nil when its kind has no address.
+    static func text(kind: Int, pubkey: String, storedDTag: String?) -> String? {
+        switch KindClass(kind) {
+        case .addressable: "\(kind):\(pubkey):\(storedDTag ?? "")"
+        case .replaceable: "\(kind):\(pubkey):"
         case .regular, .ephemeral: nil
         }
     }
