@@ -28,6 +28,8 @@ let package = Package(
         .library(name: "SoftchatSync", targets: ["SoftchatSync"]),
         .library(name: "SoftchatClient", targets: ["SoftchatClient"]),
         .executable(name: "softchat", targets: ["SoftchatCLI"]),
+        // The developer tools (benchmarks, fault runs, the crash harness's child), apart from the user's CLI.
+        .executable(name: "softchat-dev", targets: ["SoftchatDevCLI"]),
         // The C ABI (generated/c/softchat.h) the Kotlin/JNA and Node-API facades load.
         .library(name: "SoftchatFFI", type: .dynamic, targets: ["SoftchatFFI"]),
         .plugin(name: "SoftchatContractPlugin", targets: ["SoftchatContractPlugin"]),
@@ -44,7 +46,8 @@ let package = Package(
         .systemLibrary(
             name: "COpenSSL", pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
-        // The docs site's Markdown (softchat-codegen only; nothing the libraries ship links it).
+        // The docs site's Markdown: softchat-site only, which scripts/docs-site builds. Neither
+        // the build plugin's softchat-codegen nor any library product links it.
         .systemLibrary(
             name: "CCmarkGFM", pkgConfig: "libcmark-gfm",
             providers: [.apt(["libcmark-gfm-dev", "libcmark-gfm-extensions-dev"]), .brew(["cmark-gfm"])]),
@@ -54,13 +57,16 @@ let package = Package(
 
         // MARK: The contract schema: load/validate → model → render
         .target(name: "SoftchatContracts", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
-        .target(
-            name: "SoftchatCodegen", dependencies: ["SoftchatContracts", "CCmarkGFM"],
-            resources: [.copy("Site/Assets")], swiftSettings: strictSwift),
+        .target(name: "SoftchatCodegen", dependencies: ["SoftchatContracts"], swiftSettings: strictSwift),
         .executableTarget(
             name: "softchat-codegen", dependencies: ["SoftchatCodegen"], swiftSettings: strictSwift,
             // Under SOFTCHAT_FUZZ its SoftchatJSON is instrumented: link the sanitizer runtime.
             linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=address"])] : []),
+        // The static docs site (scripts/docs-site): HTML from the schema and docs/ through cmark-gfm.
+        .target(
+            name: "SoftchatSite", dependencies: ["SoftchatCodegen", "SoftchatContracts", "CCmarkGFM"],
+            resources: [.copy("Assets")], swiftSettings: strictSwift),
+        .executableTarget(name: "softchat-site", dependencies: ["SoftchatSite", "SoftchatCodegen", "SoftchatContracts"], swiftSettings: strictSwift),
         .plugin(
             name: "SoftchatContractPlugin", capability: .buildTool(),
             dependencies: ["softchat-codegen"]),
@@ -107,17 +113,19 @@ let package = Package(
             dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatSync", "SoftchatStorage", "SoftchatTransport"],
             swiftSettings: strictSwift),
 
-        // MARK: The embedded loopback test relay (demo and tests only; no production path uses it)
+        // MARK: The embedded loopback test relay (the demo, `softchat relay` and tests; no library product uses it)
         .target(
             name: "SoftchatTestRelay", dependencies: ["SoftchatCore", "SoftchatTransport", "SoftchatJSON"],
             swiftSettings: strictSwift),
+        // MARK: The fault proxy (the fault harness and tests only)
+        .target(name: "SoftchatFaultProxy", dependencies: ["SoftchatCore", "SoftchatTransport"], swiftSettings: strictSwift),
 
         // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat bench`
         .target(
             name: "SoftchatBenchmarks",
             dependencies: [
                 "SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay",
-                "CSecp256k1", "CSQLite",
+                "SoftchatFaultProxy", "SoftchatCommandLine", "CSecp256k1", "CSQLite",
             ],
             swiftSettings: strictSwift),
 
@@ -127,13 +135,18 @@ let package = Package(
             name: "softchat-fuzz", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatTransport", "CFuzzerDriver"],
             path: "Sources/SoftchatFuzz", swiftSettings: fuzzedSwift, linkerSettings: fuzzLinker),
 
-        // MARK: The thin CLI
+        // MARK: The thin CLIs: `softchat` for users (the demo and its relay included), `softchat-dev` for us
+        .target(name: "SoftchatCommandLine", swiftSettings: strictSwift),
         .executableTarget(
             name: "SoftchatCLI",
             dependencies: [
                 "SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay",
-                "SoftchatBenchmarks",
+                "SoftchatCommandLine",
             ],
+            swiftSettings: strictSwift),
+        .executableTarget(
+            name: "SoftchatDevCLI",
+            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatStorage", "SoftchatBenchmarks", "SoftchatCommandLine"],
             swiftSettings: strictSwift),
 
         // MARK: Tests
@@ -142,7 +155,7 @@ let package = Package(
             path: "Tests/SoftchatTestSupport", swiftSettings: strictSwift),
         .testTarget(name: "SoftchatJSONTests", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
         .testTarget(
-            name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts"],
+            name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts", "SoftchatSite"],
             exclude: ["Fixtures", "Golden"], swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatStorageTests", dependencies: ["SoftchatStorage", "SoftchatCore", "SoftchatJSON", "SoftchatTestSupport"],
@@ -150,8 +163,8 @@ let package = Package(
         .testTarget(
             name: "SoftchatTransportTests",
             dependencies: [
-                "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatStorage", "SoftchatCore", "SoftchatJSON",
-                "SoftchatBenchmarks",
+                "SoftchatTransport", "SoftchatClient", "SoftchatSync", "SoftchatTestRelay", "SoftchatFaultProxy", "SoftchatStorage", "SoftchatCore",
+                "SoftchatJSON", "SoftchatBenchmarks",
             ],
             swiftSettings: strictSwift),
         .testTarget(

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the fuzz seed corpora into OUTDIR/<target>/: the NIP-01 fixtures from ../shared (read in
-place, never copied into the repository) and synthetic inputs for each parser.
+"""Writes the fuzz seed corpora into OUTDIR/<target>/: the NIP-01 fixtures of
+Tests/Fixtures/nostr-sdk-ios and synthetic inputs for each parser.
 usage: fuzz_seeds.py OUTDIR"""
 import glob
 import json
@@ -9,7 +9,7 @@ import re
 import sys
 
 out = sys.argv[1]
-F = "../shared/specs/nostr-fixtures/nostr-sdk-ios"
+F = "Tests/Fixtures/nostr-sdk-ios"
 fixtures = {os.path.basename(p)[:-5]: open(p).read() for p in glob.glob(F + "/*.json")}
 
 

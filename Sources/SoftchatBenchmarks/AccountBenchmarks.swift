@@ -8,7 +8,7 @@ import SoftchatStorage
     import Darwin
 #endif
 
-/// `softchat bench account`: durable ingestion in batches of 256 (WAL, synchronous=FULL, one
+/// `softchat-dev bench account`: durable ingestion in batches of 256 (WAL, synchronous=FULL, one
 /// transaction per batch) beside raw SQLite inserts of the same rows with the same durability,
 /// and the latency of a chat-history query.
 public enum AccountBenchmarks {
@@ -109,7 +109,7 @@ public enum AccountBenchmarks {
     }
 }
 
-/// `softchat bench scale`: an account of 1,000,000 events — the ingest rate of its last 10,000
+/// `softchat-dev bench scale`: an account of 1,000,000 events — the ingest rate of its last 10,000
 /// beside its first 10,000, and the chat-history query's median at 1,000,000 beside the same
 /// query at 10,000 — so "cost flat" is measured, not assumed.
 public enum ScaleBenchmarks {

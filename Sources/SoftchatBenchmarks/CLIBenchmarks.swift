@@ -8,7 +8,7 @@ import SoftchatStorage
     import Darwin
 #endif
 
-/// `softchat bench cli`: the paths users pipe data through (`event verify`, `frame check`,
+/// `softchat-dev bench cli`: the paths users pipe data through (`event verify`, `frame check`,
 /// `account ingest`), run as real child processes on corpus files, each beside the same
 /// library call on the same lines inside this process. A ratio near 1 means the CLI's I/O,
 /// process start and output cost nothing that shows.
@@ -103,7 +103,7 @@ public struct MemoryProbe: Sendable {
     public var growth: Double { peakMiB.last! / peakMiB.first! }
 }
 
-/// `softchat bench memory`: `event verify`, `account ingest` and a RelaySession replay (receive
+/// `softchat-dev bench memory`: `event verify`, `account ingest` and a RelaySession replay (receive
 /// → confirmIngested per event) over 1×, 2×, 4× and 8× the events.
 public enum MemoryBenchmarks {
     public static func run(quick: Bool, executable: String, directory: String) -> [MemoryProbe] {

@@ -1,3 +1,5 @@
+import SoftchatCommandLine
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -7,7 +9,7 @@
 /// One run of a command as a separate process: wall time, exit status and the child's own
 /// peak resident memory.
 ///
-/// The peak is the child's VmHWM, which it writes at exit (`recordPeakIfRequested`). wait4's
+/// The peak is the child's VmHWM, which it writes at exit (`PeakMemoryReport.recordIfRequested`). wait4's
 /// ru_maxrss would not do: Linux carries the high-water mark across execve, so a child spawned
 /// by a large benchmark process would report at least the parent's size.
 public struct ChildRun: Sendable {
@@ -17,12 +19,15 @@ public struct ChildRun: Sendable {
 }
 
 public enum ChildProcess {
-    /// The running executable (Linux: /proc/self/exe), so benchmarks can run `softchat` itself.
-    public static var currentExecutable: String {
+    /// The `softchat` command beside the running executable (Linux: the folder of
+    /// /proc/self/exe), which the benchmarks run as a child: `softchat-dev` and `softchat` are
+    /// built into one folder.
+    public static var softchatExecutable: String {
         var buffer = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        if n > 0 { return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
-        return CommandLine.arguments[0]
+        let running = n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+        guard let slash = running.lastIndex(of: "/") else { return "softchat" }
+        return String(running[...slash]) + "softchat"
     }
 
     /// Runs `executable arguments…` with stdin from `stdinPath` and stdout/stderr discarded.
@@ -36,14 +41,14 @@ public enum ChildProcess {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for a in argv { free(a) } }
         let peakFile = "/tmp/softchat-peak-\(getpid())-\(UInt64(monotonicSeconds() * 1e9))"
-        var environment: [UnsafeMutablePointer<CChar>?] = [strdup("\(peakVariable)=\(peakFile)")]
+        var environment: [UnsafeMutablePointer<CChar>?] = [strdup("\(PeakMemoryReport.variable)=\(peakFile)")]
         #if canImport(Darwin)
             var e = _NSGetEnviron()!.pointee!  // Darwin does not export `environ` to programs
         #else
             var e = environ
         #endif
         while let entry = e.pointee {
-            if !String(cString: entry).hasPrefix(peakVariable + "=") { environment.append(strdup(entry)) }
+            if !String(cString: entry).hasPrefix(PeakMemoryReport.variable + "=") { environment.append(strdup(entry)) }
             e += 1
         }
         environment.append(nil)
@@ -69,31 +74,8 @@ public enum ChildProcess {
         return ChildRun(seconds: seconds, status: exited ? (status >> 8) & 0xFF : 128 + (status & 0x7F), peakMiB: peak)
     }
 
-    static let peakVariable = "SOFTCHAT_BENCH_PEAK_FILE"
-
     static func readPeakFile(_ path: String) -> Double? {
-        guard let text = readSmallFile(path), let kib = Int(text.filter(\.isNumber)) else { return nil }
+        guard let text = PeakMemoryReport.readSmallFile(path), let kib = Int(text.filter(\.isNumber)) else { return nil }
         return Double(kib) / 1024
-    }
-
-    static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 8192)
-        let n = read(fd, &bytes, bytes.count)
-        return n > 0 ? String(decoding: bytes[0..<n], as: UTF8.self) : nil
-    }
-
-    /// Called by `softchat` as it exits: when a benchmark asked for it (the environment names a
-    /// file), writes this process's own peak resident memory in KiB (VmHWM) there.
-    public static func recordPeakIfRequested() {
-        guard let target = getenv(peakVariable), let status = readSmallFile("/proc/self/status") else { return }
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return }
-        let fd = open(target, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        guard fd >= 0 else { return }
-        var kib = String(line.dropFirst(6).filter(\.isNumber))
-        kib.withUTF8 { _ = write(fd, $0.baseAddress, $0.count) }
-        close(fd)
     }
 }

@@ -8,7 +8,7 @@ import SoftchatJSON
     import Darwin
 #endif
 
-/// `softchat bench events`: signing and parse+verify throughput on the deterministic corpus,
+/// `softchat-dev bench events`: signing and parse+verify throughput on the deterministic corpus,
 /// each beside raw libsecp256k1 verify + SHA-256 of the same events measured in this run.
 public enum EventBenchmarks {
     /// `smallFile`/`largeFile`: JSON-lines corpora to measure instead of the generated ones

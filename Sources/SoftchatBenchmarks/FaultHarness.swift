@@ -1,5 +1,6 @@
 import SoftchatClient
 import SoftchatCore
+import SoftchatFaultProxy
 import SoftchatStorage
 import SoftchatSync
 import SoftchatTestRelay
@@ -12,7 +13,7 @@ import Synchronization
     import Darwin
 #endif
 
-/// `softchat faults`: end-to-end runs of two managed transports through fault proxies, each
+/// `softchat-dev faults`: end-to-end runs of two managed transports through fault proxies, each
 /// checked for what a user would notice — a message lost, a message rejected that the relay
 /// accepted, an intent that never settles, a lease left held, a message held twice.
 ///
@@ -39,7 +40,7 @@ public enum FaultHarness {
 
     /// A deterministic identity per run and role.
     static func identity(_ role: String, seed: UInt64) throws(SoftchatError) -> SoftchatIdentity {
-        try SoftchatIdentity.importSecretHex(Hex.encode(SHA256.hash(Array("softchat faults \(role) \(seed)".utf8))))
+        try SoftchatIdentity.importSecretHex(Hex.encode(SHA256.hash(Array("softchat-dev faults \(role) \(seed)".utf8))))
     }
 
     static func policy(_ options: FaultRunOptions, publishes: Bool, observer: @escaping @Sendable (ManagedTransportEvent) -> Void)

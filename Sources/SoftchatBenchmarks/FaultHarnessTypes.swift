@@ -1,3 +1,4 @@
+public import SoftchatFaultProxy
 public import SoftchatJSON
 public import SoftchatTestRelay
 

@@ -1,5 +1,6 @@
 import Dispatch
 import SoftchatClient
+import SoftchatCommandLine
 import SoftchatCore
 import SoftchatStorage
 import SoftchatSync
@@ -12,7 +13,7 @@ import Synchronization
     import Darwin
 #endif
 
-/// One figure of `softchat bench managed`, beside its baseline from the same run.
+/// One figure of `softchat-dev bench managed`, beside its baseline from the same run.
 public struct ManagedFigure: Sendable {
     public var name: String
     public var value: Double
@@ -26,7 +27,7 @@ public struct ManagedFigure: Sendable {
     }
 }
 
-/// `softchat bench managed`: the managed transport (SyncEngine + one I/O thread) against
+/// `softchat-dev bench managed`: the managed transport (SyncEngine + one I/O thread) against
 /// embedded relays running in a child process (`softchat relay`), so the relays' threads and
 /// context switches are not counted as the client's:
 /// - idle: context switches per second of this whole process with 1 and with 50 idle relay
@@ -239,9 +240,9 @@ enum ProcStatus {
         return nil
     }
 
-    static func threads() -> Int { field(ChildProcess.readSmallFile("/proc/self/status") ?? "", "Threads") ?? 0 }
+    static func threads() -> Int { field(PeakMemoryReport.readSmallFile("/proc/self/status") ?? "", "Threads") ?? 0 }
 
-    static func residentKiB() -> Double { Double(field(ChildProcess.readSmallFile("/proc/self/status") ?? "", "VmRSS") ?? 0) }
+    static func residentKiB() -> Double { Double(field(PeakMemoryReport.readSmallFile("/proc/self/status") ?? "", "VmRSS") ?? 0) }
 
     /// Voluntary + involuntary context switches of every thread of this process.
     static func contextSwitches() -> Int {
@@ -250,7 +251,7 @@ enum ProcStatus {
         var total = 0
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard name.first?.isNumber == true, let text = ChildProcess.readSmallFile("/proc/self/task/\(name)/status") else { continue }
+            guard name.first?.isNumber == true, let text = PeakMemoryReport.readSmallFile("/proc/self/task/\(name)/status") else { continue }
             total += (field(text, "voluntary_ctxt_switches") ?? 0) + (field(text, "nonvoluntary_ctxt_switches") ?? 0)
         }
         return total

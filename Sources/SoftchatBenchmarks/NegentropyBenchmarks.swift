@@ -10,7 +10,7 @@ import SoftchatSync
     import Darwin
 #endif
 
-/// `softchat bench negentropy`: NIP-77 sync beside REQ paging, in one run.
+/// `softchat-dev bench negentropy`: NIP-77 sync beside REQ paging, in one run.
 ///
 /// - In process, no I/O: both roles reconciling identical sets of half the corpus (the anchor:
 ///   strfry reconciles identical 50k sets in about 30 ms), and the corpus with 1% missing on

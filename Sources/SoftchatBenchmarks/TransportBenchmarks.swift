@@ -4,7 +4,7 @@ import SoftchatStorage
 import SoftchatTestRelay
 import SoftchatTransport
 
-/// `softchat bench transport`: publish → OK round trips against the embedded relay on loopback,
+/// `softchat-dev bench transport`: publish → OK round trips against the embedded relay on loopback,
 /// single EVENTs one at a time versus EVENTS batches of 256, beside a loopback WebSocket echo of
 /// the same frames (the floor: the same sockets and framing, no relay and no storage behind).
 public enum TransportBenchmarks {

@@ -1,7 +1,7 @@
 import SoftchatCore
 import SoftchatJSON
 
-/// `softchat bench wire` and `bench session`: relay frames through relay.wire and through
+/// `softchat-dev bench wire` and `bench session`: relay frames through relay.wire and through
 /// RelaySession.receive, each beside raw verify + SHA-256 (and parse+verify) in the same run.
 public enum WireBenchmarks {
     public static func run(quick: Bool) -> [BenchResult] {

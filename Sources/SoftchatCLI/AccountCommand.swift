@@ -1,3 +1,4 @@
+import SoftchatCommandLine
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
@@ -28,7 +29,6 @@ enum AccountCommand {
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        if args.first == "torture" { return try AccountTortureCommand.run(args.dropFirst()) }
         let parsed = try Arguments(
             args, valued: ["--db", "--batch", "--now", "--relay", "--operation", "--lease", "--max"],
             switches: ["--json", "--help", "-h"], repeatable: ["--relay"])

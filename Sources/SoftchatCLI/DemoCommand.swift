@@ -1,5 +1,5 @@
-import SoftchatBenchmarks
 import SoftchatClient
+import SoftchatCommandLine
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
@@ -237,7 +237,7 @@ enum DemoCommand {
         return p
     }
 
-    static func monotonic() -> Double { monotonicSeconds() }
+    static func monotonic() -> Double { Double(IODriver.monotonicMilliseconds()) / 1000 }
 
     /// `host:port` of a relay URL, for the demo's lines.
     static func short(_ url: String) -> String {

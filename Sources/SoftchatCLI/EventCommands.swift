@@ -1,3 +1,4 @@
+import SoftchatCommandLine
 import SoftchatCore
 import SoftchatJSON
 

@@ -1,4 +1,5 @@
 import SoftchatClient
+import SoftchatCommandLine
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage

@@ -1,4 +1,5 @@
 import Dispatch
+import SoftchatCommandLine
 import SoftchatCore
 import SoftchatTestRelay
 import SoftchatTransport

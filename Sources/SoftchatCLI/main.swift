@@ -1,7 +1,7 @@
-import SoftchatBenchmarks
 // softchat: the thin command line over SoftchatCore. Every subcommand answers --help;
 // --json prints one JSON object per line; errors print {"error":{"code":…,"message":…}}.
 // Exit: 0 success, 1 input rejected, 2 usage, 3 runtime failure.
+import SoftchatCommandLine
 import SoftchatCore
 import SoftchatJSON
 
@@ -28,9 +28,9 @@ let topHelp = """
       account …               the durable SQLite account: ingest, enqueue, claim, apply, check
       publish                 publish signed events through the durable account to a relay
       sync                    sync events matching a filter from relays into the account
-      relay                   run embedded loopback relays in this process (benchmarks, trying by hand)
-      bench events            signing and verification throughput beside raw libsecp256k1
-      faults                  seeded end-to-end runs through fault proxies; PASS/FAIL per run
+      relay                   run embedded loopback relays in this process (the demo's relay, trying by hand)
+
+    The developer tools (benchmarks, fault runs, the crash harness's child) are `softchat-dev`.
     """
 
 /// The package's version (the schema's major version, as the TypeScript package.json gives it)
@@ -59,9 +59,7 @@ do {
     case "account": status = try AccountCommand.run(rest)
     case "publish": status = try PublishCommand.run(rest)
     case "sync": status = try SyncCommand.run(rest)
-    case "bench": status = try BenchCommand.run(rest)
     case "relay": status = try RelayCommand.run(rest)
-    case "faults": status = try FaultsCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
     }
@@ -85,5 +83,5 @@ do {
 }
 Output.standard.flush()
 Output.error.flush()
-ChildProcess.recordPeakIfRequested()
+PeakMemoryReport.recordIfRequested()
 exit(status.rawValue)

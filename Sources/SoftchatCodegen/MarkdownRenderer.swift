@@ -38,7 +38,8 @@ public struct MarkdownRenderer {
         return GeneratedFile(path: "\(Self.directory)/index.md", contents: w.text)
     }
 
-    func boundText(_ b: Bound) -> String {
+    /// A bound as the reference writes it: its value with the unit, e.g. `512 KiB`.
+    public func boundText(_ b: Bound) -> String {
         let number = grouped(b.value)
         if let min = b.min { return "\(grouped(min))–\(number) \(b.unit.rawValue)" }
         return "≤ \(number) \(b.unit.rawValue)"

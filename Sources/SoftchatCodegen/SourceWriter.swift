@@ -1,3 +1,4 @@
+public import Foundation
 public import SoftchatContracts
 
 /// Accumulates generated text line by line with indentation; every renderer uses it so the
@@ -61,6 +62,18 @@ public struct GeneratedFile: Sendable, Equatable {
     public init(path: String, contents: String) {
         self.path = path
         self.contents = contents
+    }
+
+    /// Writes `data` (by default the contents) to `path` under `root`, creating folders, unless
+    /// the file already holds exactly those bytes, so an unchanged output keeps its timestamp.
+    /// - Returns: Whether the file was written.
+    public func write(_ data: Data? = nil, under root: String) throws -> Bool {
+        let url = URL(fileURLWithPath: root).appendingPathComponent(path)
+        let data = data ?? Data(contents.utf8)
+        if let existing = try? Data(contentsOf: url), existing == data { return false }
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try data.write(to: url, options: .atomic)
+        return true
     }
 }
 
@@ -130,7 +143,7 @@ func signature(_ f: FunctionDecl) -> String {
 extension TypeDecl {
     /// `persistEvent(subscriptionId: string, event: VerifiedEvent)`: a union variant as the
     /// reference docs list it.
-    func variantSignature(_ v: UnionVariant) -> String {
+    public func variantSignature(_ v: UnionVariant) -> String {
         let fields = fields(of: v)
         return v.name + (fields.isEmpty ? "" : "(" + fields.map { "\($0.name): \($0.type)" }.joined(separator: ", ") + ")")
     }

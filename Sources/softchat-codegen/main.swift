@@ -1,11 +1,11 @@
-// softchat-codegen: the thin executable over SoftchatCodegen that both plugins run.
+// softchat-codegen: the thin executable over SoftchatCodegen that both plugins run. It links
+// no Markdown library: the docs site is `softchat-site`, which only scripts/docs-site builds.
 //
 //   softchat-codegen swift    --schema DIR --output DIR       Swift surface (build plugin)
 //   softchat-codegen recipes  --schema DIR --output DIR       Swift recipes as test code
 //   softchat-codegen ffi      --schema DIR --output DIR       the C ABI's Swift exports (build plugin)
 //   softchat-codegen bindings --schema DIR --root DIR [--check]  generated/ and docs/reference/
 //   softchat-codegen validate --schema DIR                     diagnostics only
-//   softchat-codegen site     --schema DIR --docs DIR --output DIR   the static HTML site
 //
 // Exit status: 0 done, 1 schema invalid or (with --check) files stale, 2 usage.
 import Foundation
@@ -23,7 +23,6 @@ let usage = """
            softchat-codegen ffi --schema DIR --output DIR
            softchat-codegen bindings --schema DIR --root DIR [--check]
            softchat-codegen validate --schema DIR
-           softchat-codegen site --schema DIR --docs DIR --output DIR
     """
 
 var args = Array(CommandLine.arguments.dropFirst())
@@ -35,7 +34,7 @@ while let arg = args.first {
     args.removeFirst()
     switch arg {
     case "--check": check = true
-    case "--schema", "--output", "--root", "--display-prefix", "--docs":
+    case "--schema", "--output", "--root", "--display-prefix":
         guard let value = args.first else { fail("missing value for \(arg)\n\(usage)", status: 2) }
         args.removeFirst()
         options[arg] = value
@@ -88,12 +87,9 @@ func formatSwift(_ text: String, as path: String) -> String {
 /// Writes `file` under `root` unless it already has exactly these contents; Swift is written
 /// as `swift-format` formats it.
 func write(_ file: GeneratedFile, data: Data? = nil, under root: String) throws -> Bool {
-    let url = URL(fileURLWithPath: root).appendingPathComponent(file.path)
-    let data = data ?? Data((file.path.hasSuffix(".swift") ? formatSwift(file.contents, as: url.path) : file.contents).utf8)
-    if let existing = try? Data(contentsOf: url), existing == data { return false }
-    try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-    try data.write(to: url, options: .atomic)
-    return true
+    let path = URL(fileURLWithPath: root).appendingPathComponent(file.path).path
+    let data = data ?? Data((file.path.hasSuffix(".swift") ? formatSwift(file.contents, as: path) : file.contents).utf8)
+    return try file.write(data, under: root)
 }
 
 switch command {
@@ -162,74 +158,6 @@ case "bindings":
             fail("softchat-codegen: cannot write: \(error)", status: 3)
         }
     }
-case "site":
-    guard let docs = options["--docs"], let output = options["--output"] else { fail(usage, status: 2) }
-    buildSite(set: set, docs: docs, output: output)
 default:
     fail(usage, status: 2)
-}
-
-/// Every regular file under `dir` (not hidden), as sorted paths relative to it.
-func files(under dir: String) -> [String] {
-    guard let walker = FileManager.default.enumerator(atPath: dir) else { return [] }
-    var out: [String] = []
-    while let rel = walker.nextObject() as? String {
-        if rel.split(separator: "/").contains(where: { $0.hasPrefix(".") }) { continue }
-        var isDir: ObjCBool = false
-        if FileManager.default.fileExists(atPath: dir + "/" + rel, isDirectory: &isDir), !isDir.boolValue { out.append(rel) }
-    }
-    return out.sorted()
-}
-
-/// `site`: renders the HTML site into `output` (the reference from the schema, docs/**/*.md
-/// converted, assets), copies other files of `docs/`, removes files it no longer produces
-/// (except screenshots/), and warns when the checked-in Markdown reference is stale.
-func buildSite(set: ContractSet, docs: String, output: String) {
-    var pages: [DocsPage] = []
-    var copies: [String] = []
-    for rel in files(under: docs) {
-        if rel.hasSuffix(".md") {
-            guard let text = try? String(contentsOfFile: docs + "/" + rel, encoding: .utf8) else {
-                fail("softchat-codegen: cannot read \(docs)/\(rel) as UTF-8", status: 3)
-            }
-            pages.append(DocsPage(path: rel, markdown: text))
-        } else {
-            if !rel.hasPrefix(HTMLSite.generatedFolder) { copies.append(rel) }
-        }
-    }
-    let site = HTMLSite(set: set, documents: pages)
-    let rendered = site.render()
-    var written = 0
-    do {
-        for file in rendered where try write(file, under: output) { written += 1 }
-        for rel in copies {
-            let data = try Data(contentsOf: URL(fileURLWithPath: docs + "/" + rel))
-            if try write(GeneratedFile(path: rel, contents: ""), data: data, under: output) { written += 1 }
-        }
-    } catch {
-        fail("softchat-codegen: cannot write the site: \(error)", status: 3)
-    }
-    let expected = Set(rendered.map(\.path) + copies)
-    var removed = 0
-    for rel in files(under: output) where !expected.contains(rel) && !rel.hasPrefix("screenshots/") {
-        try? FileManager.default.removeItem(atPath: output + "/" + rel)
-        removed += 1
-    }
-    // The site renders the reference from the schema; the checked-in Markdown should match it.
-    let stale = MarkdownRenderer(set: set).render().filter { file in
-        let rel = String(file.path.dropFirst("docs/".count))
-        return (try? String(contentsOfFile: docs + "/" + rel, encoding: .utf8)) != file.contents
-    }
-    let reference = rendered.filter { $0.path.hasPrefix(HTMLRenderer.directory + "/") }.count
-    let converted = site.convertedDocuments.count
-    print(
-        "docs-site: \(rendered.count + copies.count) files (\(reference) reference pages from Schema/, \(converted) pages from "
-            + "\(docs)/), \(written) changed, \(removed) removed -> \(output)/index.html")
-    if !stale.isEmpty {
-        FileHandle.standardError.write(
-            Data(
-                ("docs-site: warning: the checked-in Markdown reference is stale ("
-                    + stale.map(\.path).joined(separator: ", ")
-                    + "); run: swift package --allow-writing-to-package-directory generate-bindings\n").utf8))
-    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import SoftchatCodegen
 import SoftchatContracts
+import SoftchatSite
 import Testing
 
 extension Fixture {

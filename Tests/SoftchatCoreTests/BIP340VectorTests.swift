@@ -2,7 +2,7 @@ import Foundation
 import SoftchatCore
 import Testing
 
-/// One row of `../shared/specs/bip340/test-vectors.csv`.
+/// One row of `Tests/Fixtures/bip340/test-vectors.csv`.
 struct BIP340Vector: Sendable, CustomTestStringConvertible {
     var index: Int
     var secretKey: String?
@@ -16,7 +16,7 @@ struct BIP340Vector: Sendable, CustomTestStringConvertible {
     var testDescription: String { "vector \(index)\(comment.isEmpty ? "" : " (\(comment))")" }
 
     static func load() throws -> [BIP340Vector] {
-        let text = try String(contentsOf: Paths.specs.appendingPathComponent("bip340/test-vectors.csv"), encoding: .utf8)
+        let text = try String(contentsOf: Paths.testFixtures.appendingPathComponent("bip340/test-vectors.csv"), encoding: .utf8)
         var lines = text.split(whereSeparator: \.isNewline).map(String.init)
         let header = lines.removeFirst()
         #expect(header.hasPrefix("index,secret key,public key,aux_rand,message,signature,verification result"))

@@ -4,7 +4,7 @@ import SoftchatJSON
 import SoftchatTestSupport
 import Testing
 
-/// A fixture the shared README marks "id+sig OK", and where its event sits in the file.
+/// A fixture whose id and signature verify (Tests/Fixtures/nostr-sdk-ios/README.md), and where its event sits in the file.
 struct GoodFixture: Sendable, CustomTestStringConvertible {
     var name: String
     /// Index of the event in a relay frame (`["EVENT", subid, event]` → 2); nil for a bare event.

@@ -29,7 +29,7 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
     }
 
     static let acknowledgements: [PublishAckCase] = [
-        // nostr-relay 1.14 (../shared/peers/README.md §3–4): duplicates are false; rejections carry an empty id
+        // nostr-relay 1.14 (as observed on loopback): duplicates are false; rejections carry an empty id
         ack("nostr-relay", true, "", .accepted, .accepted),
         ack("nostr-relay", false, "duplicate: exists", .accepted, .duplicate),
         ack("nostr-relay", false, "invalid: Bad signature", nil, nil, named: false),

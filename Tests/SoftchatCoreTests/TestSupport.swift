@@ -4,14 +4,15 @@ import SoftchatJSON
 import SoftchatTestSupport
 import Testing
 
-/// Paths the core tests read: the repository root and the shared specification data beside it.
+/// Paths the core tests read: the repository root and its test fixtures (`Tests/Fixtures`).
 enum Paths {
     /// `<repo>` (this file is `<repo>/Tests/SoftchatCoreTests/TestSupport.swift`).
     static let repository = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    /// `<repo>/../shared/specs`.
-    static let specs = repository.deletingLastPathComponent().appendingPathComponent("shared/specs")
-    static let fixtures = specs.appendingPathComponent("nostr-fixtures/nostr-sdk-ios")
+    /// `<repo>/Tests/Fixtures`: third-party vectors copied into the repository (see its README).
+    static let testFixtures = repository.appendingPathComponent("Tests/Fixtures")
+    /// The NIP-01 message and event fixtures of nostr-sdk-ios.
+    static let fixtures = testFixtures.appendingPathComponent("nostr-sdk-ios")
 
     static func fixtureText(_ name: String) throws -> String {
         try String(contentsOf: fixtures.appendingPathComponent("\(name).json"), encoding: .utf8)

@@ -1,6 +1,7 @@
 import Foundation
 import SoftchatBenchmarks
 import SoftchatCore
+import SoftchatFaultProxy
 import SoftchatTestRelay
 import SoftchatTransport
 import Testing

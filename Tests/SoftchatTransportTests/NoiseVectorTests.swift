@@ -3,8 +3,8 @@ import Testing
 
 @testable import SoftchatTransport
 
-/// One vector of `../shared/specs/noise/{cacophony,snow}-25519_ChaChaPoly_SHA256.txt` (format:
-/// FILTER-NOTE.md there). Static and ephemeral values are private keys; remote_static values
+/// One vector of `Tests/Fixtures/noise/{cacophony,snow}-25519_ChaChaPoly_SHA256.txt` (sources in
+/// the README there). Static and ephemeral values are private keys; remote_static values
 /// are public keys.
 struct NoiseVector: Decodable {
     struct Message: Decodable {
@@ -33,8 +33,7 @@ struct NoiseVectorFile: Decodable {
 
 enum NoiseVectors {
     static let directory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/specs/noise")
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/noise")
 
     static func load(_ name: String) throws -> [NoiseVector] {
         let data = try Data(contentsOf: directory.appendingPathComponent(name))

@@ -3,7 +3,7 @@
 // must give identical answers — the same result JSON (ids, fields, order) or the same stable error
 // code with the same message (which names the place) — on:
 //   the bad-input corpus (Tests/SoftchatCoreTests/BadInputs), the NIP-01 fixtures
-//   (../shared/specs/nostr-fixtures), 10,000 seeded random frames (mutations of valid frames) each
+//   (Tests/Fixtures/nostr-sdk-ios), 10,000 seeded random frames (mutations of valid frames) each
 //   parsed both ways and fed to a live RelaySession on each backend; and the BIP-340 vectors, which
 //   the wasm build must sign and verify exactly as the CSV says (as BIP340VectorTests requires of
 //   the native build), with the same public keys on both.

@@ -27,7 +27,7 @@ public struct Negentropy: Sendable {
     /// 0 (no limit) or at least 4,096 bytes of binary message.
     public let frameSizeLimit: Int
     /// Fingerprints by summing each range's ids instead of the prefix sums: the baseline
-    /// `softchat bench negentropy` measures the prefix sums against.
+    /// `softchat-dev bench negentropy` measures the prefix sums against.
     package var rescansFingerprints = false
 
     static let buckets = 16

@@ -40,7 +40,7 @@ public struct NegentropyRange: Sendable, Hashable {
     }
 }
 
-/// A Negentropy v1 message (`../shared/specs/negentropy/negentropy-protocol-v1.md`): the
+/// A Negentropy v1 message (hoytech/negentropy's `docs/negentropy-protocol-v1.md`): the
 /// version byte 0x61, then ranges in ascending order. Decoding is strict and bounded by the
 /// input: a truncated field, a varint over 64 bits or longer than needed, an id prefix over 32
 /// bytes, an unknown mode, an id list longer than the bytes left, or a bound below the one

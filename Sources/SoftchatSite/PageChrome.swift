@@ -1,3 +1,5 @@
+internal import SoftchatCodegen
+
 // MARK: - Page chrome
 
 enum HTMLPage {

@@ -86,7 +86,7 @@ public struct FaultCounts: Sendable, Hashable {
 /// split a relay message into continuation frames, slip a ping between them and recognise
 /// EVENT and EOSE) but otherwise forwards bytes as they are; NIP-11 HTTP requests pass through
 /// unmodified. One thread per connection, sleeping in `poll(2)` until a socket or a held
-/// message is due. For fault-injection tests and the `softchat faults` harness only.
+/// message is due. For fault-injection tests and the `softchat-dev faults` harness only.
 public final class FaultProxy: @unchecked Sendable {
     // @unchecked: mutable state is behind `lock`; each connection's state is its thread's.
     public let port: Int

@@ -1,3 +1,4 @@
+public import SoftchatCodegen
 public import SoftchatContracts
 
 // MARK: - Reference pages

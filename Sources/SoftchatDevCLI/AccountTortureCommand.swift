@@ -1,8 +1,9 @@
+import SoftchatCommandLine
 import SoftchatCore
 import SoftchatJSON
 import SoftchatStorage
 
-/// `softchat account torture --db FILE --seed N [--steps K] [--now T]`: the child process of
+/// `softchat-dev torture --db FILE --seed N [--steps K] [--now T]`: the child process of
 /// the crash harness (scripts/crash-harness). A deterministic loop — every choice comes from
 /// the seed — of ingest batches, enqueueSigned, claim, markSocketWritten, applyResults,
 /// release and sync-cursor calls, with `now` advancing so leases expire. After each call
@@ -10,7 +11,7 @@ import SoftchatStorage
 /// SIGKILL at any point leaves a prefix of acknowledgements that must all hold on reopen.
 enum AccountTortureCommand {
     static let help = """
-        usage: softchat account torture --db FILE --seed N [--steps K] [--now T]
+        usage: softchat-dev torture --db FILE --seed N [--steps K] [--now T]
 
         Runs K (default 400) deterministic steps against the account at FILE, choices from seed
         N, starting at Unix time T (default 1700000000 + N * 1000000; give increasing T to runs

@@ -1,4 +1,5 @@
 import SoftchatBenchmarks
+import SoftchatCommandLine
 import SoftchatJSON
 
 #if canImport(Glibc)
@@ -9,8 +10,8 @@ import SoftchatJSON
 
 enum BenchCommand {
     static let help = """
-        usage: softchat bench [events|wire|session|account|scale|transport|managed|cli|memory|negentropy|all] [--json] [--quick]
-               softchat bench corpus DIR [--quick]
+        usage: softchat-dev bench [events|wire|session|account|scale|transport|managed|cli|memory|negentropy|all] [--json] [--quick]
+               softchat-dev bench corpus DIR [--quick]
 
         Each figure is printed beside a baseline measured in the same process, with the ratio
         and the peak memory so far:
@@ -84,7 +85,7 @@ enum BenchCommand {
                 rmdir(path)
             case "cli":
                 let path = try temporaryDirectory()
-                results = CLIBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
+                results = CLIBenchmarks.run(quick: quick, executable: ChildProcess.softchatExecutable, directory: path)
                 rmdir(path)
             case "scale":
                 let path = try temporaryDirectory()
@@ -92,7 +93,7 @@ enum BenchCommand {
                 rmdir(path)
             case "managed":
                 let path = try temporaryDirectory()
-                let figures = ManagedBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
+                let figures = ManagedBenchmarks.run(quick: quick, executable: ChildProcess.softchatExecutable, directory: path)
                 for name in ["idle-1", "idle-50", "idle-100", "publish", "ingest", "sync"] {
                     for suffix in [".db", ".db-wal", ".db-shm"] { unlink("\(path)/\(name)\(suffix)") }
                 }
@@ -106,13 +107,13 @@ enum BenchCommand {
                 options.eventsFile = parsed.options["--events-file"]
                 options.relayURL = parsed.options["--relay"]
                 if let filter = parsed.options["--filter"] { options.filterJSON = filter }
-                let figures = NegentropyBenchmarks.run(options, executable: ChildProcess.currentExecutable, directory: path)
+                let figures = NegentropyBenchmarks.run(options, executable: ChildProcess.softchatExecutable, directory: path)
                 rmdir(path)
                 print(figures, json: parsed.has("--json"))
                 continue
             case "memory":
                 let path = try temporaryDirectory()
-                let probes = MemoryBenchmarks.run(quick: quick, executable: ChildProcess.currentExecutable, directory: path)
+                let probes = MemoryBenchmarks.run(quick: quick, executable: ChildProcess.softchatExecutable, directory: path)
                 rmdir(path)
                 print(probes, json: parsed.has("--json"))
                 continue

@@ -5,7 +5,7 @@
 #endif
 
 /// Exit statuses every subcommand uses.
-enum ExitStatus: Int32 {
+public enum ExitStatus: Int32 {
     case success = 0
     case inputRejected = 1
     case usage = 2
@@ -13,39 +13,54 @@ enum ExitStatus: Int32 {
 }
 
 /// A usage problem: printed with the subcommand's help, exit 2.
-struct UsageError: Error {
-    var message: String
-    init(_ message: String) { self.message = message }
+public struct UsageError: Error {
+    /// What is wrong with the command line.
+    public var message: String
+    /// A usage error saying `message`.
+    public init(_ message: String) { self.message = message }
 }
 
 /// A failure of the machine rather than the input (a file that cannot be read), exit 3.
-struct RuntimeFailure: Error {
-    var code: String
-    var message: String
+public struct RuntimeFailure: Error {
+    /// The stable code printed with it.
+    public var code: String
+    /// What failed.
+    public var message: String
+
+    /// A failure with its stable code and message.
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
 }
 
 /// Buffered standard output: one write(2) per 64 KiB instead of one per line, so piping
 /// data through the CLI costs what the library costs.
-final class Output {
-    nonisolated(unsafe) static let standard = Output(fd: 1)
-    nonisolated(unsafe) static let error = Output(fd: 2)
+public final class Output {
+    /// Standard output.
+    nonisolated(unsafe) public static let standard = Output(fd: 1)
+    /// Standard error.
+    nonisolated(unsafe) public static let error = Output(fd: 2)
 
     private let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(fd: Int32) {
+    /// Buffered output to the file descriptor `fd`.
+    public init(fd: Int32) {
         self.fd = fd
         buffer.reserveCapacity(1 << 16)
     }
 
-    func line(_ text: String) {
+    /// Appends `text` and a newline, writing when 64 KiB are buffered.
+    public func line(_ text: String) {
         var text = text
         text.withUTF8 { buffer.append(contentsOf: $0) }
         buffer.append(0x0A)
         if buffer.count >= 1 << 16 { flush() }
     }
 
-    func flush() {
+    /// Writes everything buffered.
+    public func flush() {
         guard !buffer.isEmpty else { return }
         buffer.withUnsafeBytes { raw in
             var offset = 0
@@ -64,7 +79,7 @@ final class Output {
 /// buffer and hands out lines (without the newline, a trailing `\r` removed): one at a time as
 /// byte arrays, or in batches as views into the buffer. Each byte is searched for a newline
 /// once, however many reads a long line spans.
-final class LineReader {
+public final class LineReader {
     private var storage: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     private var start = 0
@@ -74,7 +89,8 @@ final class LineReader {
     private let fd: Int32
     private static let readSize = 1 << 18
 
-    init(fd: Int32 = 0) {
+    /// A reader of `fd` (standard input by default).
+    public init(fd: Int32 = 0) {
         self.fd = fd
         capacity = 4 * Self.readSize
         storage = .allocate(capacity: capacity)
@@ -84,7 +100,7 @@ final class LineReader {
 
     /// The next non-blank lines, up to `maxLines` of them or `maxBytes` in all, as views into
     /// the read buffer (no copy), valid until the next call; nil at the end of the input.
-    func nextBatch(maxLines: Int, maxBytes: Int) -> [UnsafeBufferPointer<UInt8>]? {
+    public func nextBatch(maxLines: Int, maxBytes: Int) -> [UnsafeBufferPointer<UInt8>]? {
         compact()
         var ranges: [Range<Int>] = []
         var bytes = 0
@@ -99,7 +115,7 @@ final class LineReader {
     }
 
     /// The next line as a copy.
-    func next() -> [UInt8]? {
+    public func next() -> [UInt8]? {
         nextRange(moving: true).map { Array(UnsafeBufferPointer(start: storage + $0.lowerBound, count: $0.count)) }
     }
 
@@ -156,16 +172,19 @@ final class LineReader {
 }
 
 /// Parsed `--flag value` options and positional arguments of one subcommand.
-struct Arguments {
-    var positional: [String] = []
-    var options: [String: String] = [:]
-    var flags: Set<String> = []
+public struct Arguments {
+    /// The arguments that are not options, in order.
+    public var positional: [String] = []
+    /// Each valued option's (last) value.
+    public var options: [String: String] = [:]
+    /// The switches given.
+    public var flags: Set<String> = []
     /// Every value of options that may repeat (`--relay A --relay B`).
-    var repeated: [String: [String]] = [:]
+    public var repeated: [String: [String]] = [:]
 
     /// Splits `args`; `valued` names options that take a value, `switches` those that don't.
     /// A value follows its option as the next argument or after `=` (`--db x.db`, `--db=x.db`).
-    init(_ args: ArraySlice<String>, valued: Set<String>, switches: Set<String>, repeatable: Set<String> = []) throws(UsageError) {
+    public init(_ args: ArraySlice<String>, valued: Set<String>, switches: Set<String>, repeatable: Set<String> = []) throws(UsageError) {
         var i = args.startIndex
         while i < args.endIndex {
             let a = args[i]
@@ -201,14 +220,16 @@ struct Arguments {
         repeated[option, default: []].append(value)
     }
 
-    func has(_ flag: String) -> Bool { flags.contains(flag) }
+    /// Whether the switch `flag` was given.
+    public func has(_ flag: String) -> Bool { flags.contains(flag) }
 
     /// An integer option, or nil when absent; a non-integer is a usage error.
-    func int(_ option: String) throws(UsageError) -> Int64? {
+    public func int(_ option: String) throws(UsageError) -> Int64? {
         guard let text = options[option] else { return nil }
         guard let n = Int64(text) else { throw UsageError("\(option) needs an integer, not \(text)") }
         return n
     }
 }
 
-func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+/// Whether `fd` is a terminal.
+public func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }

@@ -1,4 +1,5 @@
 import SoftchatBenchmarks
+import SoftchatCommandLine
 import SoftchatJSON
 
 #if canImport(Glibc)
@@ -7,12 +8,12 @@ import SoftchatJSON
     import Darwin
 #endif
 
-/// `softchat faults`: the fault harness (`FaultHarness`), seeded runs of a sender and a
+/// `softchat-dev faults`: the fault harness (`FaultHarness`), seeded runs of a sender and a
 /// receiver managed transport through fault proxies, each checked for lost, rejected,
 /// unsettled and doubly held messages and leases left held.
 enum FaultsCommand {
     static let help = """
-        usage: softchat faults [--runs N] [--events N] [--seed S] [--json]
+        usage: softchat-dev faults [--runs N] [--events N] [--seed S] [--json]
 
         Runs N (default 1) seeded fault runs of N events each (default 2,000). Run k uses seed
         S + k (S defaults to 1), so a failing run replays with `--runs 1 --seed <its seed>`.

@@ -1,4 +1,5 @@
 internal import Foundation
+internal import SoftchatCodegen
 
 /// The site's stylesheet and script, kept as the files `Assets/style.css` and `Assets/site.js`
 /// (package resources) so they are edited, linted and reviewed as CSS and JavaScript.

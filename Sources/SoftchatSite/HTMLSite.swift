@@ -1,3 +1,4 @@
+public import SoftchatCodegen
 public import SoftchatContracts
 
 // The static HTML documentation site: the reference pages rendered from the schema (laid out

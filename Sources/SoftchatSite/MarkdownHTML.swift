@@ -1,4 +1,5 @@
 internal import CCmarkGFM
+internal import SoftchatCodegen
 
 #if canImport(Glibc)
     internal import Glibc
