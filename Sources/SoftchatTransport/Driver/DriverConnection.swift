@@ -11,7 +11,7 @@
 /// thread; nothing blocks. Events go to the driver's queue, never straight to the handler.
 final class DriverConnection {
     enum Stage: Equatable {
-        case resolving, connecting, securing, requesting, open, receivingDocument, lingering, finished
+        case resolving, connecting, securing, requesting, open, lingering, finished
     }
 
     /// How long a closing connection may take to flush its close frame and see the peer's
@@ -46,9 +46,8 @@ final class DriverConnection {
     private var codec: WebSocketCodec
     private var wire = WireQueue()
     private let key = HandshakeCrypto.randomKey()
-    /// The HTTP response so far (head, then for NIP-11 the body).
-    private var http: [UInt8] = []
-    private var documentLength: Int?
+    /// The relay's HTTP answer: the upgrade's head, or NIP-11's head and bounded body.
+    private var http: HTTPMessageReader
     /// Sends made before the WebSocket opened, carried once it does.
     private var early: [(text: String, token: Int)] = []
     private var readEnded = false
@@ -65,6 +64,7 @@ final class DriverConnection {
         self.options = options
         self.purpose = purpose
         codec = WebSocketCodec(role: .client, maxMessageBytes: options.maxMessageBytes)
+        http = purpose == .webSocket ? WebSocketClient.answerReader() : RelayInformation.answerReader()
         deadline = now + Int64(max(options.connectTimeoutMilliseconds, 1))
     }
 
@@ -228,45 +228,30 @@ final class DriverConnection {
     private func receivedPlaintext(_ bytes: UnsafeRawBufferPointer) throws(TransportError) {
         switch stage {
         case .requesting:
-            // Only the new bytes (and the 3 before them) can complete the blank line: a peer
-            // sending its head a byte at a time costs linear, not quadratic, work.
-            let searchFrom = max(0, http.count - 3)
-            http.append(contentsOf: bytes)
-            guard let end = Self.headEnd(http, from: searchFrom) else {
-                guard http.count <= 16384 else { throw TransportError(.handshake, "HTTP head over 16 KiB") }
-                return
-            }
-            guard let head = HTTPHead(http[..<end]) else { throw TransportError(.handshake, "malformed HTTP head") }
-            let leftover = Array(http[(end + 4)...])
-            http = []
-            if purpose == .webSocket {
-                try WebSocketClient.checkUpgradeResponse(head, key: key)
-                opened(leftover)
-            } else {
-                try RelayInformation.checkStatus(head)
-                documentLength = RelayInformation.expectedLength(head)
-                stage = .receivingDocument
-                http = leftover
-                try documentProgress()
-            }
+            try httpProgress(try http.feed(bytes))
         case .open:
             codec.feed(bytes)
             pumpCodec()
-        case .receivingDocument:
-            http.append(contentsOf: bytes)
-            try documentProgress()
         case .resolving, .connecting, .securing, .lingering, .finished:
             break
         }
     }
 
-    /// The index of the CRLFCRLF that ends an HTTP head, searching from `start`.
-    static func headEnd(_ bytes: [UInt8], from start: Int) -> Int? {
-        guard bytes.count >= 4, start <= bytes.count - 4 else { return nil }
-        for i in start...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            return i
+    /// What the relay's HTTP answer produced: the upgrade opens the WebSocket; the NIP-11
+    /// document, once whole, is reported (nil when it is not a 200 with a JSON document).
+    private func httpProgress(_ progress: HTTPMessageReader.Progress) throws(TransportError) {
+        switch progress {
+        case .needMore:
+            return
+        case .head(let head, let rest):
+            try WebSocketClient.checkUpgradeResponse(head, key: key)
+            opened(rest)
+        case .message(let head, let body):
+            let document = (try? RelayInformation.checkStatus(head)).flatMap { try? RelayInformation.decode(body) }
+            reported = true
+            driver.enqueue(self, .information(id, document))
+            closeNow()
         }
-        return nil
     }
 
     private func opened(_ leftover: [UInt8]) {
@@ -309,30 +294,19 @@ final class DriverConnection {
         }
     }
 
-    private func documentProgress() throws(TransportError) {
-        if http.count > RelayInformation.maxDocumentBytes { throw TransportError(.http, "NIP-11 document over 256 KiB") }
-        if let length = documentLength, http.count >= length { finishDocument() }
-    }
-
-    private func finishDocument() {
-        let body = documentLength.map { Array(http.prefix($0)) } ?? http
-        let document = try? RelayInformation.decode(body)
-        reported = true
-        driver.enqueue(self, .information(id, document))
-        closeNow()
-    }
-
     private func endOfStream() {
         readEnded = true
         switch stage {
         case .lingering, .finished:
             closeNow()
-        case .receivingDocument where documentLength == nil:
-            finishDocument()
-        case .receivingDocument:
-            fail(TransportError(.http, "the NIP-11 document was cut short"))
         case .open:
             fail(noise?.endOfStreamError() ?? TransportError(.closed, "the relay closed the connection without a close frame"))
+        case .requesting where purpose == .relayInformation:
+            do {
+                try httpProgress(try http.finish())
+            } catch {
+                fail(error)
+            }
         case .securing, .requesting:
             if let error = noise?.endOfStreamError() {
                 fail(error)

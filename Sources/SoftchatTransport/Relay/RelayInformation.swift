@@ -39,32 +39,20 @@ public struct RelayInformation: Sendable, Hashable {
     ///     each read of the answer.
     /// - Returns: The relay's document.
     /// - Throws: ``TransportError``: the failures of opening a connection (`.resolve`,
-    ///   `.connect`, `.timeout`, `.tls`, `.certificate`, `.handshake`); `.handshake` for a
-    ///   malformed answer head or a connection closed before it ended; `.http` for a status
-    ///   other than 200, a document over 256 KiB or one that is not JSON; `.timeout` when the
-    ///   answer stalls.
+    ///   `.connect`, `.timeout`, `.tls`, `.certificate`, `.handshake`); `.http` for an answer
+    ///   that is malformed or over a limit (see `HTTPMessageReader`: the head, a bad
+    ///   `Content-Length`, a chunked body), cut short, with a status other than 200, a document
+    ///   over 256 KiB or one that is not JSON; `.timeout` when the answer stalls.
     public static func fetch(_ endpoint: RelayEndpoint, options: ConnectionOptions = ConnectionOptions()) throws(TransportError) -> RelayInformation {
         let stream = try WebSocketClient.openStream(endpoint, options: options)
         defer { stream.close() }
         try stream.write(request(endpoint))
-        let (head, leftover) = try WebSocketClient.readHead(stream, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+        var reader = answerReader()
+        guard
+            case .message(let head, let body) = try WebSocketClient.read(
+                stream, with: &reader, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+        else { throw TransportError(.http, "the NIP-11 answer: no message") }  // a body framing yields messages only
         try checkStatus(head)
-        var body = leftover
-        let limit = maxDocumentBytes
-        let expected = expectedLength(head)
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while expected.map({ body.count < $0 }) ?? true {
-            guard body.count <= limit else { throw TransportError(.http, "NIP-11 document over 256 KiB") }
-            let n: Int
-            do {
-                n = try readChunk(stream, &chunk, timeoutMilliseconds: options.connectTimeoutMilliseconds)
-            } catch {
-                if expected == nil && error.kind == .closed { break }
-                throw error
-            }
-            if n == 0 { break }
-            body += chunk[0..<n]
-        }
         return try decode(body)
     }
 
@@ -83,14 +71,16 @@ public struct RelayInformation: Sendable, Hashable {
 
     /// Only 200 carries a document.
     static func checkStatus(_ head: HTTPHead) throws(TransportError) {
-        let status = head.firstLine.split(separator: " ")
-        guard status.count >= 2, status[1] == "200" else {
+        guard head.status == 200 else {
             throw TransportError(.http, "NIP-11 request answered \"\(head.firstLine)\"")
         }
     }
 
-    /// The body length the response announces, if it does (else it ends at end of stream).
-    static func expectedLength(_ head: HTTPHead) -> Int? { head.header("content-length").flatMap { Int($0) } }
+    /// The reader of the answer: a head and a body of at most ``maxDocumentBytes``, framed by
+    /// Content-Length, chunked coding or the end of the stream.
+    static func answerReader() -> HTTPMessageReader {
+        HTTPMessageReader(framing: .body(maxBytes: maxDocumentBytes), kind: .http, what: "the NIP-11 answer")
+    }
 
     /// The document in `body` (JSON).
     static func decode(_ body: [UInt8]) throws(TransportError) -> RelayInformation {

@@ -25,30 +25,6 @@ enum HandshakeCrypto {
     }
 }
 
-/// A parsed HTTP/1.1 head (request or response): first line and headers, names lowercased.
-struct HTTPHead {
-    let firstLine: String
-    let headers: [String: String]
-
-    func header(_ name: String) -> String? { headers[name.lowercased()] }
-
-    /// Parses the bytes before the blank line; nil when malformed.
-    init?(_ bytes: ArraySlice<UInt8>) {
-        let text = String(decoding: bytes, as: UTF8.self)
-        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)
-        guard !lines.isEmpty else { return nil }
-        firstLine = lines.removeFirst()
-        var headers: [String: String] = [:]
-        for line in lines where !line.isEmpty {
-            guard let colon = line.firstIndex(of: ":") else { return nil }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t")
-            headers[name] = headers[name].map { $0 + ", " + value } ?? value
-        }
-        self.headers = headers
-    }
-}
-
 extension StringProtocol {
     func trimmingCharacters(in set: String) -> String {
         let chars = Set(set)

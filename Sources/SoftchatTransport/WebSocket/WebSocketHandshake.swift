@@ -178,28 +178,38 @@ public enum WebSocketClient {
         }
     }
 
-    /// Reads an HTTP head (up to the blank line, at most 16 KiB) and whatever followed it.
-    static func readHead(_ stream: any ByteStream, timeoutMilliseconds: Int32) throws(TransportError) -> (HTTPHead, [UInt8]) {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            if let end = headEnd(bytes) {
-                guard let head = HTTPHead(bytes[..<end]) else { throw TransportError(.handshake, "malformed HTTP head") }
-                return (head, Array(bytes[(end + 4)...]))
-            }
-            guard bytes.count < 16384 else { throw TransportError(.handshake, "HTTP head over 16 KiB") }
-            let n = try readChunk(stream, &chunk, timeoutMilliseconds: timeoutMilliseconds)
-            if n == 0 { throw TransportError(.handshake, "the connection closed during the HTTP exchange") }
-            bytes += chunk[0..<n]
-        }
+    /// The reader of a relay's answer to the upgrade request: the head alone; the bytes after it
+    /// are the WebSocket's.
+    static func answerReader() -> HTTPMessageReader {
+        HTTPMessageReader(framing: .headOnly, kind: .handshake, what: "the WebSocket upgrade answer")
     }
 
-    static func headEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            return i
+    /// Reads an HTTP head (at most 16 KiB, strictly parsed) and whatever followed it.
+    static func readHead(_ stream: any ByteStream, timeoutMilliseconds: Int32) throws(TransportError) -> (HTTPHead, [UInt8]) {
+        var reader = HTTPMessageReader(framing: .headOnly, kind: .handshake, what: "the HTTP head")
+        guard case .head(let head, let rest) = try read(stream, with: &reader, timeoutMilliseconds: timeoutMilliseconds) else {
+            throw TransportError(.handshake, "the HTTP head: no head")  // .headOnly yields heads only
         }
-        return nil
+        return (head, rest)
+    }
+
+    /// Feeds `reader` from `stream` until it produces a head or a message (blocking; each read
+    /// waits at most `timeoutMilliseconds`).
+    static func read(
+        _ stream: any ByteStream, with reader: inout HTTPMessageReader, timeoutMilliseconds: Int32
+    ) throws(TransportError) -> HTTPMessageReader.Progress {
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let n: Int
+            do {
+                n = try readChunk(stream, &chunk, timeoutMilliseconds: timeoutMilliseconds)
+            } catch  where error.kind == .closed {
+                n = 0
+            }
+            let progress = n == 0 ? try reader.finish() : try reader.feed(chunk[0..<n])
+            if progress != .needMore { return progress }
+            if n == 0 { throw TransportError(.closed, "the connection closed during the HTTP exchange") }
+        }
     }
 }
 
