@@ -1,24 +1,15 @@
 """What the check and interop scripts share: the pass/fail tally (each check prints its
 failures and, verbosely, its passes; the summary line "NAME: N passed, M failed" ends the run
-with exit status 1 if anything failed), running the softchat binary, the peers kit in
-../shared/peers, building the TypeScript facade's Node-API addon, and the docs' code blocks."""
+with exit status 1 if anything failed), running the softchat binary, the third-party relays
+(`peers`: scripts/peerslib.py, e.g. peers.start("local") -> its URL, peers.stop("local")),
+building the TypeScript facade's Node-API addon, and the docs' code blocks."""
 import json
 import os
 import re
 import subprocess
 import sys
 
-PEERS_KIT = os.path.abspath("../shared/peers")
-PEERS_DIR = os.path.abspath(os.environ.get("PEERS_DIR", ".peers"))
-
-
-def peers(script, *names, env=None):
-    """Runs a peers-kit script (start.sh, stop.sh, …) for the named relays; exits on failure."""
-    e = dict(os.environ, PEERS_DIR=PEERS_DIR, **(env or {}))
-    r = subprocess.run(["bash", f"{PEERS_KIT}/{script}", *names], capture_output=True, text=True, env=e)
-    if r.returncode != 0:
-        print(r.stdout, r.stderr, file=sys.stderr)
-        raise SystemExit(f"peers {script} {names} failed")
+import peerslib as peers  # noqa: F401  (re-exported: `from checks import peers`)
 
 
 NODE_INCLUDE = "/usr/include/node"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """NIP-77 negentropy interop, both ways, on sets with differences on both sides:
 
-  * Softchat's client (`softchat sync`) against rust-nostr's LocalRelay (../shared/peers, a
+  * Softchat's client (`softchat sync`) against rust-nostr's LocalRelay (scripts/peers, a
     negentropy responder): the account must end with its own events plus every event the relay
     holds for the filter, by the relay's full REQ listing (scripts/neg_peer.py fetch-ids), and
     report the method "negentropy" (or "paging" when the account held nothing).
@@ -27,10 +27,8 @@ from checks import Tally, peers
 
 SOFTCHAT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else ".build/debug/softchat")
 BIG = "--big" in sys.argv
-PY = os.path.abspath("./.peers/venv/bin/python")
+PY = peers.VENV_PYTHON
 NEG_PEER = os.path.abspath("scripts/neg_peer.py")
-LOCAL = "ws://127.0.0.1:7777"
-OPEN = "ws://127.0.0.1:7447"
 tally = Tally("interop-negentropy", show_passes=True)
 check = tally.check
 
@@ -117,32 +115,32 @@ def main():
     all_rows = lines(corpus)
     filt = {"#t": [f"neg-{seed}"]}
     try:
-        peers("start.sh", "open")
+        open_url = peers.start("open")
 
         # 1. Softchat's client against LocalRelay. The sets are nested prefixes of one corpus
         # under one tag, so each size runs on a fresh relay.
         for n in sizes:
             relay_rows, local_rows = split(all_rows, n)
-            peers("stop.sh", "local")
+            peers.stop("local")
             shutil.rmtree(lmdb)
             os.makedirs(lmdb)
-            peers("start.sh", "local", env={"PEERS_LOCAL_ARGS": f"--rate 100000:10000000 --lmdb {lmdb}"})
+            local_url = peers.start("local", env={"PEERS_LOCAL_ARGS": f"--rate 100000:10000000 --lmdb {lmdb}"})
             if relay_rows:
                 f = os.path.join(work, f"relay-{n}.jsonl")
                 write(f, relay_rows)
-                loaded = neg_peer("load", "--relay", LOCAL, "--events", f)
+                loaded = neg_peer("load", "--relay", local_url, "--events", f)
                 check(loaded.get("accepted") == len(relay_rows), f"LocalRelay {n}: loaded {len(relay_rows)} ({loaded.get('accepted')}, {loaded.get('error', '')[:200]})")
             db = os.path.join(work, f"local-{n}.db")
             check(ingest(db, local_rows), f"LocalRelay {n}: account holds {len(local_rows)}")
             t0 = time.time()
-            out = sync(LOCAL, db, filt)
+            out = sync(local_url, db, filt)
             seconds = time.time() - t0
-            listed = neg_peer("fetch-ids", "--relay", LOCAL, "--filter", json.dumps(filt))
+            listed = neg_peer("fetch-ids", "--relay", local_url, "--filter", json.dumps(filt))
             relay_ids = set(listed.get("ids", []))
             check(relay_ids == ids_of(relay_rows), f"LocalRelay {n}: the full REQ listing is the relay's set ({len(relay_ids)})")
             held = account_ids(db)
             want = ids_of(local_rows) | relay_ids
-            method = out.get("methods", {}).get(LOCAL)
+            method = out.get("methods", {}).get(local_url)
             expected = "negentropy" if local_rows else "paging"
             check(out.get("synced") is True and held == want and method == expected,
                   f"Softchat → LocalRelay, {n} events: synced by {method} in {seconds:.1f} s; account = own ∪ relay "
@@ -190,14 +188,14 @@ def main():
             relay.stop()
         db = os.path.join(work, "open.db")
         ingest(db, all_rows[:50])
-        out = sync(OPEN, db, filt, timeout=120)
+        out = sync(open_url, db, filt, timeout=120)
         c = sqlite3.connect(db)
-        row = c.execute("select supported, reason from relay_negentropy where relay_url = ?", (OPEN,)).fetchone()
+        row = c.execute("select supported, reason from relay_negentropy where relay_url = ?", (open_url,)).fetchone()
         c.close()
-        check(out.get("synced") is True and out.get("methods", {}).get(OPEN) == "paging" and row is not None and row[0] == 0,
+        check(out.get("synced") is True and out.get("methods", {}).get(open_url) == "paging" and row is not None and row[0] == 0,
               f"nostr-relay (no NIP-77): paged and recorded unsupported ({out}, {row})")
     finally:
-        peers("stop.sh", "local", "open")
+        peers.stop("local", "open")
         shutil.rmtree(work, ignore_errors=True)
     tally.finish()
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Noise interop: Softchat's noise:// transport against an independent Noise implementation.
 
-The responder is the Python `noiseprotocol` package (0.3.1, from the peers kit's venv) in front
-of the `open` peer relay (nostr-relay, ws://127.0.0.1:7447): a byte proxy that completes a
-Noise_IK_25519_ChaChaPoly_SHA256 (and, in a second round, Noise_XX with the key pinned)
-handshake with prologue "softchat-relay/1", then forwards the decrypted bytes to the relay
-over plain TCP and the relay's bytes back inside transport messages — 2-byte big-endian length
-prefix, at most 65,535 bytes each, for handshake and transport messages alike. The WebSocket
-upgrade and frames travel inside the channel untouched.
+The responder is the Python `noiseprotocol` package (0.3.1, from the peers venv) in front of
+the `open` peer relay (nostr-relay, scripts/peers; started here unless it runs): a byte proxy
+that completes a Noise_IK_25519_ChaChaPoly_SHA256 (and, in a second round, Noise_XX with the
+key pinned) handshake with prologue "softchat-relay/1", then forwards the decrypted bytes to the
+relay over plain TCP and the relay's bytes back inside transport messages — 2-byte big-endian
+length prefix, at most 65,535 bytes each, for handshake and transport messages alike. The
+WebSocket upgrade and frames travel inside the channel untouched.
 
 Per round: `softchat publish` of N signed events and `softchat sync` of them into a second
 account, both through noise://127.0.0.1:PORT?pattern=P&key=<the proxy's static public key>;
@@ -41,7 +41,7 @@ if "--events" in args:
     N = int(args[i + 1])
     del args[i:i + 2]
 SOFTCHAT = os.path.abspath(args[0] if args else ".build/debug/softchat")
-RELAY = ("127.0.0.1", int(os.environ.get("PEERS_PORT_OPEN", "7447")))
+RELAY = None  # ("127.0.0.1", port) of the `open` peer, set by main()
 PROLOGUE = b"softchat-relay/1"
 MAX_PLAINTEXT = 65535 - 16
 tally = Tally("interop-noise", show_passes=True)
@@ -186,16 +186,6 @@ def last_json(text):
     return {}
 
 
-def peer_running():
-    try:
-        socket.create_connection(RELAY, timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
-
-
 def x25519_public(private_key):
     return X25519PrivateKey.from_private_bytes(private_key).public_key().public_bytes(
         serialization.Encoding.Raw, serialization.PublicFormat.Raw)
@@ -258,17 +248,19 @@ def run_round(pattern, work):
 def main():
     if not os.access(SOFTCHAT, os.X_OK):
         raise SystemExit(f"interop-noise: build first (swift build): {SOFTCHAT} missing")
-    started = False
-    if not peer_running():
-        peers("start.sh", "open")
-        started = True
+    global RELAY
+    url = peers.url("open")
+    started = url is None
+    if started:
+        url = peers.start("open")
+    RELAY = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
     work = tempfile.mkdtemp(prefix="softchat-interop-noise-")
     try:
         for pattern in ("IK", "XX"):
             run_round(pattern, work)
     finally:
         if started:
-            peers("stop.sh", "open")
+            peers.stop("open")
         subprocess.run(["rm", "-rf", work])
     tally.finish()
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Interop of the managed transport with two real third-party relays (../shared/peers).
+"""Interop of the managed transport with two real third-party relays (scripts/peers).
 
 For nostr-relay (Python, SQLite) and rust-nostr's LocalRelay (LMDB, so it survives a restart):
   * publish 1,000 events in batches through `softchat publish`, killing and restarting the relay
@@ -25,7 +25,7 @@ from functools import partial
 from checks import Tally, peers, run_softchat, sign_events
 
 SOFTCHAT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/softchat")
-WRITER_KEY = "c52bc433d440ddace7e52b944d6a57b6a460ea416ef0f354ef7a634046f4c196"  # peers README §5, test only
+WRITER_KEY = peers.WRITER_SECRET  # the NIP-42 test writer: roles rw on `auth`, test only
 tally = Tally("interop-relays", show_passes=True)
 check = tally.check
 softchat = partial(run_softchat, SOFTCHAT)
@@ -61,9 +61,10 @@ def run_relay(name, url, env, big_content, work):
     while time.time() < deadline and publisher.poll() is None:
         s = status(db)
         if s and s["intents"]["accepted"] >= 200:
-            peers("stop.sh", name)
+            port = peers.running(name)["port"]
+            peers.stop(name)
             time.sleep(0.5)
-            peers("start.sh", name, env=env)
+            peers.start(name, env=env, port=port)  # the same URL: the publisher reconnects to it
             restarted = True
             break
         time.sleep(0.05)
@@ -131,15 +132,15 @@ def main():
     os.makedirs(lmdb)
     local_env = {"PEERS_LOCAL_ARGS": f"--rate 100000:10000000 --lmdb {lmdb}"}
     try:
-        peers("stop.sh", "open", "local", "auth", "local-auth")
-        peers("start.sh", "open", "auth", "local-auth")
-        peers("start.sh", "local", env=local_env)
-        run_relay("open", "ws://127.0.0.1:7447", {}, 4100, work)
-        run_relay("local", "ws://127.0.0.1:7777", local_env, 70000, work)
-        run_auth("auth", "ws://127.0.0.1:7448", work)
-        run_auth("local-auth", "ws://127.0.0.1:7778", work)
+        peers.stop("open", "local", "auth", "local-auth")
+        open_url, auth_url, local_auth_url = peers.start("open", "auth", "local-auth")
+        local_url = peers.start("local", env=local_env)
+        run_relay("open", open_url, {}, 4100, work)
+        run_relay("local", local_url, local_env, 70000, work)
+        run_auth("auth", auth_url, work)
+        run_auth("local-auth", local_auth_url, work)
     finally:
-        peers("stop.sh", "open", "local", "auth", "local-auth")
+        peers.stop("open", "local", "auth", "local-auth")
         shutil.rmtree(work, ignore_errors=True)
     tally.finish()
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Signing interop both ways between Softchat and rust-nostr (nostr-sdk's Python bindings).
 
-Run by scripts/interop-events with the peers kit's venv:
+Run by scripts/interop-events with the peers venv (scripts/peers setup):
   1. events signed by nostr_sdk (tricky contents: quotes, backslashes, newlines, tabs,
      non-ASCII, emoji, U+2028, other control characters) must verify with `softchat event verify`;
   2. events signed by `softchat event sign` must verify with nostr_sdk's Event.verify();

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sync against rust-nostr's LocalRelay (../shared/peers; it caps every REQ at 500 events).
+"""Sync against rust-nostr's LocalRelay (scripts/peers; it caps every REQ at 500 events).
 
   * A cut anywhere in a 1,200-event sync: a TCP proxy in front of the relay cuts the connection
     after a given share of the sync's bytes and refuses reconnections, so `softchat sync` ends
@@ -28,7 +28,6 @@ from functools import partial
 from checks import Tally, peers, run_softchat, sign_events
 
 SOFTCHAT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/softchat")
-RELAY_PORT = 7777
 tally = Tally("interop-sync", show_passes=True)
 check = tally.check
 softchat = partial(run_softchat, SOFTCHAT)
@@ -160,10 +159,10 @@ def main():
     lmdb = os.path.join(work, "lmdb")
     os.makedirs(lmdb)
     local_env = {"PEERS_LOCAL_ARGS": f"--rate 100000:10000000 --lmdb {lmdb}"}
-    relay = f"ws://127.0.0.1:{RELAY_PORT}"
     try:
-        peers("stop.sh", "local")
-        peers("start.sh", "local", env=local_env)
+        peers.stop("local")
+        relay = peers.start("local", env=local_env)
+        relay_port = peers.running("local")["port"]
         key = os.path.join(work, "writer.key")
         softchat(["keygen", "--out", key])
         tag = f"softchat-sync-{random.randrange(1 << 30)}"
@@ -178,7 +177,7 @@ def main():
         flt = {"kinds": [1], "#t": [tag]}
 
         # The bytes of a whole sync, through a proxy that never cuts.
-        probe = CutProxy(RELAY_PORT)
+        probe = CutProxy(relay_port)
         result, _ = sync(probe.url, os.path.join(work, "probe.db"), flt, 60)
         total = probe.sent
         probe.stop()
@@ -187,7 +186,7 @@ def main():
         # Cuts early, inside pages, near the page boundaries (500 and 1,000 events), near the end.
         for share in (0.03, 0.25, 0.41, 0.43, 0.6, 0.83, 0.85, 0.97):
             db = os.path.join(work, f"cut-{share}.db")
-            proxy = CutProxy(RELAY_PORT, cut_after=int(total * share))
+            proxy = CutProxy(relay_port, cut_after=int(total * share))
             first, r1 = sync(proxy.url, db, flt, 6)
             held_first = distinct(db)[0]
             check(proxy.cuts == 1 and first.get("synced") is False and held_first < 1200,
@@ -229,7 +228,7 @@ def main():
         check(second.get("synced") is True and late_ids <= held,
               f"late: the next sync brings all three backdated events ({second}, {len(late_ids & held)}/3)")
     finally:
-        peers("stop.sh", "local")
+        peers.stop("local")
         shutil.rmtree(work, ignore_errors=True)
     tally.finish()
 

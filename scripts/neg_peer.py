@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """rust-nostr's side of the NIP-77 (negentropy) interop tests and benchmarks.
 
-Run with the peers kit's venv from the repository root (nostr-sdk 0.45.1 = uniffi bindings of
-rust-nostr, websockets, coincurve):  ./.peers/venv/bin/python scripts/neg_peer.py SUBCOMMAND ...
+Run with the peers venv (python3 scripts/peers setup; nostr-sdk 0.45.1 = uniffi bindings of
+rust-nostr, websockets, coincurve) from the repository root:
+  ./.peers/venv/bin/python scripts/neg_peer.py SUBCOMMAND ...
 Every subcommand prints ONE JSON object on stdout; progress and diagnostics go to stderr; the
 exit status is 1 when the operation failed (the JSON then has an "error" key).
 
@@ -21,7 +22,7 @@ exit status is 1 when the operation failed (the JSON then has an "error" key).
   load --relay URL --events FILE [--window 1000] [--via ws|sdk]
       Publishes FILE: ws = pipelined EVENT frames over one WebSocket, at most --window waiting
       for their OK; sdk = nostr_sdk Client.send_event, --window concurrent. LocalRelay needs its
-      60-EVENTs/min limit lifted (the kit's `local` peer is started with --rate 100000:10000000).
+      60-EVENTs/min limit lifted (scripts/peers starts `local` with --rate 100000:10000000).
       -> {"sent","accepted","duplicates","rejected","rejections":{msg: n},"seconds","rate_per_s"}
       (LocalRelay answers a duplicate with OK true "duplicate: ..." -> counted in both).
   sync --relay URL --events FILE --filter JSON [--direction down|up|both] [--dry-run] [--local-ids]
@@ -55,13 +56,14 @@ exit status is 1 when the operation failed (the JSON then has an "error" key).
       an initial IdList of N random ids (incoming message size). Negentropy messages are decoded.
       -> {"relay", "cases": [{"case","sent","received":[...],"decoded":[...],"closed"}]}
 
-Example (LocalRelay of ../shared/peers on 7777; for more than 75,000 events start it with
+Example, against the `local` peer (LocalRelay; for more than 75,000 events start it with
 PEERS_LOCAL_ARGS="--rate 100000:10000000 --lmdb DIR": its in-memory default keeps 75,000 at most):
+  python3 scripts/peers start local; . .peers/peers.env     # PEERS_URL_LOCAL=ws://127.0.0.1:PORT
   P=./.peers/venv/bin/python; S=scripts/neg_peer.py
   $P $S gen --count 2000 --seed 7 --out /tmp/all.jsonl
-  $P $S load --relay ws://127.0.0.1:7777 --events /tmp/relay.jsonl
-  $P $S sync --relay ws://127.0.0.1:7777 --events /tmp/local.jsonl --filter '{"#t":["neg-7"]}' --direction both
-  $P $S fetch-ids --relay ws://127.0.0.1:7777 --filter '{"#t":["neg-7"]}'
+  $P $S load --relay $PEERS_URL_LOCAL --events /tmp/relay.jsonl
+  $P $S sync --relay $PEERS_URL_LOCAL --events /tmp/local.jsonl --filter '{"#t":["neg-7"]}' --direction both
+  $P $S fetch-ids --relay $PEERS_URL_LOCAL --filter '{"#t":["neg-7"]}'
 """
 import argparse
 import asyncio
@@ -82,13 +84,11 @@ import nostr_sdk as ns
 import websockets
 import websockets.exceptions
 
-from checks import PEERS_KIT
-
-sys.path.insert(0, PEERS_KIT)
-from gen_events import content_of  # noqa: E402  (the kit's content generator: words + special chars)
-
 pc = time.perf_counter
 DAY = 86400
+WORDS = ("relay sync range bound fingerprint reconcile event note author filter tag id set split "
+         "message item timestamp negentropy window page").split()
+ESCAPES = ' "quoted" back\\slash\nnext line é 🤙'  # what JSON and NIP-01 serialisation must escape
 
 
 def log(*a):
@@ -102,7 +102,7 @@ def emit(obj, ok=True):
 
 def fast_lower():
     """The shipped uniffi glue copies every string argument into Rust one byte at a time in a
-    Python loop (see the kit README, bench_nostr_sdk.py --fast-lower); one memmove instead.
+    Python loop (scripts/peers_bench.py --fast-lower); one memmove instead.
     Only speed changes: Event.from_json of a 100k-line file is ~2x faster."""
     from nostr_sdk import nostr_sdk as low
 
@@ -120,6 +120,17 @@ def read_lines(path):
 
 
 # ---------------------------------------------------------------- gen
+
+def text_of(rng, size, escapes):
+    """About `size` characters of words drawn with `rng`; with `escapes`, ending in characters
+    that need escaping or are not ASCII."""
+    words, length = [], 0
+    while length < size:
+        words.append(rng.choice(WORDS))
+        length += len(words[-1]) + 1
+    text = " ".join(words)[:size]
+    return text + ESCAPES if escapes else text
+
 
 def nip01_id(pubkey, created_at, kind, tags, content):
     ser = json.dumps([0, pubkey, created_at, kind, tags, content], separators=(",", ":"), ensure_ascii=False)
@@ -153,7 +164,7 @@ def cmd_gen(a):
             tags = [["t", tag]]
             if rng.random() < 0.3:
                 tags.append(["p", pks[rng.randrange(a.authors)]])
-            content = f"neg {a.seed}/{i}: " + content_of(rng, rng.randrange(20, 160), rng.random() < 0.05)
+            content = f"neg {a.seed}/{i}: " + text_of(rng, rng.randrange(20, 160), rng.random() < 0.05)
             eid = nip01_id(pks[who], ca, a.kind, tags, content)
             sig = sks[who].sign_schnorr(eid, hashlib.sha256(b"neg-peer-aux" + eid).digest())
             line = json.dumps({"id": eid.hex(), "pubkey": pks[who], "created_at": ca, "kind": a.kind, "tags": tags,
