@@ -158,7 +158,7 @@ let package = Package(
             name: "SoftchatContractsTests", dependencies: ["SoftchatCodegen", "SoftchatContracts", "SoftchatSite"],
             exclude: ["Fixtures", "Golden"], swiftSettings: strictSwift),
         .testTarget(
-            name: "SoftchatStorageTests", dependencies: ["SoftchatStorage", "SoftchatCore", "SoftchatJSON", "SoftchatTestSupport"],
+            name: "SoftchatStorageTests", dependencies: ["SoftchatStorage", "SoftchatCore", "SoftchatJSON", "SoftchatTestSupport", "CSQLite"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatTransportTests",

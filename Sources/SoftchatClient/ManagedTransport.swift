@@ -37,7 +37,7 @@ extension SoftchatAccount {
         guard !relays.isEmpty else { throw TransportError(.connect, "startManagedTransport: no relay URL given") }
         guard Set(relays).count == relays.count else { throw TransportError(.connect, "startManagedTransport: a relay URL appears twice") }
         var endpoints: [RelayEndpoint] = []
-        for url in relays { endpoints.append(try RelayEndpoint(url)) }
+        for url in relays { endpoints.append(try RelayEndpoint(url)) }  // RelayURL's checks, as TransportError .connect
         var policy = policy
         if endpoints.contains(where: { $0.noise != nil }) && policy.connection.noiseStaticKeyFile == nil && !path.isEmpty && path != ":memory:" {
             policy.connection.noiseStaticKeyFile = path + ".noise-key"

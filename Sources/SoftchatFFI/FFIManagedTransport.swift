@@ -150,6 +150,7 @@ final class ManagedTransportHandle: Sendable {
             case .none: break
             }
         }
+        for url in context.relayURLs { _ = try RelayURL(url) }  // invalid_relay_url, before anything starts
         do {
             transport = try account.startManagedTransport(relays: context.relayURLs, identity: identity, policy: policy)
         } catch {

@@ -136,8 +136,10 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
         -> VerifiedEvent
     {
         guard !challenge.isEmpty else { throw .invalidRelayAuthentication("challenge must not be empty") }
-        guard (try? RelayURL(relayURL)) != nil else {
-            throw .invalidRelayAuthentication("relay URL \"\(relayURL)\" is not a ws://, wss:// or noise:// URL")
+        do throws(SoftchatError) {
+            _ = try RelayURL(relayURL)
+        } catch {
+            throw .invalidRelayAuthentication(error.message)
         }
         do throws(EventIssue) {
             return try sign(

@@ -34,6 +34,7 @@ public struct AccountOutgoing: Sendable {
         guard Set(relayURLs).count == relayURLs.count else {
             throw .invalidRelayBatch("enqueueSigned: relayUrls must be unique", operation: .relayPublish)
         }
+        for url in relayURLs { try Self.checkRelayURL(url, "enqueueSigned") }
         let fingerprint = Hex.encode(SHA256.hash(Array((events.map(\.id).joined(separator: ",") + "|" + relayURLs.joined(separator: ",")).utf8)))
         let ids = try store.write("enqueueSigned") { db in
             // An (event, relay) pair has one intent, whichever operation created it first.
@@ -100,5 +101,15 @@ public struct AccountOutgoing: Sendable {
 
     static func intentID(_ operation: String, _ eventID: String, _ relay: String) -> String {
         String(Hex.encode(SHA256.hash(Array("\(operation)\u{1F}\(eventID)\u{1F}\(relay)".utf8))).prefix(32))
+    }
+
+    /// `url` as ``RelayURL`` checks it, or `invalid_relay_url` naming the call: a relay URL is
+    /// never stored that could not be dialled safely.
+    static func checkRelayURL(_ url: String, _ call: String) throws(SoftchatError) {
+        do throws(SoftchatError) {
+            _ = try RelayURL(url)
+        } catch {
+            throw .invalidRelayUrl("\(call): \(error.message)", operation: .relayPublish)
+        }
     }
 }

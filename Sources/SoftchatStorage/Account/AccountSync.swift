@@ -24,6 +24,7 @@ extension SoftchatAccount {
     ///   `invalid_persistence_result` once the account is closed.
     public func setSubscription(id: String, filtersJSON: [String], relayURL: String? = nil) throws(SoftchatError) {
         _ = try SessionFilters.parse(filtersJSON)
+        if let relayURL { try AccountOutgoing.checkRelayURL(relayURL, "setSubscription") }
         let encoded = JSONValue.array(filtersJSON.map(JSONValue.string)).jsonText
         try store.write("setSubscription") { db in
             try db.statement(

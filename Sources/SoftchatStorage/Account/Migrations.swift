@@ -130,8 +130,34 @@ enum Migrations {
 
     static var latestVersion: Int { steps.count }
 
+    /// Refuses a file that is not a Softchat account before anything writes to it: only a file
+    /// with Softchat's application_id, an empty file, or an account made before accounts carried
+    /// the id (a schema version of ours and our tables) is opened, and the id is then set.
+    /// Another program's file is left exactly as it was.
+    static func checkIdentity(_ db: SQLiteConnection) throws {
+        let current = Int(try db.scalarInt("PRAGMA user_version"))
+        let applicationID = try db.scalarInt("PRAGMA application_id")
+        func refuse(_ why: String) -> SoftchatError {
+            .invalidPersistenceResult("migrate \(db.path): \(why)", operation: .relayIngestion)
+        }
+        if applicationID != Int64(AccountStore.applicationID) {
+            guard applicationID == 0 else { throw refuse("application_id \(applicationID) is another program's: not a Softchat account") }
+            let tables = try db.scalarInt("SELECT COUNT(*) FROM sqlite_schema")
+            let ours = try db.scalarInt(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('events', 'publish_intents', 'delivery_leases')")
+            guard (current == 0 && tables == 0) || (current >= 1 && current <= latestVersion && ours == 3) else {
+                throw refuse("not a Softchat account (an SQLite file with other tables, schema version \(current))")
+            }
+            try db.execute("PRAGMA application_id = \(AccountStore.applicationID)")
+        }
+    }
+
     static func migrate(_ db: SQLiteConnection, upTo target: Int = latestVersion) throws {
         let current = Int(try db.scalarInt("PRAGMA user_version"))
+        func refuse(_ why: String) -> SoftchatError {
+            .invalidPersistenceResult("migrate \(db.path): \(why)", operation: .relayIngestion)
+        }
+        guard current >= 0 else { throw refuse("database version \(current) is not a Softchat schema version") }
         guard current <= latestVersion else {
             // Not an SQLite failure, and not retryable: only a newer build can open this file.
             throw SoftchatError.invalidPersistenceResult(

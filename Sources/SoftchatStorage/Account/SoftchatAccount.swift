@@ -1,6 +1,12 @@
 public import SoftchatCore
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Account settings that bound durable work.
 public struct AccountPolicy: Sendable, Hashable {
     /// How long a delivery claim's lease lasts before another claim may take its work.
@@ -135,7 +141,11 @@ final class AccountStore: Sendable {
         self.version = version
         self.policy = policy
         do {
+            try Self.createFile(path)
             let w = try SQLiteConnection(path: path)
+            try Migrations.checkIdentity(w)
+            w.resetStatements()  // no read transaction may stay open across the journal mode change
+            try Self.tightenModes(path)
             try w.execute("PRAGMA journal_mode = WAL")
             try w.execute("PRAGMA synchronous = FULL")
             try w.execute("PRAGMA foreign_keys = ON")
@@ -154,6 +164,41 @@ final class AccountStore: Sendable {
             throw error
         } catch {
             throw .invalidPersistenceResult("open \(path): \(error)", operation: .relayIngestion)
+        }
+    }
+
+    /// `PRAGMA application_id` of every Softchat account: "SCHT". A file with another id is
+    /// another program's and is never migrated into an account.
+    static let applicationID: Int32 = 0x5343_4854
+
+    /// Whether `path` names a file (not an in-memory, temporary or URI database).
+    static func isFile(_ path: String) -> Bool { !path.isEmpty && path != ":memory:" && !path.hasPrefix("file:") }
+
+    /// The account is the user's history: it and its WAL and SHM are the owner's alone (0600).
+    /// A new file is created 0600 before SQLite opens it (SQLite gives its WAL and SHM the
+    /// database file's mode).
+    static func createFile(_ path: String) throws(SoftchatError) {
+        guard isFile(path) else { return }
+        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            _ = Glibc.close(fd)
+        } else if errno != EEXIST {
+            throw SoftchatError(.accountStorageFailed, "open \(path): cannot create the account file (errno \(errno))", operation: .relayIngestion)
+        }
+    }
+
+    /// An account readable by others, as older builds left them, is tightened to 0600 (once it is
+    /// known to be an account).
+    static func tightenModes(_ path: String) throws(SoftchatError) {
+        guard isFile(path) else { return }
+        for file in [path, path + "-wal", path + "-shm"] {
+            var info = stat()
+            guard stat(file, &info) == 0, info.st_mode & 0o077 != 0 else { continue }
+            guard chmod(file, 0o600) == 0 else {
+                throw SoftchatError(
+                    .accountStorageFailed, "open \(file): it is readable by other users and its mode cannot be set to 0600 (errno \(errno))",
+                    operation: .relayIngestion)
+            }
         }
     }
 

@@ -47,6 +47,11 @@ final class SQLiteConnection {
         handle = db
         self.path = path
         sqlite3_extended_result_codes(db, 1)
+        // The file is untrusted input too: no schema-table writes, no functions run from the
+        // schema (views, triggers, defaults) with side effects.
+        let defensive = softchat_sqlite3_enable_defensive(db)
+        guard defensive == SQLITE_OK else { throw error(defensive, "enable SQLITE_DBCONFIG_DEFENSIVE on \(path)") }
+        try execute("PRAGMA trusted_schema = OFF")
     }
 
     deinit {

@@ -207,7 +207,7 @@ struct HTTPMessageReader {
 
     /// The chunk size of a chunk-size line: hex digits, then optional `;extensions`.
     private func chunkSize(_ line: ArraySlice<UInt8>) throws(TransportError) -> Int {
-        let digits = line.prefix { $0 != 59 /* ; */ }
+        let digits = line.prefix { $0 != 59 }  // up to ";"
         guard !digits.isEmpty, digits.count <= 15 else { throw refuse("a malformed chunk size") }
         var size = 0
         for byte in digits {

@@ -23,7 +23,15 @@ public struct RelayEndpoint: Sendable, Hashable, CustomStringConvertible {
     ///   another scheme, no host, a bad port, or Noise parameters that are unknown, malformed
     ///   or do not fit the pattern (see ``NoiseRelayParameters``).
     public init(_ url: String) throws(TransportError) {
-        if url.lowercased().hasPrefix("noise://") {
+        // One parser checks every scheme first: nothing that is not printable ASCII in its
+        // grammar reaches the request line or the Host header.
+        let parsed: RelayURL
+        do {
+            parsed = try RelayURL(url)
+        } catch {
+            throw TransportError(.connect, error.message)
+        }
+        if parsed.scheme == "noise" {
             let parsed = try NoiseRelayParameters.parse(url)
             self.url = url
             secure = false
@@ -34,12 +42,6 @@ public struct RelayEndpoint: Sendable, Hashable, CustomStringConvertible {
             return
         }
         noise = nil
-        let parsed: RelayURL
-        do {
-            parsed = try RelayURL(url)
-        } catch {
-            throw TransportError(.connect, "\"\(url)\" is not a ws://, wss:// or noise:// relay URL")
-        }
         self.url = url
         secure = parsed.isSecure
         host = parsed.host
