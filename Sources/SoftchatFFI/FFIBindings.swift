@@ -77,7 +77,10 @@ enum SignedNostrEventFFI {
 /// the secret); later signing fails with `invalid_relay_authentication`. Calls arrive
 /// serialized by the handle's lock.
 final class IdentityHandle: @unchecked Sendable {
-    private var identity: SoftchatIdentity?
+    // One core identity for the handle's life: erase() zeroes it under the identity's own lock,
+    // so every holder (a managed transport answering NIP-42 included) stops signing at once and
+    // no call reads a field that erase() writes.
+    private let identity: SoftchatIdentity
     let publicKeyHex: String
 
     init(_ identity: SoftchatIdentity) {
@@ -92,7 +95,7 @@ final class IdentityHandle: @unchecked Sendable {
     }
 
     private func live() throws(SoftchatError) -> SoftchatIdentity {
-        guard let identity else { throw .invalidRelayAuthentication("the identity was erased") }
+        guard !identity.isErased else { throw .invalidRelayAuthentication("the identity was erased") }
         return identity
     }
 
@@ -104,9 +107,10 @@ final class IdentityHandle: @unchecked Sendable {
         try live().createNip42Authentication(challenge: challenge, relayURL: relayURL, createdAt: createdAt)
     }
 
-    func erase() { identity = nil }
+    func erase() { identity.erase() }
 
-    /// The identity, for a managed transport that answers NIP-42 with it (it keeps its own copy).
+    /// The identity, for a managed transport that answers NIP-42 with it (the same object, so
+    /// erase() reaches it).
     func current() throws(SoftchatError) -> SoftchatIdentity { try live() }
 }
 

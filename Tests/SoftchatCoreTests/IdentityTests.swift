@@ -20,12 +20,12 @@ import Testing
     @Test func generateGivesDistinctValidKeys() throws {
         let identities = (0..<16).map { _ in SoftchatIdentity.generate() }
         #expect(Set(identities.map(\.publicKeyHex)).count == 16)
-        #expect(Set(identities.map { $0.exportSecretHex() }).count == 16)
+        #expect(try Set(identities.map { try $0.exportSecretHex() }).count == 16)
         for identity in identities {
             #expect(Hex.isLowercase(identity.publicKeyHex, count: 64))
             #expect(Schnorr.parsePublicKey(try #require(Hex.decodeLowercase(identity.publicKeyHex))) != nil)
             // The exported secret imports back to the same key.
-            #expect(try SoftchatIdentity.importSecretHex(identity.exportSecretHex()).publicKeyHex == identity.publicKeyHex)
+            #expect(try SoftchatIdentity.importSecretHex(try identity.exportSecretHex()).publicKeyHex == identity.publicKeyHex)
         }
     }
 
@@ -38,7 +38,7 @@ import Testing
 
     @Test func textFormsShowThePublicKeyButNeverTheSecret() throws {
         let identity = SoftchatIdentity.generate()
-        let secret = identity.exportSecretHex()
+        let secret = try identity.exportSecretHex()
         #expect(secret.count == 64 && secret != identity.publicKeyHex)
         var dumped = ""
         dump(identity, to: &dumped)
@@ -85,7 +85,7 @@ import Testing
 
     @Test func uppercaseHexAndSurroundingWhitespaceAreAccepted() throws {
         let identity = SoftchatIdentity.generate()
-        let secret = identity.exportSecretHex()
+        let secret = try identity.exportSecretHex()
         for spelling in [secret.uppercased(), " \(secret)\n", "\t\(secret.uppercased())\r\n", "\n\n\(secret)  "] {
             #expect(try SoftchatIdentity.importSecretHex(spelling).publicKeyHex == identity.publicKeyHex)
         }
@@ -100,7 +100,7 @@ import Testing
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         let mode = try #require(attributes[.posixPermissions] as? NSNumber).intValue
         #expect(mode & 0o777 == 0o600, "mode \(String(mode, radix: 8))")
-        #expect(try String(contentsOfFile: path, encoding: .utf8) == identity.exportSecretHex() + "\n")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == (try identity.exportSecretHex()) + "\n")
     }
 
     @Test func secretKeyFileIsNeverOverwritten() throws {
@@ -116,7 +116,8 @@ import Testing
             return
         }
         #expect(p == path)
-        #expect("\(error!)".contains("refusing to overwrite") && !"\(error!)".contains(second.exportSecretHex()))
+        let secondSecret = try second.exportSecretHex()
+        #expect("\(error!)".contains("refusing to overwrite") && !"\(error!)".contains(secondSecret))
         #expect(try SoftchatIdentity.loadSecretKeyFile(path: path).publicKeyHex == first.publicKeyHex)
     }
 
@@ -128,7 +129,7 @@ import Testing
         try identity.writeSecretKeyFile(path: path)
         let loaded = try SoftchatIdentity.loadSecretKeyFile(path: path)
         #expect(loaded.publicKeyHex == identity.publicKeyHex)
-        #expect(loaded.exportSecretHex() == identity.exportSecretHex())
+        #expect(try loaded.exportSecretHex() == identity.exportSecretHex())
     }
 
     @Test func unreadableOrMalformedKeyFileIsRejected() throws {
@@ -143,6 +144,7 @@ import Testing
         }
         let garbage = dir.appendingPathComponent("garbage").path
         try "not a key\n".write(toFile: garbage, atomically: false, encoding: .utf8)
+        #expect(chmod(garbage, 0o600) == 0)
         expectSoftchatError(.invalidRelayAuthentication) { _ = try SoftchatIdentity.loadSecretKeyFile(path: garbage) }
         let unwritable = dir.appendingPathComponent("no/such/dir/key").path
         let writeError = #expect(throws: KeyFileError.self) { try SoftchatIdentity.generate().writeSecretKeyFile(path: unwritable) }
@@ -180,5 +182,45 @@ import Testing
         #expect(event.pubkey == identity.publicKeyHex)
         let other = SoftchatIdentity.generate()
         #expect(try other.sign(sampleDraft()).id != event.id)
+    }
+
+    @Test func eraseZeroesTheSecretForEveryUseAndIsIdempotent() throws {
+        let identity = SoftchatIdentity.generate()
+        let publicKey = identity.publicKeyHex
+        #expect(!identity.isErased)
+        identity.erase()
+        identity.erase()
+        #expect(identity.isErased && identity.publicKeyHex == publicKey)
+        expectSoftchatError(.invalidRelayAuthentication, mentioning: ["erased"]) {
+            _ = try identity.sign(UnsignedEvent(createdAt: 1, kind: 1, tags: [], content: "x"))
+        }
+        expectSoftchatError(.invalidRelayAuthentication, mentioning: ["erased"]) {
+            _ = try identity.createNip42Authentication(challenge: "c", relayURL: "wss://r.example", createdAt: 1)
+        }
+        expectSoftchatError(.invalidRelayAuthentication, mentioning: ["erased"]) { _ = try identity.exportSecretHex() }
+        #expect(identity.signMessage([1, 2, 3], auxRandom: [UInt8](repeating: 0, count: 32)) == nil)
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("key").path
+        #expect(throws: KeyFileError.self) { try identity.writeSecretKeyFile(path: path) }
+        #expect(!FileManager.default.fileExists(atPath: path), "an erased identity left a key file behind")
+    }
+
+    @Test(arguments: [0o644, 0o640, 0o604, 0o660, 0o606])
+    func aKeyFileOthersCanReachIsRefused(mode: Int) throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("key").path
+        let identity = SoftchatIdentity.generate()
+        try identity.writeSecretKeyFile(path: path)
+        #expect(chmod(path, mode_t(mode)) == 0)
+        let error = #expect(throws: KeyFileError.self) { _ = try SoftchatIdentity.loadSecretKeyFile(path: path) }
+        guard case .readableByOthers(let p, let m)? = error else {
+            Issue.record("expected readableByOthers, got \(String(describing: error))")
+            return
+        }
+        #expect(p == path && m == UInt32(mode))
+        #expect(chmod(path, 0o400) == 0)
+        #expect(try SoftchatIdentity.loadSecretKeyFile(path: path).publicKeyHex == identity.publicKeyHex)
     }
 }

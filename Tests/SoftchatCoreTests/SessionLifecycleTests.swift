@@ -428,9 +428,9 @@ struct SessionWrongStateCase: Sendable, CustomTestStringConvertible {
         try session.authenticate(answer)
         let snapshot = session.snapshot()
         let forbidden =
-            [secret, challenge, received.sig, outgoing.sig, answer.sig]
+            try [secret, challenge, received.sig, outgoing.sig, answer.sig]
             + [WireKeys.alice, WireKeys.bob, WireKeys.carol]
-            .flatMap { [$0.publicKeyHex, $0.exportSecretHex()] }
+            .flatMap { [$0.publicKeyHex, try $0.exportSecretHex()] }
         for text in [snapshot.description, "\(snapshot)", snapshot.jsonValue.jsonText] {
             for f in forbidden { #expect(!text.contains(f), "snapshot text reveals \(f.prefix(12))…") }
         }

@@ -166,15 +166,20 @@ import Testing
         let observer = Observer(account: account)
         let context = Unmanaged.passRetained(observer).toOpaque()
         defer { Unmanaged<Observer>.fromOpaque(context).release() }
-        for bad in [
-            "{\"relayUrls\":[\"http://relay.example\"]}", "{\"relayUrls\":[]}", "{\"relayUrls\":[\"ws://a.example\",\"ws://a.example\"]}",
-            "{\"relayUrls\":[\"ws://a.example\"],\"acknowledgementTimeoutSeconds\":0}", "{\"relays\":1}", "not json",
-        ] {
+        for (bad, code) in [
+            ("{\"relayUrls\":[\"http://relay.example\"]}", "invalid_relay_url"),
+            ("{\"relayUrls\":[\"ws://relay.example/\\r\\nX-Injected: 1\"]}", "invalid_relay_url"),
+        ]
+            + [
+                "{\"relayUrls\":[]}", "{\"relayUrls\":[\"ws://a.example\",\"ws://a.example\"]}",
+                "{\"relayUrls\":[\"ws://a.example\"],\"acknowledgementTimeoutSeconds\":0}", "{\"relays\":1}", "not json",
+            ].map({ ($0, "invalid_relay_session") })
+        {
             var error: UnsafeMutableRawPointer?
             let t = softchat_account_start_managed_transport(account, bad, nil, Self.onState, context, Self.onActivity, context, &error)
             #expect(t == nil, "\(bad)")
             let e = try #require(error?.assumingMemoryBound(to: UnsafeMutablePointer<CChar>?.self), "\(bad) reports an error")
-            #expect(String(cString: e[0]!) == "invalid_relay_session", "\(bad): \(String(cString: e[0]!)) \(String(cString: e[1]!))")
+            #expect(String(cString: e[0]!) == code, "\(bad): \(String(cString: e[0]!)) \(String(cString: e[1]!))")
             softchat_error_free(error)
         }
         usleep(100_000)

@@ -243,3 +243,37 @@ final class EventLog: @unchecked Sendable {
         return entries.suffix(40).joined(separator: " | ")
     }
 }
+
+/// Erase means erase: the managed transport answers NIP-42 with the same identity object the app
+/// holds, so once the app erases it no new AUTH is signed, on this connection or the next.
+@Suite struct IdentityEraseTests {
+    @Test func anErasedIdentitySignsNoAuthenticationForARunningTransport() throws {
+        var options = TestRelayOptions()
+        options.requireAuth = true
+        let relay = try TestRelay(options: options)
+        defer { relay.stop() }
+        let scratch = Scratch()
+        let alice = SoftchatIdentity.generate()
+        let account = try scratch.account("alice")
+        defer { account.close() }
+        _ = try account.outgoing.enqueueSigned(
+            operationID: "before", events: try chatEvents(alice, to: alice.publicKeyHex, count: 3), relayURLs: [relay.url], now: 1)
+        let transport = try account.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
+        defer { transport.stop() }
+        #expect(try eventually { try account.delivery.stateCounts()[.accepted] == 3 })
+
+        alice.erase()
+        #expect(alice.isErased)
+        #expect(throws: SoftchatError.self) { _ = try alice.sign(UnsignedEvent(createdAt: 1, kind: 1, tags: [], content: "x")) }
+        // A new connection brings a new challenge; nothing may answer it with the erased key.
+        let challengesBefore = relay.issuedChallenges.count
+        transport.dropConnection(relayURL: relay.url)
+        #expect(eventually(10) { relay.issuedChallenges.count > challengesBefore })
+        let signer = SoftchatIdentity.generate()  // events signed elsewhere, so only AUTH needs alice
+        _ = try account.outgoing.enqueueSigned(
+            operationID: "after", events: try chatEvents(signer, to: signer.publicKeyHex, count: 2), relayURLs: [relay.url], now: 2)
+        usleep(2_000_000)
+        #expect(relay.storedEventCount == 3, "the relay stored events after the identity was erased: it was authenticated")
+        #expect(try account.delivery.stateCounts()[.accepted] == 3)
+    }
+}

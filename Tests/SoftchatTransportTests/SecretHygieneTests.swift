@@ -81,7 +81,7 @@ import Testing
         collected.add(session.snapshot().jsonValue.jsonText)
 
         // Error messages from calls that fail around the secrets and the challenge.
-        let secret = alice.exportSecretHex()
+        let secret = try alice.exportSecretHex()
         for attempt: () throws -> Void in [
             { _ = try SoftchatIdentity.importSecretHex(String(secret.dropLast()) + "g") },
             { _ = try SoftchatIdentity.importSecretHex(String(repeating: "f", count: 64)) },
@@ -105,7 +105,7 @@ import Testing
 
         let files = (try FileManager.default.contentsOfDirectory(atPath: scratch.dir)).map { scratch.dir + "/" + $0 }
         #expect(files.count >= 2)
-        let needles = [secret, bob.exportSecretHex(), challenge] + relay.issuedChallenges
+        let needles = [secret, try bob.exportSecretHex(), challenge] + relay.issuedChallenges
         #expect(relay.issuedChallenges.count >= 2)
         #expect(collected.all.count > 20)
         #expect(Self.leaks(of: needles, in: collected.all, files: files).isEmpty)

@@ -1,12 +1,18 @@
 import CSecp256k1
+import Synchronization
 
 /// A Nostr signing identity: a secp256k1 secret key and its x-only public key.
 ///
-/// The secret lives in one heap buffer that is zeroed when the identity is released and is
-/// never printed: `description`, errors and logs show the public key only.
+/// The secret lives in one heap buffer that is zeroed by ``erase()`` or when the identity is
+/// released, and is never printed: `description`, errors and logs show the public key only.
+/// Every holder (an app's code, a managed transport answering NIP-42, the C ABI's handle) holds
+/// this one object, so ``erase()`` ends signing for all of them at once.
 public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertible, CustomDebugStringConvertible {
-    // @unchecked: the keypair buffer is written once in init and only read afterwards.
+    // @unchecked: the keypair buffer is written in init and afterwards read, or zeroed by
+    // erase(), only while `live` is locked.
     private let keypair: UnsafeMutablePointer<secp256k1_keypair>
+    /// False once ``erase()`` zeroed the keypair; its lock guards every use of the keypair.
+    private let live = Mutex(true)
     /// The x-only public key, 64 lowercase hex characters.
     public let publicKeyHex: String
 
@@ -70,11 +76,38 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     /// owner-only permissions, never for logs.
     ///
     /// - Returns: The 32-byte secret key as 64 lowercase hex characters.
-    public func exportSecretHex() -> String {
-        var secret = [UInt8](repeating: 0, count: 32)
-        defer { secret.withUnsafeMutableBytes { secureZero($0) } }
-        precondition(secp256k1_keypair_sec(Schnorr.context, &secret, keypair) == 1)
-        return Hex.encode(secret)
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` after ``erase()``.
+    public func exportSecretHex() throws(SoftchatError) -> String {
+        let hex: String? = withKeypair { keypair in
+            var secret = [UInt8](repeating: 0, count: 32)
+            defer { secret.withUnsafeMutableBytes { secureZero($0) } }
+            guard secp256k1_keypair_sec(Schnorr.context, &secret, keypair) == 1 else { return nil }
+            return Hex.encode(secret)
+        }
+        guard let hex else { throw Self.erasedError }
+        return hex
+    }
+
+    /// Zeroes the secret now, for every holder of this identity: later signatures, NIP-42
+    /// answers and exports fail with `invalid_relay_authentication`. Idempotent; the public key
+    /// stays readable.
+    public func erase() {
+        live.withLock { alive in
+            guard alive else { return }
+            secureZero(UnsafeMutableRawBufferPointer(start: keypair, count: MemoryLayout<secp256k1_keypair>.size))
+            alive = false
+        }
+    }
+
+    /// Whether ``erase()`` has run.
+    public var isErased: Bool { live.withLock { !$0 } }
+
+    static var erasedError: SoftchatError { .invalidRelayAuthentication("the identity was erased") }
+
+    /// `body` with the keypair, under the lock that ``erase()`` takes; nil once erased.
+    private func withKeypair<R: Sendable>(_ body: (UnsafeMutablePointer<secp256k1_keypair>) -> R?) -> R? {
+        let keypair = self.keypair
+        return live.withLock { alive in alive ? body(keypair) : nil }
     }
 
     /// Signs a draft: fills in the pubkey, computes the NIP-01 id and a BIP-340 signature with
@@ -86,6 +119,7 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     ///   0–65535, its `created_at` is negative, a tag has no string, its `pubkey` is another key, or
     ///   signing fails.
     public func sign(_ draft: UnsignedEvent) throws(SoftchatError) -> VerifiedEvent {
+        guard !isErased else { throw Self.erasedError }
         do throws(EventIssue) {
             try draft.validate()
             if let given = draft.pubkey, given != publicKeyHex {
@@ -93,6 +127,7 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
             }
             return try sign(draft, auxRandom: SecureRandom.bytes(32))
         } catch {
+            if isErased { throw Self.erasedError }  // erased while signing
             throw .invalidRelayFrame("cannot sign event: \(error.message)")
         }
     }
@@ -100,8 +135,8 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     package func sign(_ draft: UnsignedEvent, auxRandom: [UInt8]) throws(EventIssue) -> VerifiedEvent {
         let id = CanonicalSerialization.digest(
             pubkey: publicKeyHex, createdAt: draft.createdAt, kind: draft.kind, tags: draft.tags, content: draft.content)
-        guard let sig = Schnorr.sign(message: id, keypair: keypair, auxRandom: auxRandom) else {
-            throw EventIssue("libsecp256k1 failed to sign")
+        guard let sig = withKeypair({ Schnorr.sign(message: id, keypair: $0, auxRandom: auxRandom) }) else {
+            throw EventIssue(isErased ? "the identity was erased" : "libsecp256k1 failed to sign")
         }
         let unverified = UnverifiedEvent(
             unchecked: Hex.encode(id), pubkey: publicKeyHex, createdAt: draft.createdAt, kind: draft.kind,
@@ -119,7 +154,7 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     /// - Returns: The 64-byte signature, or nil when `auxRandom` is not 32 bytes or signing fails.
     public func signMessage(_ message: [UInt8], auxRandom: [UInt8]) -> [UInt8]? {
         guard auxRandom.count == 32 else { return nil }
-        return Schnorr.sign(message: message, keypair: keypair, auxRandom: auxRandom)
+        return withKeypair { Schnorr.sign(message: message, keypair: $0, auxRandom: auxRandom) }
     }
 
     /// A NIP-42 authentication event (kind 22242) for exactly this relay URL and challenge,
@@ -136,6 +171,7 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
         -> VerifiedEvent
     {
         guard !challenge.isEmpty else { throw .invalidRelayAuthentication("challenge must not be empty") }
+        guard !isErased else { throw Self.erasedError }
         do throws(SoftchatError) {
             _ = try RelayURL(relayURL)
         } catch {

@@ -14,6 +14,11 @@ public enum KeyFileError: Error, Sendable, CustomStringConvertible {
     case cannotWrite(String, errno: Int32)
     /// The file at the path could not be opened or read; `errno` is the system's error number.
     case cannotRead(String, errno: Int32)
+    /// The identity was erased: there is no secret to write.
+    case erased
+    /// The key file (its path is the payload) can be read or written by other users: a secret
+    /// must be the owner's alone (mode 0600 or stricter), as `ssh` requires of its keys.
+    case readableByOthers(String, mode: UInt32)
 
     /// What failed and where: the path and, for a system failure, the system's error text.
     public var description: String {
@@ -21,6 +26,9 @@ public enum KeyFileError: Error, Sendable, CustomStringConvertible {
         case .exists(let p): "key file \(p) already exists (refusing to overwrite a secret)"
         case .cannotWrite(let p, let e): "cannot write key file \(p): \(String(cString: strerror(e)))"
         case .cannotRead(let p, let e): "cannot read key file \(p): \(String(cString: strerror(e)))"
+        case .erased: "the identity was erased: no secret to write"
+        case .readableByOthers(let p, let mode):
+            "key file \(p) has mode \(String(mode, radix: 8)): other users can reach the secret (chmod 600 \(p))"
         }
     }
 }
@@ -30,7 +38,8 @@ extension SoftchatIdentity {
     ///
     /// - Parameter path: Where to create the file; nothing may exist there yet.
     /// - Throws: ``KeyFileError`` `exists` when the path is taken, `cannotWrite` when the file cannot be
-    ///   created, written in full or synced (a file created before the failure is left behind).
+    ///   created, written in full or synced (a file created before the failure is left behind),
+    ///   `erased` after ``SoftchatIdentity/erase()``.
     public func writeSecretKeyFile(path: String) throws(KeyFileError) {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         if fd < 0 {
@@ -38,7 +47,11 @@ extension SoftchatIdentity {
             throw .cannotWrite(path, errno: errno)
         }
         defer { close(fd) }
-        var text = Array((exportSecretHex() + "\n").utf8)
+        guard let hex = try? exportSecretHex() else {
+            unlink(path)  // created above, still empty
+            throw .erased
+        }
+        var text = Array(hex.utf8) + [0x0A]
         defer { text.withUnsafeMutableBytes { secureZero($0) } }
         let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == text.count, fsync(fd) == 0 else { throw .cannotWrite(path, errno: errno) }
@@ -49,13 +62,17 @@ extension SoftchatIdentity {
     ///
     /// - Parameter path: The key file; only its first 256 bytes are read.
     /// - Returns: The identity of the secret in the file.
-    /// - Throws: ``KeyFileError`` `cannotRead` when the file cannot be opened or read, or
+    /// - Throws: ``KeyFileError`` `cannotRead` when the file cannot be opened or read,
+    ///   `readableByOthers` when its mode lets other users read or write it, or
     ///   ``SoftchatError`` with code `invalid_relay_authentication` when it does not hold 64 hex
     ///   characters (whitespace around them allowed) of a valid secret key.
     public static func loadSecretKeyFile(path: String) throws -> SoftchatIdentity {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw KeyFileError.cannotRead(path, errno: errno) }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw KeyFileError.cannotRead(path, errno: errno) }
+        guard info.st_mode & 0o077 == 0 else { throw KeyFileError.readableByOthers(path, mode: UInt32(info.st_mode & 0o777)) }
         var buffer = [UInt8](repeating: 0, count: 256)
         defer { buffer.withUnsafeMutableBytes { secureZero($0) } }
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
