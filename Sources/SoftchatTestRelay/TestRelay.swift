@@ -81,10 +81,11 @@ public final class TestRelay: @unchecked Sendable {
     }
 
     /// The noise:// URL of this relay for `pattern`, with its static key when the pattern has
-    /// one (pinned for XX, required for IK and NK).
+    /// one (pinned for XX, required for IK and NK), else `unauthenticated=yes` (NN, XN, IN: the
+    /// relay has no static key to pin).
     public func noiseURL(pattern: NoiseHandshakePattern) -> String {
         let key = options.noise.map { "&key=" + $0.staticKey.publicKeyHex } ?? ""
-        return "noise://127.0.0.1:\(port)?pattern=\(pattern.name)" + (pattern.responderHasStatic ? key : "")
+        return "noise://127.0.0.1:\(port)?pattern=\(pattern.name)" + (pattern.responderHasStatic ? key : "&unauthenticated=yes")
     }
 
     /// Why Noise connections to this relay were refused or ended (handshake failures,

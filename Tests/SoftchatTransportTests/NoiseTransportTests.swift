@@ -418,8 +418,9 @@ final class FailureLog: @unchecked Sendable {
         #expect(ik.noise?.pattern.name == "IK")
         #expect(ik.noise?.relayStaticKey == NoiseHex.decode(key))
         #expect(ik.hostHeader == "relay.example:7000")
-        let xx = try RelayEndpoint("noise://127.0.0.1:7000")
-        #expect(xx.noise?.pattern.name == "XX" && xx.noise?.relayStaticKey == nil && xx.resource == "/")
+        let xx = try RelayEndpoint("noise://127.0.0.1:7000?unauthenticated=yes")
+        #expect(xx.noise?.pattern.name == "XX" && xx.noise?.relayStaticKey == nil && xx.noise?.unauthenticated == true && xx.resource == "/")
+        #expect(try RelayEndpoint("noise://h:1?pattern=NN&unauthenticated=yes").noise?.unauthenticated == true)
         #expect(try RelayEndpoint("noise://[::1]:9?key=\(key)").host == "[::1]")
         expectTransportError(.connect, mentioning: "needs the relay's static key") { _ = try RelayEndpoint("noise://h:1?pattern=IK") }
         expectTransportError(.connect, mentioning: "port is required") { _ = try RelayEndpoint("noise://h?pattern=XX") }
@@ -428,6 +429,22 @@ final class FailureLog: @unchecked Sendable {
         expectTransportError(.connect, mentioning: "no relay static key") { _ = try RelayEndpoint("noise://h:1?pattern=NN&key=\(key)") }
         expectTransportError(.connect, mentioning: "not available") { _ = try RelayEndpoint("noise://h:1?pattern=KK&key=\(key)") }
         #expect(try RelayEndpoint("ws://h").noise == nil)
+    }
+
+    /// A Noise relay whose key is not pinned is not authenticated: anyone on the path can be it,
+    /// and with XX or IX it receives this client's static key. Refused unless the URL says so.
+    @Test(arguments: ["noise://h:1", "noise://h:1?pattern=XX", "noise://h:1?pattern=IX", "noise://h:1?pattern=NX", "noise://h:1?pattern=NN"])
+    func aNoiseRelayWithoutAPinnedKeyIsRefusedUnlessUnauthenticatedIsSaid(_ url: String) throws {
+        expectTransportError(.connect, mentioning: "does not authenticate the relay") { _ = try RelayEndpoint(url) }
+        let optIn = url + (url.contains("?") ? "&" : "?") + "unauthenticated=yes"
+        #expect(try RelayEndpoint(optIn).noise?.unauthenticated == true)
+        expectTransportError(.connect, mentioning: "unauthenticated=yes") {
+            _ = try RelayEndpoint(url + (url.contains("?") ? "&" : "?") + "unauthenticated=1")
+        }
+        let key = String(repeating: "ab", count: 32)
+        if !url.contains("NN") {
+            expectTransportError(.connect, mentioning: "both") { _ = try RelayEndpoint(optIn + "&key=\(key)") }
+        }
     }
 }
 

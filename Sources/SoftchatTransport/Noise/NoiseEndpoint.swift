@@ -4,22 +4,31 @@
 /// - `key`: the relay's static X25519 public key. Required by patterns that know it in
 ///   advance (NK, XK, IK); with patterns that transmit it (NX, XX, IX) it pins it, and a relay
 ///   presenting another key is refused.
+/// - `unauthenticated=yes`: without `key` the relay is not authenticated — anyone on the path
+///   can answer, and with XX or IX it receives this client's static key before anything proves
+///   who it is — so a URL without `key` is refused unless it says `unauthenticated=yes`
+///   (the only way with NN, XN and IN, whose relay has no static key).
 public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible {
     /// The handshake pattern, one of ``NoiseStream/streamPatterns``.
     public let pattern: NoiseHandshakePattern
     /// The relay's 32-byte static X25519 public key: known in advance or pinned; nil when the
     /// URL names none.
     public let relayStaticKey: [UInt8]?
+    /// The URL said `unauthenticated=yes`: no key is pinned and the caller accepts that the
+    /// relay is not authenticated.
+    public let unauthenticated: Bool
 
     /// Checks that `pattern` and `relayStaticKey` make a usable relay connection.
     /// - Parameters:
     ///   - pattern: The handshake pattern.
     ///   - relayStaticKey: The relay's static public key, or nil.
+    ///   - unauthenticated: True to connect without a pinned key, accepting a relay nobody
+    ///     authenticated.
     /// - Throws: ``TransportError`` with kind `.connect` when the pattern is not one of
     ///   ``NoiseStream/streamPatterns``, the key is not 32 bytes, the pattern needs the key in
-    ///   advance and none is given, or a key is given for a pattern in which the relay has no
-    ///   static key.
-    public init(pattern: NoiseHandshakePattern, relayStaticKey: [UInt8]?) throws(TransportError) {
+    ///   advance and none is given, a key is given for a pattern in which the relay has no
+    ///   static key, no key is given without `unauthenticated`, or both are given.
+    public init(pattern: NoiseHandshakePattern, relayStaticKey: [UInt8]?, unauthenticated: Bool = false) throws(TransportError) {
         try NoiseStream.checkStreamPattern(pattern, kind: .connect)
         if let key = relayStaticKey, key.count != 32 {
             throw TransportError(.connect, "a Noise relay key is 32 bytes (64 hex characters), not \(key.count)")
@@ -31,13 +40,24 @@ public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible 
         if relayStaticKey != nil && !responderHasStatic {
             throw TransportError(.connect, "Noise pattern \(pattern.name) has no relay static key to pin; drop key= or use XX or IK")
         }
+        if relayStaticKey != nil && unauthenticated {
+            throw TransportError(.connect, "a Noise relay URL gives both key= and unauthenticated=yes: the pinned key authenticates the relay")
+        }
+        if relayStaticKey == nil && !unauthenticated {
+            throw TransportError(
+                .connect,
+                "noise:// without key= does not authenticate the relay (anyone on the path can answer, and with XX or IX it "
+                    + "receives this client's static key): pin the relay's key with key=<64 hex>, or add unauthenticated=yes to accept that")
+        }
         self.pattern = pattern
         self.relayStaticKey = relayStaticKey
+        self.unauthenticated = unauthenticated
     }
 
-    /// The URL query that names these parameters: `pattern=<name>`, then `&key=<hex>` if set.
+    /// The URL query that names these parameters: `pattern=<name>`, then `&key=<hex>` or
+    /// `&unauthenticated=yes`.
     public var description: String {
-        "pattern=\(pattern.name)" + (relayStaticKey.map { "&key=\(NoiseHex.encode($0))" } ?? "")
+        "pattern=\(pattern.name)" + (relayStaticKey.map { "&key=\(NoiseHex.encode($0))" } ?? "") + (unauthenticated ? "&unauthenticated=yes" : "")
     }
 
     /// Parses a `noise://` URL into host, port, resource and parameters.
@@ -71,6 +91,7 @@ public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible 
         guard !authority.isEmpty else { throw refuse("no host") }
         var patternName = "XX"
         var key: [UInt8]? = nil
+        var unauthenticated = false
         for item in query.split(separator: "&") where !item.isEmpty {
             let pair = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(pair[0])
@@ -83,8 +104,11 @@ public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible 
                     throw refuse("key must be the relay's static public key as 64 hex characters")
                 }
                 key = bytes
+            case "unauthenticated":
+                guard value == "yes" else { throw refuse("unauthenticated takes the value yes (unauthenticated=yes)") }
+                unauthenticated = true
             default:
-                throw refuse("unknown parameter \"\(name)\" (only pattern and key)")
+                throw refuse("unknown parameter \"\(name)\" (only pattern, key and unauthenticated)")
             }
         }
         let pattern: NoiseHandshakePattern
@@ -93,7 +117,7 @@ public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible 
         } catch {
             throw refuse(error.message)
         }
-        return (authority.lowercased(), port, path, try NoiseRelayParameters(pattern: pattern, relayStaticKey: key))
+        return (authority.lowercased(), port, path, try NoiseRelayParameters(pattern: pattern, relayStaticKey: key, unauthenticated: unauthenticated))
     }
 }
 
