@@ -14,7 +14,9 @@ import SoftchatTransport
 
 /// `softchat demo`: the main job. Starts the embedded relay on two loopback ports (or uses --relay),
 /// creates two identities with SQLite accounts in a temporary folder; alice publishes batches
-/// of kind-14 chat messages through her durable account while bob syncs into his; every
+/// of public kind-1 notes addressed to bob through her durable account while bob syncs into
+/// his (not kind-14 chat messages: NIP-17 forbids publishing those in the clear, and private
+/// messages are not built yet); every
 /// delivery change and ingestion receipt is printed; the connection is dropped mid-way to show
 /// recovery; a summary ends it.
 enum DemoCommand {
@@ -23,8 +25,9 @@ enum DemoCommand {
 
         Runs Softchat end to end on this machine: two embedded loopback relays on two ports (or
         the relays at URL…), two identities with SQLite accounts in a temporary folder, N
-        kind-14 chat messages (default 24, in three batches) published by alice through her
-        durable account to every relay while bob syncs them from every relay into his, each
+        public kind-1 notes addressed to bob (default 24, in three batches) published by alice
+        through her durable account to every relay while bob syncs them from every relay into
+        his (not kind-14 chat messages: NIP-17 forbids publishing those in the clear), each
         message verified and stored once; each delivery state change and ingestion receipt is
         printed, every connection is dropped after the first batch to show recovery, and a
         summary ends the run (sent, accepted per relay, received, duplicates, time).
@@ -101,8 +104,10 @@ enum DemoCommand {
             "accounts", ["alice": .string(alice.publicKeyHex), "bob": .string(bob.publicKeyHex), "folder": .string(folder.path)],
             "accounts   alice \(alice.publicKeyHex.prefix(12))…  bob \(bob.publicKeyHex.prefix(12))…  (SQLite in \(folder.path))")
 
-        // Bob follows messages addressed to him; the subscription lives in his account's policy.
-        try bobAccount.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
+        // Bob follows notes addressed to him; the subscription lives in his account's policy.
+        // Public kind-1 notes, not kind-14 chat messages: NIP-17 forbids publishing a kind 14
+        // in the clear (signed, it is public and non-deniable); private messages come later.
+        try bobAccount.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[1],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
         var policy = ManagedTransportPolicy()
         policy.session.jitterSeed = 7
         policy.session.reconnectBaseDelaySeconds = 1
@@ -126,7 +131,7 @@ enum DemoCommand {
                 batch.append(
                     try alice.sign(
                         UnsignedEvent(
-                            createdAt: now - Int64(total - n), kind: 14, tags: [["p", bob.publicKeyHex]],
+                            createdAt: now - Int64(total - n), kind: 1, tags: [["p", bob.publicKeyHex]],
                             content: "message \(n) of \(total): \"héllo\" 🤙")))
             }
             _ = try aliceAccount.outgoing.enqueueSigned(operationID: "demo-batch-\(b + 1)", events: batch, relayURLs: relayURLs, now: now)
@@ -146,7 +151,7 @@ enum DemoCommand {
                 }
             }
         }
-        let chat = try RelayFilter.fromJSON("{\"kinds\":[14],\"#p\":[\"\(bob.publicKeyHex)\"]}")
+        let chat = try RelayFilter.fromJSON("{\"kinds\":[1],\"#p\":[\"\(bob.publicKeyHex)\"]}")
         let finished = try waitUntil(seconds: 30) {
             try terminalCount(aliceAccount) >= total * relayURLs.count
                 && (try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1).count) >= total

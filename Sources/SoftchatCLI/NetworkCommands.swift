@@ -72,7 +72,8 @@ enum PublishCommand {
                                 [--ca-file PEM] [--noise-key FILE] [--no-events-batch] [--timeout SECONDS]
 
         Publishes through the durable account: the signed events given one per line on stdin
-        (or one kind-14 chat message signed from --message) are committed as publish intents,
+        (or one public kind-1 note signed from --message: not a kind-14 chat message, which NIP-17
+        forbids publishing in the clear) are committed as publish intents,
         then the managed transport delivers them, to every relay given (one intent per relay,
         each tracked on its own). Exits 0 once every intent of THIS run is
         terminal and prints their count per state (1 if any was rejected, 3 on timeout, default
@@ -98,7 +99,8 @@ enum PublishCommand {
         let now = Int64(time(nil))
         var events: [VerifiedEvent] = []
         if let message = parsed.options["--message"] {
-            events.append(try identity.sign(UnsignedEvent(createdAt: now, kind: 14, tags: [], content: message)))
+            // A public kind-1 note: NIP-17 forbids publishing a kind-14 chat message in the clear.
+            events.append(try identity.sign(UnsignedEvent(createdAt: now, kind: 1, tags: [], content: message)))
         } else {
             let reader = LineReader()
             while let line = reader.next() {

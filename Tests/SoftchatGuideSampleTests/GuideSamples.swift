@@ -8,21 +8,23 @@ import SoftchatStorage
 import SoftchatSync
 
 extension GettingStartedSamples {
-    /// docs/guides/getting-started.md:50, sample 2.
+    /// docs/guides/getting-started.md:52, sample 2.
     func sample2() async throws {
-        #sourceLocation(file:"docs/guides/getting-started.md",line:50)
+        #sourceLocation(file:"docs/guides/getting-started.md",line:52)
 
         let now: Int64 = 1_764_000_000  // Unix seconds: the core never reads a clock
         let me = SoftchatIdentity.generate()  // or loadSecretKeyFile(path:)
         try me.writeSecretKeyFile(path: "me.key")  // mode 0600, never overwrites
+        // A public kind-1 note. Not a kind-14 chat message: NIP-17 forbids publishing one in the clear
+        // (signed, it is public and non-deniable); Softchat's private messages are not built yet.
         let message = try me.sign(
             UnsignedEvent(
-                createdAt: now, kind: 14, tags: [["p", friendPublicKeyHex]], content: "hi"))
+                createdAt: now, kind: 1, tags: [["p", friendPublicKeyHex]], content: "hi"))
         #sourceLocation()
     }
-    /// docs/guides/getting-started.md:66, sample 3.
+    /// docs/guides/getting-started.md:70, sample 3.
     func sample3() async throws {
-        #sourceLocation(file:"docs/guides/getting-started.md",line:66)
+        #sourceLocation(file:"docs/guides/getting-started.md",line:70)
 
         let account = try SoftchatAccount.open(path: "me.db")  // creates and migrates
         defer { account.close() }
@@ -39,9 +41,9 @@ extension GettingStartedSamples {
         let inbox = try account.events(matching: [RelayFilter.fromJSON(#"{"kinds":[14]}"#)], limit: 50, now: now)
         #sourceLocation()
     }
-    /// docs/guides/getting-started.md:96, sample 4.
+    /// docs/guides/getting-started.md:100, sample 4.
     func sample4() async throws {
-        #sourceLocation(file:"docs/guides/getting-started.md",line:96)
+        #sourceLocation(file:"docs/guides/getting-started.md",line:100)
 
         let transport = try account.startManagedTransport(
             relays: ["wss://relay-a.example", "wss://relay-b.example"], identity: me)
