@@ -273,7 +273,8 @@ final class DemoPrinter: Sendable {
             for (k, v) in fields { o.append(k, v) }
             Output.standard.line(JSONValue.object(o).jsonText)
         } else {
-            Output.standard.line(text)
+            // The line carries relay text (NOTICE, connection errors): never raw control bytes.
+            Output.standard.line(terminalSafe(text))
         }
         Output.standard.flush()
     }

@@ -61,7 +61,7 @@ enum NetworkOptions {
     /// terminal: standard output carries the result alone, so scripts read it unmixed.
     static func progress(_ text: String) {
         guard isTerminal(2) else { return }
-        Output.error.line("\u{1B}[1A\u{1B}[2K" + text)
+        Output.error.line("\u{1B}[1A\u{1B}[2K" + terminalSafe(text))
         Output.error.flush()
     }
 }

@@ -64,21 +64,21 @@ do {
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
     }
 } catch let error as UsageError {
-    Output.error.line("softchat: \(error.message)")
+    Output.error.line("softchat: \(terminalSafe(error.message))")
     status = .usage
 } catch let error as SoftchatError {
     if wantsJSON {
         Output.standard.line(error.jsonValue.jsonText)
     } else {
-        Output.error.line("softchat: \(error.code.rawValue): \(error.message)")
+        Output.error.line("softchat: \(error.code.rawValue): \(terminalSafe(error.message))")
     }
     status = .inputRejected
 } catch let error as RuntimeFailure {
     let line = JSONValue.object(JSONObject(["error": .object(JSONObject(["code": .string(error.code), "message": .string(error.message)]))])).jsonText
-    if wantsJSON { Output.standard.line(line) } else { Output.error.line("softchat: \(error.code): \(error.message)") }
+    if wantsJSON { Output.standard.line(line) } else { Output.error.line("softchat: \(error.code): \(terminalSafe(error.message))") }
     status = .runtimeFailure
 } catch {
-    Output.error.line("softchat: \(error)")
+    Output.error.line("softchat: \(terminalSafe("\(error)"))")
     status = .runtimeFailure
 }
 Output.standard.flush()

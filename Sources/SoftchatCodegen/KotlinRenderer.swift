@@ -214,10 +214,19 @@ public struct KotlinRenderer {
             }
             w.line()
 
-            w.line("/** Runs one C call; a reported softchat_error becomes a SoftchatException with its stable code. */")
-            w.block("fun <T> call(symbol: String, body: (PointerByReference) -> T): T {") { w in
+            w.line("/**")
+            w.line(" * Runs one C call; a reported softchat_error becomes a SoftchatException with its stable code.")
+            w.line(" * Every object in keep (the receiver and each handle argument) stays reachable until the call")
+            w.line(" * returns, so the cleaner cannot free a handle the native code is still using.")
+            w.line(" */")
+            w.block("fun <T> call(symbol: String, vararg keep: Any?, body: (PointerByReference) -> T): T {") { w in
                 w.line("val error = PointerByReference()")
-                w.line("val result = body(error)")
+                w.block("val result = try {") { w in
+                    w.line("body(error)")
+                }
+                w.line("finally {")
+                w.line("    for (owner in keep) java.lang.ref.Reference.reachabilityFence(owner)")
+                w.line("}")
                 w.line("val e = error.value")
                 w.block("if (e != null) {") { w in
                     w.line("val code = e.getPointer(0L).getString(0L, \"UTF-8\")")
@@ -522,7 +531,9 @@ public struct KotlinRenderer {
         args += e.params.flatMap { p in model.callback(p.type) != nil ? ["cb_\(p.name)", "null"] : [argument(p)] }
         args.append("e")
         let native = "SoftchatNative.lib.\(e.cName)(\(args.joined(separator: ", ")))"
-        let invoke = "SoftchatNative.call(\(quoted(e.symbol))) { e -> \(native) }"
+        // Kept reachable across the call: the receiver (a view keeps its owner) and every handle argument.
+        let keep = (receiver == nil ? [] : ["this"]) + e.params.filter { model.handleName($0.type) != nil }.map { ident($0.name) }
+        let invoke = "SoftchatNative.call(\(([quoted(e.symbol)] + keep).joined(separator: ", "))) { e -> \(native) }"
         guard let r = e.returns else { return invoke }
         let callbacks = e.params.filter { model.callback($0.type) != nil }.map { "cb_\($0.name)" }
         if model.isHandle(r), case .named(let n) = r {
@@ -760,7 +771,7 @@ public struct KotlinRenderer {
                         w.line()
                         w.line("constructor(\(params(c))) : this(")
                         w.line(
-                            "    SoftchatNative.call(\(quoted(t.name))) { e -> SoftchatNative.lib.\(e.cName)(\((e.params.map(argument) + ["e"]).joined(separator: ", "))) }"
+                            "    SoftchatNative.call(\(([quoted(t.name)] + e.params.filter { model.handleName($0.type) != nil }.map { ident($0.name) }).joined(separator: ", "))) { e -> SoftchatNative.lib.\(e.cName)(\((e.params.map(argument) + ["e"]).joined(separator: ", "))) }"
                         )
                         w.line("        ?: throw IllegalStateException(\"softchat: \(e.cName) returned no handle\")")
                         w.line(")")

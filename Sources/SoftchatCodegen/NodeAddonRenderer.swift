@@ -1,9 +1,12 @@
 public import SoftchatContracts
 
 /// Renders the Node-API addon (C, built against the Node headers) that exposes every C ABI
-/// entry point to JavaScript under its C name: handles become externals whose finalizer calls
-/// the handle's free function, text arguments are JS strings (null/undefined → NULL), results
-/// are JSON strings, and a `softchat_error` is thrown as an `Error` with `code` set.
+/// entry point to JavaScript under its C name: handles become externals, each type-tagged with
+/// its handle type (`napi_type_tag_object`) so plain JavaScript cannot pass one kind of handle
+/// where another is expected, whose finalizer calls the handle's free function; text arguments
+/// are JS strings (null/undefined → NULL), copied into buffers that are zeroed before they are
+/// freed (a secret key passes through them); results are JSON strings, and a `softchat_error`
+/// is thrown as an `Error` with `code` set.
 public struct NodeAddonRenderer {
     public let set: ContractSet
     let model: FFIModel
@@ -33,6 +36,8 @@ public struct NodeAddonRenderer {
         for t in set.allTypes where model.role(t.name) == .handle {
             let p = FFIModel.cPrefix(t.name)
             w.line()
+            w.line("/* The type tag of every \(p) external (from the FNV-1a hashes of its name). */")
+            w.line("static const napi_type_tag tag_\(p) = {\(Self.tagHalf("softchat-addon:" + p))ULL, \(Self.tagHalf(p + ":softchat-addon"))ULL};")
             w.block("static void finalize_\(p)(napi_env env, void *data, void *hint) {") { w in
                 w.line("(void)env;")
                 w.line("(void)hint;")
@@ -79,7 +84,7 @@ public struct NodeAddonRenderer {
                 case callback(String)
                 var release: String {
                     switch self {
-                    case .text(let v): "free(\(v)); "
+                    case .text(let v): "free_text(\(v)); "
                     case .callback(let v): "release_callback(\(v)); "
                     }
                 }
@@ -107,7 +112,7 @@ public struct NodeAddonRenderer {
                     let getter = optionalHandles.contains(a.name) ? "get_optional_handle" : "get_handle"
                     w.line("\(type) *a\(i) = NULL;")
                     w.line(
-                        "if (!\(getter)(env, argv[\(i)], (void **)&a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandles.contains(a.name) ? " or null" : "")"))); }"
+                        "if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandles.contains(a.name) ? " or null" : "")"))); }"
                     )
                     callArgs.append("a\(i)")
                 }
@@ -123,7 +128,7 @@ public struct NodeAddonRenderer {
             } else {
                 w.line("\(call);")
             }
-            for case .text(let v) in owned { w.line("free(\(v));") }
+            for case .text(let v) in owned { w.line("free_text(\(v));") }
             let callbacks = owned.filter { if case .callback = $0 { true } else { false } }.map(\.release)
             if callbacks.isEmpty {
                 w.line("if (error != NULL) return throw_softchat_error(env, error);")
@@ -133,7 +138,7 @@ public struct NodeAddonRenderer {
             }
             if let r = e.returns {
                 if model.isHandle(r), case .named(let n) = r {
-                    w.line("return wrap_handle(env, result, finalize_\(FFIModel.cPrefix(n)));")
+                    w.line("return wrap_handle(env, result, finalize_\(FFIModel.cPrefix(n)), &tag_\(FFIModel.cPrefix(n)));")
                 } else {
                     w.line("return take_string(env, result);")
                 }
@@ -141,6 +146,16 @@ public struct NodeAddonRenderer {
                 w.line("return undefined(env);")
             }
         }
+    }
+
+    /// 64-bit FNV-1a of `text`: half of a handle type's tag, the same on every run.
+    static func tagHalf(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01B3
+        }
+        return "0x" + String(hash, radix: 16)
     }
 
     static let prelude: [String] = #"""
@@ -164,6 +179,13 @@ public struct NodeAddonRenderer {
             napi_create_error(env, code, message, &err);
             napi_throw(env, err);
             return NULL;
+        }
+
+        /* Zeroes and frees a text argument: a secret key may have passed through it. */
+        static void free_text(char *text) {
+            if (text == NULL) return;
+            explicit_bzero(text, strlen(text));
+            free(text);
         }
 
         /* A JS string as a malloc'd UTF-8 C string; null and undefined become NULL. */
@@ -261,28 +283,34 @@ public struct NodeAddonRenderer {
             free(c);
         }
 
-        static int get_handle(napi_env env, napi_value value, void **out) {
+        /* A handle of the type `tag` names: an external this addon made and tagged with that
+         * type; any other value, an external of another handle type included, is refused. */
+        static int get_handle(napi_env env, napi_value value, const napi_type_tag *tag, void **out) {
             napi_valuetype type;
             napi_typeof(env, value, &type);
             if (type != napi_external) return 0;
+            bool tagged = false;
+            if (napi_check_object_type_tag(env, value, tag, &tagged) != napi_ok || !tagged) return 0;
             return napi_get_value_external(env, value, out) == napi_ok;
         }
 
         /* A handle that may be absent: null and undefined become NULL. */
-        static int get_optional_handle(napi_env env, napi_value value, void **out) {
+        static int get_optional_handle(napi_env env, napi_value value, const napi_type_tag *tag, void **out) {
             napi_valuetype type;
             napi_typeof(env, value, &type);
             if (type == napi_null || type == napi_undefined) {
                 *out = NULL;
                 return 1;
             }
-            return get_handle(env, value, out);
+            return get_handle(env, value, tag, out);
         }
 
-        /* A handle as an external; the garbage collector calls the handle's free function. */
-        static napi_value wrap_handle(napi_env env, void *handle, napi_finalize finalize) {
+        /* A handle as an external tagged with its handle type; the garbage collector calls the
+         * handle's free function. */
+        static napi_value wrap_handle(napi_env env, void *handle, napi_finalize finalize, const napi_type_tag *tag) {
             napi_value external;
             napi_create_external(env, handle, finalize, NULL, &external);
+            napi_type_tag_object(env, external, tag);
             return external;
         }
 

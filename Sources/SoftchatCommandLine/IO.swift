@@ -233,3 +233,22 @@ public struct Arguments {
 
 /// Whether `fd` is a terminal.
 public func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+
+/// `text` safe to print on a terminal: C0 and C1 control characters (escape, bell, carriage
+/// return, backspace, line breaks…), DEL and the Unicode bidirectional overrides are shown as
+/// `\u{…}`, so relay text (a NOTICE, a CLOSED reason, an error) cannot move the cursor, retitle
+/// the window, hide text or add lines. Printable text, emoji included, is kept as it is.
+public func terminalSafe(_ text: String) -> String {
+    var out = ""
+    out.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
+    for scalar in text.unicodeScalars {
+        let v = scalar.value
+        let control = v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v)
+        if control {
+            out += "\\u{" + String(v, radix: 16) + "}"
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
+}

@@ -18,6 +18,26 @@ import Testing
         try expectMatchesGolden([NodeAddonRenderer(set: Fixture.mini()).render()])
     }
 
+    /// The Kotlin cleaner may free a handle once its owner is unreachable, and a JVM may find an
+    /// object unreachable while a native call on its handle still runs: every call on a handle
+    /// keeps its receiver (and every handle argument) reachable until it returns.
+    @Test func everyKotlinNativeCallKeepsItsHandlesReachable() throws {
+        let set = try SchemaLoader().load(from: DirectorySchemaSource(directory: Fixture.repositorySchema))
+        let api = try #require(KotlinRenderer(set: set).render().first { $0.path.hasSuffix("SoftchatApi.kt") })
+        let calls = api.contents.split(separator: "\n").filter { $0.contains("SoftchatNative.call(") }
+        #expect(!calls.isEmpty)
+        for line in calls where line.contains("(handle") || line.contains("(owner.handle") {
+            #expect(line.contains("\", this") || line.contains("\", this,"), "\(line)")
+        }
+        for line in calls where line.contains(".handle, ") || line.contains("?.handle") {
+            // A handle argument `x.handle` is kept too.
+            let names = line.matches(of: /([a-zA-Z]+)\??\.handle/).map { String($0.output.1) }.filter { $0 != "owner" }
+            for name in names { #expect(line.contains(", \(name)"), "\(name) not kept: \(line)") }
+        }
+        let native = try #require(KotlinRenderer(set: set).render().first { $0.path.hasSuffix("SoftchatNative.kt") })
+        #expect(native.contents.contains("java.lang.ref.Reference.reachabilityFence(owner)"))
+    }
+
     @Test func ffiRenderingIsDeterministic() throws {
         let set = try Fixture.mini()
         #expect(CABIRenderer(set: set).renderSwiftExports() == CABIRenderer(set: set).renderSwiftExports())

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import SoftchatCore
 import SoftchatJSON
@@ -496,14 +497,18 @@ import Testing
     @Test func checkReportsAnIntegrityFailureOfTheFileItself() throws {
         let t = try TestAccount()
         try t.account.incoming.ingest((0..<50).map { signed(tags: [["t", "x\($0)"]], content: "n\($0)") }, receivedAt: t0)
-        // Drop an index entry behind SQLite's back: the index no longer matches its table.
-        let raw = try SQLiteConnection(path: t.path)
-        try raw.execute("PRAGMA writable_schema = ON")
-        let root = try raw.scalarInt("SELECT rootpage FROM sqlite_schema WHERE name = 'event_tags_lookup'")
-        try raw.execute(
-            "UPDATE sqlite_schema SET sql = 'CREATE INDEX event_tags_lookup ON event_tags (value, name, event_id)' WHERE name = 'event_tags_lookup'")
-        try raw.execute("PRAGMA writable_schema = RESET")
-        #expect(root > 0)
+        // Another program (Softchat's own connections are defensive and refuse this) rewrites an
+        // index's definition behind SQLite's back: the index no longer matches its table.
+        var raw: OpaquePointer?
+        #expect(sqlite3_open(t.path, &raw) == SQLITE_OK)
+        for sql in [
+            "PRAGMA writable_schema = ON",
+            "UPDATE sqlite_schema SET sql = 'CREATE INDEX event_tags_lookup ON event_tags (value, name, event_id)' WHERE name = 'event_tags_lookup'",
+            "PRAGMA writable_schema = RESET",
+        ] {
+            #expect(sqlite3_exec(raw, sql, nil, nil, nil) == SQLITE_OK, "\(sql)")
+        }
+        sqlite3_close(raw)
         let report = try SoftchatAccount.open(path: t.path).check(now: t0)
         #expect(!report.ok)
         #expect(report.problems.contains { $0.hasPrefix("integrity:") }, "\(report.problems)")

@@ -113,3 +113,36 @@ import Testing
         #expect(try account.store.write("test") { db in try db.scalarInt("SELECT COUNT(*) FROM subscription_policy") } == 0)
     }
 }
+
+/// What the account trusts on read-back: a file edited behind its back (a tampered or imported
+/// account) cannot pass `check` as an account of verified events.
+@Suite struct AccountTamperTests {
+    @Test func checkReportsAStoredEventWhoseSignatureNoLongerVerifies() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.file("me.db")
+        let notes = (0..<5).map { signed(content: "note \($0)", createdAt: t0 + Int64($0)) }
+        do {
+            let account = try SoftchatAccount.open(path: path)
+            defer { account.close() }
+            _ = try account.incoming.ingest(notes, receivedAt: t0)
+            #expect(try account.check(now: t0).ok)
+        }
+        // Another program swaps one event's signature for another event's: its id still matches
+        // its fields, so only the signature check can tell.
+        let victim = notes[2]
+        let forged = victim.jsonText.replacingOccurrences(of: victim.sig, with: notes[3].sig)
+        #expect(forged != victim.jsonText)
+        var raw: OpaquePointer?
+        #expect(sqlite3_open(path, &raw) == SQLITE_OK)
+        let update = "UPDATE events SET json = '\(forged.replacingOccurrences(of: "'", with: "''"))' WHERE id = '\(victim.id)'"
+        #expect(sqlite3_exec(raw, update, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(raw)
+        let account = try SoftchatAccount.open(path: path)
+        defer { account.close() }
+        let report = try account.check(now: t0)
+        #expect(!report.ok)
+        #expect(
+            report.problems.contains { $0.contains("1 stored events fail id or signature verification") && $0.contains(victim.id) },
+            "\(report.problems)")
+    }
+}

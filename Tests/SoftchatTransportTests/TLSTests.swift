@@ -42,6 +42,9 @@ final class TestPKI: Sendable {
         try issue("valid", san: "IP:127.0.0.1,DNS:localhost", start: nil, end: nil)
         try issue("wronghost", san: "DNS:other.example", start: nil, end: nil)
         try issue("expired", san: "IP:127.0.0.1,DNS:localhost", start: "20200101000000Z", end: "20200102000000Z")
+        // The name only in the subject's common name, no subjectAltName: RFC 6125 says a client
+        // must not fall back to the CN; OpenSSL does unless told never to.
+        try issue("cnonly", cn: "localhost", san: nil, start: nil, end: nil)
         try run([
             "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(dir)/selfsigned.key", "-out", "\(dir)/selfsigned.pem",
             "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
@@ -54,11 +57,12 @@ final class TestPKI: Sendable {
     func key(_ name: String) -> String { "\(dir)/\(name).key" }
     var caFile: String { "\(dir)/ca.pem" }
 
-    private func issue(_ name: String, san: String, start: String?, end: String?) throws {
-        try run([
-            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key(name), "-out", "\(dir)/\(name).csr",
-            "-subj", "/CN=\(name)", "-addext", "subjectAltName=\(san)",
-        ])
+    private func issue(_ name: String, cn: String? = nil, san: String?, start: String?, end: String?) throws {
+        try run(
+            [
+                "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key(name), "-out", "\(dir)/\(name).csr",
+                "-subj", "/CN=\(cn ?? name)",
+            ] + (san.map { ["-addext", "subjectAltName=\($0)"] } ?? []))
         var args = ["ca", "-batch", "-config", "\(dir)/ca.cnf", "-in", "\(dir)/\(name).csr", "-out", certificate(name)]
         if let start, let end { args += ["-startdate", start, "-enddate", end] } else { args += ["-days", "2"] }
         try run(args)
@@ -119,6 +123,61 @@ final class TestPKI: Sendable {
         let relay = try relay("selfsigned")
         defer { relay.stop() }
         expectCertificateRefusal(try Self.pki.get().caFile, relay, mentioning: "self-signed")
+    }
+
+    @Test func aNameOnlyInTheCommonNameIsRefused() throws {
+        let relay = try relay("cnonly")
+        defer { relay.stop() }
+        let url = relay.url.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        let endpoint = try RelayEndpoint(url)
+        let options = ConnectionOptions(tls: TLSOptions(caFile: try Self.pki.get().caFile), connectTimeoutMilliseconds: 3000)
+        do throws(TransportError) {
+            _ = try WebSocketClient.connect(endpoint, options: options)
+            Issue.record("a certificate naming localhost only in its CN was accepted for \(url)")
+        } catch {
+            #expect(error.kind == .certificate, "\(error)")
+            #expect(error.message.contains("mismatch"), "\(error)")
+        }
+    }
+
+    /// A TLS 1.2 server that offers only suites without forward secrecy (RSA key exchange) is
+    /// refused in the handshake; one that offers an ECDHE suite is accepted. `openssl s_server`
+    /// plays the server.
+    @Test(arguments: [("AES128-GCM-SHA256", false), ("AES256-SHA256", false), ("ECDHE-RSA-AES128-GCM-SHA256", true)])
+    func tls12SuitesWithoutForwardSecrecyAreRefused(cipher: String, accepted: Bool) throws {
+        let pki = try Self.pki.get()
+        let listener = try TCPListener()
+        let port = listener.port
+        listener.close()
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        server.arguments = [
+            "s_server", "-accept", "127.0.0.1:\(port)", "-cert", pki.certificate("valid"), "-key", pki.key("valid"),
+            "-tls1_2", "-cipher", cipher, "-naccept", "1", "-quiet",
+        ]
+        server.standardInput = Pipe()
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer {
+            server.terminate()
+            server.waitUntilExit()
+        }
+        var tcp: TCPStream?
+        for _ in 0..<50 where tcp == nil {
+            tcp = try? TCPStream.connect(host: "127.0.0.1", port: port, timeoutMilliseconds: 1000)
+            if tcp == nil { usleep(100_000) }
+        }
+        let stream = try #require(tcp, "openssl s_server did not listen")
+        do throws(TransportError) {
+            let tls = try TLSStream(client: stream, host: "127.0.0.1", options: TLSOptions(caFile: pki.caFile), timeoutMilliseconds: 3000)
+            #expect(accepted, "a TLS 1.2 handshake with \(cipher) succeeded")
+            tls.close()
+        } catch {
+            #expect(!accepted, "\(cipher): \(error)")
+            #expect(error.kind == .tls, "\(error)")
+            stream.close()
+        }
     }
 
     @Test func theSystemStoreDoesNotTrustTheTestCA() throws {

@@ -141,7 +141,7 @@ final class AccountStore: Sendable {
         self.version = version
         self.policy = policy
         do {
-            try Self.createFile(path)
+            Self.createFile(path)
             let w = try SQLiteConnection(path: path)
             try Migrations.checkIdentity(w)
             w.resetStatements()  // no read transaction may stay open across the journal mode change
@@ -177,14 +177,12 @@ final class AccountStore: Sendable {
     /// The account is the user's history: it and its WAL and SHM are the owner's alone (0600).
     /// A new file is created 0600 before SQLite opens it (SQLite gives its WAL and SHM the
     /// database file's mode).
-    static func createFile(_ path: String) throws(SoftchatError) {
+    static func createFile(_ path: String) {
         guard isFile(path) else { return }
+        // A failure other than "exists" (a missing folder, no permission) is left for SQLite's
+        // open to report with its own code.
         let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        if fd >= 0 {
-            _ = Glibc.close(fd)
-        } else if errno != EEXIST {
-            throw SoftchatError(.accountStorageFailed, "open \(path): cannot create the account file (errno \(errno))", operation: .relayIngestion)
-        }
+        if fd >= 0 { _ = Glibc.close(fd) }
     }
 
     /// An account readable by others, as older builds left them, is tightened to 0600 (once it is

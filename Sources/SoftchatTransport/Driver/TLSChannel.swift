@@ -31,7 +31,12 @@ final class TLSChannel {
         // Writes may complete record by record and be retried from another buffer address.
         _ = SSL_ctrl(ssl, SSL_CTRL_MODE, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER), nil)
         SSL_set_connect_state(ssl)
-        TLSStream.configureClient(ssl, host: host)
+        do {
+            try TLSStream.configureClient(ssl, host: host)
+        } catch {
+            SSL_free(ssl)
+            throw error
+        }
         self.ssl = ssl
         self.input = input
         self.output = output

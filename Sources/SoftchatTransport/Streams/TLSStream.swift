@@ -47,18 +47,27 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         }
         self.ssl = ssl
         SSL_set_fd(ssl, tcp.fd)
-        Self.configureClient(ssl, host: host)
+        try Self.configureClient(ssl, host: host)
         try handshake(connect: true, timeoutMilliseconds: timeoutMilliseconds, host: host)
         try Self.checkVerified(ssl, host: host)
     }
 
     // MARK: Client setup shared with the event-driven driver (IODriver's TLS channel)
 
-    /// A client context: TLS 1.2 or later, peer verification on, trusting `options.caFile`
-    /// or else the system store. The caller owns (frees) it.
+    /// TLS 1.2's cipher suites a client offers: forward-secret (ephemeral ECDH) AEAD suites
+    /// only, so a recorded session cannot be decrypted with the server's key later. (Every TLS
+    /// 1.3 suite is forward-secret.)
+    static let tls12Ciphers = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
+    /// A client context: TLS 1.2 or later with forward-secret suites only, peer verification
+    /// on, trusting `options.caFile` or else the system store. The caller owns (frees) it.
     static func makeClientContext(_ options: TLSOptions) throws(TransportError) -> OpaquePointer {
         guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw Self.error(.tls, "SSL_CTX_new failed") }
         SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
+        guard SSL_CTX_set_cipher_list(ctx, tls12Ciphers) == 1 else {
+            SSL_CTX_free(ctx)
+            throw Self.error(.tls, "cannot set the TLS 1.2 cipher suites")
+        }
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
         if let caFile = options.caFile {
             guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else {
@@ -72,17 +81,25 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     }
 
     /// What the certificate must name: an IP literal is checked against the IP SANs; a host
-    /// name is sent as SNI and checked against the DNS names.
-    static func configureClient(_ ssl: OpaquePointer, host: String) {
+    /// name is sent as SNI and checked against the DNS SANs only — never the subject's common
+    /// name, whatever the certificate holds (`X509_CHECK_FLAG_NEVER_CHECK_SUBJECT`), and no
+    /// partial wildcards. Each setting is checked: a host OpenSSL would not verify is refused
+    /// before the handshake, never connected to unverified.
+    static func configureClient(_ ssl: OpaquePointer, host: String) throws(TransportError) {
         let bareHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        let param = SSL_get0_param(ssl)
+        X509_VERIFY_PARAM_set_hostflags(param, UInt32(X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS))
         if Self.isIPAddress(bareHost) {
-            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), bareHost)
+            guard X509_VERIFY_PARAM_set1_ip_asc(param, bareHost) == 1 else {
+                throw Self.error(.tls, "cannot set \(host) as the address the certificate must name")
+            }
         } else {
             // SNI, and the name the certificate must carry.
-            _ = bareHost.withCString {
+            let sni = bareHost.withCString {
                 SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, Int(TLSEXT_NAMETYPE_host_name), UnsafeMutableRawPointer(mutating: $0))
             }
-            SSL_set1_host(ssl, bareHost)
+            guard sni == 1 else { throw Self.error(.tls, "cannot send \(host) as the TLS server name") }
+            guard SSL_set1_host(ssl, bareHost) == 1 else { throw Self.error(.tls, "cannot set \(host) as the name the certificate must carry") }
         }
     }
 

@@ -128,7 +128,7 @@ fun main() {
     } catch (e: SoftchatException) {
         error = e.code.code
     }
-    check(error == "invalid_relay_session", "a bad relay URL is refused with invalid_relay_session, not $error")
+    check(error == "invalid_relay_url", "a bad relay URL is refused with invalid_relay_url, not $error")
 
     writerTransport.close()
     readerTransport.use { }

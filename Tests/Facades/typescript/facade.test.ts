@@ -249,3 +249,18 @@ test("a handle serializes its calls (worker threads share no handle; calls inter
   assert.deepEqual([...s.snapshot().subscriptionIds].sort(), Array.from({ length: 8 }, (_, t) => `t${t}`));
   assert.equal(s.snapshot().outboundFrames, 0);
 });
+
+test("the addon refuses a handle of another type: each external carries its handle type's tag", () => {
+  const addon = require(`${process.env.SOFTCHAT_LIB}/softchat_addon.node`);
+  const identity = addon.softchat_identity_generate();
+  const session = addon.softchat_relay_session_new();
+  const refused = (e: any) => e.code === "softchat_argument" && /must be a Softchat handle/.test(e.message);
+  // Before the tags, these reached the C ABI with the wrong pointer type (a crash).
+  assert.throws(() => addon.softchat_relay_session_snapshot(identity), refused);
+  assert.throws(() => addon.softchat_identity_public_key_hex(session), refused);
+  assert.throws(() => addon.softchat_identity_public_key_hex({}), refused);
+  assert.throws(() => addon.softchat_identity_public_key_hex(null), refused);
+  // The right handles still work.
+  assert.match(addon.softchat_identity_public_key_hex(identity), /[0-9a-f]{64}/);
+  assert.equal(typeof addon.softchat_relay_session_snapshot(session), "string");
+});

@@ -130,8 +130,10 @@ async function main(): Promise<void> {
   check(paged.every((e) => e.created_at === e.createdAt), "events carry NIP-01's created_at beside createdAt");
 
   check(codeOf(() => reader.queryEvents([filter], 0, now())) === "invalid_relay_filter", "a page of 0 is refused with invalid_relay_filter");
-  check(codeOf(() => writer.startManagedTransport({ relayUrls: ["http://not-a-relay"] })) === "invalid_relay_session",
-    "a bad relay URL is refused with invalid_relay_session");
+  check(codeOf(() => writer.startManagedTransport({ relayUrls: ["http://not-a-relay"] })) === "invalid_relay_url",
+    "a bad relay URL is refused with invalid_relay_url");
+  check(codeOf(() => writer.startManagedTransport({ relayUrls: ["ws://relay.example/\r\nX-Injected: 1"] })) === "invalid_relay_url",
+    "a relay URL with CR LF is refused with invalid_relay_url");
 
   await writerTransport.stop();
   await readerTransport.stop();

@@ -40,16 +40,16 @@ class Echoer internal constructor(internal val handle: Pointer) : java.io.Closea
     )
 
     /** Echoes so far. */
-    val count: Long get() = jsonLong(SoftchatNative.take(SoftchatNative.call("Echoer.count") { e -> SoftchatNative.lib.softchat_echoer_count(handle, e) }))
+    val count: Long get() = jsonLong(SoftchatNative.take(SoftchatNative.call("Echoer.count", this) { e -> SoftchatNative.lib.softchat_echoer_count(handle, e) }))
 
     /** Echo once. */
-    fun echoText(text: String, max: Long = 8L): Echo = decodeEcho(SoftchatNative.take(SoftchatNative.call("Echoer.echoText") { e -> SoftchatNative.lib.softchat_echoer_echo_text(handle, text, SoftchatJson.write(max), e) }))
+    fun echoText(text: String, max: Long = 8L): Echo = decodeEcho(SoftchatNative.take(SoftchatNative.call("Echoer.echoText", this) { e -> SoftchatNative.lib.softchat_echoer_echo_text(handle, text, SoftchatJson.write(max), e) }))
 
     /** Release. */
-    override fun close(): Unit = SoftchatNative.call("Echoer.close") { e -> SoftchatNative.lib.softchat_echoer_close(handle, e) }
+    override fun close(): Unit = SoftchatNative.call("Echoer.close", this) { e -> SoftchatNative.lib.softchat_echoer_close(handle, e) }
 
     /** The latest event about an echo. */
-    fun lastEvent(echoId: EchoId): EchoEvent? = SoftchatNative.take(SoftchatNative.call("Echoer.lastEvent") { e -> SoftchatNative.lib.softchat_echoer_last_event(handle, echoId.hex, e) })?.let { decodeEchoEvent(it) }
+    fun lastEvent(echoId: EchoId): EchoEvent? = SoftchatNative.take(SoftchatNative.call("Echoer.lastEvent", this) { e -> SoftchatNative.lib.softchat_echoer_last_event(handle, echoId.hex, e) })?.let { decodeEchoEvent(it) }
 
     companion object {
         /** Parse. */

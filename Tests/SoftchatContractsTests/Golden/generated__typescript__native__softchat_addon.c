@@ -31,6 +31,13 @@ static napi_value throw_softchat_error(napi_env env, softchat_error *error) {
     return NULL;
 }
 
+/* Zeroes and frees a text argument: a secret key may have passed through it. */
+static void free_text(char *text) {
+    if (text == NULL) return;
+    explicit_bzero(text, strlen(text));
+    free(text);
+}
+
 /* A JS string as a malloc'd UTF-8 C string; null and undefined become NULL. */
 static int get_text(napi_env env, napi_value value, char **out) {
     napi_valuetype type;
@@ -126,28 +133,34 @@ static void release_callback(callback_context *c) {
     free(c);
 }
 
-static int get_handle(napi_env env, napi_value value, void **out) {
+/* A handle of the type `tag` names: an external this addon made and tagged with that
+ * type; any other value, an external of another handle type included, is refused. */
+static int get_handle(napi_env env, napi_value value, const napi_type_tag *tag, void **out) {
     napi_valuetype type;
     napi_typeof(env, value, &type);
     if (type != napi_external) return 0;
+    bool tagged = false;
+    if (napi_check_object_type_tag(env, value, tag, &tagged) != napi_ok || !tagged) return 0;
     return napi_get_value_external(env, value, out) == napi_ok;
 }
 
 /* A handle that may be absent: null and undefined become NULL. */
-static int get_optional_handle(napi_env env, napi_value value, void **out) {
+static int get_optional_handle(napi_env env, napi_value value, const napi_type_tag *tag, void **out) {
     napi_valuetype type;
     napi_typeof(env, value, &type);
     if (type == napi_null || type == napi_undefined) {
         *out = NULL;
         return 1;
     }
-    return get_handle(env, value, out);
+    return get_handle(env, value, tag, out);
 }
 
-/* A handle as an external; the garbage collector calls the handle's free function. */
-static napi_value wrap_handle(napi_env env, void *handle, napi_finalize finalize) {
+/* A handle as an external tagged with its handle type; the garbage collector calls the
+ * handle's free function. */
+static napi_value wrap_handle(napi_env env, void *handle, napi_finalize finalize, const napi_type_tag *tag) {
     napi_value external;
     napi_create_external(env, handle, finalize, NULL, &external);
+    napi_type_tag_object(env, external, tag);
     return external;
 }
 
@@ -173,6 +186,8 @@ static void export_function(napi_env env, napi_value exports, const char *name, 
     napi_set_named_property(env, exports, name, fn);
 }
 
+/* The type tag of every softchat_echoer external (from the FNV-1a hashes of its name). */
+static const napi_type_tag tag_softchat_echoer = {0x39c72ef52adbfd1bULL, 0xae03709b30e2f39dULL};
 static void finalize_softchat_echoer(napi_env env, void *data, void *hint) {
     (void)env;
     (void)hint;
@@ -187,7 +202,7 @@ static napi_value js_softchat_echoer_new(napi_env env, napi_callback_info info) 
     softchat_error *error = NULL;
     softchat_echoer *result = softchat_echoer_new(&error);
     if (error != NULL) return throw_softchat_error(env, error);
-    return wrap_handle(env, result, finalize_softchat_echoer);
+    return wrap_handle(env, result, finalize_softchat_echoer, &tag_softchat_echoer);
 }
 
 static napi_value js_softchat_echoer_count(napi_env env, napi_callback_info info) {
@@ -196,7 +211,7 @@ static napi_value js_softchat_echoer_count(napi_env env, napi_callback_info info
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_echoer_count takes 1 arguments");
     softchat_echoer *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_echoer_count: argument echoer must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_echoer, (void **)&a0)) { return throw_type_error(env, "softchat_echoer_count: argument echoer must be a Softchat handle"); }
     softchat_error *error = NULL;
     char *result = softchat_echoer_count(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -209,15 +224,15 @@ static napi_value js_softchat_echoer_echo_text(napi_env env, napi_callback_info 
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_echoer_echo_text takes 3 arguments");
     softchat_echoer *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_echoer_echo_text: argument echoer must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_echoer, (void **)&a0)) { return throw_type_error(env, "softchat_echoer_echo_text: argument echoer must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_echoer_echo_text: argument text must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_echoer_echo_text: argument max must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_echoer_echo_text: argument max must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_echoer_echo_text(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -228,7 +243,7 @@ static napi_value js_softchat_echoer_close(napi_env env, napi_callback_info info
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_echoer_close takes 1 arguments");
     softchat_echoer *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_echoer_close: argument echoer must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_echoer, (void **)&a0)) { return throw_type_error(env, "softchat_echoer_close: argument echoer must be a Softchat handle"); }
     softchat_error *error = NULL;
     softchat_echoer_close(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -244,9 +259,9 @@ static napi_value js_softchat_echoer_from_json(napi_env env, napi_callback_info 
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_echoer_from_json: argument json must be a string or null"); }
     softchat_error *error = NULL;
     softchat_echoer *result = softchat_echoer_from_json(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
-    return wrap_handle(env, result, finalize_softchat_echoer);
+    return wrap_handle(env, result, finalize_softchat_echoer, &tag_softchat_echoer);
 }
 
 static napi_value js_softchat_echoer_last_event(napi_env env, napi_callback_info info) {
@@ -255,12 +270,12 @@ static napi_value js_softchat_echoer_last_event(napi_env env, napi_callback_info
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_echoer_last_event takes 2 arguments");
     softchat_echoer *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_echoer_last_event: argument echoer must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_echoer, (void **)&a0)) { return throw_type_error(env, "softchat_echoer_last_event: argument echoer must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_echoer_last_event: argument echo_id must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_echoer_last_event(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -274,9 +289,9 @@ static napi_value js_softchat_make_echoer(napi_env env, napi_callback_info info)
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_make_echoer: argument relay_url must be a string or null"); }
     softchat_error *error = NULL;
     softchat_echoer *result = softchat_make_echoer(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
-    return wrap_handle(env, result, finalize_softchat_echoer);
+    return wrap_handle(env, result, finalize_softchat_echoer, &tag_softchat_echoer);
 }
 
 static napi_value init(napi_env env, napi_value exports) {

@@ -31,6 +31,13 @@ static napi_value throw_softchat_error(napi_env env, softchat_error *error) {
     return NULL;
 }
 
+/* Zeroes and frees a text argument: a secret key may have passed through it. */
+static void free_text(char *text) {
+    if (text == NULL) return;
+    explicit_bzero(text, strlen(text));
+    free(text);
+}
+
 /* A JS string as a malloc'd UTF-8 C string; null and undefined become NULL. */
 static int get_text(napi_env env, napi_value value, char **out) {
     napi_valuetype type;
@@ -126,28 +133,34 @@ static void release_callback(callback_context *c) {
     free(c);
 }
 
-static int get_handle(napi_env env, napi_value value, void **out) {
+/* A handle of the type `tag` names: an external this addon made and tagged with that
+ * type; any other value, an external of another handle type included, is refused. */
+static int get_handle(napi_env env, napi_value value, const napi_type_tag *tag, void **out) {
     napi_valuetype type;
     napi_typeof(env, value, &type);
     if (type != napi_external) return 0;
+    bool tagged = false;
+    if (napi_check_object_type_tag(env, value, tag, &tagged) != napi_ok || !tagged) return 0;
     return napi_get_value_external(env, value, out) == napi_ok;
 }
 
 /* A handle that may be absent: null and undefined become NULL. */
-static int get_optional_handle(napi_env env, napi_value value, void **out) {
+static int get_optional_handle(napi_env env, napi_value value, const napi_type_tag *tag, void **out) {
     napi_valuetype type;
     napi_typeof(env, value, &type);
     if (type == napi_null || type == napi_undefined) {
         *out = NULL;
         return 1;
     }
-    return get_handle(env, value, out);
+    return get_handle(env, value, tag, out);
 }
 
-/* A handle as an external; the garbage collector calls the handle's free function. */
-static napi_value wrap_handle(napi_env env, void *handle, napi_finalize finalize) {
+/* A handle as an external tagged with its handle type; the garbage collector calls the
+ * handle's free function. */
+static napi_value wrap_handle(napi_env env, void *handle, napi_finalize finalize, const napi_type_tag *tag) {
     napi_value external;
     napi_create_external(env, handle, finalize, NULL, &external);
+    napi_type_tag_object(env, external, tag);
     return external;
 }
 
@@ -173,24 +186,32 @@ static void export_function(napi_env env, napi_value exports, const char *name, 
     napi_set_named_property(env, exports, name, fn);
 }
 
+/* The type tag of every softchat_identity external (from the FNV-1a hashes of its name). */
+static const napi_type_tag tag_softchat_identity = {0x1432cc4c406f2903ULL, 0x61224192afac5555ULL};
 static void finalize_softchat_identity(napi_env env, void *data, void *hint) {
     (void)env;
     (void)hint;
     softchat_identity_free((softchat_identity *)data);
 }
 
+/* The type tag of every softchat_relay_session external (from the FNV-1a hashes of its name). */
+static const napi_type_tag tag_softchat_relay_session = {0x5206ee7d4b186769ULL, 0xb5d2410cefdc4eb9ULL};
 static void finalize_softchat_relay_session(napi_env env, void *data, void *hint) {
     (void)env;
     (void)hint;
     softchat_relay_session_free((softchat_relay_session *)data);
 }
 
+/* The type tag of every softchat_account external (from the FNV-1a hashes of its name). */
+static const napi_type_tag tag_softchat_account = {0x7899b7b179719a14ULL, 0x3ef3341c3692ff22ULL};
 static void finalize_softchat_account(napi_env env, void *data, void *hint) {
     (void)env;
     (void)hint;
     softchat_account_free((softchat_account *)data);
 }
 
+/* The type tag of every softchat_managed_transport external (from the FNV-1a hashes of its name). */
+static const napi_type_tag tag_softchat_managed_transport = {0x1a766610ecdd9c98ULL, 0x71813eb9ed05ec1aULL};
 static void finalize_softchat_managed_transport(napi_env env, void *data, void *hint) {
     (void)env;
     (void)hint;
@@ -206,7 +227,7 @@ static napi_value js_softchat_signed_nostr_event_parse(napi_env env, napi_callba
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_signed_nostr_event_parse: argument json must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_signed_nostr_event_parse(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -217,7 +238,7 @@ static napi_value js_softchat_identity_public_key_hex(napi_env env, napi_callbac
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_identity_public_key_hex takes 1 arguments");
     softchat_identity *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_identity_public_key_hex: argument identity must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_identity, (void **)&a0)) { return throw_type_error(env, "softchat_identity_public_key_hex: argument identity must be a Softchat handle"); }
     softchat_error *error = NULL;
     char *result = softchat_identity_public_key_hex(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -232,7 +253,7 @@ static napi_value js_softchat_identity_generate(napi_env env, napi_callback_info
     softchat_error *error = NULL;
     softchat_identity *result = softchat_identity_generate(&error);
     if (error != NULL) return throw_softchat_error(env, error);
-    return wrap_handle(env, result, finalize_softchat_identity);
+    return wrap_handle(env, result, finalize_softchat_identity, &tag_softchat_identity);
 }
 
 static napi_value js_softchat_identity_import_secret_hex(napi_env env, napi_callback_info info) {
@@ -244,9 +265,9 @@ static napi_value js_softchat_identity_import_secret_hex(napi_env env, napi_call
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_identity_import_secret_hex: argument secret_hex must be a string or null"); }
     softchat_error *error = NULL;
     softchat_identity *result = softchat_identity_import_secret_hex(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
-    return wrap_handle(env, result, finalize_softchat_identity);
+    return wrap_handle(env, result, finalize_softchat_identity, &tag_softchat_identity);
 }
 
 static napi_value js_softchat_identity_sign(napi_env env, napi_callback_info info) {
@@ -255,12 +276,12 @@ static napi_value js_softchat_identity_sign(napi_env env, napi_callback_info inf
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_identity_sign takes 2 arguments");
     softchat_identity *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_identity_sign: argument identity must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_identity, (void **)&a0)) { return throw_type_error(env, "softchat_identity_sign: argument identity must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_identity_sign: argument event must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_identity_sign(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -271,18 +292,18 @@ static napi_value js_softchat_identity_create_nip42_authentication(napi_env env,
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 4) return throw_type_error(env, "softchat_identity_create_nip42_authentication takes 4 arguments");
     softchat_identity *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_identity_create_nip42_authentication: argument identity must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_identity, (void **)&a0)) { return throw_type_error(env, "softchat_identity_create_nip42_authentication: argument identity must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_identity_create_nip42_authentication: argument challenge must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_identity_create_nip42_authentication: argument relay_url must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_identity_create_nip42_authentication: argument relay_url must be a string or null"); }
     char *a3 = NULL;
-    if (!get_text(env, argv[3], &a3)) { free(a1); free(a2); return throw_type_error(env, "softchat_identity_create_nip42_authentication: argument created_at must be a string or null"); }
+    if (!get_text(env, argv[3], &a3)) { free_text(a1); free_text(a2); return throw_type_error(env, "softchat_identity_create_nip42_authentication: argument created_at must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_identity_create_nip42_authentication(a0, a1, a2, a3, &error);
-    free(a1);
-    free(a2);
-    free(a3);
+    free_text(a1);
+    free_text(a2);
+    free_text(a3);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -293,7 +314,7 @@ static napi_value js_softchat_identity_erase(napi_env env, napi_callback_info in
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_identity_erase takes 1 arguments");
     softchat_identity *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_identity_erase: argument identity must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_identity, (void **)&a0)) { return throw_type_error(env, "softchat_identity_erase: argument identity must be a Softchat handle"); }
     softchat_error *error = NULL;
     softchat_identity_erase(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -309,7 +330,7 @@ static napi_value js_softchat_relay_filter_from_json(napi_env env, napi_callback
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_relay_filter_from_json: argument json must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_filter_from_json(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -323,7 +344,7 @@ static napi_value js_softchat_relay_filter_to_json(napi_env env, napi_callback_i
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_relay_filter_to_json: argument filter_json must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_filter_to_json(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -336,11 +357,11 @@ static napi_value js_softchat_relay_filter_matches(napi_env env, napi_callback_i
     char *a0 = NULL;
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_relay_filter_matches: argument filter_json must be a string or null"); }
     char *a1 = NULL;
-    if (!get_text(env, argv[1], &a1)) { free(a0); return throw_type_error(env, "softchat_relay_filter_matches: argument event must be a string or null"); }
+    if (!get_text(env, argv[1], &a1)) { free_text(a0); return throw_type_error(env, "softchat_relay_filter_matches: argument event must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_filter_matches(a0, a1, &error);
-    free(a0);
-    free(a1);
+    free_text(a0);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -353,7 +374,7 @@ static napi_value js_softchat_relay_session_new(napi_env env, napi_callback_info
     softchat_error *error = NULL;
     softchat_relay_session *result = softchat_relay_session_new(&error);
     if (error != NULL) return throw_softchat_error(env, error);
-    return wrap_handle(env, result, finalize_softchat_relay_session);
+    return wrap_handle(env, result, finalize_softchat_relay_session, &tag_softchat_relay_session);
 }
 
 static napi_value js_softchat_relay_session_new_with_config(napi_env env, napi_callback_info info) {
@@ -365,9 +386,9 @@ static napi_value js_softchat_relay_session_new_with_config(napi_env env, napi_c
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_relay_session_new_with_config: argument config must be a string or null"); }
     softchat_error *error = NULL;
     softchat_relay_session *result = softchat_relay_session_new_with_config(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
-    return wrap_handle(env, result, finalize_softchat_relay_session);
+    return wrap_handle(env, result, finalize_softchat_relay_session, &tag_softchat_relay_session);
 }
 
 static napi_value js_softchat_relay_session_connect(napi_env env, napi_callback_info info) {
@@ -376,7 +397,7 @@ static napi_value js_softchat_relay_session_connect(napi_env env, napi_callback_
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_relay_session_connect takes 1 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_connect: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_connect: argument session must be a Softchat handle"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_connect(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -389,12 +410,12 @@ static napi_value js_softchat_relay_session_transport_connected(napi_env env, na
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_relay_session_transport_connected takes 2 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_transport_connected: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_transport_connected: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_transport_connected: argument now must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_transport_connected(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -405,15 +426,15 @@ static napi_value js_softchat_relay_session_subscribe(napi_env env, napi_callbac
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_relay_session_subscribe takes 3 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_subscribe: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_subscribe: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_subscribe: argument id must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_relay_session_subscribe: argument filters_json must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_relay_session_subscribe: argument filters_json must be a string or null"); }
     softchat_error *error = NULL;
     softchat_relay_session_subscribe(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -424,12 +445,12 @@ static napi_value js_softchat_relay_session_unsubscribe(napi_env env, napi_callb
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_relay_session_unsubscribe takes 2 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_unsubscribe: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_unsubscribe: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_unsubscribe: argument id must be a string or null"); }
     softchat_error *error = NULL;
     softchat_relay_session_unsubscribe(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -440,15 +461,15 @@ static napi_value js_softchat_relay_session_count(napi_env env, napi_callback_in
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_relay_session_count takes 3 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_count: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_count: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_count: argument id must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_relay_session_count: argument filters_json must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_relay_session_count: argument filters_json must be a string or null"); }
     softchat_error *error = NULL;
     softchat_relay_session_count(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -459,12 +480,12 @@ static napi_value js_softchat_relay_session_cancel_count(napi_env env, napi_call
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_relay_session_cancel_count takes 2 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_cancel_count: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_cancel_count: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_cancel_count: argument id must be a string or null"); }
     softchat_error *error = NULL;
     softchat_relay_session_cancel_count(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -475,12 +496,12 @@ static napi_value js_softchat_relay_session_publish(napi_env env, napi_callback_
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_relay_session_publish takes 2 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_publish: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_publish: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_publish: argument events must be a string or null"); }
     softchat_error *error = NULL;
     softchat_relay_session_publish(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -491,12 +512,12 @@ static napi_value js_softchat_relay_session_drain_outbound(napi_env env, napi_ca
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_relay_session_drain_outbound takes 2 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_drain_outbound: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_drain_outbound: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_drain_outbound: argument max must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_drain_outbound(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -507,15 +528,15 @@ static napi_value js_softchat_relay_session_confirm_sent(napi_env env, napi_call
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_relay_session_confirm_sent takes 3 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_confirm_sent: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_confirm_sent: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_confirm_sent: argument delivery_event_ids must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_relay_session_confirm_sent: argument now must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_relay_session_confirm_sent: argument now must be a string or null"); }
     softchat_error *error = NULL;
     softchat_relay_session_confirm_sent(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -526,15 +547,15 @@ static napi_value js_softchat_relay_session_receive(napi_env env, napi_callback_
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_relay_session_receive takes 3 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_receive: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_receive: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_receive: argument text must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_relay_session_receive: argument now must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_relay_session_receive: argument now must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_receive(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -545,12 +566,12 @@ static napi_value js_softchat_relay_session_confirm_ingested(napi_env env, napi_
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_relay_session_confirm_ingested takes 2 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_confirm_ingested: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_confirm_ingested: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_confirm_ingested: argument event_id must be a string or null"); }
     softchat_error *error = NULL;
     softchat_relay_session_confirm_ingested(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -561,15 +582,15 @@ static napi_value js_softchat_relay_session_authenticate(napi_env env, napi_call
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_relay_session_authenticate takes 3 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_authenticate: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_authenticate: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_authenticate: argument event must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_relay_session_authenticate: argument now must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_relay_session_authenticate: argument now must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_authenticate(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -580,12 +601,12 @@ static napi_value js_softchat_relay_session_handle_timeout(napi_env env, napi_ca
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_relay_session_handle_timeout takes 2 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_handle_timeout: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_handle_timeout: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_handle_timeout: argument now must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_handle_timeout(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -596,7 +617,7 @@ static napi_value js_softchat_relay_session_poll_timeout(napi_env env, napi_call
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_relay_session_poll_timeout takes 1 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_poll_timeout: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_poll_timeout: argument session must be a Softchat handle"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_poll_timeout(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -609,12 +630,12 @@ static napi_value js_softchat_relay_session_transport_lost(napi_env env, napi_ca
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_relay_session_transport_lost takes 2 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_transport_lost: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_transport_lost: argument session must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_relay_session_transport_lost: argument now must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_transport_lost(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -625,7 +646,7 @@ static napi_value js_softchat_relay_session_cancel(napi_env env, napi_callback_i
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_relay_session_cancel takes 1 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_cancel: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_cancel: argument session must be a Softchat handle"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_cancel(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -638,7 +659,7 @@ static napi_value js_softchat_relay_session_close(napi_env env, napi_callback_in
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_relay_session_close takes 1 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_close: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_close: argument session must be a Softchat handle"); }
     softchat_error *error = NULL;
     softchat_relay_session_close(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -651,7 +672,7 @@ static napi_value js_softchat_relay_session_snapshot(napi_env env, napi_callback
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_relay_session_snapshot takes 1 arguments");
     softchat_relay_session *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_snapshot: argument session must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_relay_session, (void **)&a0)) { return throw_type_error(env, "softchat_relay_session_snapshot: argument session must be a Softchat handle"); }
     softchat_error *error = NULL;
     char *result = softchat_relay_session_snapshot(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -664,21 +685,21 @@ static napi_value js_softchat_account_outgoing_enqueue_signed(napi_env env, napi
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 5) return throw_type_error(env, "softchat_account_outgoing_enqueue_signed takes 5 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument operation_id must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument events must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument events must be a string or null"); }
     char *a3 = NULL;
-    if (!get_text(env, argv[3], &a3)) { free(a1); free(a2); return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument relay_urls must be a string or null"); }
+    if (!get_text(env, argv[3], &a3)) { free_text(a1); free_text(a2); return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument relay_urls must be a string or null"); }
     char *a4 = NULL;
-    if (!get_text(env, argv[4], &a4)) { free(a1); free(a2); free(a3); return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument now must be a string or null"); }
+    if (!get_text(env, argv[4], &a4)) { free_text(a1); free_text(a2); free_text(a3); return throw_type_error(env, "softchat_account_outgoing_enqueue_signed: argument now must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_account_outgoing_enqueue_signed(a0, a1, a2, a3, a4, &error);
-    free(a1);
-    free(a2);
-    free(a3);
-    free(a4);
+    free_text(a1);
+    free_text(a2);
+    free_text(a3);
+    free_text(a4);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -689,21 +710,21 @@ static napi_value js_softchat_account_delivery_claim(napi_env env, napi_callback
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 5) return throw_type_error(env, "softchat_account_delivery_claim takes 5 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_claim: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_claim: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_delivery_claim: argument lease_id must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_account_delivery_claim: argument relay_url must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_account_delivery_claim: argument relay_url must be a string or null"); }
     char *a3 = NULL;
-    if (!get_text(env, argv[3], &a3)) { free(a1); free(a2); return throw_type_error(env, "softchat_account_delivery_claim: argument now must be a string or null"); }
+    if (!get_text(env, argv[3], &a3)) { free_text(a1); free_text(a2); return throw_type_error(env, "softchat_account_delivery_claim: argument now must be a string or null"); }
     char *a4 = NULL;
-    if (!get_text(env, argv[4], &a4)) { free(a1); free(a2); free(a3); return throw_type_error(env, "softchat_account_delivery_claim: argument max must be a string or null"); }
+    if (!get_text(env, argv[4], &a4)) { free_text(a1); free_text(a2); free_text(a3); return throw_type_error(env, "softchat_account_delivery_claim: argument max must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_account_delivery_claim(a0, a1, a2, a3, a4, &error);
-    free(a1);
-    free(a2);
-    free(a3);
-    free(a4);
+    free_text(a1);
+    free_text(a2);
+    free_text(a3);
+    free_text(a4);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -714,15 +735,15 @@ static napi_value js_softchat_account_delivery_mark_socket_written(napi_env env,
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_account_delivery_mark_socket_written takes 3 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_mark_socket_written: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_mark_socket_written: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_delivery_mark_socket_written: argument claim must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_account_delivery_mark_socket_written: argument intent_ids must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_account_delivery_mark_socket_written: argument intent_ids must be a string or null"); }
     softchat_error *error = NULL;
     softchat_account_delivery_mark_socket_written(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -733,15 +754,15 @@ static napi_value js_softchat_account_delivery_apply_results(napi_env env, napi_
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_account_delivery_apply_results takes 3 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_apply_results: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_apply_results: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_delivery_apply_results: argument claim must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_account_delivery_apply_results: argument results must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_account_delivery_apply_results: argument results must be a string or null"); }
     softchat_error *error = NULL;
     softchat_account_delivery_apply_results(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -752,12 +773,12 @@ static napi_value js_softchat_account_delivery_release(napi_env env, napi_callba
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_account_delivery_release takes 2 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_release: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_release: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_delivery_release: argument claim must be a string or null"); }
     softchat_error *error = NULL;
     softchat_account_delivery_release(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -768,12 +789,12 @@ static napi_value js_softchat_account_delivery_intents(napi_env env, napi_callba
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_account_delivery_intents takes 2 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_intents: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_delivery_intents: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_delivery_intents: argument operation_id must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_account_delivery_intents(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -787,9 +808,9 @@ static napi_value js_softchat_account_open(napi_env env, napi_callback_info info
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_account_open: argument path must be a string or null"); }
     softchat_error *error = NULL;
     softchat_account *result = softchat_account_open(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
-    return wrap_handle(env, result, finalize_softchat_account);
+    return wrap_handle(env, result, finalize_softchat_account, &tag_softchat_account);
 }
 
 static napi_value js_softchat_account_close(napi_env env, napi_callback_info info) {
@@ -798,7 +819,7 @@ static napi_value js_softchat_account_close(napi_env env, napi_callback_info inf
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_account_close takes 1 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_close: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_close: argument account must be a Softchat handle"); }
     softchat_error *error = NULL;
     softchat_account_close(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -811,18 +832,18 @@ static napi_value js_softchat_account_set_subscription(napi_env env, napi_callba
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 4) return throw_type_error(env, "softchat_account_set_subscription takes 4 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_set_subscription: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_set_subscription: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_set_subscription: argument id must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_account_set_subscription: argument filters_json must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_account_set_subscription: argument filters_json must be a string or null"); }
     char *a3 = NULL;
-    if (!get_text(env, argv[3], &a3)) { free(a1); free(a2); return throw_type_error(env, "softchat_account_set_subscription: argument relay_url must be a string or null"); }
+    if (!get_text(env, argv[3], &a3)) { free_text(a1); free_text(a2); return throw_type_error(env, "softchat_account_set_subscription: argument relay_url must be a string or null"); }
     softchat_error *error = NULL;
     softchat_account_set_subscription(a0, a1, a2, a3, &error);
-    free(a1);
-    free(a2);
-    free(a3);
+    free_text(a1);
+    free_text(a2);
+    free_text(a3);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -833,12 +854,12 @@ static napi_value js_softchat_account_remove_subscription(napi_env env, napi_cal
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_account_remove_subscription takes 2 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_remove_subscription: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_remove_subscription: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_remove_subscription: argument id must be a string or null"); }
     softchat_error *error = NULL;
     softchat_account_remove_subscription(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -849,12 +870,12 @@ static napi_value js_softchat_account_subscriptions(napi_env env, napi_callback_
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_account_subscriptions takes 2 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_subscriptions: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_subscriptions: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_subscriptions: argument relay_url must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_account_subscriptions(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -865,21 +886,21 @@ static napi_value js_softchat_account_query_events(napi_env env, napi_callback_i
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 5) return throw_type_error(env, "softchat_account_query_events takes 5 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_query_events: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_query_events: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_query_events: argument filters_json must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_account_query_events: argument limit must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_account_query_events: argument limit must be a string or null"); }
     char *a3 = NULL;
-    if (!get_text(env, argv[3], &a3)) { free(a1); free(a2); return throw_type_error(env, "softchat_account_query_events: argument now must be a string or null"); }
+    if (!get_text(env, argv[3], &a3)) { free_text(a1); free_text(a2); return throw_type_error(env, "softchat_account_query_events: argument now must be a string or null"); }
     char *a4 = NULL;
-    if (!get_text(env, argv[4], &a4)) { free(a1); free(a2); free(a3); return throw_type_error(env, "softchat_account_query_events: argument before must be a string or null"); }
+    if (!get_text(env, argv[4], &a4)) { free_text(a1); free_text(a2); free_text(a3); return throw_type_error(env, "softchat_account_query_events: argument before must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_account_query_events(a0, a1, a2, a3, a4, &error);
-    free(a1);
-    free(a2);
-    free(a3);
-    free(a4);
+    free_text(a1);
+    free_text(a2);
+    free_text(a3);
+    free_text(a4);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -890,12 +911,12 @@ static napi_value js_softchat_account_check(napi_env env, napi_callback_info inf
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_account_check takes 2 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_check: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_check: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_check: argument now must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_account_check(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -906,20 +927,20 @@ static napi_value js_softchat_account_start_managed_transport(napi_env env, napi
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 5) return throw_type_error(env, "softchat_account_start_managed_transport takes 5 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_start_managed_transport: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_start_managed_transport: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_start_managed_transport: argument context must be a string or null"); }
     softchat_identity *a2 = NULL;
-    if (!get_optional_handle(env, argv[2], (void **)&a2)) { free(a1); return throw_type_error(env, "softchat_account_start_managed_transport: argument identity must be a Softchat handle or null"); }
+    if (!get_optional_handle(env, argv[2], &tag_softchat_identity, (void **)&a2)) { free_text(a1); return throw_type_error(env, "softchat_account_start_managed_transport: argument identity must be a Softchat handle or null"); }
     callback_context *t3 = NULL;
-    if (!get_callback(env, argv[3], "states", &t3)) { free(a1); return throw_type_error(env, "softchat_account_start_managed_transport: argument states must be a function or null"); }
+    if (!get_callback(env, argv[3], "states", &t3)) { free_text(a1); return throw_type_error(env, "softchat_account_start_managed_transport: argument states must be a function or null"); }
     callback_context *t4 = NULL;
-    if (!get_callback(env, argv[4], "events", &t4)) { free(a1); release_callback(t3); return throw_type_error(env, "softchat_account_start_managed_transport: argument events must be a function or null"); }
+    if (!get_callback(env, argv[4], "events", &t4)) { free_text(a1); release_callback(t3); return throw_type_error(env, "softchat_account_start_managed_transport: argument events must be a function or null"); }
     softchat_error *error = NULL;
     softchat_managed_transport *result = softchat_account_start_managed_transport(a0, a1, a2, t3 != NULL ? callback_trampoline : NULL, (void *)t3, t4 != NULL ? callback_trampoline : NULL, (void *)t4, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) { release_callback(t3); release_callback(t4); return throw_softchat_error(env, error); }
-    return wrap_handle(env, result, finalize_softchat_managed_transport);
+    return wrap_handle(env, result, finalize_softchat_managed_transport, &tag_softchat_managed_transport);
 }
 
 static napi_value js_softchat_account_incoming_ingest(napi_env env, napi_callback_info info) {
@@ -928,15 +949,15 @@ static napi_value js_softchat_account_incoming_ingest(napi_env env, napi_callbac
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 3) return throw_type_error(env, "softchat_account_incoming_ingest takes 3 arguments");
     softchat_account *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_account_incoming_ingest: argument account must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_account, (void **)&a0)) { return throw_type_error(env, "softchat_account_incoming_ingest: argument account must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_account_incoming_ingest: argument events must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_account_incoming_ingest: argument received_at must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_account_incoming_ingest: argument received_at must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_account_incoming_ingest(a0, a1, a2, &error);
-    free(a1);
-    free(a2);
+    free_text(a1);
+    free_text(a2);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -947,7 +968,7 @@ static napi_value js_softchat_managed_transport_relays(napi_env env, napi_callba
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_managed_transport_relays takes 1 arguments");
     softchat_managed_transport *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_managed_transport_relays: argument transport must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_managed_transport, (void **)&a0)) { return throw_type_error(env, "softchat_managed_transport_relays: argument transport must be a Softchat handle"); }
     softchat_error *error = NULL;
     char *result = softchat_managed_transport_relays(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -960,12 +981,12 @@ static napi_value js_softchat_managed_transport_drop_connection(napi_env env, na
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 2) return throw_type_error(env, "softchat_managed_transport_drop_connection takes 2 arguments");
     softchat_managed_transport *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_managed_transport_drop_connection: argument transport must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_managed_transport, (void **)&a0)) { return throw_type_error(env, "softchat_managed_transport_drop_connection: argument transport must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_managed_transport_drop_connection: argument relay_url must be a string or null"); }
     softchat_error *error = NULL;
     softchat_managed_transport_drop_connection(a0, a1, &error);
-    free(a1);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }
@@ -976,7 +997,7 @@ static napi_value js_softchat_managed_transport_stop(napi_env env, napi_callback
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_managed_transport_stop takes 1 arguments");
     softchat_managed_transport *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_managed_transport_stop: argument transport must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_managed_transport, (void **)&a0)) { return throw_type_error(env, "softchat_managed_transport_stop: argument transport must be a Softchat handle"); }
     softchat_error *error = NULL;
     softchat_managed_transport_stop(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -989,7 +1010,7 @@ static napi_value js_softchat_managed_transport_close(napi_env env, napi_callbac
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 1) return throw_type_error(env, "softchat_managed_transport_close takes 1 arguments");
     softchat_managed_transport *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_managed_transport_close: argument transport must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_managed_transport, (void **)&a0)) { return throw_type_error(env, "softchat_managed_transport_close: argument transport must be a Softchat handle"); }
     softchat_error *error = NULL;
     softchat_managed_transport_close(a0, &error);
     if (error != NULL) return throw_softchat_error(env, error);
@@ -1005,7 +1026,7 @@ static napi_value js_softchat_parse_client_relay_frame(napi_env env, napi_callba
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_parse_client_relay_frame: argument text must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_parse_client_relay_frame(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -1019,7 +1040,7 @@ static napi_value js_softchat_parse_relay_response_frame(napi_env env, napi_call
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_parse_relay_response_frame: argument text must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_parse_relay_response_frame(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -1030,18 +1051,18 @@ static napi_value js_softchat_plan_nip42_authentication(napi_env env, napi_callb
     napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     if (argc < 4) return throw_type_error(env, "softchat_plan_nip42_authentication takes 4 arguments");
     softchat_identity *a0 = NULL;
-    if (!get_handle(env, argv[0], (void **)&a0)) { return throw_type_error(env, "softchat_plan_nip42_authentication: argument identity must be a Softchat handle"); }
+    if (!get_handle(env, argv[0], &tag_softchat_identity, (void **)&a0)) { return throw_type_error(env, "softchat_plan_nip42_authentication: argument identity must be a Softchat handle"); }
     char *a1 = NULL;
     if (!get_text(env, argv[1], &a1)) { return throw_type_error(env, "softchat_plan_nip42_authentication: argument challenge must be a string or null"); }
     char *a2 = NULL;
-    if (!get_text(env, argv[2], &a2)) { free(a1); return throw_type_error(env, "softchat_plan_nip42_authentication: argument relay_url must be a string or null"); }
+    if (!get_text(env, argv[2], &a2)) { free_text(a1); return throw_type_error(env, "softchat_plan_nip42_authentication: argument relay_url must be a string or null"); }
     char *a3 = NULL;
-    if (!get_text(env, argv[3], &a3)) { free(a1); free(a2); return throw_type_error(env, "softchat_plan_nip42_authentication: argument created_at must be a string or null"); }
+    if (!get_text(env, argv[3], &a3)) { free_text(a1); free_text(a2); return throw_type_error(env, "softchat_plan_nip42_authentication: argument created_at must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_plan_nip42_authentication(a0, a1, a2, a3, &error);
-    free(a1);
-    free(a2);
-    free(a3);
+    free_text(a1);
+    free_text(a2);
+    free_text(a3);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -1055,7 +1076,7 @@ static napi_value js_softchat_classify_delivery_acknowledgement(napi_env env, na
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_classify_delivery_acknowledgement: argument ok must be a string or null"); }
     softchat_error *error = NULL;
     char *result = softchat_classify_delivery_acknowledgement(a0, &error);
-    free(a0);
+    free_text(a0);
     if (error != NULL) return throw_softchat_error(env, error);
     return take_string(env, result);
 }
@@ -1068,11 +1089,11 @@ static napi_value js_softchat_validate_ingestion_result(napi_env env, napi_callb
     char *a0 = NULL;
     if (!get_text(env, argv[0], &a0)) { return throw_type_error(env, "softchat_validate_ingestion_result: argument batch must be a string or null"); }
     char *a1 = NULL;
-    if (!get_text(env, argv[1], &a1)) { free(a0); return throw_type_error(env, "softchat_validate_ingestion_result: argument result must be a string or null"); }
+    if (!get_text(env, argv[1], &a1)) { free_text(a0); return throw_type_error(env, "softchat_validate_ingestion_result: argument result must be a string or null"); }
     softchat_error *error = NULL;
     softchat_validate_ingestion_result(a0, a1, &error);
-    free(a0);
-    free(a1);
+    free_text(a0);
+    free_text(a1);
     if (error != NULL) return throw_softchat_error(env, error);
     return undefined(env);
 }

@@ -87,22 +87,22 @@ class SoftchatIdentity internal constructor(internal val handle: Pointer) {
     }
 
     /** The identity's x-only public key as 64 lowercase hex characters, safe to share. */
-    val publicKeyHex: String get() = jsonString(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.publicKeyHex") { e -> SoftchatNative.lib.softchat_identity_public_key_hex(handle, e) }))
+    val publicKeyHex: String get() = jsonString(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.publicKeyHex", this) { e -> SoftchatNative.lib.softchat_identity_public_key_hex(handle, e) }))
 
     /** Computes the id of an event draft and signs it, returning a verified event ready to publish. */
-    fun sign(event: UnsignedEvent): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.sign") { e -> SoftchatNative.lib.softchat_identity_sign(handle, SoftchatJson.write(encodeUnsignedEvent(event)), e) }))
+    fun sign(event: UnsignedEvent): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.sign", this) { e -> SoftchatNative.lib.softchat_identity_sign(handle, SoftchatJson.write(encodeUnsignedEvent(event)), e) }))
 
     /**
      * Signs the kind-22242 NIP-42 event for exactly this relay URL and challenge, which must not be
      * reused for another relay or time window.
      */
-    fun createNip42Authentication(challenge: String, relayUrl: String, createdAt: Long): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.createNip42Authentication") { e -> SoftchatNative.lib.softchat_identity_create_nip42_authentication(handle, challenge, relayUrl, SoftchatJson.write(createdAt), e) }))
+    fun createNip42Authentication(challenge: String, relayUrl: String, createdAt: Long): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("SoftchatIdentity.createNip42Authentication", this) { e -> SoftchatNative.lib.softchat_identity_create_nip42_authentication(handle, challenge, relayUrl, SoftchatJson.write(createdAt), e) }))
 
     /**
      * Zeroes the secret key at the host's authority boundary, after which signing fails with
      * invalid_relay_authentication.
      */
-    fun erase(): Unit = SoftchatNative.call("SoftchatIdentity.erase") { e -> SoftchatNative.lib.softchat_identity_erase(handle, e) }
+    fun erase(): Unit = SoftchatNative.call("SoftchatIdentity.erase", this) { e -> SoftchatNative.lib.softchat_identity_erase(handle, e) }
 
     companion object {
         /** Creates an identity from a fresh random secret key. */
@@ -122,13 +122,13 @@ class SoftchatIdentity internal constructor(internal val handle: Pointer) {
  */
 class RelayFilter internal constructor(internal val json: String) {
     /** Encodes the filter back to JSON with its values kept exactly, so parse and encode round-trip. */
-    fun toJson(): String = jsonString(SoftchatNative.take(SoftchatNative.call("RelayFilter.toJson") { e -> SoftchatNative.lib.softchat_relay_filter_to_json(json, e) }))
+    fun toJson(): String = jsonString(SoftchatNative.take(SoftchatNative.call("RelayFilter.toJson", this) { e -> SoftchatNative.lib.softchat_relay_filter_to_json(json, e) }))
 
     /**
      * Reports whether an event meets every present condition of this filter, with values within a list
      * ORed and limit ignored for live matching.
      */
-    fun matches(event: VerifiedEvent): Boolean = jsonBool(SoftchatNative.take(SoftchatNative.call("RelayFilter.matches") { e -> SoftchatNative.lib.softchat_relay_filter_matches(json, SoftchatJson.write(encodeVerifiedEvent(event)), e) }))
+    fun matches(event: VerifiedEvent): Boolean = jsonBool(SoftchatNative.take(SoftchatNative.call("RelayFilter.matches", this) { e -> SoftchatNative.lib.softchat_relay_filter_matches(json, SoftchatJson.write(encodeVerifiedEvent(event)), e) }))
 
     override fun equals(other: Any?): Boolean = other is RelayFilter && other.json == json
     override fun hashCode(): Int = json.hashCode()
@@ -527,106 +527,106 @@ class RelaySession internal constructor(internal val handle: Pointer) : java.io.
     )
 
     /** Starts or restarts a connection and returns the openTransport action for the host to execute. */
-    fun connect(): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.connect") { e -> SoftchatNative.lib.softchat_relay_session_connect(handle, e) })).map { decodeRelaySessionAction(it) }
+    fun connect(): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.connect", this) { e -> SoftchatNative.lib.softchat_relay_session_connect(handle, e) })).map { decodeRelaySessionAction(it) }
 
     /** Reports that the socket is open, so queued subscriptions and publishes become ready to drain. */
-    fun transportConnected(now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.transportConnected") { e -> SoftchatNative.lib.softchat_relay_session_transport_connected(handle, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
+    fun transportConnected(now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.transportConnected", this) { e -> SoftchatNative.lib.softchat_relay_session_transport_connected(handle, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
 
     /**
      * Adds or replaces the subscription with this id and queues its REQ, which is sent again after
      * every reconnect; an id used by a pending COUNT is refused.
      */
-    fun subscribe(id: String, filtersJson: List<String>): Unit = SoftchatNative.call("RelaySession.subscribe") { e -> SoftchatNative.lib.softchat_relay_session_subscribe(handle, id, SoftchatJson.write(filtersJson.map { it }), e) }
+    fun subscribe(id: String, filtersJson: List<String>): Unit = SoftchatNative.call("RelaySession.subscribe", this) { e -> SoftchatNative.lib.softchat_relay_session_subscribe(handle, id, SoftchatJson.write(filtersJson.map { it }), e) }
 
     /** Removes the subscription with this id and queues its CLOSE. */
-    fun unsubscribe(id: String): Unit = SoftchatNative.call("RelaySession.unsubscribe") { e -> SoftchatNative.lib.softchat_relay_session_unsubscribe(handle, id, e) }
+    fun unsubscribe(id: String): Unit = SoftchatNative.call("RelaySession.unsubscribe", this) { e -> SoftchatNative.lib.softchat_relay_session_unsubscribe(handle, id, e) }
 
     /**
      * Queues a NIP-45 COUNT under this id, answered by a countResult action; an undrained COUNT under
      * the same id is replaced, one that already went out is not.
      */
-    fun count(id: String, filtersJson: List<String>): Unit = SoftchatNative.call("RelaySession.count") { e -> SoftchatNative.lib.softchat_relay_session_count(handle, id, SoftchatJson.write(filtersJson.map { it }), e) }
+    fun count(id: String, filtersJson: List<String>): Unit = SoftchatNative.call("RelaySession.count", this) { e -> SoftchatNative.lib.softchat_relay_session_count(handle, id, SoftchatJson.write(filtersJson.map { it }), e) }
 
     /**
      * Cancels the pending COUNT with this id; queues its CLOSE when the COUNT already went out, after
      * which a late answer is a notice and the id is not reused for a COUNT on this connection.
      */
-    fun cancelCount(id: String): Unit = SoftchatNative.call("RelaySession.cancelCount") { e -> SoftchatNative.lib.softchat_relay_session_cancel_count(handle, id, e) }
+    fun cancelCount(id: String): Unit = SoftchatNative.call("RelaySession.cancelCount", this) { e -> SoftchatNative.lib.softchat_relay_session_cancel_count(handle, id, e) }
 
     /**
      * Queues 1 to 256 unique verified events as pending deliveries, packed into EVENT or EVENTS frames
      * that each fit the frame bound (consecutive EVENT frames without EVENTS support); an event too
      * large for any frame is refused.
      */
-    fun publish(events: List<VerifiedEvent>): Unit = SoftchatNative.call("RelaySession.publish") { e -> SoftchatNative.lib.softchat_relay_session_publish(handle, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), e) }
+    fun publish(events: List<VerifiedEvent>): Unit = SoftchatNative.call("RelaySession.publish", this) { e -> SoftchatNative.lib.softchat_relay_session_publish(handle, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), e) }
 
     /**
      * Hands out up to max queued frames for the socket; draining is not writing, so unconfirmed frames
      * are queued again on transportLost.
      */
-    fun drainOutbound(max: Long = 256L): List<OutboundRelayFrame> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.drainOutbound") { e -> SoftchatNative.lib.softchat_relay_session_drain_outbound(handle, SoftchatJson.write(max), e) })).map { decodeOutboundRelayFrame(it) }
+    fun drainOutbound(max: Long = 256L): List<OutboundRelayFrame> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.drainOutbound", this) { e -> SoftchatNative.lib.softchat_relay_session_drain_outbound(handle, SoftchatJson.write(max), e) })).map { decodeOutboundRelayFrame(it) }
 
     /**
      * Reports that a drained frame was written to the socket, moving its published events to inFlight;
      * now (seconds) starts each event's own acknowledgement deadline.
      */
-    fun confirmSent(deliveryEventIds: List<EventId>, now: Long? = null): Unit = SoftchatNative.call("RelaySession.confirmSent") { e -> SoftchatNative.lib.softchat_relay_session_confirm_sent(handle, SoftchatJson.write(deliveryEventIds.map { it.hex }), SoftchatJson.write(now), e) }
+    fun confirmSent(deliveryEventIds: List<EventId>, now: Long? = null): Unit = SoftchatNative.call("RelaySession.confirmSent", this) { e -> SoftchatNative.lib.softchat_relay_session_confirm_sent(handle, SoftchatJson.write(deliveryEventIds.map { it.hex }), SoftchatJson.write(now), e) }
 
     /**
      * Validates one complete relay frame and returns its actions in order; an invalid frame or a full
      * ingestion queue changes nothing. now (seconds) schedules the session's own retries of closed
      * subscriptions.
      */
-    fun receive(text: String, now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.receive") { e -> SoftchatNative.lib.softchat_relay_session_receive(handle, text, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
+    fun receive(text: String, now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.receive", this) { e -> SoftchatNative.lib.softchat_relay_session_receive(handle, text, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
 
     /**
      * Reports that the event handed out by persistEvent is durably committed, releasing its
      * awaiting-persistence slot.
      */
-    fun confirmIngested(eventId: EventId): Unit = SoftchatNative.call("RelaySession.confirmIngested") { e -> SoftchatNative.lib.softchat_relay_session_confirm_ingested(handle, eventId.hex, e) }
+    fun confirmIngested(eventId: EventId): Unit = SoftchatNative.call("RelaySession.confirmIngested", this) { e -> SoftchatNative.lib.softchat_relay_session_confirm_ingested(handle, eventId.hex, e) }
 
     /**
      * Sends the host-signed NIP-42 event for the current challenge of this connection; refuses an
      * event for another relay URL, another challenge, or created_at outside the window around now, and
      * answers each pubkey and challenge pair once per connection.
      */
-    fun authenticate(event: VerifiedEvent, now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.authenticate") { e -> SoftchatNative.lib.softchat_relay_session_authenticate(handle, SoftchatJson.write(encodeVerifiedEvent(event)), SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
+    fun authenticate(event: VerifiedEvent, now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.authenticate", this) { e -> SoftchatNative.lib.softchat_relay_session_authenticate(handle, SoftchatJson.write(encodeVerifiedEvent(event)), SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
 
     /**
      * Runs every session timer due at now (seconds): events past their own acknowledgement deadline
      * become retryable (timeout), a wait for an unanswered AUTH ends, and closed subscriptions due for
      * a retry are sent again.
      */
-    fun handleTimeout(now: Long): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.handleTimeout") { e -> SoftchatNative.lib.softchat_relay_session_handle_timeout(handle, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
+    fun handleTimeout(now: Long): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.handleTimeout", this) { e -> SoftchatNative.lib.softchat_relay_session_handle_timeout(handle, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
 
     /**
      * The earliest time (seconds, on the host's clock) at which handleTimeout has work, or nil when no
      * timer is armed; call handleTimeout then.
      */
-    fun pollTimeout(): Long? = SoftchatNative.take(SoftchatNative.call("RelaySession.pollTimeout") { e -> SoftchatNative.lib.softchat_relay_session_poll_timeout(handle, e) })?.let { jsonLong(it) }
+    fun pollTimeout(): Long? = SoftchatNative.take(SoftchatNative.call("RelaySession.pollTimeout", this) { e -> SoftchatNative.lib.softchat_relay_session_poll_timeout(handle, e) })?.let { jsonLong(it) }
 
     /**
      * Reports that the socket closed or failed: events in flight become retryable (one deliveryChanged
      * each), then a scheduleReconnect action; pending events are sent again on the next connection.
      */
-    fun transportLost(now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.transportLost") { e -> SoftchatNative.lib.softchat_relay_session_transport_lost(handle, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
+    fun transportLost(now: Long? = null): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.transportLost", this) { e -> SoftchatNative.lib.softchat_relay_session_transport_lost(handle, SoftchatJson.write(now), e) })).map { decodeRelaySessionAction(it) }
 
     /**
      * Stops the connection: every delivery the session holds becomes retryable (one deliveryChanged
      * each, for the host to commit and re-publish from durable intent), then closeTransport when a
      * transport is active.
      */
-    fun cancel(): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.cancel") { e -> SoftchatNative.lib.softchat_relay_session_cancel(handle, e) })).map { decodeRelaySessionAction(it) }
+    fun cancel(): List<RelaySessionAction> = jsonList(SoftchatNative.take(SoftchatNative.call("RelaySession.cancel", this) { e -> SoftchatNative.lib.softchat_relay_session_cancel(handle, e) })).map { decodeRelaySessionAction(it) }
 
     /**
      * Releases the session; refuses with invalid_relay_session while it still holds deliveries (call
      * cancel first, which returns their changes), so no delivery is orphaned. Idempotent; every later
      * call except snapshot fails with invalid_relay_session.
      */
-    override fun close(): Unit = SoftchatNative.call("RelaySession.close") { e -> SoftchatNative.lib.softchat_relay_session_close(handle, e) }
+    override fun close(): Unit = SoftchatNative.call("RelaySession.close", this) { e -> SoftchatNative.lib.softchat_relay_session_close(handle, e) }
 
     /** Returns the redacted diagnostic snapshot, valid in every state including after close. */
-    fun snapshot(): RelaySessionSnapshot = decodeRelaySessionSnapshot(SoftchatNative.take(SoftchatNative.call("RelaySession.snapshot") { e -> SoftchatNative.lib.softchat_relay_session_snapshot(handle, e) }))
+    fun snapshot(): RelaySessionSnapshot = decodeRelaySessionSnapshot(SoftchatNative.take(SoftchatNative.call("RelaySession.snapshot", this) { e -> SoftchatNative.lib.softchat_relay_session_snapshot(handle, e) }))
 }
 
 /**
@@ -787,7 +787,7 @@ class AccountOutgoing internal constructor(private val owner: SoftchatAccount) {
      * Stores the events and one pending intent per event and relay in one transaction, idempotent by
      * operation id, and returns the intent ids.
      */
-    fun enqueueSigned(operationId: String, events: List<VerifiedEvent>, relayUrls: List<String>, now: Long): List<String> = jsonList(SoftchatNative.take(SoftchatNative.call("AccountOutgoing.enqueueSigned") { e -> SoftchatNative.lib.softchat_account_outgoing_enqueue_signed(owner.handle, operationId, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), SoftchatJson.write(relayUrls.map { it }), SoftchatJson.write(now), e) })).map { jsonString(it) }
+    fun enqueueSigned(operationId: String, events: List<VerifiedEvent>, relayUrls: List<String>, now: Long): List<String> = jsonList(SoftchatNative.take(SoftchatNative.call("AccountOutgoing.enqueueSigned", this) { e -> SoftchatNative.lib.softchat_account_outgoing_enqueue_signed(owner.handle, operationId, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), SoftchatJson.write(relayUrls.map { it }), SoftchatJson.write(now), e) })).map { jsonString(it) }
 }
 
 /**
@@ -799,28 +799,28 @@ class AccountDelivery internal constructor(private val owner: SoftchatAccount) {
      * Leases up to max pending or retryable intents for one relay, reclaiming expired leases, or
      * returns null when there is no work.
      */
-    fun claim(leaseId: String, relayUrl: String, now: Long, max: Long = 256L): DeliveryClaimResult? = SoftchatNative.take(SoftchatNative.call("AccountDelivery.claim") { e -> SoftchatNative.lib.softchat_account_delivery_claim(owner.handle, leaseId, relayUrl, SoftchatJson.write(now), SoftchatJson.write(max), e) })?.let { decodeDeliveryClaimResult(it) }
+    fun claim(leaseId: String, relayUrl: String, now: Long, max: Long = 256L): DeliveryClaimResult? = SoftchatNative.take(SoftchatNative.call("AccountDelivery.claim", this) { e -> SoftchatNative.lib.softchat_account_delivery_claim(owner.handle, leaseId, relayUrl, SoftchatJson.write(now), SoftchatJson.write(max), e) })?.let { decodeDeliveryClaimResult(it) }
 
     /** Moves claimed intents to inFlight after their frame was written to the socket. */
-    fun markSocketWritten(claim: DeliveryClaim, intentIds: List<String>): Unit = SoftchatNative.call("AccountDelivery.markSocketWritten") { e -> SoftchatNative.lib.softchat_account_delivery_mark_socket_written(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), SoftchatJson.write(intentIds.map { it }), e) }
+    fun markSocketWritten(claim: DeliveryClaim, intentIds: List<String>): Unit = SoftchatNative.call("AccountDelivery.markSocketWritten", this) { e -> SoftchatNative.lib.softchat_account_delivery_mark_socket_written(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), SoftchatJson.write(intentIds.map { it }), e) }
 
     /**
      * Commits correlated relay decisions for claimed intents in one transaction, the only call that
      * sets durable terminal state.
      */
-    fun applyResults(claim: DeliveryClaim, results: List<DeliveryResult>): Unit = SoftchatNative.call("AccountDelivery.applyResults") { e -> SoftchatNative.lib.softchat_account_delivery_apply_results(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), SoftchatJson.write(results.map { encodeDeliveryResult(it) }), e) }
+    fun applyResults(claim: DeliveryClaim, results: List<DeliveryResult>): Unit = SoftchatNative.call("AccountDelivery.applyResults", this) { e -> SoftchatNative.lib.softchat_account_delivery_apply_results(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), SoftchatJson.write(results.map { encodeDeliveryResult(it) }), e) }
 
     /**
      * Returns a claim's unfinished intents to pending and ends its lease, for example after transport
      * loss.
      */
-    fun release(claim: DeliveryClaim): Unit = SoftchatNative.call("AccountDelivery.release") { e -> SoftchatNative.lib.softchat_account_delivery_release(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), e) }
+    fun release(claim: DeliveryClaim): Unit = SoftchatNative.call("AccountDelivery.release", this) { e -> SoftchatNative.lib.softchat_account_delivery_release(owner.handle, SoftchatJson.write(encodeDeliveryClaim(claim)), e) }
 
     /**
      * The intents of one publish operation, in publish order (then by relay): each event's delivery
      * state on each relay. Empty for an unknown operation id.
      */
-    fun intents(operationId: String): List<PublishIntentStatus> = jsonList(SoftchatNative.take(SoftchatNative.call("AccountDelivery.intents") { e -> SoftchatNative.lib.softchat_account_delivery_intents(owner.handle, operationId, e) })).map { decodePublishIntentStatus(it) }
+    fun intents(operationId: String): List<PublishIntentStatus> = jsonList(SoftchatNative.take(SoftchatNative.call("AccountDelivery.intents", this) { e -> SoftchatNative.lib.softchat_account_delivery_intents(owner.handle, operationId, e) })).map { decodePublishIntentStatus(it) }
 }
 
 /** One durable SQLite account that owns ingestion receipts, publish intents, delivery leases and recovery. */
@@ -840,20 +840,20 @@ class SoftchatAccount internal constructor(internal val handle: Pointer) : java.
     val delivery: AccountDelivery get() = AccountDelivery(this)
 
     /** Closes the database; idempotent, and later calls on the account fail. */
-    override fun close(): Unit = SoftchatNative.call("SoftchatAccount.close") { e -> SoftchatNative.lib.softchat_account_close(handle, e) }
+    override fun close(): Unit = SoftchatNative.call("SoftchatAccount.close", this) { e -> SoftchatNative.lib.softchat_account_close(handle, e) }
 
     /**
      * Records (or replaces) a subscription in the account's policy, for one relay or (relayUrl null)
      * every relay; a running managed transport subscribes to it on its next connection. The filters
      * are validated first.
      */
-    fun setSubscription(id: String, filtersJson: List<String>, relayUrl: String? = null): Unit = SoftchatNative.call("SoftchatAccount.setSubscription") { e -> SoftchatNative.lib.softchat_account_set_subscription(handle, id, SoftchatJson.write(filtersJson.map { it }), SoftchatJson.write(relayUrl), e) }
+    fun setSubscription(id: String, filtersJson: List<String>, relayUrl: String? = null): Unit = SoftchatNative.call("SoftchatAccount.setSubscription", this) { e -> SoftchatNative.lib.softchat_account_set_subscription(handle, id, SoftchatJson.write(filtersJson.map { it }), SoftchatJson.write(relayUrl), e) }
 
     /** Removes a subscription from the policy (nothing when it is not there). */
-    fun removeSubscription(id: String): Unit = SoftchatNative.call("SoftchatAccount.removeSubscription") { e -> SoftchatNative.lib.softchat_account_remove_subscription(handle, id, e) }
+    fun removeSubscription(id: String): Unit = SoftchatNative.call("SoftchatAccount.removeSubscription", this) { e -> SoftchatNative.lib.softchat_account_remove_subscription(handle, id, e) }
 
     /** The subscription policy, by id: every entry, or (relayUrl given) those that apply to that relay. */
-    fun subscriptions(relayUrl: String? = null): List<SubscriptionPolicyEntry> = jsonList(SoftchatNative.take(SoftchatNative.call("SoftchatAccount.subscriptions") { e -> SoftchatNative.lib.softchat_account_subscriptions(handle, SoftchatJson.write(relayUrl), e) })).map { decodeSubscriptionPolicyEntry(it) }
+    fun subscriptions(relayUrl: String? = null): List<SubscriptionPolicyEntry> = jsonList(SoftchatNative.take(SoftchatNative.call("SoftchatAccount.subscriptions", this) { e -> SoftchatNative.lib.softchat_account_subscriptions(handle, SoftchatJson.write(relayUrl), e) })).map { decodeSubscriptionPolicyEntry(it) }
 
     /**
      * A page of the stored events matching any of the filters (a conversation's history), newest first
@@ -862,10 +862,10 @@ class SoftchatAccount internal constructor(internal val handle: Pointer) : java.
      * limit is replaced by the page size; deleted, replaced and expired (as of now) events are never
      * served.
      */
-    fun queryEvents(filtersJson: List<String>, limit: Int, now: Long, before: EventCursor? = null): EventPage = decodeEventPage(SoftchatNative.take(SoftchatNative.call("SoftchatAccount.queryEvents") { e -> SoftchatNative.lib.softchat_account_query_events(handle, SoftchatJson.write(filtersJson.map { it }), SoftchatJson.write(limit), SoftchatJson.write(now), SoftchatJson.write(before?.let { encodeEventCursor(it) }), e) }))
+    fun queryEvents(filtersJson: List<String>, limit: Int, now: Long, before: EventCursor? = null): EventPage = decodeEventPage(SoftchatNative.take(SoftchatNative.call("SoftchatAccount.queryEvents", this) { e -> SoftchatNative.lib.softchat_account_query_events(handle, SoftchatJson.write(filtersJson.map { it }), SoftchatJson.write(limit), SoftchatJson.write(now), SoftchatJson.write(before?.let { encodeEventCursor(it) }), e) }))
 
     /** Checks the database and the account's invariants (read-only) and reports what it holds. */
-    fun check(now: Long): AccountCheckReport = decodeAccountCheckReport(SoftchatNative.take(SoftchatNative.call("SoftchatAccount.check") { e -> SoftchatNative.lib.softchat_account_check(handle, SoftchatJson.write(now), e) }))
+    fun check(now: Long): AccountCheckReport = decodeAccountCheckReport(SoftchatNative.take(SoftchatNative.call("SoftchatAccount.check", this) { e -> SoftchatNative.lib.softchat_account_check(handle, SoftchatJson.write(now), e) }))
 
     /**
      * Starts the managed transport: one native I/O thread keeps this account in sync with
@@ -889,7 +889,7 @@ class SoftchatAccount internal constructor(internal val handle: Pointer) : java.
                 }
             }
         }
-        return ManagedTransport(SoftchatNative.call("SoftchatAccount.startManagedTransport") { e -> SoftchatNative.lib.softchat_account_start_managed_transport(handle, SoftchatJson.write(encodeManagedTransportContext(context)), identity?.handle, cb_states, null, cb_events, null, e) } ?: throw IllegalStateException("softchat: softchat_account_start_managed_transport returned no handle"), listOf(cb_states, cb_events))
+        return ManagedTransport(SoftchatNative.call("SoftchatAccount.startManagedTransport", this, identity) { e -> SoftchatNative.lib.softchat_account_start_managed_transport(handle, SoftchatJson.write(encodeManagedTransportContext(context)), identity?.handle, cb_states, null, cb_events, null, e) } ?: throw IllegalStateException("softchat: softchat_account_start_managed_transport returned no handle"), listOf(cb_states, cb_events))
     }
 
     companion object {
@@ -944,7 +944,7 @@ class AccountIncoming internal constructor(private val owner: SoftchatAccount) {
      * Commits received events in one durable transaction and returns a receipt that names every event
      * exactly once.
      */
-    fun ingest(events: List<VerifiedEvent>, receivedAt: Long): IngestionOutcome = decodeIngestionOutcome(SoftchatNative.take(SoftchatNative.call("AccountIncoming.ingest") { e -> SoftchatNative.lib.softchat_account_incoming_ingest(owner.handle, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), SoftchatJson.write(receivedAt), e) }))
+    fun ingest(events: List<VerifiedEvent>, receivedAt: Long): IngestionOutcome = decodeIngestionOutcome(SoftchatNative.take(SoftchatNative.call("AccountIncoming.ingest", this) { e -> SoftchatNative.lib.softchat_account_incoming_ingest(owner.handle, SoftchatJson.write(events.map { encodeVerifiedEvent(it) }), SoftchatJson.write(receivedAt), e) }))
 }
 
 /**
@@ -1180,13 +1180,13 @@ class ManagedTransport internal constructor(internal val handle: Pointer, retain
     }
 
     /** Each relay's phase and counters, in the order given at start. */
-    fun relays(): List<ManagedRelayStatus> = jsonList(SoftchatNative.take(SoftchatNative.call("ManagedTransport.relays") { e -> SoftchatNative.lib.softchat_managed_transport_relays(handle, e) })).map { decodeManagedRelayStatus(it) }
+    fun relays(): List<ManagedRelayStatus> = jsonList(SoftchatNative.take(SoftchatNative.call("ManagedTransport.relays", this) { e -> SoftchatNative.lib.softchat_managed_transport_relays(handle, e) })).map { decodeManagedRelayStatus(it) }
 
     /**
      * Cuts the connection to relayUrl (every relay when null), as a network failure would; it
      * reconnects on the backoff schedule.
      */
-    fun dropConnection(relayUrl: String? = null): Unit = SoftchatNative.call("ManagedTransport.dropConnection") { e -> SoftchatNative.lib.softchat_managed_transport_drop_connection(handle, SoftchatJson.write(relayUrl), e) }
+    fun dropConnection(relayUrl: String? = null): Unit = SoftchatNative.call("ManagedTransport.dropConnection", this) { e -> SoftchatNative.lib.softchat_managed_transport_drop_connection(handle, SoftchatJson.write(relayUrl), e) }
 
     /**
      * Stops the transport: cancels every session, closes every socket, releases every lease, and hands
@@ -1196,10 +1196,10 @@ class ManagedTransport internal constructor(internal val handle: Pointer, retain
      * after, when those last updates have reached the event loop: await the iterators to see every
      * update.
      */
-    fun stop(): Unit = SoftchatNative.call("ManagedTransport.stop") { e -> SoftchatNative.lib.softchat_managed_transport_stop(handle, e) }
+    fun stop(): Unit = SoftchatNative.call("ManagedTransport.stop", this) { e -> SoftchatNative.lib.softchat_managed_transport_stop(handle, e) }
 
     /** stop(), for use/Closeable and explicit resource management. */
-    override fun close(): Unit = SoftchatNative.call("ManagedTransport.close") { e -> SoftchatNative.lib.softchat_managed_transport_close(handle, e) }
+    override fun close(): Unit = SoftchatNative.call("ManagedTransport.close", this) { e -> SoftchatNative.lib.softchat_managed_transport_close(handle, e) }
 }
 
 /**
@@ -1218,7 +1218,7 @@ fun parseRelayResponseFrame(text: String): RelayResponseFrame = decodeRelayRespo
  * Builds the signed NIP-42 event for an identity, relay URL and challenge, the function form of
  * SoftchatIdentity.createNip42Authentication.
  */
-fun planNip42Authentication(identity: SoftchatIdentity, challenge: String, relayUrl: String, createdAt: Long): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("planNip42Authentication") { e -> SoftchatNative.lib.softchat_plan_nip42_authentication(identity.handle, challenge, relayUrl, SoftchatJson.write(createdAt), e) }))
+fun planNip42Authentication(identity: SoftchatIdentity, challenge: String, relayUrl: String, createdAt: Long): VerifiedEvent = decodeVerifiedEvent(SoftchatNative.take(SoftchatNative.call("planNip42Authentication", identity) { e -> SoftchatNative.lib.softchat_plan_nip42_authentication(identity.handle, challenge, relayUrl, SoftchatJson.write(createdAt), e) }))
 
 /**
  * Maps a relay OK frame to a delivery decision from its accepted flag and machine-readable prefix,

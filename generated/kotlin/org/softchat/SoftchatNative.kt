@@ -100,10 +100,19 @@ internal object SoftchatNative {
         loaded
     }
 
-    /** Runs one C call; a reported softchat_error becomes a SoftchatException with its stable code. */
-    fun <T> call(symbol: String, body: (PointerByReference) -> T): T {
+    /**
+     * Runs one C call; a reported softchat_error becomes a SoftchatException with its stable code.
+     * Every object in keep (the receiver and each handle argument) stays reachable until the call
+     * returns, so the cleaner cannot free a handle the native code is still using.
+     */
+    fun <T> call(symbol: String, vararg keep: Any?, body: (PointerByReference) -> T): T {
         val error = PointerByReference()
-        val result = body(error)
+        val result = try {
+            body(error)
+        }
+        finally {
+            for (owner in keep) java.lang.ref.Reference.reachabilityFence(owner)
+        }
         val e = error.value
         if (e != null) {
             val code = e.getPointer(0L).getString(0L, "UTF-8")
