@@ -95,6 +95,37 @@ final class ClientFrameReader {
         #expect(pong.opcode == 0xA && pong.payload == [0x70, 0x71])
     }
 
+    /// A ping flood (20,000 pings, none of our pongs read meanwhile) costs bounded work: the
+    /// connection stays open and delivers the text after it, the handler hears a few coalesced
+    /// `.pong` events rather than one per ping, and the pongs on the wire stay few (at most one
+    /// queued at a time, the latest ping's).
+    @Test func aPingFloodIsAnsweredWithinABoundAndTheConnectionKeepsWorking() throws {
+        let server = try ScriptedServer()
+        let f = DriverFixture()
+        try f.open(1, server.url)
+        let tcp = try server.accept()
+        defer { tcp.close() }
+        #expect(f.probe.wait { $0.opened(ConnectionID(1)) })
+        var flood: [UInt8] = []
+        for i in 0..<20_000 { flood += [0x89, 4] + withUnsafeBytes(of: UInt32(i).bigEndian, Array.init) }
+        try tcp.write(flood)
+        try tcp.write([0x81, 5] + Array("after".utf8))
+        #expect(f.probe.wait { $0.texts(ConnectionID(1)) == ["after"] }, "\(f.probe.events.about(ConnectionID(1)))")
+        #expect(f.probe.events.closed(ConnectionID(1)) == nil)
+        let pongEvents = f.probe.events.pongs(ConnectionID(1))
+        #expect(pongEvents >= 1 && pongEvents <= 200, "\(pongEvents) pong events for 20,000 pings")
+        // Read every pong the client wrote; the last one answers the last ping.
+        let reader = ClientFrameReader(tcp)
+        var pongs: [[UInt8]] = []
+        while let frame = try? reader.next() {
+            #expect(frame.opcode == 0xA)
+            pongs.append(frame.payload)
+            if frame.payload == withUnsafeBytes(of: UInt32(19_999).bigEndian, Array.init) { break }
+        }
+        #expect(!pongs.isEmpty && pongs.count <= 2_000, "\(pongs.count) pongs written for 20,000 pings")
+        #expect(pongs.last == withUnsafeBytes(of: UInt32(19_999).bigEndian, Array.init), "the latest ping is answered")
+    }
+
     @Test func anOversizedMessageIsRefusedFromItsHeaderWith1009() throws {
         let server = try ScriptedServer()
         let f = DriverFixture()

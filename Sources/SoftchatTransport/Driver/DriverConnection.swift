@@ -48,6 +48,10 @@ final class DriverConnection {
     private let key = HandshakeCrypto.randomKey()
     /// The relay's HTTP answer: the upgrade's head, or NIP-11's head and bounded body.
     private var http: HTTPMessageReader
+    /// Where the last pong queued ends on the wire, and the reply to a ping that came while it
+    /// was unwritten (sent once it is).
+    private var pongEnd: UInt64?
+    private var waitingPong: [UInt8]?
     /// Sends made before the WebSocket opened, carried once it does.
     private var early: [(text: String, token: Int)] = []
     private var readEnded = false
@@ -267,7 +271,13 @@ final class DriverConnection {
     }
 
     /// Turns every complete frame buffered into events (and pongs to send).
+    /// Control frames cost the peer two bytes each, so what they cause is bounded here: one
+    /// `.pong` event per batch of frames however many pings and pongs it held, and at most one
+    /// pong on the wire (RFC 6455 §5.5.3 lets an endpoint answer only the most recent ping): a
+    /// ping flood neither grows the outbound queue nor floods the handler.
     private func pumpCodec() {
+        var heard = false
+        defer { if heard { driver.enqueue(self, .pong(id)) } }
         while stage == .open {
             let event: WebSocketCodec.Event?
             do {
@@ -279,12 +289,16 @@ final class DriverConnection {
             guard let event else { return }
             switch event {
             case .text(let text):
+                if heard {
+                    driver.enqueue(self, .pong(id))
+                    heard = false
+                }
                 driver.enqueue(self, .text(id, text))
             case .ping(_, let reply):
-                queueFrame(reply)
-                driver.enqueue(self, .pong(id))
+                answerPing(reply)
+                heard = true
             case .pong:
-                driver.enqueue(self, .pong(id))
+                heard = true
             case .close(let code, let reason, let reply):
                 if let reply { queueFrame(reply) }
                 let why = reason.isEmpty ? "" : ": \(reason)"
@@ -292,6 +306,18 @@ final class DriverConnection {
                 return
             }
         }
+    }
+
+    /// Queues the pong `reply` unless an earlier pong is still unwritten; then it waits, and a
+    /// later ping's reply replaces it (only the most recent ping is answered).
+    private func answerPing(_ reply: [UInt8]) {
+        if let end = pongEnd, wire.sentTotal < end {
+            waitingPong = reply
+            return
+        }
+        waitingPong = nil
+        queueFrame(reply)
+        pongEnd = wire.queuedTotal
     }
 
     private func endOfStream() {
@@ -376,6 +402,7 @@ final class DriverConnection {
             driver.countWritten(n)
             let done = wire.takeCompletedTokens()
             if !reported { for token in done { driver.enqueue(self, .written(id, token: token)) } }
+            if let reply = waitingPong, stage == .open { answerPing(reply) }
             if stage == .lingering && wire.isEmpty && !writeShut {
                 // Everything said: tell the peer, and wait (bounded) for its end of stream.
                 writeShut = true
