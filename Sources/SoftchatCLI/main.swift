@@ -37,6 +37,10 @@ let topHelp = """
 /// and the contracts this binary was built from.
 let versionLine = "softchat \(SoftchatContractCatalog.schemaVersion).0.0 (contracts \(SoftchatContractCatalog.checksum))"
 
+// No core dumps: a dump would hold whatever secret key or decrypted text was in memory.
+var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+_ = setrlimit(Int32(RLIMIT_CORE.rawValue), &noCore)
+
 let arguments = CommandLine.arguments
 let rest = arguments.dropFirst(2)
 let wantsJSON = arguments.contains("--json")
