@@ -36,6 +36,7 @@ enum NetworkOptions {
         let urls = text.split(separator: ",", omittingEmptySubsequences: false).map { String($0.drop { $0 == " " }) }
         guard !urls.isEmpty, !urls.contains(where: \.isEmpty) else { throw UsageError("--relay needs one or more URLs, separated by commas") }
         guard Set(urls).count == urls.count else { throw UsageError("--relay names a relay twice") }
+        for url in urls { _ = try RelayURL(url) }  // invalid_relay_url before anything opens or dials
         return urls
     }
 
