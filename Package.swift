@@ -136,7 +136,7 @@ let package = Package(
             path: "Sources/SoftchatFuzz", swiftSettings: fuzzedSwift, linkerSettings: fuzzLinker),
 
         // MARK: The thin CLIs: `softchat` for users (the demo and its relay included), `softchat-dev` for us
-        .target(name: "SoftchatCommandLine", swiftSettings: strictSwift),
+        .target(name: "SoftchatCommandLine", dependencies: ["SoftchatCore", "SoftchatJSON"], swiftSettings: strictSwift),
         .executableTarget(
             name: "SoftchatCLI",
             dependencies: [

@@ -44,48 +44,26 @@ _ = setrlimit(Int32(RLIMIT_CORE.rawValue), &noCore)
 let arguments = CommandLine.arguments
 let rest = arguments.dropFirst(2)
 let wantsJSON = arguments.contains("--json")
-var status: ExitStatus
-do {
+runCommandLine("softchat", wantsJSON: wantsJSON) {
     switch arguments.dropFirst().first {
     case nil, "--help", "-h", "help":
         Output.standard.line(topHelp)
-        status = .success
+        return .success
     case "--version", "version":
         Output.standard.line(versionLine)
-        status = .success
-    case "demo": status = try DemoCommand.run(rest)
-    case "contract": status = try ContractCommand.run(rest)
-    case "keygen": status = try KeygenCommand.run(rest)
-    case "event": status = try EventCommand.run(rest)
-    case "frame": status = try FrameCommand.run(rest)
-    case "filter": status = try FilterCommand.run(rest)
-    case "replay": status = try ReplayCommand.run(rest)
-    case "account": status = try AccountCommand.run(rest)
-    case "publish": status = try PublishCommand.run(rest)
-    case "sync": status = try SyncCommand.run(rest)
-    case "relay": status = try RelayCommand.run(rest)
+        return .success
+    case "demo": return try DemoCommand.run(rest)
+    case "contract": return try ContractCommand.run(rest)
+    case "keygen": return try KeygenCommand.run(rest)
+    case "event": return try EventCommand.run(rest)
+    case "frame": return try FrameCommand.run(rest)
+    case "filter": return try FilterCommand.run(rest)
+    case "replay": return try ReplayCommand.run(rest)
+    case "account": return try AccountCommand.run(rest)
+    case "publish": return try PublishCommand.run(rest)
+    case "sync": return try SyncCommand.run(rest)
+    case "relay": return try RelayCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
     }
-} catch let error as UsageError {
-    Output.error.line("softchat: \(terminalSafe(error.message))")
-    status = .usage
-} catch let error as SoftchatError {
-    if wantsJSON {
-        Output.standard.line(error.jsonValue.jsonText)
-    } else {
-        Output.error.line("softchat: \(error.code.rawValue): \(terminalSafe(error.message))")
-    }
-    status = .inputRejected
-} catch let error as RuntimeFailure {
-    let line = JSONValue.object(JSONObject(["error": .object(JSONObject(["code": .string(error.code), "message": .string(error.message)]))])).jsonText
-    if wantsJSON { Output.standard.line(line) } else { Output.error.line("softchat: \(error.code): \(terminalSafe(error.message))") }
-    status = .runtimeFailure
-} catch {
-    Output.error.line("softchat: \(terminalSafe("\(error)"))")
-    status = .runtimeFailure
 }
-Output.standard.flush()
-Output.error.flush()
-PeakMemoryReport.recordIfRequested()
-exit(status.rawValue)

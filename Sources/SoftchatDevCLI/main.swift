@@ -27,32 +27,15 @@ let topHelp = """
 let arguments = CommandLine.arguments
 let rest = arguments.dropFirst(2)
 let wantsJSON = arguments.contains("--json")
-var status: ExitStatus
-do {
+runCommandLine("softchat-dev", wantsJSON: wantsJSON) {
     switch arguments.dropFirst().first {
     case nil, "--help", "-h", "help":
         Output.standard.line(topHelp)
-        status = .success
-    case "bench": status = try BenchCommand.run(rest)
-    case "faults": status = try FaultsCommand.run(rest)
-    case "torture": status = try AccountTortureCommand.run(rest)
+        return .success
+    case "bench": return try BenchCommand.run(rest)
+    case "faults": return try FaultsCommand.run(rest)
+    case "torture": return try AccountTortureCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
     }
-} catch let error as UsageError {
-    Output.error.line("softchat-dev: \(error.message)")
-    status = .usage
-} catch let error as SoftchatError {
-    if wantsJSON {
-        Output.standard.line(error.jsonValue.jsonText)
-    } else {
-        Output.error.line("softchat-dev: \(error.code.rawValue): \(error.message)")
-    }
-    status = .inputRejected
-} catch {
-    Output.error.line("softchat-dev: \(error)")
-    status = .runtimeFailure
 }
-Output.standard.flush()
-Output.error.flush()
-exit(status.rawValue)

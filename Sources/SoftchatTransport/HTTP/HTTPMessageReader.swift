@@ -110,11 +110,9 @@ struct HTTPMessageReader {
                 stage = try bodyStage(parsed, maxBytes: maxBytes)
                 if stage == .done { return .message(parsed, body: []) }
             case .fixed(let remaining):
-                let take = min(remaining, buffer.count)
-                body += buffer.prefix(take)
-                buffer.removeFirst(take)
-                guard take == remaining else {
-                    stage = .fixed(remaining: remaining - take)
+                let left = moveToBody(remaining)
+                guard left == 0 else {
+                    stage = .fixed(remaining: left)
                     return .needMore
                 }
                 stage = .done
@@ -138,11 +136,9 @@ struct HTTPMessageReader {
                     stage = .chunkData(remaining: size)
                 }
             case .chunkData(let remaining):
-                let take = min(remaining, buffer.count)
-                body += buffer.prefix(take)
-                buffer.removeFirst(take)
-                guard take == remaining else {
-                    stage = .chunkData(remaining: remaining - take)
+                let left = moveToBody(remaining)
+                guard left == 0 else {
+                    stage = .chunkData(remaining: left)
                     return .needMore
                 }
                 stage = .chunkDataEnd
@@ -168,6 +164,14 @@ struct HTTPMessageReader {
                 return .needMore
             }
         }
+    }
+
+    /// Moves up to `remaining` buffered bytes into the body; returns how many are still to come.
+    private mutating func moveToBody(_ remaining: Int) -> Int {
+        let take = min(remaining, buffer.count)
+        body += buffer.prefix(take)
+        buffer.removeFirst(take)
+        return remaining - take
     }
 
     private var maxBodyBytes: Int {
