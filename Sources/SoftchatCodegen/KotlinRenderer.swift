@@ -523,6 +523,11 @@ public struct KotlinRenderer {
         return "SoftchatJson.write(\(encode(p.type, ident(p.name))))"
     }
 
+    /// The entry point's handle arguments, which a call keeps reachable until it returns.
+    func handleArguments(_ e: FFIModel.EntryPoint) -> [String] {
+        e.params.filter { model.handleName($0.type) != nil }.map { ident($0.name) }
+    }
+
     /// The Kotlin expression of one C call, decoding its result.
     func call(_ e: FFIModel.EntryPoint, receiver: String?) -> String {
         var args: [String] = []
@@ -532,7 +537,7 @@ public struct KotlinRenderer {
         args.append("e")
         let native = "SoftchatNative.lib.\(e.cName)(\(args.joined(separator: ", ")))"
         // Kept reachable across the call: the receiver (a view keeps its owner) and every handle argument.
-        let keep = (receiver == nil ? [] : ["this"]) + e.params.filter { model.handleName($0.type) != nil }.map { ident($0.name) }
+        let keep = (receiver == nil ? [] : ["this"]) + handleArguments(e)
         let invoke = "SoftchatNative.call(\(([quoted(e.symbol)] + keep).joined(separator: ", "))) { e -> \(native) }"
         guard let r = e.returns else { return invoke }
         let callbacks = e.params.filter { model.callback($0.type) != nil }.map { "cb_\($0.name)" }
@@ -771,7 +776,7 @@ public struct KotlinRenderer {
                         w.line()
                         w.line("constructor(\(params(c))) : this(")
                         w.line(
-                            "    SoftchatNative.call(\(([quoted(t.name)] + e.params.filter { model.handleName($0.type) != nil }.map { ident($0.name) }).joined(separator: ", "))) { e -> SoftchatNative.lib.\(e.cName)(\((e.params.map(argument) + ["e"]).joined(separator: ", "))) }"
+                            "    SoftchatNative.call(\(([quoted(t.name)] + handleArguments(e)).joined(separator: ", "))) { e -> SoftchatNative.lib.\(e.cName)(\((e.params.map(argument) + ["e"]).joined(separator: ", "))) }"
                         )
                         w.line("        ?: throw IllegalStateException(\"softchat: \(e.cName) returned no handle\")")
                         w.line(")")

@@ -94,24 +94,22 @@ final class IdentityHandle: @unchecked Sendable {
         IdentityHandle(try .importSecretHex(secretHex))
     }
 
-    private func live() throws(SoftchatError) -> SoftchatIdentity {
-        guard !identity.isErased else { throw .invalidRelayAuthentication("the identity was erased") }
-        return identity
-    }
-
     func sign(_ event: UnsignedEvent) throws(SoftchatError) -> VerifiedEvent {
-        try live().sign(event)
+        try identity.sign(event)
     }
 
     func createNip42Authentication(challenge: String, relayURL: String, createdAt: Int64) throws(SoftchatError) -> VerifiedEvent {
-        try live().createNip42Authentication(challenge: challenge, relayURL: relayURL, createdAt: createdAt)
+        try identity.createNip42Authentication(challenge: challenge, relayURL: relayURL, createdAt: createdAt)
     }
 
     func erase() { identity.erase() }
 
     /// The identity, for a managed transport that answers NIP-42 with it (the same object, so
     /// erase() reaches it).
-    func current() throws(SoftchatError) -> SoftchatIdentity { try live() }
+    func current() throws(SoftchatError) -> SoftchatIdentity {
+        guard !identity.isErased else { throw SoftchatIdentity.erasedError }
+        return identity
+    }
 }
 
 // MARK: Hand-written codecs (CABIRenderer.handWrittenCodecs and value objects)

@@ -102,7 +102,7 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     /// Whether ``erase()`` has run.
     public var isErased: Bool { live.withLock { !$0 } }
 
-    static var erasedError: SoftchatError { .invalidRelayAuthentication("the identity was erased") }
+    package static var erasedError: SoftchatError { .invalidRelayAuthentication("the identity was erased") }
 
     /// `body` with the keypair, under the lock that ``erase()`` takes; nil once erased.
     private func withKeypair<R: Sendable>(_ body: (UnsafeMutablePointer<secp256k1_keypair>) -> R?) -> R? {
@@ -119,7 +119,6 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     ///   0–65535, its `created_at` is negative, a tag has no string, its `pubkey` is another key, or
     ///   signing fails.
     public func sign(_ draft: UnsignedEvent) throws(SoftchatError) -> VerifiedEvent {
-        guard !isErased else { throw Self.erasedError }
         do throws(EventIssue) {
             try draft.validate()
             if let given = draft.pubkey, given != publicKeyHex {
@@ -127,7 +126,7 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
             }
             return try sign(draft, auxRandom: SecureRandom.bytes(32))
         } catch {
-            if isErased { throw Self.erasedError }  // erased while signing
+            if isErased { throw Self.erasedError }
             throw .invalidRelayFrame("cannot sign event: \(error.message)")
         }
     }
@@ -171,7 +170,6 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
         -> VerifiedEvent
     {
         guard !challenge.isEmpty else { throw .invalidRelayAuthentication("challenge must not be empty") }
-        guard !isErased else { throw Self.erasedError }
         do throws(SoftchatError) {
             _ = try RelayURL(relayURL)
         } catch {
@@ -184,6 +182,7 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
                     tags: [["relay", relayURL], ["challenge", challenge]], content: ""),
                 auxRandom: SecureRandom.bytes(32))
         } catch {
+            if isErased { throw Self.erasedError }
             throw .invalidRelayAuthentication("cannot sign authentication: \(error.message)")
         }
     }

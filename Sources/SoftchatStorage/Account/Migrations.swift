@@ -137,9 +137,7 @@ enum Migrations {
     static func checkIdentity(_ db: SQLiteConnection) throws {
         let current = Int(try db.scalarInt("PRAGMA user_version"))
         let applicationID = try db.scalarInt("PRAGMA application_id")
-        func refuse(_ why: String) -> SoftchatError {
-            .invalidPersistenceResult("migrate \(db.path): \(why)", operation: .relayIngestion)
-        }
+        func refuse(_ why: String) -> SoftchatError { Self.refusal(db, why) }
         if applicationID != Int64(AccountStore.applicationID) {
             guard applicationID == 0 else { throw refuse("application_id \(applicationID) is another program's: not a Softchat account") }
             let tables = try db.scalarInt("SELECT COUNT(*) FROM sqlite_schema")
@@ -152,17 +150,17 @@ enum Migrations {
         }
     }
 
+    /// A file this build will not open or migrate: `invalid_persistence_result`, permanent.
+    static func refusal(_ db: SQLiteConnection, _ why: String) -> SoftchatError {
+        .invalidPersistenceResult("migrate \(db.path): \(why)", operation: .relayIngestion)
+    }
+
     static func migrate(_ db: SQLiteConnection, upTo target: Int = latestVersion) throws {
         let current = Int(try db.scalarInt("PRAGMA user_version"))
-        func refuse(_ why: String) -> SoftchatError {
-            .invalidPersistenceResult("migrate \(db.path): \(why)", operation: .relayIngestion)
-        }
-        guard current >= 0 else { throw refuse("database version \(current) is not a Softchat schema version") }
+        guard current >= 0 else { throw refusal(db, "database version \(current) is not a Softchat schema version") }
         guard current <= latestVersion else {
             // Not an SQLite failure, and not retryable: only a newer build can open this file.
-            throw SoftchatError.invalidPersistenceResult(
-                "migrate \(db.path): database version \(current) is newer than this build understands (\(latestVersion))",
-                operation: .relayIngestion)
+            throw refusal(db, "database version \(current) is newer than this build understands (\(latestVersion))")
         }
         guard current < target else { return }
         for version in (current + 1)...target {

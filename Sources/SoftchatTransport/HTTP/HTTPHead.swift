@@ -48,8 +48,7 @@ struct HTTPHead: Equatable {
                 start = i
                 continue
             }
-            let byte = bytes[i]
-            guard byte == 9 || (byte >= 32 && byte != 127) else { throw refuse("the head holds a control character") }
+            guard isFieldByte(bytes[i]) else { throw refuse("the head holds a control character") }
             i += 1
         }
         lines.append(bytes[start..<bytes.endIndex])
@@ -67,6 +66,10 @@ struct HTTPHead: Equatable {
         }
         return HTTPHead(firstLine: String(decoding: first, as: UTF8.self), fields: fields)
     }
+
+    /// A byte a head, a chunk-size line or a trailer may hold: a tab, or anything but a control
+    /// character (obs-text included).
+    static func isFieldByte(_ byte: UInt8) -> Bool { byte == 9 || (byte >= 32 && byte != 127) }
 
     /// RFC 9110 §5.6.2 token characters.
     private static func isTokenByte(_ byte: UInt8) -> Bool {

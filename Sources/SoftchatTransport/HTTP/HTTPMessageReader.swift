@@ -159,7 +159,7 @@ struct HTTPMessageReader {
                     stage = .done
                     return .message(head!, body: body)
                 }
-                guard line.allSatisfy({ $0 == 9 || ($0 >= 32 && $0 != 127) }) else { throw refuse("a trailer holds a control character") }
+                guard line.allSatisfy(HTTPHead.isFieldByte) else { throw refuse("a trailer holds a control character") }
             case .done:
                 return .needMore
             }
@@ -224,7 +224,7 @@ struct HTTPMessageReader {
             }
             size = size * 16 + value
         }
-        guard line.allSatisfy({ $0 == 9 || ($0 >= 32 && $0 != 127) }) else { throw refuse("a chunk-size line holds a control character") }
+        guard line.allSatisfy(HTTPHead.isFieldByte) else { throw refuse("a chunk-size line holds a control character") }
         return size
     }
 
