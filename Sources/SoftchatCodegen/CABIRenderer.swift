@@ -156,6 +156,9 @@ public struct CABIRenderer {
             doc = "\(e.symbol)(\(e.params.map { "\($0.name): \($0.type)" }.joined(separator: ", ")))"
             if let r = e.returns { doc += model.isHandle(r) ? " -> a new handle" : " -> \(r) as JSON" }
             if let d = decl?.doc, !d.isEmpty { doc += ". " + d }
+            for p in e.params where p.secret {
+                doc += " \(Naming.snake(p.name)) is a secret: read in place, never copied into a string; the caller wipes its own buffer."
+            }
         }
         if !e.throwsCodes.isEmpty { doc += " Errors: \(e.throwsCodes.joined(separator: ", "))." }
         return doc
@@ -176,6 +179,8 @@ public struct CABIRenderer {
             let value: String
             if model.handleName(p.type) != nil {
                 value = "h_" + p.name
+            } else if p.secret {
+                value = "try FFISecretText(\(swiftParamName(p)), \(quoted(p.name)), code: code)"
             } else if let cb = model.callback(p.type), let payload = cb.payload {
                 value = "FFICallback<FFI.\(payload)>(\(swiftParamName(p)), context: \(swiftParamName(p))_context)"
             } else {

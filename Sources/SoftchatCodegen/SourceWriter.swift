@@ -136,7 +136,7 @@ func canonicalDescription(_ set: ContractSet) -> String {
 }
 
 func signature(_ f: FunctionDecl) -> String {
-    let params = f.params.map { "\($0.name): \($0.type)" }.joined(separator: ", ")
+    let params = f.params.map { "\($0.name): \($0.type)\($0.secret ? " secret" : "")" }.joined(separator: ", ")
     return "\(f.isStatic ? "static " : "")\(f.name)(\(params)) -> \(f.returns?.description ?? "void") throws \(f.throwsCodes.joined(separator: ","))"
 }
 

@@ -338,6 +338,9 @@ public struct Param: Sendable, Equatable {
     /// False drops the Swift argument label (`confirmSent(_:)`).
     public var label: Bool
     public var defaultValue: JSONValue?
+    /// A secret (a key's text): the C ABI reads it in place and never copies it into a string,
+    /// so nothing the library cannot wipe ever holds it. Only `string` parameters.
+    public var secret: Bool = false
 }
 
 public struct FunctionDecl: Sendable, Equatable {

@@ -365,15 +365,19 @@ public struct SchemaLoader {
             throwsCodes: f.strings("throws", in: label) ?? [],
             isAsync: f.bool("async", in: label) ?? false, isStatic: f.bool("static", in: label) ?? false)
         for p in f.array("params", in: label) ?? [] {
-            guard p.expectObject(keys: ["name", "type", "label", "default", "doc"], what: "a parameter of \(label)") else {
+            guard p.expectObject(keys: ["name", "type", "label", "default", "doc", "secret"], what: "a parameter of \(label)") else {
                 continue
             }
             let pname = p.string("name", in: "a parameter of \(label)") ?? ""
             guard let type = typeRef(p, key: "type", what: "parameter \"\(pname)\" of \(label)") else { continue }
+            let secret = p.bool("secret", in: "parameter \"\(pname)\"") ?? false
+            if secret, type != .string {
+                p.child("secret")!.error("parameter \"\(pname)\" of \(label) is secret but of type \(type); only a string can be", atKey: true)
+            }
             decl.params.append(
                 Param(
                     name: pname, type: type, label: p.bool("label", in: "parameter \"\(pname)\"") ?? true,
-                    defaultValue: p.child("default")?.value))
+                    defaultValue: p.child("default")?.value, secret: secret))
         }
         if let r = f.child("returns"), !r.value.isNull {
             decl.returns = typeRef(f, key: "returns", what: label)

@@ -90,8 +90,8 @@ final class IdentityHandle: @unchecked Sendable {
 
     static func generate() -> IdentityHandle { IdentityHandle(.generate()) }
 
-    static func importSecretHex(secretHex: String) throws(SoftchatError) -> IdentityHandle {
-        IdentityHandle(try .importSecretHex(secretHex))
+    static func importSecretHex(secretHex: FFISecretText) throws(SoftchatError) -> IdentityHandle {
+        IdentityHandle(try .importSecretHex(utf8: secretHex.utf8))
     }
 
     func sign(_ event: UnsignedEvent) throws(SoftchatError) -> VerifiedEvent {

@@ -231,3 +231,16 @@ public func softchat_error_free(_ error: UnsafeMutableRawPointer?) {
     s.deinitialize(count: 1)
     s.deallocate()
 }
+
+/// A secret argument (a key's hex text) as the caller's own bytes, read in place: never copied
+/// into a `String`, which the library could not wipe. Valid during the call only.
+struct FFISecretText {
+    let utf8: UnsafeRawBufferPointer
+
+    init(_ pointer: UnsafePointer<CChar>?, _ name: String, code: String) throws(SoftchatError) {
+        guard let pointer else { throw ffiFailure(code, "argument \(name) is null") }
+        var count = 0
+        while pointer[count] != 0 { count += 1 }
+        utf8 = UnsafeRawBufferPointer(start: pointer, count: count)
+    }
+}

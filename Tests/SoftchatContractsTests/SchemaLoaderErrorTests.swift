@@ -49,6 +49,13 @@ import Testing
         expectDiagnostic(d, file: "demo.echo.json", line: 9, contains: "bound \"maxQueued\" has no error code")
     }
 
+    @Test func aSecretParameterThatIsNotAStringIsReported() throws {
+        let d = try diagnostics("demo.echo.json") {
+            $0.replacingFirst("{\"name\": \"max\", \"type\": \"int64\", ", with: "{\"name\": \"max\", \"type\": \"int64\", \"secret\": true, ")
+        }
+        expectDiagnostic(d, file: "demo.echo.json", line: 34, contains: "parameter \"max\" of \"echoText\" is secret but of type int64")
+    }
+
     @Test func unknownUnitIsReported() throws {
         let d = try diagnostics("demo.echo.json") { $0.replacingFirst("\"unit\": \"bytes\"", with: "\"unit\": \"kilobytes\"") }
         expectDiagnostic(d, file: "demo.echo.json", line: 8, contains: "unit \"kilobytes\"")

@@ -91,6 +91,31 @@ import Testing
         }
     }
 
+    @Test func theSecretDigitDecoderAgreesWithHexForEveryByte() {
+        for c in UInt8.min...UInt8.max {
+            let want: UInt8 =
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+                default: 0xFF
+                }
+            #expect(Hex.secretNibble(c) == want, "byte \(c)")
+        }
+    }
+
+    @Test func importingFromBytesEqualsImportingFromText() throws {
+        let identity = SoftchatIdentity.generate()
+        let secret = try identity.exportSecretHex()
+        for spelling in [secret, secret.uppercased(), " \(secret)\n", String(secret.dropLast()), secret + "0", "0x" + secret.dropFirst(2)] {
+            let fromText = Result { () throws(SoftchatError) in try SoftchatIdentity.importSecretHex(spelling).publicKeyHex }
+            let fromBytes = Array(spelling.utf8).withUnsafeBytes { utf8 in
+                Result { () throws(SoftchatError) in try SoftchatIdentity.importSecretHex(utf8: utf8).publicKeyHex }
+            }
+            #expect(fromText == fromBytes, "\(spelling.count) characters")
+        }
+    }
+
     @Test func secretKeyFileIsCreatedOwnerOnly() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -55,6 +55,13 @@ import Testing
             if rng.chance(15) { tags.append(["e", earlierID(sameAuthor: false), "wss://r.example", "reply"]) }
             if rng.chance(15) { tags.append(["p", rng.pick(pubkeys)]) }
             if rng.chance(12) { tags.append(["expiration", "\(t0 + Int64.random(in: 0..<500, using: &rng))"]) }
+            // Some events pass the tag index's bound (many tags, or one long value): stored with
+            // the overflow marker, they must be found by tag all the same.
+            if rng.chance(4) {
+                tags.insert(contentsOf: (0...TagIndex.maxIndexedTagsPerEvent).map { ["x", "pad \($0)"] }, at: 0)
+            } else if rng.chance(2) {
+                tags.append(["x", String(repeating: "v", count: TagIndex.maxIndexedTagValueBytes + 1)])
+            }
             let content = "event \(i) \(rng.chance(10) ? "\u{0}\u{1F600}" : "")"
             store.events.append(try! identities[a].sign(UnsignedEvent(createdAt: createdAt, kind: kind, tags: tags, content: content)))
         }
@@ -199,6 +206,7 @@ import Testing
         #expect(reference.replacedOrDeleted.count - deletedButStored > 10, "replaced events")
         #expect(reference.served(now: t0).count - reference.served(now: t0 + 1_000).count > 3, "events that expire later")
         #expect(try t.scalar("SELECT COUNT(*) FROM quarantine") > 3, "events expired on arrival")
+        #expect(try t.scalar("SELECT COUNT(*) FROM event_tags WHERE name = ''") > 5, "events past the tag index's bound")
 
         var rng = StorageRNG(seed: seed ^ 0xF11_7E55)
         var nonEmpty = 0
@@ -225,6 +233,7 @@ import Testing
         let store = Self.randomStore(seed: seed)
         for batch in store.batches { try t.account.incoming.ingest(batch.events, receivedAt: batch.receivedAt) }
         let reference = Reference(store)
+        #expect(try t.scalar("SELECT COUNT(*) FROM event_tags WHERE name = ''") > 5, "events past the tag index's bound")
         var rng = StorageRNG(seed: seed ^ 0x0E6E_17)
         var tagged = 0
         var nonEmpty = 0

@@ -12,6 +12,17 @@ package enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The value of one hex digit of either case, or 0xFF for any other byte; computed with
+    /// masks, without a branch or a table indexed by the digit, since a secret key's text goes
+    /// through it.
+    package static func secretNibble(_ c: UInt8) -> UInt8 {
+        let digit = c &- 0x30  // 0…9 for a digit
+        let letter = (c | 0x20) &- 0x61  // 0…5 for a-f or A-F
+        let isDigit = UInt8(truncatingIfNeeded: (Int(digit) - 10) >> 8)  // 0xFF when digit < 10
+        let isLetter = UInt8(truncatingIfNeeded: (Int(letter) - 6) >> 8)  // 0xFF when letter < 6
+        return (digit & isDigit) | ((letter &+ 10) & isLetter) | ~(isDigit | isLetter)
+    }
+
     /// Decodes lowercase hex only (NIP-01 forbids uppercase); nil for anything else.
     package static func decodeLowercase(_ text: String) -> [UInt8]? {
         var text = text

@@ -62,12 +62,42 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
     /// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` when the text is not 64 hex
     ///   characters or the secret is zero or not below the curve order.
     public static func importSecretHex(_ secretHex: String) throws(SoftchatError) -> SoftchatIdentity {
-        let trimmed = secretHex.trimmingCharacters(in: " \t\r\n")
-        guard var bytes = Hex.decodeLowercase(trimmed.lowercased()), bytes.count == 32 else {
-            throw .invalidRelayAuthentication("secret key must be 64 hex characters")
+        var text = secretHex
+        // withUTF8 reads a native string in place (a bridged one is made native first).
+        return try text.withUTF8 { utf8 in
+            Result { () throws(SoftchatError) in try importSecretHex(utf8: UnsafeRawBufferPointer(utf8)) }
+        }.get()
+    }
+
+    /// Imports a 32-byte secret given as the UTF-8 bytes of 64 hex characters (either case;
+    /// spaces, tabs and line breaks around them ignored), read in place: no string or other
+    /// copy of the secret is made except the 32-byte working buffer, zeroed before returning.
+    /// The C ABI's `softchat_identity_import_secret_hex` uses this, so a host's key text is
+    /// never copied into a string the library cannot wipe.
+    ///
+    /// - Parameter utf8: The secret key's hex text; the caller owns (and wipes) it.
+    /// - Returns: The identity of that secret.
+    /// - Throws: ``SoftchatError`` with code `invalid_relay_authentication` when the text is not 64 hex
+    ///   characters or the secret is zero or not below the curve order.
+    public static func importSecretHex(utf8: UnsafeRawBufferPointer) throws(SoftchatError) -> SoftchatIdentity {
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+        var start = 0
+        var end = utf8.count
+        while start < end, isSpace(utf8[start]) { start += 1 }
+        while end > start, isSpace(utf8[end - 1]) { end -= 1 }
+        guard end - start == 64 else { throw .invalidRelayAuthentication("secret key must be 64 hex characters") }
+        var secret = [UInt8](repeating: 0, count: 32)
+        defer { secret.withUnsafeMutableBytes { secureZero($0) } }
+        // Constant-time in the key's digits: every character is looked at the same way.
+        var bad: UInt8 = 0
+        for i in 0..<32 {
+            let hi = Hex.secretNibble(utf8[start + 2 * i])
+            let lo = Hex.secretNibble(utf8[start + 2 * i + 1])
+            bad |= hi | lo
+            secret[i] = hi << 4 | (lo & 0x0F)
         }
-        defer { bytes.withUnsafeMutableBytes { secureZero($0) } }
-        return try bytes.withUnsafeBytes { buffer in
+        guard bad & 0xF0 == 0 else { throw .invalidRelayAuthentication("secret key must be 64 hex characters") }
+        return try secret.withUnsafeBytes { buffer in
             Result { () throws(SoftchatError) in try SoftchatIdentity(secret: buffer) }
         }.get()
     }

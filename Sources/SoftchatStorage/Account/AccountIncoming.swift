@@ -256,11 +256,11 @@ struct EventWriter {
             tagTimes
                 ? "INSERT INTO event_tags (event_id, name, value, created_at) VALUES (?, ?, ?, ?)"
                 : "INSERT INTO event_tags (event_id, name, value) VALUES (?, ?, ?)")
-        for tag in event.tags where tag.count >= 2 && tag[0].unicodeScalars.count == 1 {
+        for (name, value) in TagIndex.rows(of: event) {
             if tagTimes {
-                try tagInsert.bind(.text(event.id), .text(tag[0]), .text(tag[1]), .int(event.createdAt)).run()
+                try tagInsert.bind(.text(event.id), .text(name), .text(value), .int(event.createdAt)).run()
             } else {
-                try tagInsert.bind(.text(event.id), .text(tag[0]), .text(tag[1])).run()
+                try tagInsert.bind(.text(event.id), .text(name), .text(value)).run()
             }
             tagInsert.reset()
         }

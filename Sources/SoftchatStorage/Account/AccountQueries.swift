@@ -64,7 +64,7 @@ extension SoftchatAccount {
                 if filter.matches(event) { out.append(event) }
             }
             statement.reset()
-            return out
+            return try withOverflow(db, filter, out, limit: limit, now: now)
         }
         sql += " ORDER BY e.created_at DESC, e.id ASC"
         if let limit = filter.limit {
@@ -78,15 +78,51 @@ extension SoftchatAccount {
             // The filter's own semantics decide; SQL only narrowed the candidates.
             if filter.matches(event) { out.append(event) }
         }
+        return try withOverflow(db, filter, out, limit: filter.limit, now: now)
+    }
+
+    /// `indexed` (the answer from the tag index, newest first) with the served events stored past
+    /// the tag index's bound (``TagIndex``) that `filter` matches, merged newest first and cut to
+    /// `limit`. A filter without tag conditions never used the tag index: `indexed` is whole.
+    static func withOverflow(_ db: SQLiteConnection, _ filter: RelayFilter, _ indexed: [VerifiedEvent], limit: Int64?, now: Int64)
+        throws -> [VerifiedEvent]
+    {
+        guard !filter.tagConditions.isEmpty else { return indexed }
+        let overflow = try overflowEvents(db, filter, now: now)
+        guard !overflow.isEmpty else { return indexed }
+        var all = indexed + overflow
+        all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+        if let limit, all.count > limit { all.removeLast(all.count - Int(limit)) }
+        return all
+    }
+
+    /// The events stored with the tag index's overflow marker that `filter` matches, decided by
+    /// `RelayFilter.matches` (SQL narrows by everything but tags); served ones only (not deleted,
+    /// not expired as of `now`) unless `now` is nil.
+    static func overflowEvents(_ db: SQLiteConnection, _ filter: RelayFilter, now: Int64?) throws -> [VerifiedEvent] {
+        var sql = "SELECT e.json FROM event_tags o JOIN events e ON e.id = o.event_id WHERE o.name = ? AND o.value = ''"
+        var args: [SQLValue] = [.text(TagIndex.overflowName)]
+        if let now {
+            sql += " AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
+            args.append(.int(now))
+        }
+        narrow(filter, timeColumn: "e.created_at", tags: false, sql: &sql, args: &args)
+        let statement = try db.statement(sql).bind(args)
+        var out: [VerifiedEvent] = []
+        while try statement.step() {
+            let event = try VerifiedEvent(storedJSON: statement.text(0))
+            if filter.matches(event) { out.append(event) }
+        }
         return out
     }
 
     /// Appends the SQL conditions that select exactly the events `filter` matches (ids and
-    /// authors exactly or by prefix, kinds, since/until on `timeColumn`, each tag condition but
-    /// `except` over the tag index).
+    /// authors exactly or by prefix, kinds, since/until on `timeColumn`, and unless `tags` is
+    /// false each tag condition but `except` over the tag index, which holds the events inside
+    /// its bound: ``overflowEvents(_:_:now:)`` are the rest).
     static func narrow(
         _ filter: RelayFilter, timeColumn time: String, except driving: (letter: Character, values: [String])? = nil,
-        sql: inout String, args: inout [SQLValue]
+        tags: Bool = true, sql: inout String, args: inout [SQLValue]
     ) {
         func hexCondition(_ column: String, _ values: [String]) {
             var parts: [String] = []
@@ -118,7 +154,7 @@ extension SoftchatAccount {
             sql += " AND \(time) <= ?"
             args.append(.int(until))
         }
-        for condition in filter.tagConditions where driving.map({ $0 != condition }) ?? true {
+        for condition in filter.tagConditions where tags && (driving.map { $0 != condition } ?? true) {
             narrow(id: "e.id", by: condition, sql: &sql, args: &args)
         }
     }

@@ -30,17 +30,27 @@ extension SoftchatAccount {
         {
             return []
         }
+        var items: [NegentropyItem]
         if filter.ids == nil, filter.authors == nil, let driving = filter.tagConditions.first {
-            return try taggedItems(db, filter, driving)
+            items = try taggedItems(db, filter, driving)
+        } else {
+            var sql = "SELECT e.created_at, e.id FROM events e WHERE 1"
+            var args: [SQLValue] = []
+            narrow(filter, timeColumn: "e.created_at", sql: &sql, args: &args)
+            sql += " ORDER BY e.created_at, e.id"
+            let statement = try db.statement(sql).bind(args)
+            items = []
+            while try statement.step() {
+                if let item = NegentropyItem(createdAt: statement.int64(0), idHex: statement.text(1)) { items.append(item) }
+            }
         }
-        var sql = "SELECT e.created_at, e.id FROM events e WHERE 1"
-        var args: [SQLValue] = []
-        narrow(filter, timeColumn: "e.created_at", sql: &sql, args: &args)
-        sql += " ORDER BY e.created_at, e.id"
-        let statement = try db.statement(sql).bind(args)
-        var items: [NegentropyItem] = []
-        while try statement.step() {
-            if let item = NegentropyItem(createdAt: statement.int64(0), idHex: statement.text(1)) { items.append(item) }
+        // Events stored past the tag index's bound (rare), decided by the filter itself.
+        if !filter.tagConditions.isEmpty {
+            let overflow = try overflowEvents(db, filter.withoutLimit(), now: nil)
+            if !overflow.isEmpty {
+                items += overflow.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+                items.sort()
+            }
         }
         return items
     }
