@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Sync against rust-nostr's LocalRelay (scripts/peers; it caps every REQ at 500 events).
+"""Sync against rust-nostr's LocalRelay (scripts/peers; it caps every REQ at 500 events) and
+nostr-relay (it reads `until` exclusively without saying so).
 
   * A cut anywhere in a 1,200-event sync: a TCP proxy in front of the relay cuts the connection
     after a given share of the sync's bytes and refuses reconnections, so `softchat sync` ends
@@ -227,8 +228,25 @@ def main():
         c.close()
         check(second.get("synced") is True and late_ids <= held,
               f"late: the next sync brings all three backdated events ({second}, {len(late_ids & held)}/3)")
-    finally:
         peers.stop("local")
+
+        # nostr-relay reads `until` exclusively and says so nowhere (NIP-11 names only its
+        # software): the same 1,200 events, three a second, pages ending inside a second.
+        # Assuming NIP-01's inclusive reading held 1,198 and reported synced.
+        exclusive = peers.start("open")
+        r = softchat(["publish", "--relay", exclusive, "--key", key, "--db", os.path.join(work, "writer-open.db"), "--json",
+                      "--timeout", "300"], "\n".join(lines) + "\n")
+        check(r.returncode == 0, f"nostr-relay: 1,200 events published ({r.stdout.strip()[-200:]})")
+        db = os.path.join(work, "open.db")
+        result, r = sync(exclusive, db, flt, 120)
+        count, unique = distinct(db)
+        c = sqlite3.connect(db)
+        held = {row[0] for row in c.execute("select id from events")}
+        c.close()
+        check(result.get("synced") is True and result.get("events") == 1200 and held == ids,
+              f"nostr-relay (until read exclusively, unannounced): all 1,200 held ({result}, {count}/{unique}) {r.stderr[-200:]}")
+    finally:
+        peers.stop("local", "open")
         shutil.rmtree(work, ignore_errors=True)
     tally.finish()
 

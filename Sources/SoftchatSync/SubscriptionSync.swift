@@ -2,33 +2,83 @@ public import SoftchatCore
 public import SoftchatJSON
 
 /// How a relay answers a stored-events REQ: the most events it sends for one filter and how it
-/// reads `until`.
+/// reads `until` — told by the caller, or learned from the relay's own answers.
+///
+/// Relays differ and do not say: nostr-relay reads `until` exclusively, rust-nostr's LocalRelay
+/// inclusively; relays cap a REQ's answer at 500, 300 or 20 events whatever `limit` asks, and
+/// NIP-11's `max_limit` may be absent or wrong. Paging by `until` that assumes either wrongly
+/// loses events silently (a page boundary inside a second, or a capped page taken for the end),
+/// so what is not known is learned while paging (``SubscriptionSync``):
+/// - **`until`.** ``UntilConvention/unknown`` sends the exclusive form (the page's last second
+///   + 1), which an exclusive relay answers exactly. An inclusive relay also sends events of that
+///   next second: the first one proves it inclusive, and that page is asked again in the
+///   inclusive form (the extra events took places in it).
+/// - **The cap.** ``largestPage`` is the most events the relay has been seen to send for one
+///   REQ. A page shorter than that was not cut by a cap, so it ends its filter; a page at least
+///   that long may have been (the cap is unknown below `pageSize`), so paging goes on from its
+///   oldest second until a page brings nothing older. When it does bring older events, the
+///   relay capped the page before: `pageSize` drops to that count, now known.
 public struct RelayPaging: Sendable, Hashable {
     /// How a relay compares `created_at` with a filter's `until`.
     public enum UntilConvention: String, Sendable, Hashable {
         /// `created_at <= until`, as NIP-01 says.
         case inclusive
-        /// `created_at < until`, as some relays implement it.
+        /// `created_at < until`, as some relays implement it (nostr-relay).
         case exclusive
+        /// Not known yet: learned from the relay's answers (the exclusive form is sent until then).
+        case unknown
     }
 
-    /// Events per page: the `limit` every REQ carries, which must not exceed what the relay
-    /// really sends for one filter (NIP-11 `limitation.max_limit`; rust-nostr's LocalRelay and
-    /// strfry cap at 500). A relay that caps lower makes a short page look final.
-    public let pageSize: Int
+    /// Events per page: the `limit` every REQ carries. Known to be at most what the relay really
+    /// sends once ``largestPage`` reaches it.
+    public internal(set) var pageSize: Int
     /// How the relay compares `created_at` with a filter's `until`.
-    public let until: UntilConvention
+    public internal(set) var until: UntilConvention
+    /// The most events the relay has been seen to send for one REQ (0 when none yet), at most
+    /// `pageSize`: a shorter page is the relay's whole answer.
+    public internal(set) var largestPage: Int
 
-    /// Creates a description of how a relay pages.
+    /// A relay whose cap and `until` convention the caller knows.
     ///
     /// - Parameters:
     ///   - pageSize: Events per page, at least 1 (less traps); at most what the relay really sends
     ///     for one filter.
-    ///   - until: How the relay reads `until`: NIP-01's `.inclusive` unless it is known to differ.
-    public init(pageSize: Int = 500, until: UntilConvention = .inclusive) {
+    ///   - until: How the relay reads `until`: NIP-01's `.inclusive` unless it is known to differ,
+    ///     or `.unknown` to learn it.
+    public init(pageSize: Int, until: UntilConvention = .inclusive) {
         precondition(pageSize > 0, "a page holds at least one event")
         self.pageSize = pageSize
         self.until = until
+        largestPage = pageSize
+    }
+
+    /// A relay nothing is known of: pages of 500 events (strfry's and LocalRelay's cap), the cap
+    /// and the `until` convention learned from its answers.
+    public init() { self = .learning(pageSize: 500) }
+
+    /// A relay whose cap (at most `pageSize`) and `until` convention are learned from its answers.
+    ///
+    /// - Parameter pageSize: The `limit` to ask for, at least 1 (less traps): the configured page
+    ///   size, or a lower NIP-11 `max_limit`.
+    /// - Returns: The paging, with nothing known yet.
+    public static func learning(pageSize: Int) -> RelayPaging {
+        var paging = RelayPaging(pageSize: pageSize, until: .unknown)
+        paging.largestPage = 0
+        return paging
+    }
+
+    /// True when `pageSize` is known to be at most the relay's cap (a page that long was seen, or
+    /// the caller said so).
+    public var isCapKnown: Bool { largestPage >= pageSize }
+
+    /// Takes in what another subscription learned of the same relay: the smaller page size, the
+    /// larger page seen, a known `until` convention over an unknown one.
+    ///
+    /// - Parameter other: The other subscription's paging of the same relay.
+    public mutating func learn(from other: RelayPaging) {
+        pageSize = min(pageSize, other.pageSize)
+        largestPage = min(pageSize, max(largestPage, other.largestPage))
+        if until == .unknown { until = other.until }
     }
 }
 
@@ -143,7 +193,8 @@ public struct SyncStateError: Error, Sendable, Hashable, CustomStringConvertible
 /// second + 1 for those that read it exclusively — so a run of equal `created_at` spanning a page
 /// boundary is asked again whole under either convention, and the ids already seen at the
 /// boundary come back as `.duplicate`. A page ends at its EOSE; paging of a filter ends when a
-/// page brings fewer events than the page size, counted as the relay sent them (by id, never by
+/// page brings fewer events than the page size and than the largest page the relay has sent
+/// (``RelayPaging/largestPage``), counted as the relay sent them (by id, never by
 /// what was new to the database: events may have come first from another relay). A full page
 /// whose events all share the page's `until` second is a run at least a page long, which paging
 /// by `until` cannot get past: that second is recorded in `incompleteSeconds` and the next page asks
@@ -157,8 +208,11 @@ public struct SyncStateError: Error, Sendable, Hashable, CustomStringConvertible
 /// connection, so `init(json:)` restarts it. Events arriving when no page is in flight are
 /// `.notPaging` and never counted.
 ///
-/// **What it assumes.** `paging.pageSize` is at most the relay's real cap, and the relay sends
-/// newest first (NIP-01). A state is for the filters it holds: when the host's subscription
+/// **What it learns.** The relay's cap and `until` convention, when `paging` does not know them:
+/// see ``RelayPaging``; ``paging`` holds what was learned, and ``learn(from:)`` takes in what
+/// another subscription of the same relay learned.
+///
+/// **What it assumes.** The relay sends newest first (NIP-01), and a known `paging` is true. A state is for the filters it holds: when the host's subscription
 /// changes, start a new one (no cursor) rather than loading the old.
 ///
 /// **Memory.** Ids are remembered for duplicates only (never for the decisions above): the
@@ -187,8 +241,8 @@ public struct SubscriptionSync: Sendable, Hashable {
     public let filters: [RelayFilter]
     /// Seconds re-asked behind the cursor when a window opens (never negative).
     public let horizon: Int64
-    /// The relay's page size and `until` convention.
-    public let paging: RelayPaging
+    /// The relay's page size and `until` convention, with what paging has learned of them.
+    public private(set) var paging: RelayPaging
     /// Newest `created_at` up to which every filter's window is known synced.
     public private(set) var cursor: Int64?
     private var window: Window?
@@ -204,6 +258,12 @@ public struct SubscriptionSync: Sendable, Hashable {
         var boundaryIDs: Set<String> = []
         var requests = 0
         var incompleteSeconds: [Int64] = []
+        /// The count of the last page when it may have been cut by a cap not yet known (shorter
+        /// than `pageSize`, not shorter than `largestPage`): the next page tells.
+        var probe: Int?
+        /// Seconds whose page was all at that second and possibly capped by a cap not yet known,
+        /// with that page's count: reported incomplete at the end unless a larger page was seen.
+        var unsure: [Int64: Int] = [:]
         var page: Page?
     }
 
@@ -212,6 +272,11 @@ public struct SubscriptionSync: Sendable, Hashable {
         var count = 0
         var oldest: Int64?
         var oldestIDs: Set<String> = []
+        /// Sent in the exclusive form while the convention was unknown: events of the second after
+        /// the page's last are the relay's inclusive reading, and take places in the page.
+        var probesUntil = false
+        /// Such an event came: the relay reads `until` inclusively.
+        var pastUntil = false
         /// Ids received in this page, kept across a cut of it.
         var seen: Set<String> = []
     }
@@ -269,6 +334,7 @@ public struct SubscriptionSync: Sendable, Hashable {
         if let page = window.page, page.sent { return .awaitingEndOfStoredEvents }
         var page = window.page ?? Page()
         page.sent = true
+        page.probesUntil = paging.until == .unknown
         window.page = page
         window.requests += 1
         self.window = window
@@ -290,6 +356,12 @@ public struct SubscriptionSync: Sendable, Hashable {
         self.window = nil
         defer { self.window = window }
         guard let range = self.range(window) else { return .notPaging }
+        if window.page?.probesUntil == true, createdAt == range.until + 1 {
+            // Asked in the exclusive form, answered inclusively: one of the page's places taken.
+            window.page?.count += 1
+            window.page?.pastUntil = true
+            return .outsideRequest
+        }
         guard createdAt >= range.since, createdAt <= range.until else { return .outsideRequest }
         var page = window.page ?? Page()
         window.page = nil
@@ -331,17 +403,42 @@ public struct SubscriptionSync: Sendable, Hashable {
         self.window = nil
         let pageUntil = range(window)?.until ?? window.boundary
         window.page = nil
-        if page.count < paging.pageSize {
-            // The relay sent everything it holds at or before the page's until: filter done.
+        if page.pastUntil {
+            // An exclusive relay never sends an event at the `until` it was given: this relay
+            // reads it inclusively. Ask again in that form (the extra events took places).
+            paging.until = .inclusive
+            var again = Page()
+            again.seen = page.seen
+            window.page = again
+            self.window = window
+            return true
+        }
+        let known = paging.largestPage
+        if let probe = window.probe, let oldest = page.oldest, oldest < pageUntil {
+            // The last page (fewer events than asked) was cut by the relay's cap: more lay below.
+            paging.pageSize = probe
+        }
+        window.probe = nil
+        paging.largestPage = min(paging.pageSize, max(known, page.count))
+        let full = page.count >= paging.pageSize
+        if !full && (page.count == 0 || page.count < known) {
+            // Shorter than a page the relay has sent: everything it holds at or before the page's
+            // until. Filter done.
             window.filterIndex += 1
             window.boundary = window.until
             window.boundaryIDs = []
         } else if let oldest = page.oldest, oldest < pageUntil {
             window.boundary = oldest
             window.boundaryIDs = page.oldestIDs
+            if !full { window.probe = page.count }
         } else {
-            // A full page all at one second: a run longer than a page. Record it and step below.
-            if !window.incompleteSeconds.contains(pageUntil) { window.incompleteSeconds.append(pageUntil) }
+            // A page all at one second: a run at least as long as the relay sends. Record it and
+            // step below.
+            if full {
+                if !window.incompleteSeconds.contains(pageUntil) { window.incompleteSeconds.append(pageUntil) }
+            } else {
+                window.unsure[pageUntil] = page.count
+            }
             window.boundary = pageUntil - 1
             window.boundaryIDs = []
         }
@@ -356,6 +453,8 @@ public struct SubscriptionSync: Sendable, Hashable {
         guard let sent = window?.page?.sent, sent else { return }
         window?.page?.sent = false
         window?.page?.count = 0
+        window?.page?.pastUntil = false
+        window?.page?.probesUntil = false
         window?.page?.oldest = nil
         window?.page?.oldestIDs = []
     }
@@ -371,6 +470,12 @@ public struct SubscriptionSync: Sendable, Hashable {
         return since <= until ? (since, until) : nil
     }
 
+    /// Takes in what another subscription learned of the same relay (see
+    /// ``RelayPaging/learn(from:)``); the page in flight, if any, is judged with it at its EOSE.
+    ///
+    /// - Parameter other: What another subscription of the same relay knows of its paging.
+    public mutating func learn(from other: RelayPaging) { paging.learn(from: other) }
+
     /// Skips filters with nothing left to ask and completes the window after the last.
     private mutating func settle() {
         guard var window, window.page == nil else { return }
@@ -384,7 +489,14 @@ public struct SubscriptionSync: Sendable, Hashable {
             return
         }
         cursor = window.until
-        outcome = SyncOutcome(cursor: window.until, incompleteSeconds: window.incompleteSeconds, requests: window.requests)
+        // A second whose page may have been capped stays unsure unless the relay has since sent
+        // a larger page (then that page was its whole run).
+        var incomplete = window.incompleteSeconds
+        for (second, count) in window.unsure.sorted(by: { $0.key > $1.key })
+        where count >= paging.largestPage && !incomplete.contains(second) {
+            incomplete.append(second)
+        }
+        outcome = SyncOutcome(cursor: window.until, incompleteSeconds: incomplete, requests: window.requests)
         self.window = nil
     }
 
@@ -421,6 +533,7 @@ extension SubscriptionSync {
         object.append("horizon", .integer(horizon))
         object.append("pageSize", .integer(Int64(paging.pageSize)))
         object.append("until", .string(paging.until.rawValue))
+        object.append("largestPage", .integer(Int64(paging.largestPage)))
         object.append("cursor", cursor.map(JSONValue.integer) ?? .null)
         if let window {
             var w = JSONObject()
@@ -431,6 +544,10 @@ extension SubscriptionSync {
             w.append("boundaryIDs", Self.ids(window.boundaryIDs))
             w.append("requests", .integer(Int64(window.requests)))
             w.append("incompleteSeconds", .array(window.incompleteSeconds.map(JSONValue.integer)))
+            w.append("probe", window.probe.map { JSONValue.integer(Int64($0)) } ?? .null)
+            w.append(
+                "unsure",
+                .array(window.unsure.sorted { $0.key > $1.key }.map { JSONValue.array([.integer($0.key), .integer(Int64($0.value))]) }))
             if let page = window.page {
                 var p = JSONObject()
                 p.append("sent", .bool(page.sent))
@@ -498,10 +615,17 @@ extension SubscriptionSync {
         let pageSize = try int(json["pageSize"], "pageSize")
         guard pageSize > 0, pageSize <= Int64(Int32.max) else { throw fail("pageSize must be positive") }
         guard let untilText = json["until"]?.stringValue, let convention = RelayPaging.UntilConvention(rawValue: untilText)
-        else { throw fail("until must be \"inclusive\" or \"exclusive\"") }
+        else { throw fail("until must be \"inclusive\", \"exclusive\" or \"unknown\"") }
+        var paging = RelayPaging(pageSize: Int(pageSize), until: convention)
+        // A state written before the cap was learned had it told: as large as the page size.
+        if let largest = json["largestPage"], !largest.isNull {
+            let n = try int(largest, "largestPage")
+            guard n >= 0, n <= pageSize else { throw fail("largestPage must be 0 to pageSize") }
+            paging.largestPage = Int(n)
+        }
         self.init(
             filters: filters, cursor: try optionalInt(json["cursor"], "cursor"), horizon: try int(json["horizon"], "horizon"),
-            paging: RelayPaging(pageSize: Int(pageSize), until: convention))
+            paging: paging)
         if let w = json["window"], !w.isNull {
             let filterIndex = try int(w["filter"], "window.filter")
             guard filterIndex >= 0, filterIndex <= Int64(filters.count) else { throw fail("window.filter is out of range") }
@@ -514,6 +638,17 @@ extension SubscriptionSync {
             window.boundaryIDs = try ids(w["boundaryIDs"], "window.boundaryIDs")
             window.requests = Int(requests)
             window.incompleteSeconds = try ints(w["incompleteSeconds"], "window.incompleteSeconds")
+            if let probe = w["probe"], !probe.isNull {
+                let n = try int(probe, "window.probe")
+                guard n > 0, n < pageSize else { throw fail("window.probe must be 1 to pageSize - 1") }
+                window.probe = Int(n)
+            }
+            for entry in w["unsure"]?.arrayValue ?? [] {
+                guard let pair = entry.arrayValue, pair.count == 2 else { throw fail("window.unsure must hold [second, count] pairs") }
+                let count = try int(pair[1], "window.unsure count")
+                guard count > 0, count <= pageSize else { throw fail("window.unsure count is out of range") }
+                window.unsure[try int(pair[0], "window.unsure second")] = Int(count)
+            }
             if let p = w["page"], !p.isNull {
                 guard p["sent"]?.boolValue != nil else { throw fail("window.page.sent must be a boolean") }
                 var page = Page()

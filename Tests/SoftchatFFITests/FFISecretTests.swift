@@ -24,7 +24,8 @@ import Testing
         var found = 0
         for line in maps.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count >= 5, fields[1].hasPrefix("rw"), fields.count == 5 || fields[5].hasPrefix("[heap]") || fields[5].hasPrefix("[stack") else {
+            guard fields.count >= 5, fields[1].hasPrefix("rw"), fields.count == 5 || fields[5].hasPrefix("[heap]") || fields[5].hasPrefix("[stack")
+            else {
                 continue
             }
             let range = fields[0].split(separator: "-").compactMap { UInt(String($0), radix: 16) }

@@ -49,8 +49,11 @@ import Testing
 
     @Test func anEventPastTheBoundIsFoundByEveryTagFilterAndOnlyByMatchingOnes() throws {
         let t = try TestAccount()
-        let many = signed(kind: 1, tags: (0..<500).map { ["t", "topic\($0)"] } + [["p", StorageKeys.bob.publicKeyHex]], content: "many", createdAt: t0 + 5)
-        let long = signed(kind: 1, tags: [["t", "topic499"], ["r", String(repeating: "a", count: TagIndex.maxIndexedTagValueBytes + 1)]], content: "long", createdAt: t0 + 4)
+        let many = signed(
+            kind: 1, tags: (0..<500).map { ["t", "topic\($0)"] } + [["p", StorageKeys.bob.publicKeyHex]], content: "many", createdAt: t0 + 5)
+        let long = signed(
+            kind: 1, tags: [["t", "topic499"], ["r", String(repeating: "a", count: TagIndex.maxIndexedTagValueBytes + 1)]], content: "long",
+            createdAt: t0 + 4)
         let plain = signed(kind: 1, tags: [["t", "topic499"]], content: "plain", createdAt: t0 + 3)
         let other = signed(kind: 7, tags: (0..<100).map { ["t", "topic\($0)"] }, content: "other kind", createdAt: t0 + 6)
         _ = try t.account.incoming.ingest([many, long, plain, other], receivedAt: t0)

@@ -120,7 +120,9 @@ func drive(
         case .send(let request):
             report.requests += 1
             guard request.filter.limit == Int64(sync.paging.pageSize) else { return fail("limit \(String(describing: request.filter.limit))") }
-            guard let sentUntil = request.filter.until, sentUntil == (relay.inclusiveUntil ? request.until : request.until + 1)
+            // The form of `until` is the convention known (or learned) so far; unknown sends NIP-01's.
+            let exclusiveForm = sync.paging.until != .inclusive
+            guard let sentUntil = request.filter.until, sentUntil == (exclusiveForm ? request.until + 1 : request.until)
             else { return fail("until \(String(describing: request.filter.until)) for page until \(request.until)") }
             guard request.until <= until else { return fail("page until \(request.until) after window until \(until)") }
             // The host's own bounds only narrow the window, never widen it.
@@ -139,7 +141,12 @@ func drive(
             for (i, e) in page.enumerated() {
                 if i == cutAt { break }
                 let disposition = sync.received(eventID: e.id, createdAt: e.createdAt)
-                guard disposition == .new || disposition == .duplicate else { return fail("in-range event \(e) was \(disposition)") }
+                // An inclusive relay asked in the exclusive form (convention unknown) also sends
+                // the next second's events: outside the page.
+                let beyond = exclusiveForm && relay.inclusiveUntil && e.createdAt == request.until + 1
+                guard disposition == (beyond ? .outsideRequest : disposition), beyond || disposition == .new || disposition == .duplicate else {
+                    return fail("event \(e) was \(disposition) (page until \(request.until))")
+                }
                 report.received.insert(e.id)
                 report.maxRemembered = max(report.maxRemembered, sync.rememberedIDCount)
             }

@@ -40,8 +40,16 @@ import Testing
         func between(_ lo: Int64, _ hi: Int64) -> Int64 { hi <= lo ? lo : lo + Int64(rng.next() % UInt64(hi - lo + 1)) }
 
         let pageSize = 1 + below(12)
-        var relay = SimulatedRelay(cap: pageSize + below(4), inclusiveUntil: below(2) == 0, shuffleTies: below(3) == 0)
-        let paging = RelayPaging(pageSize: pageSize, until: relay.inclusiveUntil ? .inclusive : .exclusive)
+        // Half the cases are told the relay's cap and convention; the other half learn both, from
+        // a relay that may cap below the page size asked for.
+        let learned = below(2) == 0
+        let cap = learned ? 1 + below(pageSize + 3) : pageSize + below(4)
+        var relay = SimulatedRelay(cap: cap, inclusiveUntil: below(2) == 0, shuffleTies: below(3) == 0)
+        let paging =
+            learned
+            ? RelayPaging.learning(pageSize: pageSize) : RelayPaging(pageSize: pageSize, until: relay.inclusiveUntil ? .inclusive : .exclusive)
+        // The size of the pages the relay really sends.
+        let sent = min(pageSize, cap)
         var now: Int64 = 1_700_000_000
         let span: Int64 = [30, 600, 300_000][below(3)]
         var nextID = 0
@@ -97,6 +105,12 @@ import Testing
             if report.outcome.requests != report.requests {
                 return "window \(window): outcome counts \(report.outcome.requests) REQs, sent \(report.requests)"
             }
+            if sync.paging.until != .unknown, (sync.paging.until == .inclusive) != relay.inclusiveUntil {
+                return "window \(window): learned until \(sync.paging.until), the relay is inclusive: \(relay.inclusiveUntil)"
+            }
+            if sync.paging.isCapKnown, sync.paging.pageSize > cap {
+                return "window \(window): page size \(sync.paging.pageSize) taken as known, the relay caps at \(cap)"
+            }
             if report.maxRemembered > 3 * pageSize { return "window \(window): remembered \(report.maxRemembered) ids, page size \(pageSize)" }
 
             // Every event of the window was received, except in seconds reported incomplete,
@@ -118,12 +132,14 @@ import Testing
                 // Every full page lowers until below a second that holds events, or steps below
                 // a run of at least a page (at most once per second, after reaching it): at most
                 // one page per second plus one, or two with such runs.
+                // Learning costs at most a page asked again (the convention) and two pages past the
+                // last (the cap).
                 let longest = runs.values.max() ?? 0
-                requestBound += lo <= hi ? (longest < pageSize ? 1 : 2) * runs.count + 1 : 0
+                requestBound += lo <= hi ? (longest < sent ? 1 : 2) * runs.count + 1 + (learned ? 3 : 0) : 0
                 // And every full page brings at least pageSize − (longest run) new events.
-                if longest < pageSize {
+                if longest < sent {
                     let pages = report.pages[index, default: 0]
-                    let bound = lo <= hi ? inWindow.count / (pageSize - longest) + 1 : 0
+                    let bound = lo <= hi ? inWindow.count / (sent - longest) + 1 + (learned ? 3 : 0) : 0
                     if pages > bound { return "window \(window): filter \(index) took \(pages) pages for \(inWindow.count) events (bound \(bound))" }
                 }
             }
@@ -135,7 +151,11 @@ import Testing
             }
             for second in incomplete {
                 let longest = runsAtIncomplete[second]?.max() ?? 0
-                if longest < pageSize { return "window \(window): second \(second) reported incomplete with a run of \(longest)" }
+                // A learning sync may report a second it cannot tell complete (its page may have been
+                // capped); never one without events.
+                if longest < (learned ? 1 : pageSize) {
+                    return "window \(window): second \(second) reported incomplete with a run of \(longest)"
+                }
             }
             if report.requests > requestBound {
                 return

@@ -187,4 +187,98 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         #expect(throws: SyncStateError.self) { try SubscriptionSync(json: .object(bad)) }
         #expect(throws: SyncStateError.self) { try SubscriptionSync(json: .array([])) }
     }
+
+    /// Syncs one whole window against `relay` with `paging`; the ids received and the outcome.
+    static func syncAll(_ relay: SimulatedRelay, paging: RelayPaging, now: Int64) -> (SubscriptionSync, Set<String>, SyncOutcome?) {
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: paging)
+        var rng = SplitMix64(seed: 7)
+        sync.begin(now: now)
+        var received: Set<String> = []
+        var requests = 0
+        while case .send(let request) = sync.next(), requests < 1_000 {
+            requests += 1
+            let page = relay.answer(request.filter, rng: &rng)
+            for (e, d) in zip(page, deliver(page, to: &sync)) where d == .new || d == .duplicate { received.insert(e.id) }
+        }
+        guard case .synced(let outcome) = sync.next() else { return (sync, received, nil) }
+        return (sync, received, outcome)
+    }
+
+    /// nostr-relay reads `until` exclusively and says nothing of it: 1,200 events, three a second,
+    /// pages of 500 ending inside a second. Assuming NIP-01's inclusive reading lost the rest of
+    /// each boundary second (1,198 of 1,200, reported synced).
+    @Test func anExclusiveRelayNothingSaysIsPagedWithoutLoss() throws {
+        var relay = SimulatedRelay(cap: 500, inclusiveUntil: false)
+        for i in 0..<1_200 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: now - 1_000 + Int64(i / 3), kind: 1)) }
+        let (sync, received, outcome) = Self.syncAll(relay, paging: RelayPaging(), now: now)
+        #expect(received.count == 1_200)
+        #expect(outcome?.incompleteSeconds == [])
+        #expect(sync.paging.until != .inclusive)
+    }
+
+    /// An inclusive relay asked in the exclusive form sends the next second's events too: the first
+    /// proves the convention, and that page is asked again in the inclusive form.
+    @Test func anInclusiveRelayIsLearnedFromAnEventPastTheUntilAsked() throws {
+        var relay = SimulatedRelay(cap: 4, inclusiveUntil: true)
+        for i in 0..<12 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: now - 100 + Int64(i / 2), kind: 1)) }
+        relay.insert(SimEvent(id: eventID(99), createdAt: now + 1, kind: 1))  // dated a second ahead
+        let (sync, received, outcome) = Self.syncAll(relay, paging: .learning(pageSize: 4), now: now)
+        #expect(received.count == 12)
+        #expect(outcome?.incompleteSeconds == [])
+        #expect(sync.paging.until == .inclusive)
+        #expect(sync.paging.isCapKnown && sync.paging.pageSize == 4)
+    }
+
+    /// A relay that caps every answer at 300 while 500 are asked for (NIP-11 silent or wrong): a
+    /// capped page looked final. Paging goes on until a page brings nothing older, and the cap is
+    /// learned from the page that did.
+    @Test func aRelayCappingBelowThePageSizeIsPagedWithoutLossAndItsCapLearned() throws {
+        for inclusive in [true, false] {
+            var relay = SimulatedRelay(cap: 300, inclusiveUntil: inclusive)
+            for i in 0..<1_200 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: now - 1_000 + Int64(i / 3), kind: 1)) }
+            let (sync, received, outcome) = Self.syncAll(relay, paging: RelayPaging(), now: now)
+            #expect(received.count == 1_200, "inclusive \(inclusive)")
+            #expect(outcome?.incompleteSeconds == [])
+            #expect(sync.paging.pageSize == 300 && sync.paging.isCapKnown)
+            // Learned: the next window's short page is final at once.
+            var next = sync
+            next.begin(now: now + 10)
+            var rng = SplitMix64(seed: 1)
+            var requests = 0
+            while case .send(let request) = next.next() {
+                requests += 1
+                _ = deliver(relay.answer(request.filter, rng: &rng), to: &next)
+            }
+            #expect(requests == 1)
+        }
+    }
+
+    /// A page shorter than one the relay already sent is its whole answer: one REQ, not a probe.
+    @Test func aShortPageAfterALargerOneEndsTheFilter() throws {
+        var relay = SimulatedRelay(cap: 500, inclusiveUntil: true)
+        for i in 0..<40 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: now - 2_000 + Int64(i), kind: 1)) }
+        var (sync, _, first) = Self.syncAll(relay, paging: RelayPaging(), now: now)
+        // Unknown cap: 40 events might have been a cap of 40, so a second page looked below them;
+        // asked in the exclusive form it also brought the next second's event, which proved the
+        // relay inclusive and had it asked again.
+        #expect(first?.requests == 3)
+        #expect(sync.paging.largestPage == 40 && !sync.paging.isCapKnown && sync.paging.until == .inclusive)
+        relay.insert(SimEvent(id: eventID(100), createdAt: now + 5, kind: 1))
+        sync.begin(now: now + 10)
+        var rng = SplitMix64(seed: 1)
+        while case .send(let request) = sync.next() { _ = deliver(relay.answer(request.filter, rng: &rng), to: &sync) }
+        guard case .synced(let second) = sync.next() else {
+            Issue.record("not synced")
+            return
+        }
+        #expect(second.requests == 1)
+    }
+
+    @Test func learnedPagingSurvivesTheDurableState() throws {
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging())
+        sync.learn(from: RelayPaging(pageSize: 300, until: .exclusive))
+        let loaded = try reloaded(sync)
+        #expect(loaded.paging == sync.paging)
+        #expect(loaded.paging.pageSize == 300 && loaded.paging.until == .exclusive && loaded.paging.isCapKnown)
+    }
 }

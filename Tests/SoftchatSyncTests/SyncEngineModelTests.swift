@@ -34,7 +34,14 @@ import Testing
             w.relays[r].cap = cap
             w.relays[r].inclusiveUntil = inclusive
             w.relays[r].rng = SplitMix64(seed: seed &* 31 &+ UInt64(r))
-            w.limits[r] = RelayLimits(maxLimit: cap, untilConvention: inclusive ? .inclusive : .exclusive)
+            // What NIP-11 tells: the truth, nothing (learned from answers), or a cap it does not
+            // keep. Drawn apart, so the rest of the seed's run is what it was.
+            var told = SplitMix64(seed: seed &* 7_919 &+ UInt64(r))
+            switch told.below(3) {
+            case 0: w.limits[r] = RelayLimits(maxLimit: cap, untilConvention: inclusive ? .inclusive : .exclusive)
+            case 1: w.limits[r] = RelayLimits()
+            default: w.limits[r] = RelayLimits(maxLimit: 500)
+            }
             w.relays[r].okRule = { _, g in
                 switch g.below(20) {
                 case 0: .silent

@@ -61,9 +61,16 @@ extension SyncEngine {
     /// The policy's subscriptions for relay `r`, each resumed from its durable state when that
     /// state is for the same filters (a changed subscription starts over, without a cursor).
     func buildSubscriptions(_ r: Int) {
-        var pageSize = configuration.paging.pageSize
-        if let cap = relays[r].limits?.maxLimit, cap > 0 { pageSize = min(pageSize, cap) }
-        let paging = RelayPaging(pageSize: pageSize, until: relays[r].limits?.untilConvention ?? configuration.paging.until)
+        var paging = relays[r].paging ?? configuration.paging
+        if relays[r].paging == nil {
+            // NIP-11 narrows what is configured. It may be absent or wrong: a lower max_limit only
+            // lowers the limit asked for, and what is not known is still learned from answers.
+            if let cap = relays[r].limits?.maxLimit, cap > 0, cap < paging.pageSize {
+                paging.pageSize = cap
+                paging.largestPage = min(paging.largestPage, cap)
+            }
+            if let convention = relays[r].limits?.untilConvention { paging.until = convention }
+        }
         for entry in relays[r].policy {
             var filters: [RelayFilter] = []
             for text in entry.filtersJSON {
@@ -81,15 +88,31 @@ extension SyncEngine {
             if let stored = entry.storedStateJSON, entry.storedFiltersJSON == entry.filtersJSON,
                 let json = try? JSONReader().parse(stored), let resumed = try? SubscriptionSync(json: json)
             {
-                if resumed.paging == paging && (horizon == nil || resumed.horizon == horizon) {
+                if horizon == nil || resumed.horizon == horizon {
+                    // What the stored state learned of the relay, and what the relay's other
+                    // subscriptions know, together.
                     sync = resumed
+                    paging.learn(from: resumed.paging)
                 } else {
-                    // Other paging or horizon: keep the cursor, start a new window.
+                    // Another horizon: keep the cursor, start a new window.
                     sync = SubscriptionSync(filters: filters, cursor: resumed.cursor, horizon: horizon, paging: paging)
                 }
             }
             relays[r].subscriptions[entry.subscriptionID] = SubscriptionRuntime(
                 id: entry.subscriptionID, filtersJSON: entry.filtersJSON, filters: filters, sync: sync, durable: sync)
+        }
+        relays[r].paging = paging
+        for id in relays[r].subscriptions.keys { relays[r].subscriptions[id]!.sync.learn(from: paging) }
+    }
+
+    /// Passes what one subscription's page taught about relay `r`'s paging to the relay and to
+    /// its other subscriptions.
+    func sharePaging(_ r: Int, from id: String) {
+        guard let learned = relays[r].subscriptions[id]?.sync.paging, var paging = relays[r].paging, learned != paging else { return }
+        paging.learn(from: learned)
+        relays[r].paging = paging
+        for other in relays[r].subscriptions.keys where relays[r].subscriptions[other]!.sync.paging != paging {
+            relays[r].subscriptions[other]!.sync.learn(from: paging)
         }
     }
 
@@ -299,6 +322,7 @@ extension SyncEngine {
                 relays[r].subscriptions[owner]?.pageID = nil
                 relays[r].subscriptions[owner]?.sync.endOfStoredEvents()
                 relays[r].subscriptions[owner]?.dirty = true
+                sharePaging(r, from: owner)
                 advanceSync(r, owner)
             case .subscriptionClosed(let subscriptionID, let prefix, let message, let retry):
                 let again = retry.map { " (sent again in \($0) ms)" } ?? ""
