@@ -228,6 +228,25 @@ def main():
         c.close()
         check(second.get("synced") is True and late_ids <= held,
               f"late: the next sync brings all three backdated events ({second}, {len(late_ids & held)}/3)")
+        # One event too large for any frame to the relay (600 KB against 512 KiB) used to fail
+        # its whole claimed batch, claimed again every second: nothing behind it was ever sent.
+        big, small = sign(key, [{"kind": 1, "created_at": now, "tags": [["t", tag]], "content": "x" * 600_000},
+                                {"kind": 1, "created_at": now, "tags": [["t", tag]], "content": "behind the big one"}])
+        pub_db = os.path.join(work, "big.db")
+        started = time.monotonic()
+        r = softchat(["publish", "--relay", relay, "--key", key, "--db", pub_db, "--json", "--timeout", "10"], big + "\n" + small + "\n")
+        took = time.monotonic() - started
+        c = sqlite3.connect(pub_db)
+        states = dict(((row[0], (row[1], row[2], row[3])) for row in
+                       c.execute("select event_id, state, category, message from publish_intents")))
+        c.close()
+        big_id, small_id = json.loads(big)["id"], json.loads(small)["id"]
+        refused = states.get(big_id, ("", "", ""))
+        check(refused[0] == "rejected" and refused[1] == "invalid" and "524288" in refused[2]
+              and states.get(small_id, ("",))[0] == "accepted" and took < 10,
+              f"a 600 KB event is rejected (invalid, naming the limit) and the small one behind it accepted, in {took:.1f} s "
+              f"({refused[:2]}, {refused[2][-120:]!r}, small {states.get(small_id, ('',))[0]})")
+
         peers.stop("local")
 
         # nostr-relay reads `until` exclusively and says so nowhere (NIP-11 names only its

@@ -14,6 +14,7 @@ final class MemoryAccount {
         let relayURL: String
         var state: DeliveryState = .pending
         var category: DeliveryCategory = .accepted
+        var message = ""
         var attempts = 0
         var lease: String?
         let sequence: Int
@@ -119,6 +120,7 @@ final class MemoryAccount {
             }
             for r in results {
                 var i = intents[r.intentID]!
+                i.message = r.decision.message
                 if r.decision.state.isTerminal {
                     i.state = r.decision.state
                     i.category = r.decision.category

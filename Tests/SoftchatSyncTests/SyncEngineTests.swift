@@ -217,6 +217,25 @@ import Testing
         #expect(w.account.intents[ids[1]]!.category == .invalid)
     }
 
+    /// An event no frame to the relay can carry (600 KB against its 512 KiB) used to fail the
+    /// whole claimed batch: nothing recorded, the batch released and claimed again every second,
+    /// a new lease each time, nothing behind it ever sent. It is rejected (invalid, naming the
+    /// limit) without being sent, and the rest of its batch is published.
+    @Test func anEventTooLargeForTheRelayIsRejectedAndTheRestOfItsBatchDelivered() {
+        let w = EngineWorld()
+        let big = Fixtures.event(w.unix, content: String(repeating: "x", count: 600_000))
+        let small = Fixtures.event(w.unix, content: "small")
+        let ids = w.account.enqueue(big, relays: [w.urls[0]]) + w.account.enqueue(small, relays: [w.urls[0]])
+        w.start()
+        w.run(for: 10_000)
+        let refused = w.account.intents[ids[0]]!
+        #expect(refused.state == .rejected && refused.category == .invalid)
+        #expect(refused.message.contains("524288"), "the message names the limit: \(refused.message)")
+        #expect(w.account.intents[ids[1]]!.state == .accepted)
+        #expect(!w.relays[0].stored.contains { $0.id == big.id })
+        #expect(w.account.leases.count <= 2, "\(w.account.leases.count) leases taken")
+    }
+
     @Test func oneIntentPerRelayIsDeliveredAndTrackedOnEachRelay() {
         let w = EngineWorld(relayCount: 3)
         let e = Fixtures.event(w.unix, content: "to all")

@@ -179,6 +179,18 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.publish(events) }
     }
 
+    /// The decision for an event that no frame to this relay can carry: `rejected`, category
+    /// `invalid`, naming the size and the limit (the relay's NIP-11 `max_message_length`, or
+    /// relay.wire's frame bound). Nil when the event fits. The limit holds for the session's
+    /// life, so such an event can never be published here: a host records this decision instead
+    /// of retrying, and publishes the rest of its batch.
+    ///
+    /// - Parameter event: The event to check.
+    /// - Returns: The terminal decision to record, or nil when the event fits one frame.
+    public func frameRefusal(for event: VerifiedEvent) -> DeliveryDecision? {
+        machine.withLock { $0.frameRefusal(event) }
+    }
+
     /// Runs every timer due at `now` (seconds, the clock the host passes everywhere): events
     /// whose own acknowledgement deadline passed become retryable (`timeout`) and leave the
     /// session — a late `OK` still settles them —, a wait for an unanswered AUTH ends, and

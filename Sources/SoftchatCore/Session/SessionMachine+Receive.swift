@@ -304,6 +304,18 @@ extension SessionMachine {
     /// Queues 1–256 unique verified events as pending deliveries of one batch. An event the
     /// session already holds, or that this relay answered terminally, cannot be published
     /// again; an event too large for any frame is refused.
+    /// The terminal decision for an event no frame to this relay can carry, or nil when it fits.
+    func frameRefusal(_ e: VerifiedEvent) -> DeliveryDecision? {
+        let frameBytes = e.jsonText.utf8.count + Self.eventFrameOverhead
+        guard frameBytes > frameLimit else { return nil }
+        let whose =
+            config.maxMessageBytes.map { Int(clamping: $0) == frameLimit } ?? false
+            ? "this relay's max_message_length (NIP-11)" : "relay.wire's frame bound"
+        return DeliveryDecision(
+            eventID: e.id, state: .rejected, category: .invalid,
+            message: "event \(e.id) needs a \(frameBytes)-byte EVENT frame, over the \(frameLimit)-byte limit of \(whose); it was not sent")
+    }
+
     mutating func publish(_ events: [VerifiedEvent]) throws(SoftchatError) {
         try requireOpen("publish")
         try RelayPublishContract.maxPublishBatchEvents.check(events.count, "publish batch")
@@ -320,12 +332,7 @@ extension SessionMachine {
             if settled.contains(e.id) {
                 throw .invalidDeliveryState("publish: event \(e.id) was already answered terminally by this relay", operation: .relayPublish)
             }
-            let frameBytes = e.jsonText.utf8.count + Self.eventFrameOverhead
-            guard frameBytes <= frameLimit else {
-                throw .invalidRelayBatch(
-                    "publish: event \(e.id) needs a \(frameBytes)-byte frame, over this relay's limit of \(frameLimit) bytes",
-                    operation: .relayPublish)
-            }
+            if let refusal = frameRefusal(e) { throw .invalidRelayBatch("publish: \(refusal.message)", operation: .relayPublish) }
         }
         let bound = RelayPublishContract.maxPendingPublishes
         guard deliveries.count + events.count <= bound.value else {

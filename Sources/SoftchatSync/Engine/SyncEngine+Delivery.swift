@@ -38,6 +38,13 @@ extension SyncEngine {
                 report(.notice(relayURL: relays[r].url, "stored event \(payload.eventID) does not read back; left to its lease"))
                 continue
             }
+            if let refusal = relays[r].session?.frameRefusal(for: event) {
+                // No frame to this relay can carry it: its decision, not the batch's failure.
+                relays[r].holder[payload.eventID] = nil
+                relays[r].statistics.count(refusal)
+                settled.append(DeliveryResult(intentID: payload.intentID, decision: refusal))
+                continue
+            }
             fresh.append(event)
         }
         if !settled.isEmpty {
