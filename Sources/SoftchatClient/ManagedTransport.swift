@@ -184,6 +184,8 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
     var owner: [ConnectionID: Int] = [:]
     var nextConnection = 0
     var stopReason = "stopped by the host"
+    /// This run's live ownership of its delivery leases (see `DeliveryOwner`).
+    let deliveryOwner: DeliveryOwner?
 
     init(
         account: SoftchatAccount, endpoints: [RelayEndpoint], identity: SoftchatIdentity?, policy: ManagedTransportPolicy,
@@ -194,9 +196,11 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         self.policy = policy
         self.shared = shared
         current = Array(repeating: nil, count: endpoints.count)
-        var config = SyncEngineConfiguration(
-            relayURLs: endpoints.map(\.url), identity: identity,
-            leasePrefix: "\(getpid())-\(Self.unixMilliseconds())")
+        let leasePrefix = "\(getpid())-\(Self.unixMilliseconds())"
+        // This run's hold on its leases: when the process dies, the next run (or another process)
+        // claims the work at once. Without it (no lock file could be made), leases end with time.
+        deliveryOwner = try? account.delivery.registerOwner(id: leasePrefix)
+        var config = SyncEngineConfiguration(relayURLs: endpoints.map(\.url), identity: identity, leasePrefix: leasePrefix)
         config.session = policy.session
         config.eventsBatching = policy.eventsBatch
         config.acknowledgementTimeoutSeconds = policy.acknowledgementTimeoutSeconds
@@ -361,7 +365,10 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
                 }
                 return .subscriptions(out)
             case .claim(let relayURL, let leaseID, let max):
-                return .claimed(try account.delivery.claim(leaseID: leaseID, relayURL: relayURL, now: now, max: max))
+                if let result = try account.delivery.claim(leaseID: leaseID, relayURL: relayURL, now: now, max: max, owner: deliveryOwner) {
+                    return .claimed(result)
+                }
+                return try account.delivery.heldUntil(relayURL: relayURL, now: now).map(AccountReply.heldUntil) ?? .claimed(nil)
             case .renew(let claim):
                 return .renewed(try account.delivery.renew(claim, now: now))
             case .markWritten(let claim, let intentIDs):

@@ -322,7 +322,9 @@ struct Torture {
                 ? DeliveryDecision(eventID: "", state: .accepted, category: .accepted, message: "")
                 : roll < 50
                     ? DeliveryDecision(eventID: "", state: .rejected, category: .blocked, message: "blocked: torture")
-                    : DeliveryDecision(eventID: "", state: .retryable, category: .rateLimited, message: "rate-limited: torture")
+                    : roll < 75
+                        ? DeliveryDecision(eventID: "", state: .retryable, category: .rateLimited, message: "rate-limited: torture")
+                        : DeliveryDecision(eventID: "", state: .retryable, category: .error, message: "error: torture")
             results.append(DeliveryResult(intentID: id, decision: d))
         }
         do {

@@ -309,24 +309,51 @@ import Testing
 
     // MARK: Retry budget
 
-    @Test func retryableResultsEndRejectedExhaustedAfterTheDefaultTenAttempts() throws {
+    static func failed(_ intentID: String) -> DeliveryResult {
+        DeliveryResult(intentID: intentID, decision: DeliveryDecision(eventID: "", state: .retryable, category: .error, message: "error: test"))
+    }
+
+    @Test func relayFailuresEndRejectedExhaustedAfterTheDefaultTen() throws {
         let t = try TestAccount()
         #expect(t.account.policy.retryBudget == 10)
         let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(1), relayURLs: [relayA], now: t0)
         for attempt in 1...10 {
             let claim = try #require(try t.account.delivery.claim(leaseID: "L\(attempt)", relayURL: relayA, now: t0 + Int64(attempt))).claim
             try t.account.delivery.markSocketWritten(claim, intentIDs: ids)
-            try t.account.delivery.applyResults(claim, results: [DeliveryResult(intentID: ids[0], decision: decision(.retryable))])
+            try t.account.delivery.applyResults(claim, results: [Self.failed(ids[0])])
             let state = try #require(try t.intent(ids[0]))
             #expect(state.attempts == Int64(attempt))
             if attempt < 10 {
-                #expect(state.state == "retryable" && state.category == "rate-limited", "attempt \(attempt)")
+                #expect(state.state == "retryable" && state.category == "error", "attempt \(attempt)")
             } else {
                 #expect(state.state == "rejected" && state.category == "exhausted")
             }
         }
         #expect(try t.account.delivery.claim(leaseID: "after", relayURL: relayA, now: t0 + 100) == nil)
         #expect(try t.account.check(now: t0 + 100).ok)
+    }
+
+    /// A relay that only says "later" — rate-limited, auth-required — or a session timeout or
+    /// lost connection: the event is asked again as long as it takes, never `exhausted` by it.
+    /// (Every socket write used to count, so a busy relay ended events rejected/exhausted.)
+    @Test func rateLimitsTimeoutsAndLostConnectionsSpendNoRetryBudget() throws {
+        let t = try TestAccount()
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(1), relayURLs: [relayA], now: t0)
+        let later: [DeliveryCategory] = [.rateLimited, .authRequired, .timeout, .transportLost, .cancelled]
+        for attempt in 1...30 {
+            let claim = try #require(try t.account.delivery.claim(leaseID: "L\(attempt)", relayURL: relayA, now: t0 + Int64(attempt))).claim
+            try t.account.delivery.markSocketWritten(claim, intentIDs: ids)
+            let category = later[attempt % later.count]
+            try t.account.delivery.applyResults(
+                claim,
+                results: [
+                    DeliveryResult(intentID: ids[0], decision: DeliveryDecision(eventID: "", state: .retryable, category: category, message: ""))
+                ])
+            let state = try #require(try t.intent(ids[0]))
+            #expect(state.state == "retryable" && state.category == category.rawValue, "attempt \(attempt)")
+        }
+        #expect(try t.intent(ids[0])?.attempts == 30)
+        #expect(try t.scalar("SELECT failures FROM publish_intents") == 0)
     }
 
     @Test func leasesThatKeepExpiringAfterWritesEndRejectedExhausted() throws {
@@ -356,7 +383,8 @@ import Testing
         try t.account.delivery.markSocketWritten(c1, intentIDs: ids)
         let c2 = try #require(try t.account.delivery.claim(leaseID: "2", relayURL: relayA, now: t0 + 5)).claim
         try t.account.delivery.markSocketWritten(c2, intentIDs: ids)
-        try t.account.delivery.applyResults(c2, results: [DeliveryResult(intentID: ids[0], decision: decision(.retryable))])
+        // One failure for the answer lost with c1's lease, one the relay reports: two of two.
+        try t.account.delivery.applyResults(c2, results: [Self.failed(ids[0])])
         #expect(try t.intent(ids[0])?.category == "exhausted")
     }
 

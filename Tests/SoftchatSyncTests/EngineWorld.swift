@@ -16,6 +16,7 @@ final class MemoryAccount {
         var category: DeliveryCategory = .accepted
         var message = ""
         var attempts = 0
+        var failures = 0
         var lease: String?
         let sequence: Int
     }
@@ -76,7 +77,7 @@ final class MemoryAccount {
             }.sorted { $0.sequence < $1.sequence }
             var taken: [Intent] = []
             for var i in claimable {
-                if i.attempts >= retryBudget {
+                if i.failures >= retryBudget {
                     i.state = .rejected
                     i.category = .exhausted
                     i.lease = nil
@@ -85,7 +86,13 @@ final class MemoryAccount {
                 }
                 if taken.count < max { taken.append(i) }
             }
-            guard !taken.isEmpty else { return .claimed(nil) }
+            guard !taken.isEmpty else {
+                // As the account answers: when work is held by another live lease, until when.
+                let held = intents.values.filter { i in
+                    i.relayURL == relay && !i.state.isTerminal && i.lease.map { !free($0) } == true
+                }.compactMap { $0.lease.map { leases[$0]!.expiresAt } }.min()
+                return held.map(AccountReply.heldUntil) ?? .claimed(nil)
+            }
             leases[leaseID] = (relay, now + leaseSeconds, false)
             var payloads: [DeliveryPayload] = []
             for var i in taken {
@@ -121,10 +128,11 @@ final class MemoryAccount {
             for r in results {
                 var i = intents[r.intentID]!
                 i.message = r.decision.message
+                if r.decision.category.spendsRetryBudget { i.failures += 1 }
                 if r.decision.state.isTerminal {
                     i.state = r.decision.state
                     i.category = r.decision.category
-                } else if i.attempts >= retryBudget {
+                } else if i.failures >= retryBudget {
                     i.state = .rejected
                     i.category = .exhausted
                 } else {
@@ -473,14 +481,16 @@ final class EngineWorld {
     /// Advances both clocks by `ms`, firing the engine's timer when it is due.
     func advance(_ ms: Int64) {
         let target = mono + ms
+        // The wall clock moves with the monotonic one, a second each time it crosses a second
+        // (it used to round every small step up, or drop a short tail, and drift either way).
         while let due = engine.pollTimeout(), due <= target {
-            let step = max(0, due - mono)
-            mono = max(mono, due)
-            unix += (step + 999) / 1000
+            let next = max(mono, due)
+            unix += next / 1000 - mono / 1000
+            mono = next
             handle(.timer)
             completeOpens()
         }
-        unix += (target - mono) / 1000
+        unix += target / 1000 - mono / 1000
         mono = target
         handle(.timer)
     }

@@ -57,6 +57,11 @@ public enum DeliveryCategory: String, Sendable, Hashable, CaseIterable {
     case cancelled
     /// Made by the account, state `rejected`: the intent's retry budget ran out.
     case exhausted
+
+    /// Whether a `retryable` decision of this category uses up one of the intent's retry budget:
+    /// only a failure the relay reported (`error:`, or a prefix not listed). A rate limit, an
+    /// `auth-required`, a timeout, a lost connection or a cancel means "later", not "failed".
+    public var spendsRetryBudget: Bool { self == .error || self == .unknown }
 }
 
 /// The outcome of one acknowledgement (or of a session rule) for one event.

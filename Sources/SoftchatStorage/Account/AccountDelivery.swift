@@ -20,6 +20,37 @@ public struct AccountDelivery: Sendable {
     ///   `invalid_delivery_state` for an empty or already used `leaseID`, `account_storage_failed`
     ///   when SQLite fails, or `invalid_persistence_result` once the account is closed.
     public func claim(leaseID: String, relayURL: String, now: Int64, max: Int = 256) throws(SoftchatError) -> DeliveryClaimResult? {
+        try claim(leaseID: leaseID, relayURL: relayURL, now: now, max: max, owner: nil)
+    }
+
+    /// Registers this process as a live owner of delivery leases (see ``DeliveryOwner``): keep the
+    /// value for as long as the process delivers, and pass it to
+    /// ``claim(leaseID:relayURL:now:max:owner:)``.
+    ///
+    /// - Parameter id: The owner's id, unique per process run: 1 to 64 letters, digits, `-`, `_`
+    ///   or `.`.
+    /// - Returns: The owner, holding its lock until it is closed or released.
+    /// - Throws: `SoftchatError` with code `invalid_delivery_state` for an invalid id or one a live
+    ///   owner holds, `account_storage_failed` when the lock file cannot be made.
+    public func registerOwner(id: String) throws(SoftchatError) -> DeliveryOwner {
+        try DeliveryOwner.register(id: id, accountPath: store.path)
+    }
+
+    /// Claims as ``claim(leaseID:relayURL:now:max:)`` does, for `owner`: the lease records it,
+    /// and work under an unexpired lease of an owner that is no longer alive (its process died)
+    /// is claimed at once, its leases expired.
+    ///
+    /// - Parameters:
+    ///   - leaseID: The new lease's id, never used before on this account.
+    ///   - relayURL: The relay whose intents to claim.
+    ///   - now: The current Unix time, in seconds; the lease expires `leaseSeconds` after it.
+    ///   - max: The most intents to claim, 1 to 256.
+    ///   - owner: The live owner claiming, or nil for a lease that only time ends.
+    /// - Returns: The claim and its payloads, in publish order; nil when nothing is claimable.
+    /// - Throws: As ``claim(leaseID:relayURL:now:max:)``.
+    public func claim(leaseID: String, relayURL: String, now: Int64, max: Int, owner: DeliveryOwner?) throws(SoftchatError)
+        -> DeliveryClaimResult?
+    {
         guard max >= 1 && max <= RelayWireContract.maxBatchEvents.value else {
             throw .invalidRelayBatch("claim: max must be 1 to \(RelayWireContract.maxBatchEvents.value), not \(max)", operation: .relayPublish)
         }
@@ -30,6 +61,8 @@ public struct AccountDelivery: Sendable {
             if try db.statement("SELECT 1 FROM delivery_leases WHERE lease_id = ?").bind(.text(leaseID)).step() {
                 throw SoftchatError.invalidDeliveryState("claim: lease \(leaseID) was already used", operation: .relayPublish)
             }
+            let owners = store.version >= 7
+            if owners { try Self.expireDeadOwners(db, relayURL: relayURL, now: now, except: owner?.id, accountPath: store.path) }
             // Work is claimable when no live lease holds it.
             let claimable = """
                 relay_url = ? AND (
@@ -37,8 +70,11 @@ public struct AccountDelivery: Sendable {
                      (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
                   OR (state = 'inFlight' AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
                 """
+            // Failures so far, with the answer lost when in-flight work is taken back (below).
+            let spent = store.version >= 8 ? "failures + (state = 'inFlight')" : "attempts"
+            let counted = store.version >= 8 ? "failures = \(spent), " : ""
             try db.statement(
-                "UPDATE publish_intents SET state = 'rejected', category = 'exhausted', message = 'retry budget of \(budget) attempts used', lease_id = NULL, updated_at = ? WHERE attempts >= ? AND \(claimable)"
+                "UPDATE publish_intents SET \(counted)state = 'rejected', category = 'exhausted', message = 'retry budget of \(budget) failed attempts used', lease_id = NULL, updated_at = ? WHERE \(spent) >= ? AND \(claimable)"
             )
             .bind(.int(now), .int(budget), .text(relayURL), .int(now), .int(now)).run()
             let select = try db.statement("SELECT intent_id FROM publish_intents WHERE \(claimable) ORDER BY sequence LIMIT ?")
@@ -46,14 +82,27 @@ public struct AccountDelivery: Sendable {
             var ids: [String] = []
             while try select.step() { ids.append(select.text(0)) }
             guard !ids.isEmpty else { return nil }
-            try db.statement("INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at) VALUES (?, ?, ?, 0, ?)")
-                .bind(.text(leaseID), .text(relayURL), .int(expiresAt), .int(now)).run()
+            if owners {
+                try db.statement(
+                    "INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at, owner) VALUES (?, ?, ?, 0, ?, ?)"
+                )
+                .bind(.text(leaseID), .text(relayURL), .int(expiresAt), .int(now), .optional(owner?.id)).run()
+            } else {
+                try db.statement("INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at) VALUES (?, ?, ?, 0, ?)")
+                    .bind(.text(leaseID), .text(relayURL), .int(expiresAt), .int(now)).run()
+            }
             // A lease whose work is taken again (it expired) is stale from now on: it can no
             // longer write, apply or release anything.
             let supersede = try db.statement(
                 "UPDATE delivery_leases SET released = 1 WHERE released = 0 AND lease_id = (SELECT lease_id FROM publish_intents WHERE intent_id = ?)"
             )
-            let take = try db.statement("UPDATE publish_intents SET lease_id = ?, state = 'pending', updated_at = ? WHERE intent_id = ?")
+            // Work taken back while in flight lost its answer with its owner (a crash, a lease
+            // run out): that counts against the budget, so an event that kills its process every
+            // time it is sent cannot loop for ever. A live session's timeout does not count.
+            let take = try db.statement(
+                store.version >= 8
+                    ? "UPDATE publish_intents SET failures = failures + (state = 'inFlight'), lease_id = ?, state = 'pending', updated_at = ? WHERE intent_id = ?"
+                    : "UPDATE publish_intents SET lease_id = ?, state = 'pending', updated_at = ? WHERE intent_id = ?")
             let payload = try db.statement(
                 "SELECT i.event_id, e.json FROM publish_intents i JOIN events e ON e.id = i.event_id WHERE i.intent_id = ?")
             var payloads: [DeliveryPayload] = []
@@ -68,6 +117,50 @@ public struct AccountDelivery: Sendable {
                 payload.reset()
             }
             return DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseID, relayURL: relayURL, expiresAt: expiresAt), payloads: payloads)
+        }
+    }
+
+    /// When work for `relayURL` that another live lease holds becomes claimable: the earliest
+    /// expiry among the unexpired, unreleased leases holding its unfinished intents; nil when no
+    /// such lease holds any. A claim that found nothing asks again then, instead of waiting for
+    /// the next keepalive.
+    ///
+    /// - Parameters:
+    ///   - relayURL: The relay whose intents to look at.
+    ///   - now: The current Unix time, in seconds.
+    /// - Returns: The Unix time at which the first such lease expires, or nil.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
+    ///   `invalid_persistence_result` once the account is closed.
+    public func heldUntil(relayURL: String, now: Int64) throws(SoftchatError) -> Int64? {
+        try store.read("heldUntil") { db in
+            let s = try db.statement(
+                """
+                SELECT MIN(l.expires_at) FROM delivery_leases l
+                WHERE l.relay_url = ? AND l.released = 0 AND l.expires_at > ?
+                  AND EXISTS (SELECT 1 FROM publish_intents i WHERE i.lease_id = l.lease_id AND i.state IN ('pending', 'retryable', 'inFlight'))
+                """
+            ).bind(.text(relayURL), .int(now))
+            guard try s.step(), !s.isNull(0) else { return nil }
+            return s.int64(0)
+        }
+    }
+
+    /// Expires, as of `now`, the unexpired leases for `relayURL` whose owner is no longer alive
+    /// (see ``DeliveryOwner``), so their work is claimable at once.
+    static func expireDeadOwners(_ db: SQLiteConnection, relayURL: String, now: Int64, except mine: String?, accountPath: String) throws {
+        guard DeliveryOwner.folder(forAccount: accountPath) != nil else { return }
+        let owners = try db.statement(
+            "SELECT DISTINCT owner FROM delivery_leases WHERE relay_url = ? AND released = 0 AND expires_at > ? AND owner IS NOT NULL"
+        ).bind(.text(relayURL), .int(now))
+        var dead: [String] = []
+        while try owners.step() {
+            let id = owners.text(0)
+            if id != mine, !DeliveryOwner.isAlive(id: id, accountPath: accountPath) { dead.append(id) }
+        }
+        let expire = try db.statement("UPDATE delivery_leases SET expires_at = ? WHERE owner = ? AND released = 0 AND expires_at > ?")
+        for id in dead {
+            try expire.bind(.int(now), .text(id), .int(now)).run()
+            expire.reset()
         }
     }
 
@@ -118,13 +211,24 @@ public struct AccountDelivery: Sendable {
             }
             try Self.requireHeld(db, claim, results.map(\.intentID), states: ["inFlight", "pending"], call: "applyResults")
             let terminal = try db.statement("UPDATE publish_intents SET state = ?, category = ?, message = ?, lease_id = NULL WHERE intent_id = ?")
+            // The budget counts failures the relay reported (`error:`, an unknown prefix), not a
+            // rate limit, an auth-required, a timeout, a lost connection or a cancel: those say
+            // "later", and an event must not run out of tries because a relay was busy or away.
             let retry = try db.statement(
-                """
-                UPDATE publish_intents SET
-                  state = CASE WHEN attempts >= ? THEN 'rejected' ELSE 'retryable' END,
-                  category = CASE WHEN attempts >= ? THEN 'exhausted' ELSE ? END,
-                  message = ?, lease_id = NULL WHERE intent_id = ?
-                """)
+                store.version >= 8
+                    ? """
+                    UPDATE publish_intents SET
+                      failures = failures + ?1,
+                      state = CASE WHEN failures + ?1 >= ?2 THEN 'rejected' ELSE 'retryable' END,
+                      category = CASE WHEN failures + ?1 >= ?2 THEN 'exhausted' ELSE ?3 END,
+                      message = ?4, lease_id = NULL WHERE intent_id = ?5
+                    """
+                    : """
+                    UPDATE publish_intents SET
+                      state = CASE WHEN attempts >= ?2 THEN 'rejected' ELSE 'retryable' END,
+                      category = CASE WHEN attempts >= ?2 THEN 'exhausted' ELSE ?3 END,
+                      message = ?4, lease_id = NULL WHERE intent_id = ?5
+                    """)
             for r in results {
                 if r.decision.state.isTerminal {
                     try terminal.bind(
@@ -133,7 +237,8 @@ public struct AccountDelivery: Sendable {
                     ).run()
                     terminal.reset()
                 } else {
-                    try retry.bind(.int(budget), .int(budget), .text(r.decision.category.rawValue), .text(r.decision.message), .text(r.intentID))
+                    let failed: Int64 = r.decision.category.spendsRetryBudget ? 1 : 0
+                    try retry.bind(.int(failed), .int(budget), .text(r.decision.category.rawValue), .text(r.decision.message), .text(r.intentID))
                         .run()
                     retry.reset()
                 }

@@ -126,6 +126,18 @@ enum Migrations {
             reason TEXT NOT NULL
         );
         """,
+        // 7: the live process that holds each lease (DeliveryOwner), so a dead owner's work is
+        // claimed at once instead of when its lease runs out
+        """
+        ALTER TABLE delivery_leases ADD COLUMN owner TEXT;
+        CREATE INDEX delivery_leases_live ON delivery_leases (relay_url, released, expires_at);
+        """,
+        // 8: the retry budget counts the relay's failure answers, not socket writes: a rate
+        // limit, a timeout or a lost connection no longer uses it up (work in progress starts
+        // with a fresh budget)
+        """
+        ALTER TABLE publish_intents ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     static var latestVersion: Int { steps.count }

@@ -11,7 +11,8 @@ import Synchronization
 public struct AccountPolicy: Sendable, Hashable {
     /// How long a delivery claim's lease lasts before another claim may take its work.
     public var leaseSeconds: Int64
-    /// Send attempts per intent before it ends `rejected` / `exhausted`.
+    /// Failures the relay reports (`error:`, an unknown prefix) per intent before it ends
+    /// `rejected` / `exhausted`; rate limits, timeouts and lost connections do not count.
     public var retryBudget: Int
     /// SQLite's busy timeout for both connections, in milliseconds: how long a statement waits
     /// for a lock held by another connection before it fails.
@@ -25,7 +26,8 @@ public struct AccountPolicy: Sendable, Hashable {
     ///
     /// - Parameters:
     ///   - leaseSeconds: How long a delivery claim's lease lasts, in seconds.
-    ///   - retryBudget: Send attempts per intent before it ends `rejected` / `exhausted`.
+    ///   - retryBudget: Failures the relay reports (`error:`, an unknown prefix) per intent before
+    ///     it ends `rejected` / `exhausted`; rate limits, timeouts and lost connections do not count.
     ///   - busyTimeoutMilliseconds: How long a statement waits for another connection's lock, in
     ///     milliseconds.
     ///   - cacheMebibytes: SQLite's page cache per connection, in MiB (values below 1 count as 1).

@@ -85,7 +85,8 @@ extension SyncEngine {
         } else if decision.state == .retryable && decision.category != .transportLost && decision.category != .timeout
             && decision.category != .cancelled
         {
-            // The relay itself said "later": back off before claiming again.
+            // The relay itself said "later": back off before claiming again. (A timeout is already
+            // spaced by the acknowledgement deadline, and a lost connection by the reconnect.)
             let base = configuration.retryDelaySeconds * 1000
             relays[r].retryPause = relays[r].retryPause == 0 ? base : min(relays[r].retryPause * 2, 60_000)
             relays[r].claimPausedUntil = now.monotonicMilliseconds + relays[r].retryPause

@@ -303,6 +303,13 @@ public final class SyncEngine {
             }
         case .claim(let relay):
             relays[relay].claiming = false
+            if case .heldUntil(let unix) = reply {
+                // Another lease holds the work: ask again the moment it expires (never later than
+                // a lease from now, whatever the wall clock says).
+                let wait = min(max(0, unix - now.unixSeconds), configuration.leaseSeconds)
+                relays[relay].claimPausedUntil = now.monotonicMilliseconds + wait * 1000 + 100
+                return
+            }
             guard case .claimed(let result) = reply else { return }
             claimed(relay, result)
         case .renew(let relay):

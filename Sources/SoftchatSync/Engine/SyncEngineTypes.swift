@@ -149,6 +149,9 @@ public enum AccountReply: Sendable {
     case subscriptions([String: [EngineSubscription]])
     /// The claim and its payloads, or nil when nothing was claimable (answers `.claim`).
     case claimed(DeliveryClaimResult?)
+    /// Nothing was claimable, but work for the relay is held by another live lease until this
+    /// Unix time (answers `.claim`): the engine claims again then, not at the next keepalive.
+    case heldUntil(Int64)
     /// The claim with its new expiry (answers `.renew`).
     case renewed(DeliveryClaim)
     /// The request was carried out (answers `.markWritten`, `.applyResults`, `.release` and

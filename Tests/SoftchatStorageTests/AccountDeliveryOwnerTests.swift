@@ -1,0 +1,85 @@
+import Foundation
+import SoftchatCore
+import SoftchatTestSupport
+import Testing
+
+@testable import SoftchatStorage
+
+/// A process that dies (a crash, a SIGKILL) leaves leases that run for a minute; its owner lock
+/// dies with it, so another process's claim takes the work at once. A live owner's work is never
+/// taken, and a claim that finds work under a live lease learns when it expires.
+@Suite struct AccountDeliveryOwnerTests {
+    let relayA = StorageKeys.relayA
+    let relayB = StorageKeys.relayB
+
+    func events(_ n: Int) -> [VerifiedEvent] {
+        (0..<n).map { signed(content: "owner test \($0)", createdAt: t0 + Int64($0)) }
+    }
+
+    static func mode(_ path: String) -> mode_t? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return info.st_mode & 0o777
+    }
+
+    @Test func anOwnerHoldsALockFileOnlyItsUserCanReadAndOneIDOnce() throws {
+        let t = try TestAccount()
+        let owner = try t.account.delivery.registerOwner(id: "123-456")
+        let file = t.path + ".owners/123-456"
+        #expect(Self.mode(t.path + ".owners") == 0o700)
+        #expect(Self.mode(file) == 0o600)
+        #expect(DeliveryOwner.isAlive(id: "123-456", accountPath: t.path))
+        expectSoftchatError(.invalidDeliveryState, mentioning: ["already registered"]) {
+            _ = try t.account.delivery.registerOwner(id: "123-456")
+        }
+        for bad in ["", "../x", "a/b", ".", String(repeating: "a", count: 65), "a b", "a\u{0}b"] {
+            expectSoftchatError(.invalidDeliveryState) { _ = try t.account.delivery.registerOwner(id: bad) }
+        }
+        owner.close()
+        #expect(!FileManager.default.fileExists(atPath: file))
+        #expect(!DeliveryOwner.isAlive(id: "123-456", accountPath: t.path))
+        // A file left behind by a process that died holds no lock: dead, and removed.
+        FileManager.default.createFile(atPath: file, contents: nil)
+        #expect(!DeliveryOwner.isAlive(id: "123-456", accountPath: t.path))
+        #expect(!FileManager.default.fileExists(atPath: file))
+    }
+
+    @Test func aDeadOwnersUnexpiredLeaseIsTakenAtOnceAndItsLostAnswerCounted() throws {
+        let t = try TestAccount()
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(3), relayURLs: [relayA], now: t0)
+        let dead = try t.account.delivery.registerOwner(id: "run-1")
+        let first = try #require(try t.account.delivery.claim(leaseID: "run-1-1", relayURL: relayA, now: t0, max: 256, owner: dead))
+        try t.account.delivery.markSocketWritten(first.claim, intentIDs: [ids[0], ids[1]])
+        // The process dies: its lock goes; its lease still runs for a minute.
+        dead.close()
+        let next = try t.account.delivery.registerOwner(id: "run-2")
+        let taken = try #require(try t.account.delivery.claim(leaseID: "run-2-1", relayURL: relayA, now: t0 + 1, max: 256, owner: next))
+        #expect(taken.payloads.map(\.intentID) == ids)
+        #expect(try t.scalar("SELECT SUM(failures) FROM publish_intents") == 2, "the two answers lost in flight")
+        // The dead lease is stale: it can no longer apply anything.
+        expectSoftchatError(.invalidDeliveryState) {
+            try t.account.delivery.applyResults(first.claim, results: [DeliveryResult(intentID: ids[2], decision: decision(.accepted))])
+        }
+        #expect(try t.account.check(now: t0 + 1).ok)
+    }
+
+    @Test func aLiveOwnersWorkIsNeverTakenAndItsExpiryIsToldInstead() throws {
+        let t = try TestAccount()
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayA, relayB], now: t0)
+        let alive = try t.account.delivery.registerOwner(id: "alive")
+        let held = try #require(try t.account.delivery.claim(leaseID: "alive-1", relayURL: relayA, now: t0, max: 256, owner: alive))
+        #expect(held.claim.expiresAt == t0 + 60)
+        let other = try t.account.delivery.registerOwner(id: "other")
+        #expect(try t.account.delivery.claim(leaseID: "other-1", relayURL: relayA, now: t0 + 5, max: 256, owner: other) == nil)
+        #expect(try t.account.delivery.heldUntil(relayURL: relayA, now: t0 + 5) == t0 + 60)
+        // Another relay's work is free, and nothing holds relay B's after it is taken.
+        #expect(try t.account.delivery.heldUntil(relayURL: relayB, now: t0 + 5) == nil)
+        let b = try #require(try t.account.delivery.claim(leaseID: "other-2", relayURL: relayB, now: t0 + 5, max: 256, owner: other))
+        #expect(b.payloads.count == 2)
+        // Released work holds nothing.
+        try t.account.delivery.release(held.claim)
+        #expect(try t.account.delivery.heldUntil(relayURL: relayA, now: t0 + 6) == nil)
+        _ = ids
+        withExtendedLifetime(alive) {}
+    }
+}
