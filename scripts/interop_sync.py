@@ -139,6 +139,16 @@ def sync(url, db, flt, timeout):
         return {}, r
 
 
+def sync_each(url, db, filters, timeout):
+    """`softchat sync --each`: one subscription per filter."""
+    r = softchat(["sync", "--relay", url, "--db", db, "--filter", json.dumps(filters), "--each", "--json",
+                  "--timeout", str(timeout)])
+    try:
+        return json.loads(r.stdout.strip().split("\n")[-1]), r
+    except ValueError:
+        return {}, r
+
+
 def distinct(db):
     c = sqlite3.connect(db)
     try:
@@ -264,6 +274,26 @@ def main():
         c.close()
         check(result.get("synced") is True and result.get("events") == 1200 and held == ids,
               f"nostr-relay (until read exclusively, unannounced): all 1,200 held ({result}, {count}/{unique}) {r.stderr[-200:]}")
+
+        # Forty subscriptions (ten stored events each) through one managed transport. nostr-relay
+        # keeps 32 subscriptions per connection, says so nowhere and refuses past it with a NOTICE
+        # alone: each subscription used to open three REQs at once, and 12 subscriptions held 84 of
+        # 120 events after 60 s. The live REQs now travel together and the rest wait for a slot.
+        many_tag = tag + "-many"
+        many = sign(key, [{"kind": 1, "created_at": now - 500 + i, "tags": [["t", f"{many_tag}-{s}"]], "content": f"s{s} e{i}"}
+                          for s in range(40) for i in range(10)])
+        r = softchat(["publish", "--relay", exclusive, "--key", key, "--db", os.path.join(work, "writer-many.db"), "--json",
+                      "--timeout", "120"], "\n".join(many) + "\n")
+        check(r.returncode == 0, f"nostr-relay: 400 events for 40 subscriptions published ({r.stdout.strip()[-200:]})")
+        filters = [{"kinds": [1], "#t": [f"{many_tag}-{s}"]} for s in range(40)]
+        db = os.path.join(work, "many.db")
+        started = time.monotonic()
+        result, r = sync_each(exclusive, db, filters, 120)
+        took = time.monotonic() - started
+        count, unique = distinct(db)
+        check(result.get("synced") is True and count == 400 and unique == 400,
+              f"nostr-relay: 40 subscriptions, every one synced, all 400 events held in {took:.1f} s ({result}, {count}/{unique}) "
+              f"{r.stderr[-200:]}")
     finally:
         peers.stop("local", "open")
         shutil.rmtree(work, ignore_errors=True)

@@ -153,7 +153,7 @@ enum PublishCommand {
 enum SyncCommand {
     static let help = """
         usage: softchat sync --relay URL[,URL…] --db FILE --filter JSON [--key FILE] [--follow] [--json]
-                             [--ca-file PEM] [--noise-key FILE] [--timeout SECONDS] [--no-negentropy]
+                             [--ca-file PEM] [--noise-key FILE] [--timeout SECONDS] [--no-negentropy] [--each]
 
         Syncs events matching FILTER (one filter object or an array) from each relay into the
         account until every relay's whole window is synced: by NIP-77 negentropy where the relay
@@ -162,13 +162,15 @@ enum SyncCommand {
         --no-negentropy it always pages. --json adds each relay's method. With
         --follow it keeps receiving until interrupted. --key answers NIP-42 when asked.
         Prints the number of events held for the filter. URL may be noise:// (see publish);
-        --noise-key defaults to <db>.noise-key.
+        --noise-key defaults to <db>.noise-key. With --each, every filter of the array is a
+        subscription of its own (sync-0, sync-1, …), as an app with many conversations has, and
+        the sync ends when every one is synced on every relay.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(
             args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--noise-key", "--timeout"],
-            switches: ["--json", "--follow", "--help", "-h", "--no-negentropy"])
+            switches: ["--json", "--follow", "--help", "-h", "--no-negentropy", "--each"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -187,13 +189,19 @@ enum SyncCommand {
         let identity = try NetworkOptions.loadIdentity(parsed.options["--key"])
         let account = try SoftchatAccount.open(path: db)
         defer { account.close() }
-        try account.setSubscription(id: "sync", filtersJSON: filtersJSON, relayURL: relays.count == 1 ? relays[0] : nil)
+        let each = parsed.has("--each")
+        let subscriptions = each ? filtersJSON.indices.map { "sync-\($0)" } : ["sync"]
+        for (i, id) in subscriptions.enumerated() {
+            try account.setSubscription(
+                id: id, filtersJSON: each ? [filtersJSON[i]] : filtersJSON, relayURL: relays.count == 1 ? relays[0] : nil)
+        }
+        let wanted = Set(subscriptions)
         let synced = SyncedRelays()
         var policy = try NetworkOptions.policy(parsed)
         let json = parsed.has("--json")
         policy.observer = { event in
             switch event {
-            case .synced(let url, let sub, _, let method) where sub == "sync": synced.insert(url, method: method)
+            case .synced(let url, let sub, _, let method) where wanted.contains(sub): synced.insert(url, sub, method: method)
             case .ingested(let url, let r):
                 NetworkOptions.progress("sync \(url): +\(r.accepted.count) inserted, \(r.alreadyPresent.count) duplicates")
             default: break
@@ -204,7 +212,9 @@ enum SyncCommand {
         if parsed.has("--follow") {
             while true { sleep(3600) }
         }
-        let done = try DemoCommand.waitUntil(seconds: Double(try parsed.int("--timeout") ?? 60)) { synced.count >= relays.count }
+        let done = try DemoCommand.waitUntil(seconds: Double(try parsed.int("--timeout") ?? 60)) {
+            synced.count >= relays.count * subscriptions.count
+        }
         let held = try account.events(matching: filters, now: Int64(time(nil))).count
         let methods = JSONObject(
             members: synced.methods.sorted { $0.key < $1.key }.map { JSONObject.Member(key: $0.key, value: .string($0.value.rawValue)) })
@@ -216,12 +226,18 @@ enum SyncCommand {
     }
 }
 
-/// The relays whose sync ended, from the transport's thread.
+/// The (relay, subscription) pairs whose sync ended, from the transport's thread.
 final class SyncedRelays: @unchecked Sendable {
-    // @unchecked: `urls` is only touched under `lock`.
+    // @unchecked: `pairs` and `urls` are only touched under `lock`.
     private let lock = Lock()
+    private var pairs: Set<String> = []
     private var urls: [String: SyncMethod] = [:]
-    func insert(_ url: String, method: SyncMethod) { lock.with { urls[url] = method } }
-    var count: Int { lock.with { urls.count } }
+    func insert(_ url: String, _ subscription: String, method: SyncMethod) {
+        lock.with {
+            pairs.insert(url + " " + subscription)
+            urls[url] = method
+        }
+    }
+    var count: Int { lock.with { pairs.count } }
     var methods: [String: SyncMethod] { lock.with { urls } }
 }

@@ -292,7 +292,8 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
             supportsAuthentication: info.supportedNIPs.contains(42), authenticationRequired: info.authRequired,
             software: info.document["software"]?.stringValue,
             // Listing 77 says so; not listing it proves nothing (the engine asks).
-            supportsNegentropy: info.supportedNIPs.contains(77) ? true : nil)
+            supportsNegentropy: info.supportedNIPs.contains(77) ? true : nil,
+            maxSubscriptions: info.maxSubscriptions, maxFilters: info.maxFilters)
     }
 
     // MARK: Actions

@@ -217,6 +217,12 @@ struct WireRelay {
     var mostOpenReconcilers = 0
     /// NEG-ERRs sent for too many items.
     var tooManyItems = 0
+    /// Like nostr-relay (32 by default): at most this many subscriptions open on a connection; a
+    /// REQ past it is refused with a NOTICE only (no CLOSED, no EOSE).
+    var maxSubscriptions: Int?
+    /// The most subscriptions open at once, and REQs refused for the limit.
+    var mostSubscriptions = 0
+    var refusedSubscriptions = 0
     /// Every client frame's verb, in order.
     var verbs: [String] = []
     /// Every client frame's length, by verb.
@@ -277,6 +283,10 @@ struct WireRelay {
         longestFrame[frame.verb] = max(longestFrame[frame.verb] ?? 0, text.utf8.count)
         switch frame {
         case .req(let id, let filters):
+            if let limit = maxSubscriptions, subscriptions[id] == nil, subscriptions.count >= limit {
+                refusedSubscriptions += 1
+                return [RelayResponseFrame.notice(RelayMessage("rejected: too many subscriptions")).toJSON()]
+            }
             if let rule = closeRule, let message = rule(id, &rng) {
                 return [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage(message)).toJSON()]
             }
@@ -293,6 +303,7 @@ struct WireRelay {
             }
             out.append(RelayResponseFrame.eose(subscriptionID: id).toJSON())
             subscriptions[id] = filters
+            mostSubscriptions = max(mostSubscriptions, subscriptions.count)
             return out
         case .close(let id):
             subscriptions[id] = nil

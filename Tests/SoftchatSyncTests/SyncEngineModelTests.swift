@@ -6,7 +6,8 @@ import Testing
 
 /// The engine driven by random relay behaviour and I/O faults, seeded (a failing seed replays
 /// exactly): caps, `until` read either way, runs of equal `created_at`, CLOSED with retryable
-/// prefixes, late, silent and refused OKs, NOTICEs, silence, cuts at any frame, failed commits,
+/// prefixes, late, silent and refused OKs, NOTICEs, subscription limits, silence, cuts at any
+/// frame, failed commits,
 /// events arriving late (backdated) or future-dated, publishes to several relays. After a fault-free
 /// tail, the run must hold every event the relays hold, each committed once, and every intent
 /// terminal by what its relay said, with no lease left.
@@ -42,6 +43,8 @@ import Testing
             case 1: w.limits[r] = RelayLimits()
             default: w.limits[r] = RelayLimits(maxLimit: 500)
             }
+            // A subscription limit refused with a NOTICE alone, as nostr-relay does; unstated.
+            w.relays[r].maxSubscriptions = [nil, 2, 3, 5, 32][told.below(5)]
             w.relays[r].okRule = { _, g in
                 switch g.below(20) {
                 case 0: .silent

@@ -298,7 +298,7 @@ import Testing
         var liveEOSE: Int?
         var step = 0
         while (firstOpen == nil || liveEOSE == nil) && !w.inbox[0].isEmpty && step < 10_000 {
-            if liveEOSE == nil, w.inbox[0].first == RelayResponseFrame.eose(subscriptionID: "notes").toJSON() { liveEOSE = step }
+            if liveEOSE == nil, w.inbox[0].first == RelayResponseFrame.eose(subscriptionID: "~live0").toJSON() { liveEOSE = step }
             w.deliver(0, max: 1)
             step += 1
             if firstOpen == nil, w.relays[0].verbs.contains("NEG-OPEN") { firstOpen = step }

@@ -253,6 +253,32 @@ import Testing
         #expect(w.account.intents[ids[0]]!.state == .accepted, "claimed and delivered when the lease expired")
     }
 
+    /// nostr-relay keeps 32 subscriptions per connection and refuses past that with a NOTICE
+    /// alone; its NIP-11 says nothing of it. Each subscription used to open three REQs at once
+    /// (live, ahead, a page), so a refused page never got its EOSE and its subscription never
+    /// synced: 12 subscriptions held 84 of 120 events. Forty subscriptions, under that limit and
+    /// under a limit of 5 the engine must learn from the refusals.
+    @Test(arguments: [32, 5]) func everySubscriptionSyncsUnderARelaysSubscriptionLimit(limit: Int) {
+        let w = EngineWorld()
+        w.relays[0].maxSubscriptions = limit
+        var all: [VerifiedEvent] = []
+        for s in 0..<40 {
+            for i in 0..<10 {
+                let e = try! Fixtures.author.sign(
+                    UnsignedEvent(createdAt: w.unix - 500 + Int64(i), kind: 1, tags: [["t", "s\(s)"]], content: "s\(s) e\(i)"))
+                all.append(e)
+                w.relays[0].insert(e)
+            }
+        }
+        w.account.policy = (0..<40).map { ("sub\($0)", ["{\"kinds\":[1],\"#t\":[\"s\($0)\"]}"], nil) }
+        w.start()
+        w.run(for: 60_000)
+        let held = all.filter { w.account.events[$0.id] != nil }.count
+        #expect(held == 400, "\(held) of 400 held")
+        #expect((0..<40).allSatisfy { w.synced(0, "sub\($0)") }, "\((0..<40).filter { !w.synced(0, "sub\($0)") }.count) subscriptions not synced")
+        #expect(w.relays[0].mostSubscriptions <= limit)
+    }
+
     @Test func oneIntentPerRelayIsDeliveredAndTrackedOnEachRelay() {
         let w = EngineWorld(relayCount: 3)
         let e = Fixtures.event(w.unix, content: "to all")

@@ -31,6 +31,17 @@ struct RelayRuntime {
     /// One-shot REQs for events dated after a window (future-dated ones): closed at their EOSE.
     var aheadREQs: Set<String> = []
 
+    // The REQ budget (SyncEngine+Requests).
+    /// The most REQs held open at once: NIP-11 `max_subscriptions`, else the default, lowered
+    /// by refusals (kept across reconnections).
+    var requestBudget = SyncEngine.defaultREQBudget
+    /// Live REQ id → the subscriptions whose live filters it carries.
+    var liveChunks: [String: [String]] = [:]
+    /// One-shot REQs waiting for a slot, in order.
+    var requestQueue: [QueuedRequest] = []
+    /// One-shot REQs sent and not ended.
+    var requestsOpen: [String: OpenRequest] = [:]
+
     // NIP-77 (SyncEngine+Negentropy).
     /// What the account recorded about this relay's support.
     var negentropy: NegentropySupportRecord?
@@ -125,6 +136,7 @@ struct RelayRuntime {
                 consider(now.monotonicMilliseconds + max(0, due - now.unixSeconds) * 1000)
             }
             if authWindowEnds > now.monotonicMilliseconds { consider(authWindowEnds) }
+            if let due = requestsOpen.values.compactMap(\.suspectSince).min() { consider(due + SyncEngine.refusedRetryMilliseconds) }
             if let sent = authSentAt { consider(sent + 1000) }
             if let sent = negSentAt.values.min() { consider(sent + configuration.negentropyDeadlineMilliseconds) }
             if let ping = pingSentAt {

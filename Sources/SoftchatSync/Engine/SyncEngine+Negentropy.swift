@@ -195,15 +195,10 @@ extension SyncEngine {
             var filter = JSONObject()
             filter.append("ids", .array(ids.map(JSONValue.string)))
             filter.append("limit", .integer(Int64(ids.count)))
-            do {
-                try session.subscribe(id: fetchID, filtersJSON: [JSONValue.object(filter).jsonText])
-                relays[r].fetchOwner[fetchID] = id
-            } catch {
-                relays[r].subscriptions[id]!.negentropy = reconciliation
-                report(.notice(relayURL: relays[r].url, "cannot fetch missing events of \(id): \(error.message)"))
-                fallBack(r, id, reason: error.message)
-                return
-            }
+            // Through the REQ budget: a fetch waits for a slot like a page.
+            _ = session
+            relays[r].fetchOwner[fetchID] = id
+            request(r, id: fetchID, filtersJSON: [JSONValue.object(filter).jsonText])
         }
         relays[r].subscriptions[id]!.negentropy = reconciliation
         guard reconciliation.isComplete, var sub = relays[r].subscriptions[id] else { return }
@@ -237,6 +232,7 @@ extension SyncEngine {
         for (fetchID, owner) in relays[r].fetchOwner where owner == id {
             relays[r].fetchOwner[fetchID] = nil
             try? relays[r].session?.unsubscribe(id: fetchID)
+            requestEnded(r, fetchID)
         }
         guard relays[r].subscriptions[id] != nil else { return }
         let wasRunning = relays[r].subscriptions[id]!.negentropy != nil || relays[r].subscriptions[id]!.awaitingItems

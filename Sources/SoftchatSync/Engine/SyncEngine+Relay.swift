@@ -28,6 +28,7 @@ extension SyncEngine {
     func startSession(_ r: Int, limits: RelayLimits?) {
         guard relays[r].session == nil, relays[r].phase == .starting else { return }
         relays[r].limits = limits
+        if let stated = limits?.maxSubscriptions, stated > 0 { relays[r].requestBudget = min(stated, RelaySessionContract.maxSubscriptions.value) }
         var config = configuration.session
         switch configuration.eventsBatching {
         case .always: config.supportsEventsBatch = true
@@ -145,21 +146,15 @@ extension SyncEngine {
         relays[r].authWindowEnds = configuration.identity != nil && speaksAuth ? mono + configuration.authenticationGraceMilliseconds : 0
         let authFirst = relays[r].limits?.authenticationRequired == true && configuration.identity != nil
         setState(r, authFirst ? .authenticating : .ready)
-        // Every subscription: the live REQ, then its sync's next page.
+        // The live REQs of every subscription together, then each one's ahead REQ and its sync's
+        // next page, through the REQ budget.
+        subscribeLive(r)
         for id in relays[r].subscriptions.keys.sorted() {
             relays[r].subscriptions[id]!.connectedAt = now.unixSeconds
             relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds)
-            let live = relays[r].subscriptions[id]!.liveFilters()
-            do {
-                try session.subscribe(id: id, filtersJSON: live)
-                relays[r].subscriptions[id]!.liveSubscribed = true
-                relays[r].subscriptions[id]!.liveEnded = false
-                let ahead = String(id.prefix(48)) + "~ahead"
-                try session.subscribe(id: ahead, filtersJSON: relays[r].subscriptions[id]!.aheadFilters(now: now.unixSeconds))
-                relays[r].aheadREQs.insert(ahead)
-            } catch {
-                report(.notice(relayURL: relays[r].url, "cannot subscribe \(id): \(error.message)"))
-            }
+            let ahead = String(id.prefix(48)) + "~ahead"
+            relays[r].aheadREQs.insert(ahead)
+            request(r, id: ahead, filtersJSON: relays[r].subscriptions[id]!.aheadFilters(now: now.unixSeconds))
             if negentropy { beginNegentropy(r, id) } else { advanceSync(r, id) }
         }
     }
@@ -174,14 +169,12 @@ extension SyncEngine {
         case .send(let request):
             sub.pageNumber += 1
             let pageID = String(id.prefix(48)) + "~p\(sub.pageNumber)"
-            do {
-                try session.subscribe(id: pageID, filtersJSON: [request.filter.toJSON()])
-                sub.pageID = pageID
-                relays[r].pageOwner[pageID] = id
-            } catch {
-                sub.sync.restarted()
-                report(.notice(relayURL: relays[r].url, "cannot send a page of \(id): \(error.message)"))
-            }
+            sub.pageID = pageID
+            relays[r].pageOwner[pageID] = id
+            _ = session
+            relays[r].subscriptions[id] = sub
+            self.request(r, id: pageID, filtersJSON: [request.filter.toJSON()])
+            sub = relays[r].subscriptions[id]!
             sub.dirty = true
             queueIngestFlush()
         case .synced(let outcome):
@@ -216,13 +209,11 @@ extension SyncEngine {
         } catch {
             report(.notice(relayURL: relays[r].url, "transportLost refused: \(error.message)"))
         }
-        for id in relays[r].pageOwner.keys.sorted() { try? session.unsubscribe(id: id) }
         relays[r].pageOwner.removeAll()
-        for id in relays[r].aheadREQs.sorted() { try? session.unsubscribe(id: id) }
         relays[r].aheadREQs.removeAll()
         negentropyLost(r)
+        withdrawRequests(r)
         for id in relays[r].subscriptions.keys.sorted() {
-            if relays[r].subscriptions[id]!.liveSubscribed { try? session.unsubscribe(id: id) }
             relays[r].subscriptions[id]!.liveSubscribed = false
             relays[r].subscriptions[id]!.liveEnded = false
             relays[r].subscriptions[id]!.pageID = nil
@@ -288,7 +279,8 @@ extension SyncEngine {
                 push(.action(.open(relay: r, url: relays[r].url)))
             case .closeTransport:
                 break
-            case .persistEvent(_, let event):
+            case .persistEvent(let subscriptionID, let event):
+                requestHeard(r, subscriptionID)
                 relays[r].statistics.eventsReceived += 1
                 relays[r].awaitingCommit += 1
                 recent.insert(event.id)
@@ -302,23 +294,29 @@ extension SyncEngine {
                 // Events for a REQ we just closed (the relay sent them before our CLOSE
                 // reached it) are no news.
                 guard
-                    relays[r].pageOwner[subscriptionID] != nil || relays[r].subscriptions[subscriptionID] != nil
+                    relays[r].pageOwner[subscriptionID] != nil || relays[r].liveChunks[subscriptionID] != nil
                         || relays[r].aheadREQs.contains(subscriptionID)
                 else { continue }
                 report(.notice(relayURL: relays[r].url, "event \(eventID) on \(subscriptionID) refused: \(reason)"))
             case .endOfStoredEvents(let subscriptionID):
+                requestHeard(r, subscriptionID)
                 if relays[r].aheadREQs.remove(subscriptionID) != nil {
                     try? relays[r].session?.unsubscribe(id: subscriptionID)
+                    requestEnded(r, subscriptionID)
                     continue
                 }
-                if fetchEnded(r, subscriptionID) { continue }
-                if relays[r].subscriptions[subscriptionID] != nil {
-                    relays[r].subscriptions[subscriptionID]!.liveEnded = true
+                if fetchEnded(r, subscriptionID) {
+                    requestEnded(r, subscriptionID)
+                    continue
+                }
+                if let members = relays[r].liveChunks[subscriptionID] {
+                    for id in members { relays[r].subscriptions[id]?.liveEnded = true }
                     openNegentropy(r)
                     continue
                 }
                 guard let owner = relays[r].pageOwner.removeValue(forKey: subscriptionID) else { continue }
                 try? relays[r].session?.unsubscribe(id: subscriptionID)
+                requestEnded(r, subscriptionID)
                 relays[r].subscriptions[owner]?.pageID = nil
                 relays[r].subscriptions[owner]?.sync.endOfStoredEvents()
                 relays[r].subscriptions[owner]?.dirty = true
@@ -327,9 +325,16 @@ extension SyncEngine {
             case .subscriptionClosed(let subscriptionID, let prefix, let message, let retry):
                 let again = retry.map { " (sent again in \($0) ms)" } ?? ""
                 report(.notice(relayURL: relays[r].url, "relay closed \(subscriptionID): \(prefix ?? "") \(message)\(again)"))
+                if relays[r].requestsOpen[subscriptionID] != nil, Self.saysTooManySubscriptions(message) {
+                    // Refused for the relay's limit: not this REQ's fault; it goes again in turn.
+                    requestsRefused(r)
+                    continue
+                }
+                if retry == nil { requestEnded(r, subscriptionID) }
                 if retry == nil, let owner = relays[r].fetchOwner[subscriptionID] { fallBack(r, owner, reason: "fetch closed: \(message)") }
             case .notice(_, _, _, let message, let reason):
                 report(.notice(relayURL: relays[r].url, reason ?? message))
+                if Self.saysTooManySubscriptions(message) { requestsRefused(r) }
                 noticeDuringNegentropy(r, reason ?? message)
             case .countResult:
                 break
@@ -413,6 +418,7 @@ extension SyncEngine {
             relays[r].needsClaim = true
         }
         negentropyDeadlines(r, mono)
+        retrySuspects(r, mono)
         guard mono >= relays[r].authWindowEnds, relays[r].phase == .connected else { return }
         maybeClaim(r, mono)
         drainNegentropy(r)

@@ -39,6 +39,11 @@ public struct RelayLimits: Sendable, Hashable {
     /// NIP-77: true when the document lists 77, false when it is known not to speak it, nil
     /// when unknown (the engine then asks with NEG-OPEN and remembers the answer).
     public var supportsNegentropy: Bool?
+    /// `limitation.max_subscriptions`: the most REQs the relay holds open per connection (nil:
+    /// not stated; the engine then starts at `SyncEngine.defaultREQBudget` and learns).
+    public var maxSubscriptions: Int?
+    /// `limitation.max_filters`: the most filters one REQ may carry.
+    public var maxFilters: Int?
 
     /// Creates limits; every value defaults to "not stated".
     ///
@@ -51,11 +56,16 @@ public struct RelayLimits: Sendable, Hashable {
     ///   - software: The document's `software`, for known quirks.
     ///   - untilConvention: How it reads `until`, when known.
     ///   - supportsNegentropy: Whether it speaks NIP-77: true, false, or nil when unknown.
+    ///   - maxSubscriptions: `limitation.max_subscriptions`, the most REQs open per connection.
+    ///   - maxFilters: `limitation.max_filters`, the most filters per REQ.
     public init(
         maxMessageLength: Int? = nil, maxLimit: Int? = nil, acceptsEventsBatch: Bool = false,
         supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil,
-        untilConvention: RelayPaging.UntilConvention? = nil, supportsNegentropy: Bool? = nil
+        untilConvention: RelayPaging.UntilConvention? = nil, supportsNegentropy: Bool? = nil,
+        maxSubscriptions: Int? = nil, maxFilters: Int? = nil
     ) {
+        self.maxSubscriptions = maxSubscriptions
+        self.maxFilters = maxFilters
         self.untilConvention = untilConvention
         self.supportsNegentropy = supportsNegentropy
         self.maxMessageLength = maxMessageLength
