@@ -202,6 +202,9 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         deliveryOwner = try? account.delivery.registerOwner(id: leasePrefix)
         var config = SyncEngineConfiguration(relayURLs: endpoints.map(\.url), identity: identity, leasePrefix: leasePrefix)
         config.session = policy.session
+        // Reconnect jitter drawn per client run unless the policy fixes a seed (a replay): with
+        // one seed for every client, all clients of a relay that went down came back together.
+        if config.session.jitterSeed == 0 { config.session.jitterSeed = Int64.random(in: Int64.min...Int64.max) }
         config.eventsBatching = policy.eventsBatch
         config.acknowledgementTimeoutSeconds = policy.acknowledgementTimeoutSeconds
         config.claimBatch = policy.claimBatch

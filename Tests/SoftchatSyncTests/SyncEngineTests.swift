@@ -279,6 +279,24 @@ import Testing
         #expect(w.relays[0].mostSubscriptions <= limit)
     }
 
+    /// Every session was seeded 0, so every relay of a client (and every client of a relay)
+    /// reconnected after the same jittered delay: a relay that came back was hit by all at once.
+    @Test func relaysCutTogetherReconnectAfterDifferentJitteredDelays() {
+        let w = EngineWorld(relayCount: 8)
+        w.start()
+        w.run(for: 2_000)
+        for r in 0..<8 { w.cut(r) }
+        w.run(for: 10)
+        var delays: [Int64] = []
+        for case .relayState(_, .backingOff(let ms)) in w.reports { delays.append(ms) }
+        #expect(delays.count == 8)
+        #expect(Set(delays).count >= 6, "delays \(delays)")
+        // One host seed, other relays: other seeds; the same relay and seed: the same one.
+        #expect(SyncEngine.jitterSeed(0, relayURL: "wss://a.example") != SyncEngine.jitterSeed(0, relayURL: "wss://b.example"))
+        #expect(SyncEngine.jitterSeed(5, relayURL: "wss://a.example") == SyncEngine.jitterSeed(5, relayURL: "wss://a.example"))
+        #expect(SyncEngine.jitterSeed(5, relayURL: "wss://a.example") != SyncEngine.jitterSeed(6, relayURL: "wss://a.example"))
+    }
+
     @Test func oneIntentPerRelayIsDeliveredAndTrackedOnEachRelay() {
         let w = EngineWorld(relayCount: 3)
         let e = Fixtures.event(w.unix, content: "to all")

@@ -25,6 +25,15 @@ extension SyncEngine {
         }
     }
 
+    /// The seed of a relay's reconnect jitter: `seed` mixed with the relay URL (FNV-1a, then a
+    /// SplitMix step), so relays of one engine draw different delays from one host seed.
+    static func jitterSeed(_ seed: Int64, relayURL: String) -> Int64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in relayURL.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        var mix = SplitMix64(seed: hash ^ UInt64(bitPattern: seed))
+        return Int64(bitPattern: mix.next())
+    }
+
     func startSession(_ r: Int, limits: RelayLimits?) {
         guard relays[r].session == nil, relays[r].phase == .starting else { return }
         relays[r].limits = limits
@@ -42,6 +51,10 @@ extension SyncEngine {
             config.authenticationWaitSeconds = 1
         }
         config.relayURL = relays[r].url
+        // Each relay's reconnect jitter from its own seed: the host's seed (random per client run
+        // in the managed transport) mixed with the relay URL, so neither the clients of one relay
+        // nor one client's relays reconnect in lockstep.
+        config.jitterSeed = Self.jitterSeed(configuration.session.jitterSeed, relayURL: relays[r].url)
         config.answersAuthentication = configuration.identity != nil
         config.acknowledgementTimeoutSeconds = configuration.acknowledgementTimeoutSeconds
         if let limit = limits?.maxMessageLength, Int64(limit) >= RelaySessionConfig.minimumMessageBytes {
