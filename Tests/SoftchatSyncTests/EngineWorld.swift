@@ -204,6 +204,9 @@ struct WireRelay {
     var okRule: ((VerifiedEvent, inout SplitMix64) -> OKBehaviour)?
     var heldOKs: [String] = []
     var closeRule: ((String, inout SplitMix64) -> String?)?
+    /// When set, a REQ this picks is answered with part of its events and then CLOSED with the
+    /// message (no EOSE), as relays do when a query fails or a rate limit trips mid-answer.
+    var midAnswerCloseRule: ((String, inout SplitMix64) -> String?)?
     var rng = SplitMix64(seed: 1)
     /// How NEG-OPEN is met: by default as relays without NIP-77 do (a NOTICE).
     var negentropy = NegentropyMode.notice
@@ -300,6 +303,10 @@ struct WireRelay {
                     count += 1
                     if sent.insert(e.id).inserted { out.append(RelayResponseFrame.event(subscriptionID: id, event: e).toJSON()) }
                 }
+            }
+            if let rule = midAnswerCloseRule, let message = rule(id, &rng) {
+                let kept = out.isEmpty ? 0 : Int(rng.next() % UInt64(out.count + 1))
+                return Array(out.prefix(kept)) + [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage(message)).toJSON()]
             }
             out.append(RelayResponseFrame.eose(subscriptionID: id).toJSON())
             subscriptions[id] = filters

@@ -55,6 +55,15 @@ import Testing
                 default: .accept
                 }
             }
+            // Pages closed part-way through their answer, retryable or not.
+            w.relays[r].midAnswerCloseRule = { id, g in
+                guard id.contains("~p") || id.contains("~f") else { return nil }
+                switch g.below(30) {
+                case 0: return "error: query failed"
+                case 1: return "rate-limited: slow down"
+                default: return nil
+                }
+            }
             w.relays[r].closeRule = { _, g in
                 switch g.below(40) {
                 case 0: "error: busy"
@@ -130,6 +139,7 @@ import Testing
         for r in 0..<relayCount {
             w.relays[r].okRule = nil
             w.relays[r].closeRule = nil
+            w.relays[r].midAnswerCloseRule = nil
             if w.connected[r] { w.inbox[r] += w.relays[r].heldOKs }
             w.relays[r].heldOKs.removeAll()
         }

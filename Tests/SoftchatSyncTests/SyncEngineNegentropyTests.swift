@@ -52,6 +52,23 @@ import Testing
         #expect(w.account.negentropyRecords[w.urls[0]]?.supported == true)
     }
 
+    /// A fetch by ids closed part-way through its answer: the session would send it again with a
+    /// `since` of its newest event, which drops every older id. The window is paged instead.
+    @Test func aFetchClosedMidAnswerLosesNothing() {
+        let (w, events) = world(held: { $0 % 10 != 0 })
+        var closed = false
+        w.relays[0].midAnswerCloseRule = { id, _ in
+            guard id.contains("~f"), !closed else { return nil }
+            closed = true
+            return "error: query interrupted"
+        }
+        w.start()
+        w.run(for: 20_000)
+        #expect(closed)
+        #expect(holdsAll(w, events))
+        #expect(w.synced(0, "notes"))
+    }
+
     @Test func theSameOldGapIsNeverFoundByPagingWithinTheHorizon() {
         // The reproduction: the REQ horizon path alone leaves old gaps for good.
         let (w, events) = world(held: { $0 % 10 != 0 })

@@ -62,6 +62,8 @@ struct RelayRuntime {
     var negLostUnanswered = 0
     /// Session subscription id of a fetch by ids → the policy subscription.
     var fetchOwner: [String: String] = [:]
+    /// Fetches the relay closed before their EOSE, and how often (each is asked again whole).
+    var fetchRetries: [String: Int] = [:]
     /// NEG frames waiting for the authentication window to pass, in order.
     var negOutbox: [String] = []
     /// Write tokens of NEG frames in flight (not session frames: nothing to confirm).
@@ -137,6 +139,7 @@ struct RelayRuntime {
             }
             if authWindowEnds > now.monotonicMilliseconds { consider(authWindowEnds) }
             if let due = requestsOpen.values.compactMap(\.suspectSince).min() { consider(due + SyncEngine.refusedRetryMilliseconds) }
+            if let due = subscriptions.values.compactMap(\.pageRetryAt).min() { consider(due) }
             if let sent = authSentAt { consider(sent + 1000) }
             if let sent = negSentAt.values.min() { consider(sent + configuration.negentropyDeadlineMilliseconds) }
             if let ping = pingSentAt {
@@ -171,6 +174,8 @@ struct SubscriptionRuntime {
     /// The session subscription id of the page in flight.
     var pageID: String?
     var pageNumber = 0
+    /// The relay closed the page in flight: ask it again at this monotonic time.
+    var pageRetryAt: Int64?
     var liveSubscribed = false
     /// The live REQ's EOSE came on this connection: the relay has registered it, so every event
     /// it stores from now on reaches us live. A reconciliation opens only after it: its set

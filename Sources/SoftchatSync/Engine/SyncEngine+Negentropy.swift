@@ -309,6 +309,7 @@ extension SyncEngine {
         }
         for id in relays[r].fetchOwner.keys.sorted() { try? relays[r].session?.unsubscribe(id: id) }
         relays[r].fetchOwner.removeAll()
+        relays[r].fetchRetries.removeAll()
         relays[r].negOwner.removeAll()
         relays[r].negSentAt.removeAll()
         relays[r].negOutbox.removeAll()

@@ -172,6 +172,45 @@ extension SyncEngine {
         }
     }
 
+    /// A page the relay closed, maybe part-way through its answer. The session would send it
+    /// again itself with a `since` of its newest event, which is a live subscription's rule: a
+    /// page so narrowed ends short and looks final, and the rest of the window was skipped. The
+    /// engine takes it back instead: the page is asked again whole (same `until`; what it
+    /// brought is kept for duplicates only), after the session's delay for `error:` and
+    /// `rate-limited:`, after a second for `auth-required:`; any other refusal leaves the window
+    /// open on this connection (never reported synced).
+    func pageClosed(_ r: Int, _ pageID: String, owner: String, prefix: String?, retry: Int64?) {
+        try? relays[r].session?.unsubscribe(id: pageID)
+        requestEnded(r, pageID)
+        guard relays[r].subscriptions[owner] != nil else { return }
+        relays[r].subscriptions[owner]!.pageID = nil
+        relays[r].subscriptions[owner]!.sync.restarted()
+        let delay: Int64? =
+            switch prefix {
+            case "error", "rate-limited": retry ?? 1_000
+            case "auth-required": 1_000
+            default: nil
+            }
+        if let delay {
+            relays[r].subscriptions[owner]!.pageRetryAt = now.monotonicMilliseconds + delay
+        } else {
+            report(
+                .notice(
+                    relayURL: relays[r].url,
+                    "\(owner): the relay refused a page (\(prefix ?? "no prefix")); its window stays open until the next connection"))
+        }
+    }
+
+    /// Pages due to be asked again after their CLOSED.
+    func retryClosedPages(_ r: Int, _ mono: Int64) {
+        guard relays[r].phase == .connected else { return }
+        for id in relays[r].subscriptions.keys.sorted() {
+            guard let due = relays[r].subscriptions[id]!.pageRetryAt, due <= mono else { continue }
+            relays[r].subscriptions[id]!.pageRetryAt = nil
+            advanceSync(r, id)
+        }
+    }
+
     /// Sends the subscription's next page, or records a completed window.
     func advanceSync(_ r: Int, _ id: String) {
         guard var sub = relays[r].subscriptions[id], let session = relays[r].session else { return }
@@ -228,6 +267,7 @@ extension SyncEngine {
         withdrawRequests(r)
         for id in relays[r].subscriptions.keys.sorted() {
             relays[r].subscriptions[id]!.liveSubscribed = false
+            relays[r].subscriptions[id]!.pageRetryAt = nil
             relays[r].subscriptions[id]!.liveEnded = false
             relays[r].subscriptions[id]!.pageID = nil
             relays[r].subscriptions[id]!.sync.restarted()
@@ -341,10 +381,28 @@ extension SyncEngine {
                 if relays[r].requestsOpen[subscriptionID] != nil, Self.saysTooManySubscriptions(message) {
                     // Refused for the relay's limit: not this REQ's fault; it goes again in turn.
                     requestsRefused(r)
+                    if relays[r].pageOwner[subscriptionID] == nil { continue }
+                }
+                if let owner = relays[r].pageOwner.removeValue(forKey: subscriptionID) {
+                    pageClosed(r, subscriptionID, owner: owner, prefix: prefix, retry: retry)
+                    continue
+                }
+                if let owner = relays[r].fetchOwner[subscriptionID] {
+                    // A fetch by ids the session would narrow with a `since` of its own (every
+                    // older id dropped): the engine asks it again whole, a few times, then pages.
+                    let filters = relays[r].requestsOpen[subscriptionID]?.filtersJSON
+                    try? relays[r].session?.unsubscribe(id: subscriptionID)
+                    requestEnded(r, subscriptionID)
+                    let tries = relays[r].fetchRetries[subscriptionID, default: 0] + 1
+                    relays[r].fetchRetries[subscriptionID] = tries
+                    if let filters, tries <= 3, prefix == "error" || prefix == "rate-limited" || prefix == "auth-required" {
+                        request(r, id: subscriptionID, filtersJSON: filters)
+                    } else {
+                        fallBack(r, owner, reason: "fetch closed: \(message)")
+                    }
                     continue
                 }
                 if retry == nil { requestEnded(r, subscriptionID) }
-                if retry == nil, let owner = relays[r].fetchOwner[subscriptionID] { fallBack(r, owner, reason: "fetch closed: \(message)") }
             case .notice(_, _, _, let message, let reason):
                 report(.notice(relayURL: relays[r].url, reason ?? message))
                 if Self.saysTooManySubscriptions(message) { requestsRefused(r) }
@@ -432,6 +490,7 @@ extension SyncEngine {
         }
         negentropyDeadlines(r, mono)
         retrySuspects(r, mono)
+        retryClosedPages(r, mono)
         guard mono >= relays[r].authWindowEnds, relays[r].phase == .connected else { return }
         maybeClaim(r, mono)
         drainNegentropy(r)
