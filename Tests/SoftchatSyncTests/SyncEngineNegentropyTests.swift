@@ -208,7 +208,7 @@ import Testing
         #expect(w.relays[0].verbs.contains("NEG-OPEN"))
         w.inbox[0].removeAll()
         // Instead of the relay's answer: garbage that is valid NIP-77 framing.
-        w.handle(.received(relay: 0, text: #"["NEG-MSG","notes~n0","61ff"]"#))
+        w.handle(.received(relay: 0, text: #"["NEG-MSG","notes~0~n0","61ff"]"#))
         w.run(for: 2_000)
         #expect(w.synced(0, "notes"))
         #expect(outcomes(w).map(\.method) == [.paging])

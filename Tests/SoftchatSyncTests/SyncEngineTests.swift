@@ -297,6 +297,29 @@ import Testing
         #expect(SyncEngine.jitterSeed(5, relayURL: "wss://a.example") != SyncEngine.jitterSeed(6, relayURL: "wss://a.example"))
     }
 
+    /// REQ ids were a subscription's id cut to 48 characters plus a suffix: two subscriptions
+    /// whose ids share their first 48 characters shared their pages' REQ ids, and one's events
+    /// were counted by the other's page.
+    @Test func subscriptionsWhoseIdsShareALongPrefixKeepTheirREQsApart() {
+        let w = EngineWorld()
+        let stem = String(repeating: "conversation-", count: 4)
+        var all: [VerifiedEvent] = []
+        for s in 0..<2 {
+            for i in 0..<30 {
+                let e = try! Fixtures.author.sign(
+                    UnsignedEvent(createdAt: w.unix - 200 + Int64(i), kind: 1, tags: [["t", "c\(s)"]], content: "c\(s) m\(i)"))
+                all.append(e)
+                w.relays[0].insert(e)
+            }
+        }
+        w.relays[0].cap = 7
+        w.account.policy = (0..<2).map { ("\(stem)\($0)", ["{\"kinds\":[1],\"#t\":[\"c\($0)\"]}"], nil) }
+        w.start()
+        w.run(for: 10_000)
+        #expect(all.allSatisfy { w.account.events[$0.id] != nil }, "\(all.filter { w.account.events[$0.id] == nil }.count) missing")
+        #expect(w.synced(0, "\(stem)0") && w.synced(0, "\(stem)1"))
+    }
+
     @Test func oneIntentPerRelayIsDeliveredAndTrackedOnEachRelay() {
         let w = EngineWorld(relayCount: 3)
         let e = Fixtures.event(w.unix, content: "to all")

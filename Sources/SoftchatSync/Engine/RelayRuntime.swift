@@ -166,6 +166,9 @@ struct RelayRuntime {
 /// One policy subscription's sync on one relay.
 struct SubscriptionRuntime {
     let id: String
+    /// The stem of this subscription's REQ ids: its id cut to 40 characters and its index among
+    /// the relay's subscriptions, so two ids that share a prefix never share a REQ id.
+    var stem = ""
     let filtersJSON: [String]
     let filters: [RelayFilter]
     var sync: SubscriptionSync

@@ -75,22 +75,23 @@ extension SyncEngine {
         }
     }
 
-    static func negentropyID(_ id: String, _ part: Int) -> String { String(id.prefix(48)) + "~n\(part)" }
+    /// The NEG subscription id of part `part` of subscription `id`'s reconciliation on relay `r`.
+    func negentropyID(_ r: Int, _ id: String, _ part: Int) -> String { (relays[r].subscriptions[id]?.stem ?? String(id.prefix(40))) + "~n\(part)" }
 
     func sendNegentropy(_ r: Int, _ id: String, _ output: NegentropySync.Output) {
         let frame: ClientRelayFrame
         switch output {
         case .open(let i, let filter, let message):
-            let negID = Self.negentropyID(id, i)
+            let negID = negentropyID(r, id, i)
             relays[r].negOwner[negID] = (id, i)
             relays[r].negSentAt[negID] = now.monotonicMilliseconds
             frame = .negOpen(subscriptionID: negID, filter: filter, message: message)
         case .message(let i, let message):
-            let negID = Self.negentropyID(id, i)
+            let negID = negentropyID(r, id, i)
             relays[r].negSentAt[negID] = now.monotonicMilliseconds
             frame = .negMessage(subscriptionID: negID, message: message)
         case .close(let i):
-            let negID = Self.negentropyID(id, i)
+            let negID = negentropyID(r, id, i)
             relays[r].negOwner[negID] = nil
             relays[r].negSentAt[negID] = nil
             frame = .negClose(subscriptionID: negID)
@@ -191,7 +192,7 @@ extension SyncEngine {
     func fetchMissing(_ r: Int, _ id: String) {
         guard var reconciliation = relays[r].subscriptions[id]?.negentropy, let session = relays[r].session else { return }
         while let ids = reconciliation.nextFetch() {
-            let fetchID = String(id.prefix(48)) + "~f\(reconciliation.fetches)"
+            let fetchID = (relays[r].subscriptions[id]?.stem ?? String(id.prefix(40))) + "~f\(reconciliation.fetches)"
             var filter = JSONObject()
             filter.append("ids", .array(ids.map(JSONValue.string)))
             filter.append("limit", .integer(Int64(ids.count)))

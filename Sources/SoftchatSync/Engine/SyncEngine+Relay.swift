@@ -116,6 +116,9 @@ extension SyncEngine {
                 id: entry.subscriptionID, filtersJSON: entry.filtersJSON, filters: filters, sync: sync, durable: sync)
         }
         relays[r].paging = paging
+        for (k, id) in relays[r].subscriptions.keys.sorted().enumerated() {
+            relays[r].subscriptions[id]!.stem = String(id.prefix(40)) + "~\(k)"
+        }
         for id in relays[r].subscriptions.keys { relays[r].subscriptions[id]!.sync.learn(from: paging) }
     }
 
@@ -165,7 +168,7 @@ extension SyncEngine {
         for id in relays[r].subscriptions.keys.sorted() {
             relays[r].subscriptions[id]!.connectedAt = now.unixSeconds
             relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds)
-            let ahead = String(id.prefix(48)) + "~ahead"
+            let ahead = relays[r].subscriptions[id]!.stem + "~ahead"
             relays[r].aheadREQs.insert(ahead)
             request(r, id: ahead, filtersJSON: relays[r].subscriptions[id]!.aheadFilters(now: now.unixSeconds))
             if negentropy { beginNegentropy(r, id) } else { advanceSync(r, id) }
@@ -220,7 +223,7 @@ extension SyncEngine {
             return
         case .send(let request):
             sub.pageNumber += 1
-            let pageID = String(id.prefix(48)) + "~p\(sub.pageNumber)"
+            let pageID = sub.stem + "~p\(sub.pageNumber)"
             sub.pageID = pageID
             relays[r].pageOwner[pageID] = id
             _ = session
