@@ -146,3 +146,30 @@ import Testing
             "\(report.problems)")
     }
 }
+
+/// Opening an account waits for a lock another process holds (a reader recovering the WAL after
+/// a crash, a writer) instead of failing at once: the busy timeout is set before the first
+/// statement. (It was set after the identity check and the journal mode, so an app restarted
+/// after a crash failed to open its account now and then.)
+@Suite struct AccountOpenLockTests {
+    @Test func openingWaitsForALockAnotherConnectionHoldsBriefly() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.file("locked.db")
+        try SoftchatAccount.open(path: path).close()
+        var db: OpaquePointer?
+        #expect(sqlite3_open(path, &db) == SQLITE_OK)
+        // Exclusive locking mode plus a write: every other connection is locked out, readers too.
+        #expect(sqlite3_exec(db, "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE held (x); COMMIT;", nil, nil, nil) == SQLITE_OK)
+        let holder = UInt(bitPattern: db)
+        let release = Thread {
+            Thread.sleep(forTimeInterval: 0.3)
+            let handle = OpaquePointer(bitPattern: holder)
+            sqlite3_close(handle)
+        }
+        release.start()
+        let started = Date()
+        let account = try SoftchatAccount.open(path: path)
+        #expect(Date().timeIntervalSince(started) >= 0.2, "the open waited for the lock")
+        account.close()
+    }
+}

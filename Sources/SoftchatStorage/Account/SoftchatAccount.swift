@@ -145,13 +145,17 @@ final class AccountStore: Sendable {
         do {
             Self.createFile(path)
             let w = try SQLiteConnection(path: path)
+            // First: every later statement, the identity check included, waits for a lock another
+            // process holds (a reader recovering the WAL after a crash, a writer) instead of
+            // failing at once with SQLITE_BUSY, which made an app restarted after a crash fail
+            // to open its account now and then.
+            try w.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
             try Migrations.checkIdentity(w)
             w.resetStatements()  // no read transaction may stay open across the journal mode change
             try Self.tightenModes(path)
             try w.execute("PRAGMA journal_mode = WAL")
             try w.execute("PRAGMA synchronous = FULL")
             try w.execute("PRAGMA foreign_keys = ON")
-            try w.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
             try w.execute("PRAGMA cache_size = -\(max(1, policy.cacheMebibytes) * 1024)")
             try Migrations.migrate(w, upTo: version)
             w.resetStatements()
