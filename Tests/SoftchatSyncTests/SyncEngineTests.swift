@@ -253,6 +253,22 @@ import Testing
         #expect(w.account.intents[ids[0]]!.state == .accepted, "claimed and delivered when the lease expired")
     }
 
+    /// One subscription per id, each for kind-1 events tagged `["t", id]`, with `eventsEach`
+    /// such events a second apart from `from` stored on relay 0: the policy and the events.
+    static func storeConversations(in w: EngineWorld, ids: [String], eventsEach: Int, from: Int64) -> [VerifiedEvent] {
+        var all: [VerifiedEvent] = []
+        for id in ids {
+            for i in 0..<eventsEach {
+                let e = try! Fixtures.author.sign(
+                    UnsignedEvent(createdAt: from + Int64(i), kind: 1, tags: [["t", id]], content: "\(id) m\(i)"))
+                all.append(e)
+                w.relays[0].insert(e)
+            }
+        }
+        w.account.policy = ids.map { id in (id, ["{\"kinds\":[1],\"#t\":[\"\(id)\"]}"], nil) }
+        return all
+    }
+
     /// nostr-relay keeps 32 subscriptions per connection and refuses past that with a NOTICE
     /// alone; its NIP-11 says nothing of it. Each subscription used to open three REQs at once
     /// (live, ahead, a page), so a refused page never got its EOSE and its subscription never
@@ -261,16 +277,7 @@ import Testing
     @Test(arguments: [32, 5]) func everySubscriptionSyncsUnderARelaysSubscriptionLimit(limit: Int) {
         let w = EngineWorld()
         w.relays[0].maxSubscriptions = limit
-        var all: [VerifiedEvent] = []
-        for s in 0..<40 {
-            for i in 0..<10 {
-                let e = try! Fixtures.author.sign(
-                    UnsignedEvent(createdAt: w.unix - 500 + Int64(i), kind: 1, tags: [["t", "s\(s)"]], content: "s\(s) e\(i)"))
-                all.append(e)
-                w.relays[0].insert(e)
-            }
-        }
-        w.account.policy = (0..<40).map { ("sub\($0)", ["{\"kinds\":[1],\"#t\":[\"s\($0)\"]}"], nil) }
+        let all = Self.storeConversations(in: w, ids: (0..<40).map { "sub\($0)" }, eventsEach: 10, from: w.unix - 500)
         w.start()
         w.run(for: 60_000)
         let held = all.filter { w.account.events[$0.id] != nil }.count
@@ -303,17 +310,8 @@ import Testing
     @Test func subscriptionsWhoseIdsShareALongPrefixKeepTheirREQsApart() {
         let w = EngineWorld()
         let stem = String(repeating: "conversation-", count: 4)
-        var all: [VerifiedEvent] = []
-        for s in 0..<2 {
-            for i in 0..<30 {
-                let e = try! Fixtures.author.sign(
-                    UnsignedEvent(createdAt: w.unix - 200 + Int64(i), kind: 1, tags: [["t", "c\(s)"]], content: "c\(s) m\(i)"))
-                all.append(e)
-                w.relays[0].insert(e)
-            }
-        }
+        let all = Self.storeConversations(in: w, ids: (0..<2).map { "\(stem)\($0)" }, eventsEach: 30, from: w.unix - 200)
         w.relays[0].cap = 7
-        w.account.policy = (0..<2).map { ("\(stem)\($0)", ["{\"kinds\":[1],\"#t\":[\"c\($0)\"]}"], nil) }
         w.start()
         w.run(for: 10_000)
         #expect(all.allSatisfy { w.account.events[$0.id] != nil }, "\(all.filter { w.account.events[$0.id] == nil }.count) missing")

@@ -25,7 +25,12 @@ extension SoftchatAccount {
         for filter in filters {
             for event in try query(db, filter, now: now) { byID[event.id] = event }
         }
-        var all = Array(byID.values)
+        return newestFirst(Array(byID.values), limit: limit)
+    }
+
+    /// `events` newest first, ties by lowest id (NIP-01's order), at most `limit` of them.
+    static func newestFirst(_ events: [VerifiedEvent], limit: Int?) -> [VerifiedEvent] {
+        var all = events
         all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
         if let limit, all.count > limit { all.removeLast(all.count - limit) }
         return all
@@ -90,10 +95,7 @@ extension SoftchatAccount {
         guard !filter.tagConditions.isEmpty else { return indexed }
         let overflow = try overflowEvents(db, filter, now: now)
         guard !overflow.isEmpty else { return indexed }
-        var all = indexed + overflow
-        all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
-        if let limit, all.count > limit { all.removeLast(all.count - Int(limit)) }
-        return all
+        return newestFirst(indexed + overflow, limit: limit.map { Int(clamping: $0) })
     }
 
     /// The events stored with the tag index's overflow marker that `filter` matches, decided by

@@ -190,14 +190,13 @@ extension SyncEngine {
 
     /// Sends the next fetch of missing ids, and completes the sync when nothing is left.
     func fetchMissing(_ r: Int, _ id: String) {
-        guard var reconciliation = relays[r].subscriptions[id]?.negentropy, let session = relays[r].session else { return }
+        guard var reconciliation = relays[r].subscriptions[id]?.negentropy, relays[r].session != nil else { return }
         while let ids = reconciliation.nextFetch() {
             let fetchID = (relays[r].subscriptions[id]?.stem ?? String(id.prefix(40))) + "~f\(reconciliation.fetches)"
             var filter = JSONObject()
             filter.append("ids", .array(ids.map(JSONValue.string)))
             filter.append("limit", .integer(Int64(ids.count)))
             // Through the REQ budget: a fetch waits for a slot like a page.
-            _ = session
             relays[r].fetchOwner[fetchID] = id
             request(r, id: fetchID, filtersJSON: [JSONValue.object(filter).jsonText])
         }

@@ -216,7 +216,7 @@ extension SyncEngine {
 
     /// Sends the subscription's next page, or records a completed window.
     func advanceSync(_ r: Int, _ id: String) {
-        guard var sub = relays[r].subscriptions[id], let session = relays[r].session else { return }
+        guard var sub = relays[r].subscriptions[id], relays[r].session != nil else { return }
         defer { relays[r].subscriptions[id] = sub }
         switch sub.sync.next() {
         case .idle, .awaitingEndOfStoredEvents:
@@ -226,10 +226,7 @@ extension SyncEngine {
             let pageID = sub.stem + "~p\(sub.pageNumber)"
             sub.pageID = pageID
             relays[r].pageOwner[pageID] = id
-            _ = session
-            relays[r].subscriptions[id] = sub
             self.request(r, id: pageID, filtersJSON: [request.filter.toJSON()])
-            sub = relays[r].subscriptions[id]!
             sub.dirty = true
             queueIngestFlush()
         case .synced(let outcome):
