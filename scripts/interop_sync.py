@@ -294,8 +294,31 @@ def main():
         check(result.get("synced") is True and count == 400 and unique == 400,
               f"nostr-relay: 40 subscriptions, every one synced, all 400 events held in {took:.1f} s ({result}, {count}/{unique}) "
               f"{r.stderr[-200:]}")
+
+        # nostr-relay with rate limits (per IP: EVENT 5/s and 100/min): every EVENT past them is
+        # answered `OK false "rate-limited: slow down"` and the relay sleeps longer after each
+        # one. 300 events must all end accepted (a rate limit is "later", never a failure that
+        # spends the retry budget), none rejected.
+        peers.stop("open")
+        limited = peers.start("ratelimit")
+        paced = sign(key, [{"kind": 1, "created_at": now - 400 + i, "tags": [["t", tag + "-paced"]], "content": f"paced {i}"}
+                           for i in range(300)])
+        db = os.path.join(work, "writer-limited.db")
+        started = time.monotonic()
+        r = softchat(["publish", "--relay", limited, "--key", key, "--db", db, "--json", "--timeout", "900"],
+                     "\n".join(paced) + "\n", timeout=960)
+        took = time.monotonic() - started
+        c = sqlite3.connect(db)
+        ends = dict(((state, category), n) for state, category, n in
+                    c.execute("select state, category, count(*) from publish_intents group by 1, 2"))
+        limits = c.execute("select count(*) from publish_intents where attempts > 1").fetchone()[0]
+        c.close()
+        accepted = sum(n for (state, _), n in ends.items() if state == "accepted")
+        check(r.returncode == 0 and accepted == 300 and not any(state == "rejected" for state, _ in ends),
+              f"rate-limited nostr-relay: 300 events all accepted, none rejected, in {took:.0f} s "
+              f"({limits} sent more than once; {ends}) {r.stdout.strip()[-160:]}")
     finally:
-        peers.stop("local", "open")
+        peers.stop("local", "open", "ratelimit")
         shutil.rmtree(work, ignore_errors=True)
     tally.finish()
 

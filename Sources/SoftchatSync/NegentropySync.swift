@@ -60,6 +60,11 @@ public struct NegentropySync: Sendable {
     private var queued: Set<String> = []
     /// Fetches handed out by `nextFetch()` whose EOSE has not come yet (at most one).
     public private(set) var fetchesInFlight = 0
+    /// Ids of the fetch in flight not received yet, and how many it brought so far.
+    private var fetching: Set<String> = []
+    private var fetchBrought = 0
+    /// Ids given up: asked again after a capped answer, and the relay sent none of them.
+    public private(set) var givenUp = 0
     /// Ids the account has and the relay lacks (for a host that offers them back).
     public private(set) var have: [NegentropyID] = []
     /// Negentropy messages received.
@@ -212,11 +217,29 @@ public struct NegentropySync: Sendable {
         queueStart = end
         fetchesInFlight += 1
         fetches += 1
+        fetching = Set(batch)
+        fetchBrought = 0
         return batch
     }
 
-    /// The EOSE of a fetch.
+    /// An event the relay sent for the fetch in flight, by the id it claims (before
+    /// verification: an event that fails it was the relay's answer all the same).
+    ///
+    /// - Parameter id: The event id, in hex.
+    public mutating func fetchReceived(_ id: String) {
+        if fetching.remove(id) != nil { fetchBrought += 1 }
+    }
+
+    /// The EOSE of a fetch. Relays cap an answer by ids as they cap any other (a fetch of 500
+    /// ids from a relay that sends 13 per REQ): the ids it did not send are queued again, as
+    /// long as each answer brings some; ids an answer brought none of are given up (the relay
+    /// no longer holds them).
     public mutating func fetchEnded() {
         if fetchesInFlight > 0 { fetchesInFlight -= 1 }
+        if !fetching.isEmpty {
+            if fetchBrought > 0 { queue += fetching.sorted() } else { givenUp += fetching.count }
+            fetching = []
+        }
+        fetchBrought = 0
     }
 }

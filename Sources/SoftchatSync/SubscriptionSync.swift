@@ -245,8 +245,36 @@ public struct SubscriptionSync: Sendable, Hashable {
     public private(set) var paging: RelayPaging
     /// Newest `created_at` up to which every filter's window is known synced.
     public private(set) var cursor: Int64?
+    /// Where the periodic deeper resync stands (see ``Deepening``).
+    public internal(set) var deepening = Deepening()
     private var window: Window?
     private var outcome: SyncOutcome?
+
+    /// The periodic deeper resync: the one way a relay without NIP-77 gives up an event that
+    /// reached it later than the horizon allows (an outbox that was offline for days, a sender
+    /// whose clock runs behind, a device clock that ran ahead). At most once per interval, the
+    /// window that opens reaches `horizon × 4^level` behind the cursor instead of the horizon,
+    /// the level growing by one each time until a window reaches back to the epoch; then it
+    /// starts over. An event that arrived `d` seconds late is found by the window of the first
+    /// level whose reach passes `d`: at most `⌈log₄(d / horizon)⌉` intervals after it arrived.
+    /// Each such window costs what paging its reach costs (events already held are dropped by
+    /// id, unverified).
+    public struct Deepening: Sendable, Hashable {
+        /// The level of the last deep window (0: none yet in this cycle).
+        public var level = 0
+        /// When the last deep window (or the first, full sync) opened, in Unix seconds.
+        public var lastAt: Int64?
+
+        /// Creates a state.
+        ///
+        /// - Parameters:
+        ///   - level: The level of the last deep window (0: none yet in this cycle).
+        ///   - lastAt: When the last deep window opened, in Unix seconds; nil: never.
+        public init(level: Int = 0, lastAt: Int64? = nil) {
+            self.level = level
+            self.lastAt = lastAt
+        }
+    }
 
     struct Window: Sendable, Hashable {
         var since: Int64?
@@ -313,14 +341,34 @@ public struct SubscriptionSync: Sendable, Hashable {
         return window.boundaryIDs.count + (page?.seen.count ?? 0) + (page?.oldestIDs.count ?? 0)
     }
 
-    /// Opens a window `[cursor − horizon, now]`. When a window is already open (a resumed one),
-    /// it is kept as it was, `until` included.
+    /// Opens a window `[cursor − horizon, now]`, or a deeper one (see ``Deepening``) when
+    /// `deepResyncInterval` has passed since the last. When a window is already open (a resumed
+    /// one), it is kept as it was, `until` included.
     ///
-    /// - Parameter now: The current Unix time, in seconds (a negative value counts as 0).
-    public mutating func begin(now: Int64) {
+    /// - Parameters:
+    ///   - now: The current Unix time, in seconds (a negative value counts as 0).
+    ///   - deepResyncInterval: Seconds between deeper windows; nil or 0: never deeper than the
+    ///     horizon.
+    public mutating func begin(now: Int64, deepResyncInterval: Int64? = nil) {
         guard window == nil else { return }
         let until = max(0, now)
-        window = Window(since: cursor.map { max(0, $0 - horizon) }, until: until, boundary: until)
+        var since = cursor.map { max(0, $0 - horizon) }
+        if let interval = deepResyncInterval, interval > 0 {
+            if let cursor {
+                if deepening.lastAt.map({ until - $0 >= interval || until < $0 }) ?? true {
+                    let level = deepening.level + 1
+                    var reach = max(horizon, 60)
+                    for _ in 0..<level where reach < Int64.max / 8 { reach *= 4 }
+                    let deep = cursor > reach ? cursor - reach : 0
+                    since = deep
+                    deepening = Deepening(level: deep == 0 ? 0 : level, lastAt: until)
+                }
+            } else {
+                // A first sync reaches back to the start: a complete cycle.
+                deepening = Deepening(level: 0, lastAt: until)
+            }
+        }
+        window = Window(since: since, until: until, boundary: until)
         outcome = nil
     }
 
@@ -535,6 +583,8 @@ extension SubscriptionSync {
         object.append("until", .string(paging.until.rawValue))
         object.append("largestPage", .integer(Int64(paging.largestPage)))
         object.append("cursor", cursor.map(JSONValue.integer) ?? .null)
+        object.append("deepLevel", .integer(Int64(deepening.level)))
+        object.append("deepAt", deepening.lastAt.map(JSONValue.integer) ?? .null)
         if let window {
             var w = JSONObject()
             w.append("since", window.since.map(JSONValue.integer) ?? .null)
@@ -626,6 +676,13 @@ extension SubscriptionSync {
         self.init(
             filters: filters, cursor: try optionalInt(json["cursor"], "cursor"), horizon: try int(json["horizon"], "horizon"),
             paging: paging)
+        // States written before the deeper resync have neither: no deep window yet.
+        if let level = json["deepLevel"], !level.isNull {
+            let n = try int(level, "deepLevel")
+            guard n >= 0, n <= 64 else { throw fail("deepLevel must be 0 to 64") }
+            deepening.level = Int(n)
+        }
+        deepening.lastAt = try optionalInt(json["deepAt"], "deepAt")
         if let w = json["window"], !w.isNull {
             let filterIndex = try int(w["filter"], "window.filter")
             guard filterIndex >= 0, filterIndex <= Int64(filters.count) else { throw fail("window.filter is out of range") }

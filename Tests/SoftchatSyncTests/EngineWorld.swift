@@ -36,6 +36,10 @@ final class MemoryAccount {
     /// Ids a commit carried more than once across commits (an event committed twice).
     var committedTwice: [String] = []
     var negentropyRecords: [String: NegentropySupportRecord] = [:]
+    /// Deliberate bugs, for the model test's mutation checks: a commit that reports its events
+    /// stored and keeps none of them; a write taken for the relay's acceptance.
+    var losesNextCommit = false
+    var acceptsOnWrite = false
     private var sequence = 0
 
     func key(_ relay: String, _ sub: String) -> String { relay + "\u{0}" + sub }
@@ -44,6 +48,11 @@ final class MemoryAccount {
         events[event.id] = event
         var ids: [String] = []
         for relay in relays {
+            // One intent per event and relay, as the account's UNIQUE (event_id, relay_url) keeps.
+            if let existing = intents.values.first(where: { $0.eventID == event.id && $0.relayURL == relay }) {
+                ids.append(existing.intentID)
+                continue
+            }
             sequence += 1
             let id = "i\(sequence)"
             intents[id] = Intent(intentID: id, eventID: event.id, relayURL: relay, sequence: sequence)
@@ -116,7 +125,8 @@ final class MemoryAccount {
                 return .failed(.invalidDeliveryState("not held", operation: .relayPublish))
             }
             for id in ids {
-                intents[id]!.state = .inFlight
+                intents[id]!.state = acceptsOnWrite ? .accepted : .inFlight
+                if acceptsOnWrite { intents[id]!.category = .accepted }
                 intents[id]!.attempts += 1
             }
             return .done
@@ -127,6 +137,7 @@ final class MemoryAccount {
             }
             for r in results {
                 var i = intents[r.intentID]!
+                if acceptsOnWrite && i.state == .accepted { continue }
                 i.message = r.decision.message
                 if r.decision.category.spendsRetryBudget { i.failures += 1 }
                 if r.decision.state.isTerminal {
@@ -159,8 +170,12 @@ final class MemoryAccount {
             commits += 1
             var result = IngestionResult()
             var seen: Set<String> = []
+            let loses = losesNextCommit && !batch.isEmpty
+            if loses { losesNextCommit = false }
             for e in batch where seen.insert(e.id).inserted {
-                if events[e.id] != nil {
+                if loses {
+                    result.accepted.append(e.id)
+                } else if events[e.id] != nil {
                     if !intents.values.contains(where: { $0.eventID == e.id }) { duplicateCommits += 1 }
                     result.alreadyPresent.append(e.id)
                 } else {
@@ -190,203 +205,6 @@ final class MemoryAccount {
     var liveLeases: Int { leases.values.filter { !$0.released }.count }
 }
 
-/// A relay in memory that speaks NIP-01 text: stores events, answers REQs newest first capped
-/// per filter with `until` read either way, sends live events, answers EVENT(S) with OK.
-struct WireRelay {
-    var stored: [VerifiedEvent] = []
-    var cap = 500
-    var inclusiveUntil = true
-    var subscriptions: [String: [RelayFilter]] = [:]
-    /// Events the relay answered OK true for (or stored without answering), and OK false for.
-    var saidAccepted: Set<String> = []
-    var saidRejected: Set<String> = []
-    /// When set, the relay answers every EVENT by this rule instead of OK true.
-    var okRule: ((VerifiedEvent, inout SplitMix64) -> OKBehaviour)?
-    var heldOKs: [String] = []
-    var closeRule: ((String, inout SplitMix64) -> String?)?
-    /// When set, a REQ this picks is answered with part of its events and then CLOSED with the
-    /// message (no EOSE), as relays do when a query fails or a rate limit trips mid-answer.
-    var midAnswerCloseRule: ((String, inout SplitMix64) -> String?)?
-    var rng = SplitMix64(seed: 1)
-    /// How NEG-OPEN is met: by default as relays without NIP-77 do (a NOTICE).
-    var negentropy = NegentropyMode.notice
-    /// The responder's message limit (0: none).
-    var negentropyFrameLimit = 0
-    var reconcilers: [String: Negentropy] = [:]
-    /// Like rust-nostr's LocalRelay: at most this many items held by the open reconciliations
-    /// of a connection, else NEG-ERR "rate-limited: too many negentropy items".
-    var negentropyMaxItems: Int?
-    /// The most reconciliations open at once seen.
-    var mostOpenReconcilers = 0
-    /// NEG-ERRs sent for too many items.
-    var tooManyItems = 0
-    /// Like nostr-relay (32 by default): at most this many subscriptions open on a connection; a
-    /// REQ past it is refused with a NOTICE only (no CLOSED, no EOSE).
-    var maxSubscriptions: Int?
-    /// The most subscriptions open at once, and REQs refused for the limit.
-    var mostSubscriptions = 0
-    var refusedSubscriptions = 0
-    /// Every client frame's verb, in order.
-    var verbs: [String] = []
-    /// Every client frame's length, by verb.
-    var longestFrame: [String: Int] = [:]
-
-    enum NegentropyMode {
-        case answer, notice, silent
-        case error(String)
-    }
-
-    enum OKBehaviour {
-        case accept
-        case reject(String)
-        case retry(String)
-        case silent, late
-    }
-
-    mutating func insert(_ event: VerifiedEvent) {
-        guard !stored.contains(where: { $0.id == event.id }) else { return }
-        let i = stored.firstIndex { $0.createdAt < event.createdAt || ($0.createdAt == event.createdAt && $0.id > event.id) }
-        stored.insert(event, at: i ?? stored.count)
-    }
-
-    func matches(_ filter: RelayFilter, _ e: VerifiedEvent) -> Bool { matches(filter, loose(filter), e) }
-
-    /// The filter without `until` and `limit` (the relay applies those itself).
-    func loose(_ filter: RelayFilter) -> RelayFilter? {
-        var members = filter.json.members
-        members.removeAll { $0.key == "until" || $0.key == "limit" }
-        return try? RelayFilter(json: .object(JSONObject(members: members)))
-    }
-
-    func matches(_ filter: RelayFilter, _ loose: RelayFilter?, _ e: VerifiedEvent) -> Bool {
-        guard let loose, loose.matches(e) else { return false }
-        if let until = filter.until { return inclusiveUntil ? e.createdAt <= until : e.createdAt < until }
-        return true
-    }
-
-    /// A new event arrives from elsewhere: stored, and sent to the live subscriptions it matches.
-    mutating func publishFromElsewhere(_ event: VerifiedEvent) -> [String] {
-        insert(event)
-        var out: [String] = []
-        for id in subscriptions.keys.sorted() where subscriptions[id]!.contains(where: { matches($0, event) }) {
-            out.append(RelayResponseFrame.event(subscriptionID: id, event: event).toJSON())
-        }
-        return out
-    }
-
-    mutating func dropConnection() {
-        subscriptions.removeAll()
-        reconcilers.removeAll()
-        heldOKs.removeAll()
-    }
-
-    mutating func receive(_ text: String) -> [String] {
-        guard let frame = try? parseClientRelayFrame(text) else { return [RelayResponseFrame.notice(RelayMessage("invalid: cannot parse")).toJSON()] }
-        verbs.append(frame.verb)
-        longestFrame[frame.verb] = max(longestFrame[frame.verb] ?? 0, text.utf8.count)
-        switch frame {
-        case .req(let id, let filters):
-            if let limit = maxSubscriptions, subscriptions[id] == nil, subscriptions.count >= limit {
-                refusedSubscriptions += 1
-                return [RelayResponseFrame.notice(RelayMessage("rejected: too many subscriptions")).toJSON()]
-            }
-            if let rule = closeRule, let message = rule(id, &rng) {
-                return [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage(message)).toJSON()]
-            }
-            var out: [String] = []
-            var sent: Set<String> = []
-            for filter in filters {
-                let n = min(cap, filter.limit.map { Int($0) } ?? cap)
-                var count = 0
-                let looseFilter = loose(filter)
-                for e in stored where count < n && matches(filter, looseFilter, e) {
-                    count += 1
-                    if sent.insert(e.id).inserted { out.append(RelayResponseFrame.event(subscriptionID: id, event: e).toJSON()) }
-                }
-            }
-            if let rule = midAnswerCloseRule, let message = rule(id, &rng) {
-                let kept = out.isEmpty ? 0 : Int(rng.next() % UInt64(out.count + 1))
-                return Array(out.prefix(kept)) + [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage(message)).toJSON()]
-            }
-            out.append(RelayResponseFrame.eose(subscriptionID: id).toJSON())
-            subscriptions[id] = filters
-            mostSubscriptions = max(mostSubscriptions, subscriptions.count)
-            return out
-        case .close(let id):
-            subscriptions[id] = nil
-            return []
-        case .event(let e):
-            return answer(e)
-        case .events(let list):
-            return list.flatMap { answer($0) }
-        case .auth, .count:
-            return []
-        case .negOpen(let id, let filter, let message):
-            switch negentropy {
-            case .notice: return [RelayResponseFrame.notice(RelayMessage("invalid: unknown verb")).toJSON()]
-            case .silent: return []
-            case .error(let text): return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage(text)).toJSON()]
-            case .answer:
-                let items = stored.filter { filter.matches($0) }.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
-                reconcilers[id] = nil
-                if let max = negentropyMaxItems, reconcilers.values.reduce(items.count, { $0 + $1.storage.count }) > max {
-                    tooManyItems += 1
-                    return [
-                        RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("rate-limited: too many negentropy items")).toJSON()
-                    ]
-                }
-                reconcilers[id] = Negentropy(storage: NegentropyStorage(items: items), frameSizeLimit: negentropyFrameLimit)
-                mostOpenReconcilers = max(mostOpenReconcilers, reconcilers.count)
-                return negentropyAnswer(id, message)
-            }
-        case .negMessage(let id, let message):
-            guard case .answer = negentropy else { return [] }
-            return negentropyAnswer(id, message)
-        case .negClose(let id):
-            reconcilers[id] = nil
-            return []
-        }
-    }
-
-    mutating func negentropyAnswer(_ id: String, _ message: [UInt8]) -> [String] {
-        guard let reconciler = reconcilers[id] else {
-            return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("closed: unknown")).toJSON()]
-        }
-        guard let answer = try? reconciler.respond(message) else {
-            reconcilers[id] = nil
-            return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("error: bad message")).toJSON()]
-        }
-        return [RelayResponseFrame.negMessage(subscriptionID: id, message: answer).toJSON()]
-    }
-
-    mutating func answer(_ e: VerifiedEvent) -> [String] {
-        let behaviour = okRule.map { rule in rule(e, &rng) } ?? .accept
-        switch behaviour {
-        case .accept:
-            insert(e)
-            saidAccepted.insert(e.id)
-            return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("")).toJSON()]
-        case .reject(let text):
-            if saidAccepted.contains(e.id) {
-                return [RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("duplicate: have it")).toJSON()]
-            }
-            saidRejected.insert(e.id)
-            return [RelayResponseFrame.ok(eventID: e.id, accepted: false, message: RelayMessage(text)).toJSON()]
-        case .retry(let text):
-            return [RelayResponseFrame.ok(eventID: e.id, accepted: false, message: RelayMessage(text)).toJSON()]
-        case .silent:
-            insert(e)
-            saidAccepted.insert(e.id)
-            return []
-        case .late:
-            insert(e)
-            saidAccepted.insert(e.id)
-            heldOKs.append(RelayResponseFrame.ok(eventID: e.id, accepted: true, message: RelayMessage("")).toJSON())
-            return []
-        }
-    }
-}
-
 /// Drives a `SyncEngine` against `WireRelay`s and a `MemoryAccount` with simulated time and
 /// connections: no sockets, no clock.
 final class EngineWorld {
@@ -407,6 +225,21 @@ final class EngineWorld {
     /// When false, a connection attempt fails.
     var reachable: [Bool]
     var limits: [RelayLimits?]
+    /// Relays whose NIP-11 document comes slowly: a fetch waits here until `answerInformation()`.
+    var slowInformation: [Bool]
+    var heldInformation: Set<Int> = []
+    /// When each relay's current connection opened (monotonic milliseconds).
+    var openedAt: [Int64]
+    /// Called with every report as the engine makes it (the model test checks `synced` then).
+    var onReport: ((SyncEngineEvent) -> Void)?
+    /// Actions the engine returned in the longest single `pump()`, and whether one pump ran past
+    /// `runawayActions` (a loop without input: the pump gives up instead of hanging the test).
+    var mostActionsPerPump = 0
+    var runaway = false
+    let runawayActions = 200_000
+
+    /// A pong in a relay's inbox (not a text frame).
+    static let pong = "\u{0}pong"
 
     init(relayCount: Int = 1) {
         urls = (0..<relayCount).map { "wss://relay\($0).test" }
@@ -416,6 +249,16 @@ final class EngineWorld {
         connecting = Array(repeating: false, count: relayCount)
         reachable = Array(repeating: true, count: relayCount)
         limits = Array(repeating: nil, count: relayCount)
+        slowInformation = Array(repeating: false, count: relayCount)
+        openedAt = Array(repeating: 0, count: relayCount)
+    }
+
+    /// Answers the NIP-11 fetches that were held back.
+    func answerInformation() {
+        for r in heldInformation.sorted() {
+            heldInformation.remove(r)
+            handle(.relayInformation(relay: r, limits[r]))
+        }
     }
 
     var now: EngineTime { EngineTime(monotonicMilliseconds: mono, unixSeconds: unix) }
@@ -435,9 +278,20 @@ final class EngineWorld {
 
     /// Runs every action the engine has, answering account requests at once.
     func pump() {
+        var actions = 0
+        defer { mostActionsPerPump = max(mostActionsPerPump, actions) }
         while let action = engine.pollAction() {
+            actions += 1
+            if actions > runawayActions {
+                runaway = true
+                return
+            }
             switch action {
             case .fetchInformation(let r, _):
+                if slowInformation[r] {
+                    heldInformation.insert(r)
+                    continue
+                }
                 engine.handle(.relayInformation(relay: r, limits[r]), now: now)
             case .open(let r, _):
                 opens += 1
@@ -447,8 +301,10 @@ final class EngineWorld {
                 inbox[r] += relays[r].receive(text)
                 engine.handle(.written(relay: r, token: token), now: now)
             case .ping(let r):
+                // Answered like any frame: behind what the relay already sent (lost with it
+                // when the relay falls silent).
                 pings += 1
-                _ = r
+                if connected[r] { inbox[r].append(Self.pong) }
             case .close(let r):
                 connected[r] = false
                 connecting[r] = false
@@ -458,6 +314,7 @@ final class EngineWorld {
                 engine.handle(.account(account.answer(request, now: unix)), now: now)
             case .report(let event):
                 reports.append(event)
+                onReport?(event)
             case .stopped:
                 stopped = true
             }
@@ -470,6 +327,7 @@ final class EngineWorld {
             connecting[r] = false
             if reachable[r] {
                 connected[r] = true
+                openedAt[r] = mono
                 handle(.opened(relay: r))
             } else {
                 handle(.lost(relay: r, reason: "unreachable"))
@@ -482,7 +340,7 @@ final class EngineWorld {
         var n = 0
         while n < max, connected[r], !inbox[r].isEmpty {
             let text = inbox[r].removeFirst()
-            handle(.received(relay: r, text: text))
+            handle(text == Self.pong ? .alive(relay: r) : .received(relay: r, text: text))
             n += 1
         }
     }

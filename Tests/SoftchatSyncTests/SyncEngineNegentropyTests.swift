@@ -52,6 +52,19 @@ import Testing
         #expect(w.account.negentropyRecords[w.urls[0]]?.supported == true)
     }
 
+    /// A relay caps an answer by ids as it caps a page, and says nothing (found by the quirks
+    /// model: 300 ids asked in one REQ, 13 sent, EOSE, and the window reported synced without
+    /// the other 287). The ids it did not send are asked again until it sends them.
+    @Test func aFetchByIdsCutByTheRelaysCapIsAskedAgainForWhatItDidNotSend() {
+        let (w, events) = world(held: { $0 % 10 != 0 })
+        w.relays[0].cap = 13
+        w.start()
+        w.run(for: 2_000)
+        #expect(holdsAll(w, events), "\(events.filter { w.account.events[$0.id] == nil }.count) of 300 missing")
+        #expect(w.synced(0, "notes"))
+        #expect(outcomes(w).map(\.method) == [.negentropy])
+    }
+
     /// A fetch by ids closed part-way through its answer: the session would send it again with a
     /// `since` of its newest event, which drops every older id. The window is paged instead.
     @Test func aFetchClosedMidAnswerLosesNothing() {

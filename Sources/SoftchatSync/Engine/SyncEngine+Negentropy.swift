@@ -109,6 +109,10 @@ extension SyncEngine {
 
     /// A NEG-MSG or NEG-ERR from relay `r`.
     func receivedNegentropy(_ r: Int, _ text: String) {
+        // A reconciliation that ended (NEG-ERR, NEG-CLOSE sent, fallen back) frees a REQ slot
+        // for what waits in the queue (found by the quirks model: with a budget of 2, fetches
+        // queued behind NEG-ERRed reconciliations waited for ever).
+        defer { sendQueuedRequests(r) }
         let frame: RelayResponseFrame
         do { frame = try parseRelayResponseFrame(text) } catch {
             report(.notice(relayURL: relays[r].url, "relay sent an invalid frame: \(error.code.rawValue): \(error.message)"))
@@ -205,7 +209,9 @@ extension SyncEngine {
         // Everything the relay held for the filters at the connection's start is committed
         // with (or before) this state: the window is synced, the cursor moves to that start.
         let until = reconciliation.until
+        let deepening = sub.sync.deepening
         sub.sync = SubscriptionSync(filters: sub.filters, cursor: until, horizon: sub.sync.horizon, paging: sub.sync.paging)
+        sub.sync.deepening = deepening
         sub.completed = SyncOutcome(cursor: until, incompleteSeconds: [], requests: reconciliation.fetches, method: .negentropy)
         sub.negentropy = nil
         sub.dirty = true
@@ -234,6 +240,7 @@ extension SyncEngine {
             try? relays[r].session?.unsubscribe(id: fetchID)
             requestEnded(r, fetchID)
         }
+        defer { sendQueuedRequests(r) }
         guard relays[r].subscriptions[id] != nil else { return }
         let wasRunning = relays[r].subscriptions[id]!.negentropy != nil || relays[r].subscriptions[id]!.awaitingItems
         relays[r].subscriptions[id]!.negentropy = nil

@@ -167,7 +167,7 @@ extension SyncEngine {
         subscribeLive(r)
         for id in relays[r].subscriptions.keys.sorted() {
             relays[r].subscriptions[id]!.connectedAt = now.unixSeconds
-            relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds)
+            relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds, deepResyncInterval: configuration.deepResyncIntervalSeconds)
             let ahead = relays[r].subscriptions[id]!.stem + "~ahead"
             relays[r].aheadREQs.insert(ahead)
             request(r, id: ahead, filtersJSON: relays[r].subscriptions[id]!.aheadFilters(now: now.unixSeconds))
@@ -237,7 +237,7 @@ extension SyncEngine {
                 // A window resumed from an earlier connection ended before this one began:
                 // what reached the relay since (live events we were not there for, with any
                 // created_at after that window) is the next window's, now.
-                sub.sync.begin(now: now.unixSeconds)
+                sub.sync.begin(now: now.unixSeconds, deepResyncInterval: configuration.deepResyncIntervalSeconds)
                 relays[r].subscriptions[id] = sub
                 advanceSync(r, id)
                 sub = relays[r].subscriptions[id]!
@@ -315,11 +315,13 @@ extension SyncEngine {
                 return false
             }
         }
+        let fetchedFor = relays[r].fetchOwner[subscriptionID]
+        if let owner = fetchedFor { relays[r].subscriptions[owner]?.negentropy?.fetchReceived(eventID) }
         if recent.contains(eventID) {
             relays[r].statistics.duplicatesSkipped += 1
             return false
         }
-        if let owner = relays[r].fetchOwner[subscriptionID] { relays[r].subscriptions[owner]?.windowEvents += 1 }
+        if let owner = fetchedFor { relays[r].subscriptions[owner]?.windowEvents += 1 }
         return true
     }
 

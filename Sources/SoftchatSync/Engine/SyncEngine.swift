@@ -38,6 +38,12 @@ public struct SyncEngineConfiguration: Sendable {
     public var leasePrefix: String
     /// Per subscription id, the late-arrival horizon in seconds (default: `SubscriptionSync.defaultHorizon`).
     public var horizons: [String: Int64] = [:]
+    /// Seconds between a subscription's deeper resyncs on a relay it pages (see
+    /// `SubscriptionSync.Deepening`): how late arrivals past the horizon are found without
+    /// NIP-77. 0 turns them off. Default 6 hours: with the 300 s horizon of ordinary kinds, an
+    /// event that reached a relay a day late is found within 30 hours, a year late within 54, and
+    /// the whole history is paged again every 72 hours (the twelfth level reaches the epoch).
+    public var deepResyncIntervalSeconds: Int64 = 6 * 3_600
     /// Sync by NIP-77 negentropy where the relay speaks it (REQ paging otherwise).
     public var negentropy = true
     /// A NEG-OPEN or NEG-MSG unanswered this long: the relay is taken not to speak NIP-77 (when
