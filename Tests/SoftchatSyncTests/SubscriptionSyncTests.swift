@@ -62,6 +62,33 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
     }
 
     /// A run of equal created_at across a page boundary is asked again whole, in both conventions.
+    /// Late arrivals past the horizon: once per interval a window reaches horizon × 4^level
+    /// behind the cursor, the level growing until the window reaches the epoch, then starting
+    /// over; the state survives a write and a read.
+    @Test func deeperWindowsReachFurtherOncePerIntervalUntilTheEpochThenStartOver() {
+        let interval: Int64 = 6 * 3_600
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], cursor: now, horizon: 300)
+        var t = now
+        var reaches: [Int64] = []
+        for _ in 0..<13 {
+            t += interval
+            sync.begin(now: t, deepResyncInterval: interval)
+            reaches.append(sync.cursor! - sync.windowSince!)
+            // A window within the interval reaches back only by the horizon.
+            sync = try! SubscriptionSync(json: sync.jsonValue.withoutWindow)
+            sync.begin(now: t + 60, deepResyncInterval: interval)
+            #expect(sync.windowSince == sync.cursor! - 300)
+            sync = try! SubscriptionSync(json: sync.jsonValue.withoutWindow)
+        }
+        #expect(Array(reaches.prefix(4)) == [1_200, 4_800, 19_200, 76_800])
+        // The twelfth level reaches the epoch (300 × 4^12 > 1.7 × 10^9); the cycle starts over.
+        #expect(reaches[11] == now && reaches[12] == 1_200)
+        // Off (nil or 0): the horizon only.
+        var off = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], cursor: now, horizon: 300)
+        off.begin(now: now + interval, deepResyncInterval: 0)
+        #expect(off.windowSince == now - 300)
+    }
+
     @Test(arguments: [true, false]) func runAcrossPageBoundary(inclusive: Bool) {
         var relay = SimulatedRelay(cap: 4, inclusiveUntil: inclusive)
         relay.insert(SimEvent(id: eventID(1), createdAt: 300, kind: 1))
@@ -280,5 +307,14 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         let loaded = try reloaded(sync)
         #expect(loaded.paging == sync.paging)
         #expect(loaded.paging.pageSize == 300 && loaded.paging.until == .exclusive && loaded.paging.isCapKnown)
+    }
+}
+
+extension JSONValue {
+    /// A stored sync state with its window dropped, as if the window had completed without
+    /// moving the cursor (the deeper resync's bookkeeping kept).
+    fileprivate var withoutWindow: JSONValue {
+        guard case .object(let object) = self else { return self }
+        return .object(JSONObject(members: object.members.map { $0.key == "window" ? JSONObject.Member(key: "window", value: .null) : $0 }))
     }
 }
