@@ -276,7 +276,7 @@ struct Torture {
         claims.append((result.claim, Dictionary(uniqueKeysWithValues: ids.map { ($0, "pending") })))
         emit([
             "ack": "claim", "lease": .string(lease), "relay": .string(relay), "expiresAt": .integer(result.claim.expiresAt),
-            "intents": Self.strings(ids),
+            "createdAt": .integer(now), "intents": Self.strings(ids),
         ])
     }
 

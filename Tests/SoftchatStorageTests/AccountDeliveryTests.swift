@@ -122,6 +122,36 @@ import Testing
 
     // MARK: Claim lifecycle
 
+    /// Every claim writes a lease row; a process that claims once a second for a year wrote
+    /// 31 million. A claim now removes released or expired leases older than a day that no
+    /// intent still names (a day keeps a reused lease id refused for as long as any host runs).
+    @Test func leasesThatHoldNothingAreRemovedADayAfterTheyBegan() throws {
+        let t = try TestAccount()
+        let hours = 72
+        for h in 0..<hours {
+            let now = t0 + Int64(h) * 3_600
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op-\(h)", events: [events(1, "h\(h)")[0]], relayURLs: [relayA], now: now)
+            let result = try #require(try t.account.delivery.claim(leaseID: "L\(h)", relayURL: relayA, now: now))
+            try t.account.delivery.markSocketWritten(result.claim, intentIDs: result.payloads.map(\.intentID))
+            try t.account.delivery.applyResults(
+                result.claim, results: result.payloads.map { DeliveryResult(intentID: $0.intentID, decision: decision(.accepted, for: $0.eventID)) })
+            try t.account.delivery.release(result.claim)
+        }
+        // The day's 24 leases and the newest one's hour remain; nothing older.
+        let leases = try t.scalar("SELECT COUNT(*) FROM delivery_leases")
+        #expect(leases <= 25, "\(leases) lease rows after \(hours) hourly claims")
+        #expect(try t.account.delivery.stateCounts() == [.accepted: Int(hours)])
+        // A lease an intent still names stays, however old: the intent's history keeps it.
+        _ = try t.account.outgoing.enqueueSigned(operationID: "held", events: [events(1, "held")[0]], relayURLs: [relayB], now: t0)
+        let held = try #require(try t.account.delivery.claim(leaseID: "held", relayURL: relayB, now: t0))
+        _ = try t.account.outgoing.enqueueSigned(operationID: "later", events: [events(1, "later")[0]], relayURLs: [relayA], now: t0 + 10 * 86_400)
+        _ = try #require(try t.account.delivery.claim(leaseID: "later", relayURL: relayA, now: t0 + 10 * 86_400))
+        #expect(try t.scalar("SELECT COUNT(*) FROM delivery_leases") == 2)
+        #expect(try t.scalar("SELECT COUNT(*) FROM delivery_leases WHERE lease_id = 'held'") == 1)
+        #expect(try t.account.check(now: t0 + 10 * 86_400).ok)
+        _ = held
+    }
+
     @Test func claimWriteApplyReleaseLifecycleMovesEveryIntentThroughOneStateAtATime() throws {
         let t = try TestAccount()
         let out = events(4)

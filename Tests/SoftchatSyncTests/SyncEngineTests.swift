@@ -383,6 +383,38 @@ import Testing
         #expect(w.synced(0, "notes"))
     }
 
+    /// A commit that fails hands its events back to the session: they no longer count toward
+    /// the 1,024 awaiting persistence. Before, each stayed awaiting for ever unless the relay sent
+    /// it again; once 1,024 had leaked, every event was dropped with "queue full".
+    @Test func eventsOfAFailedCommitDoNotStayAwaitingInTheSession() {
+        let (w, _) = world(events: 0)
+        w.start()
+        w.run(for: 2_000)
+        #expect(w.synced(0, "notes"))
+        var n = 0
+        func liveEvents(_ count: Int) -> [VerifiedEvent] {
+            (0..<count).map { _ in
+                n += 1
+                return Fixtures.event(w.unix, content: "live \(n)")
+            }
+        }
+        for _ in 0..<4 {
+            // 300 live events the relay sends and does not keep (it will never send them again),
+            // fed in one round before the commit runs; the commit fails.
+            w.account.failNextCommits = 1
+            for e in liveEvents(300) {
+                w.engine.handle(.received(relay: 0, text: RelayResponseFrame.event(subscriptionID: "~live0", event: e).toJSON()), now: w.now)
+            }
+            w.pump()
+            w.run(for: 5_000)
+        }
+        #expect((w.engine.relays[0].session?.snapshot().awaitingPersistence ?? -1) == 0)
+        let late = liveEvents(1)[0]
+        w.inbox[0].append(RelayResponseFrame.event(subscriptionID: "~live0", event: late).toJSON())
+        w.run(for: 1_000)
+        #expect(w.account.events[late.id] != nil, "a live event after 1,200 failed commits was dropped")
+    }
+
     @Test func aRoundOfMoreEventsThanTheSessionHoldsIsDeferredNotRefused() {
         let (w, events) = world(events: 1_200)
         w.relays[0].cap = 2_000

@@ -289,6 +289,16 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.confirmIngested(eventID) }
     }
 
+    /// The host's commit of a `persistEvent` failed: the event stops counting toward the
+    /// events awaiting persistence, so failed commits cannot fill that bound (and refuse every
+    /// later event with `relay_session_queue_full`). A copy the relay sends again is verified and
+    /// offered again. Unknown ids are ignored.
+    ///
+    /// - Parameter eventID: The id of an event whose commit failed.
+    package func ingestionFailed(_ eventID: String) {
+        machine.withLock { (m: inout SessionMachine) in m.ingestionFailed(eventID) }
+    }
+
     /// Sends the host's NIP-42 answer for this connection's challenge, made with
     /// ``SoftchatIdentity/createNip42Authentication(challenge:relayURL:createdAt:)``. Refuses an event
     /// whose `relay` tag is not the configured `relayURL`, whose challenge is not the current one,

@@ -510,6 +510,12 @@ struct SessionMachine {
         }
     }
 
+    /// The host's commit of a `persistEvent` failed: the event no longer awaits persistence
+    /// (a copy the relay sends again is verified and offered again). Unknown ids are ignored.
+    mutating func ingestionFailed(_ eventID: String) {
+        awaiting[eventID] = nil
+    }
+
     // MARK: Diagnostics
 
     func snapshot() -> RelaySessionSnapshot {

@@ -82,6 +82,7 @@ public struct AccountDelivery: Sendable {
             var ids: [String] = []
             while try select.step() { ids.append(select.text(0)) }
             guard !ids.isEmpty else { return nil }
+            try Self.pruneLeases(db, now: now)
             if owners {
                 try db.statement(
                     "INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at, owner) VALUES (?, ?, ?, 0, ?, ?)"
@@ -281,6 +282,22 @@ public struct AccountDelivery: Sendable {
             .bind(.text(claim.leaseID)).run()
             try db.statement("UPDATE delivery_leases SET released = 1 WHERE lease_id = ?").bind(.text(claim.leaseID)).run()
         }
+    }
+
+    /// How long a lease row outlives its claim: a reused lease id is refused for that long.
+    static let leaseRetentionSeconds: Int64 = 86_400
+
+    /// Removes leases that ended (released or expired) more than a day after they began and that
+    /// no intent names: one row per claim would otherwise grow for ever. An intent keeps its
+    /// last lease, so the account's history and checks still find it.
+    static func pruneLeases(_ db: SQLiteConnection, now: Int64) throws {
+        try db.statement(
+            """
+            DELETE FROM delivery_leases WHERE created_at < ? AND (released = 1 OR expires_at <= ?)
+              AND NOT EXISTS (SELECT 1 FROM publish_intents WHERE publish_intents.lease_id = delivery_leases.lease_id)
+            """
+        )
+        .bind(.int(now - leaseRetentionSeconds), .int(now)).run()
     }
 
     /// The lease exists for this relay and was not released.

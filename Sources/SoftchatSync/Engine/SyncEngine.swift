@@ -393,7 +393,10 @@ public final class SyncEngine {
             relays[relay].renewAt[leaseID] = nil
             relays[relay].releasing.remove(leaseID)
         case .commit(let events, let states):
-            for (relay, _) in events { relays[relay].awaitingCommit -= 1 }
+            for (relay, event) in events {
+                relays[relay].awaitingCommit -= 1
+                relays[relay].session?.ingestionFailed(event.id)
+            }
             var involved = Set(events.map(\.relay))
             for s in states { involved.insert(s.relay) }
             recent.removeAll()
