@@ -221,6 +221,8 @@ final class EngineWorld {
     var reports: [SyncEngineEvent] = []
     var stopped = false
     var opens = 0
+    /// NIP-11 fetches the engine asked for.
+    var informationFetches = 0
     var pings = 0
     /// When false, a connection attempt fails.
     var reachable: [Bool]
@@ -288,6 +290,7 @@ final class EngineWorld {
             }
             switch action {
             case .fetchInformation(let r, _):
+                informationFetches += 1
                 if slowInformation[r] {
                     heldInformation.insert(r)
                     continue

@@ -415,6 +415,40 @@ import Testing
         #expect(w.account.events[late.id] != nil, "a live event after 1,200 failed commits was dropped")
     }
 
+    /// NIP-11 was fetched once per start: a relay whose document failed to load (a timeout, a
+    /// 503) was paged and budgeted blind for as long as the process ran. A connection at least
+    /// five minutes after a failed fetch asks again, and what the document says is used at once.
+    @Test func aFailedRelayInformationFetchIsAskedAgainOnALaterConnectionAndUsed() {
+        let (w, events) = world(events: 60)
+        w.relays[0].cap = 13
+        w.limits[0] = nil
+        w.start()
+        w.run(for: 2_000)
+        #expect(w.informationFetches == 1)
+        #expect(held(w, events) == 60)
+        // A reconnect soon after: not asked again (a document that failed is not hammered).
+        w.cut(0)
+        w.run(for: 5_000)
+        #expect(w.informationFetches == 1)
+        // The document loads now; a reconnect five minutes later asks for it.
+        var told = RelayLimits(maxLimit: 13)
+        told.maxSubscriptions = 3
+        w.limits[0] = told
+        w.run(for: 300_000)
+        w.cut(0)
+        w.run(for: 5_000)
+        #expect(w.informationFetches == 2)
+        #expect(w.engine.relays[0].limits?.maxSubscriptions == 3)
+        #expect(w.engine.relays[0].requestBudget == 3)
+        #expect(w.engine.relays[0].paging?.pageSize == 13)
+        #expect(w.synced(0, "notes"))
+        // Known now: later connections do not ask again.
+        w.run(for: 600_000)
+        w.cut(0)
+        w.run(for: 5_000)
+        #expect(w.informationFetches == 2)
+    }
+
     @Test func aRoundOfMoreEventsThanTheSessionHoldsIsDeferredNotRefused() {
         let (w, events) = world(events: 1_200)
         w.relays[0].cap = 2_000

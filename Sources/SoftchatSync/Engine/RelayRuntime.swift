@@ -17,6 +17,9 @@ struct RelayRuntime {
     var reported = RelayConnectionState.connecting
     var session: RelaySession?
     var limits: RelayLimits?
+    /// When NIP-11 was last asked for (monotonic milliseconds), and whether the answer is due.
+    var informationAskedAt: Int64?
+    var informationPending = false
     /// How this relay pages: configured, narrowed by NIP-11, and learned by every subscription's
     /// pages (each passes on what it learns to the others).
     var paging: RelayPaging?

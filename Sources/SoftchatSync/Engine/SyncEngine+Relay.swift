@@ -72,6 +72,35 @@ extension SyncEngine {
         connect(r)
     }
 
+    /// How long after a NIP-11 fetch that brought nothing a connection asks again.
+    static let informationRetryMilliseconds: Int64 = 300_000
+
+    func askInformation(_ r: Int) {
+        relays[r].informationAskedAt = now.monotonicMilliseconds
+        relays[r].informationPending = true
+        push(.action(.fetchInformation(relay: r, url: relays[r].url)))
+    }
+
+    /// A NIP-11 document asked for again after the first fetch brought none (the session runs
+    /// already): what a running connection can change takes effect now (the REQ budget, the page
+    /// size, the `until` convention, NIP-42 and NIP-77 hints); the frame bound and EVENTS batches
+    /// are the session's and wait for the next start.
+    func informationArrived(_ r: Int, _ limits: RelayLimits?) {
+        guard let limits, relays[r].limits == nil else { return }
+        relays[r].limits = limits
+        if let stated = limits.maxSubscriptions, stated > 0 {
+            relays[r].requestBudget = min(relays[r].requestBudget, stated, RelaySessionContract.maxSubscriptions.value)
+        }
+        guard var paging = relays[r].paging else { return }
+        if let cap = limits.maxLimit, cap > 0, cap < paging.pageSize {
+            paging.pageSize = cap
+            paging.largestPage = min(paging.largestPage, cap)
+        }
+        if paging.until == .unknown, let convention = limits.untilConvention { paging.until = convention }
+        relays[r].paging = paging
+        for id in relays[r].subscriptions.keys { relays[r].subscriptions[id]!.sync.learn(from: paging) }
+    }
+
     /// The policy's subscriptions for relay `r`, each resumed from its durable state when that
     /// state is for the same filters (a changed subscription starts over, without a cursor).
     func buildSubscriptions(_ r: Int) {
@@ -152,6 +181,12 @@ extension SyncEngine {
             return
         }
         if relays[r].everConnected { relays[r].statistics.reconnects += 1 }
+        // NIP-11 failed before (a timeout, an error page): ask again, at most every five minutes.
+        if configuration.fetchRelayInformation, relays[r].limits == nil, !relays[r].informationPending,
+            relays[r].informationAskedAt.map({ mono - $0 >= Self.informationRetryMilliseconds }) ?? true
+        {
+            askInformation(r)
+        }
         relays[r].everConnected = true
         relays[r].phase = .connected
         relays[r].connection += 1

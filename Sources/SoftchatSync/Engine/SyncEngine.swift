@@ -156,8 +156,9 @@ public final class SyncEngine {
             accountReplied(reply, context)
         case .relayInformation(let relay, let limits):
             guard relays.indices.contains(relay), !stopping else { return }
+            relays[relay].informationPending = false
             if let limits { report(.relayInformation(relayURL: relays[relay].url, limits)) }
-            startSession(relay, limits: limits)
+            if relays[relay].session == nil { startSession(relay, limits: limits) } else { informationArrived(relay, limits) }
         case .opened(let relay):
             guard relays.indices.contains(relay) else { return }
             opened(relay)
@@ -302,7 +303,7 @@ public final class SyncEngine {
             for r in relays.indices {
                 if configuration.fetchRelayInformation {
                     setState(r, .fetchingInformation)
-                    push(.action(.fetchInformation(relay: r, url: relays[r].url)))
+                    askInformation(r)
                 } else {
                     startSession(r, limits: nil)
                 }
