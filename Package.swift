@@ -168,7 +168,8 @@ let package = Package(
             ],
             swiftSettings: strictSwift),
         .testTarget(
-            name: "SoftchatFFITests", dependencies: ["SoftchatFFI", "SoftchatTestRelay", "SoftchatCore", "SoftchatJSON"],
+            name: "SoftchatFFITests",
+            dependencies: ["SoftchatFFI", "SoftchatTestRelay", "SoftchatCore", "SoftchatJSON", "SoftchatClient", "SoftchatSync"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SoftchatSyncTests", dependencies: ["SoftchatSync", "SoftchatCore", "SoftchatJSON"],

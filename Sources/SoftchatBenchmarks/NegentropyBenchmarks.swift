@@ -193,7 +193,7 @@ public enum NegentropyBenchmarks {
         policy.publishes = false
         policy.observer = {
             if case .synced(_, _, _, let m) = $0 {
-                method.set(m.rawValue)
+                method.set(m.method.rawValue)
                 synced.add()
             }
         }

@@ -201,7 +201,7 @@ enum SyncCommand {
         let json = parsed.has("--json")
         policy.observer = { event in
             switch event {
-            case .synced(let url, let sub, _, let method) where wanted.contains(sub): synced.insert(url, sub, method: method)
+            case .synced(let url, let sub, _, let outcome) where wanted.contains(sub): synced.insert(url, sub, method: outcome.method)
             case .ingested(let url, let r):
                 NetworkOptions.progress("sync \(url): +\(r.accepted.count) inserted, \(r.alreadyPresent.count) duplicates")
             default: break

@@ -417,7 +417,7 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         case .ingested(let url, let result):
             publish(.ingested(relayURL: url, result))
         case .synced(let url, let subscriptionID, let count, let outcome):
-            publish(.synced(relayURL: url, subscriptionID: subscriptionID, events: count, method: outcome.method))
+            publish(.synced(relayURL: url, subscriptionID: subscriptionID, events: count, outcome: outcome))
         case .notice(let url, let text):
             publish(.notice(relayURL: url, text))
         }

@@ -47,9 +47,12 @@ public enum ManagedTransportEvent: Sendable {
     /// Events from this relay, committed to the account (inserted, already held, quarantined).
     case ingested(relayURL: String, IngestionResult)
     /// A subscription's whole window on this relay is synced: everything the relay held for it
-    /// when this connection opened is in the account, and its cursor moved. `method` says whether
-    /// NIP-77 reconciliation (every age) or REQ paging (the horizon window) did it.
-    case synced(relayURL: String, subscriptionID: String, events: Int, method: SyncMethod)
+    /// when this connection opened is in the account, and its cursor moved. `outcome.method`
+    /// says whether NIP-77 reconciliation (every age) or REQ paging (the horizon window) did it;
+    /// `outcome.incompleteSeconds` names seconds in which the relay held more events with one
+    /// `created_at` than it sends for one REQ (paging cannot reach past them, so some of their
+    /// events may be missing; empty when the window is known complete).
+    case synced(relayURL: String, subscriptionID: String, events: Int, outcome: SyncOutcome)
     /// Text for a log about this relay: a NOTICE, a refused event or frame, a fallback from
     /// negentropy to paging, a lost connection, a failed account request.
     case notice(relayURL: String, String)

@@ -180,8 +180,8 @@ final class ManagedTransportHandle: Sendable {
             return .activity(.delivery(relayURL: url, intentID: intentID, decision: decision))
         case .ingested(let url, let result):
             return .activity(.ingested(relayURL: url, result: result))
-        case .synced(let url, let subscriptionID, let count, _):
-            return .activity(.synced(relayURL: url, subscriptionID: subscriptionID, events: count))
+        case .synced(let url, let subscriptionID, let count, let outcome):
+            return .activity(.synced(relayURL: url, subscriptionID: subscriptionID, events: count, incompleteSeconds: outcome.incompleteSeconds))
         case .notice(let url, let text):
             return .activity(.notice(relayURL: url, message: text))
         case .connectionFailed(let url, let text):

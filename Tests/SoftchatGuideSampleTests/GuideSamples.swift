@@ -58,8 +58,10 @@ extension GettingStartedSamples {
                 case .relayState(let url, let state): print(url, state)
                 case .delivery(let url, let intentID, let decision): print(url, intentID, decision.state)
                 case .ingested(let url, let result): print(url, "stored", result.accepted.count)
-                case .synced(let url, let subscriptionID, let count, let method):
-                    print(url, subscriptionID, "synced by", method, "with", count, "events")
+                case .synced(let url, let subscriptionID, let count, let outcome):
+                    print(
+                        url, subscriptionID, "synced by", outcome.method, "with", count, "events",
+                        outcome.incompleteSeconds.isEmpty ? "" : "(seconds past a page: \(outcome.incompleteSeconds))")
                 case .notice(let url, let text), .connectionFailed(let url, let text): print(url, text)
                 default: break  // .state, .relayInformation
                 }

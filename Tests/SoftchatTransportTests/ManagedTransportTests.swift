@@ -4,6 +4,7 @@ import SoftchatCore
 import SoftchatStorage
 import SoftchatSync
 import SoftchatTestRelay
+import Synchronization
 import Testing
 
 @testable import SoftchatTransport
@@ -186,6 +187,45 @@ func quickPolicy(_ mode: EventsBatching = .auto) -> ManagedTransportPolicy {
         defer { syncing.stop() }
         #expect(eventually { synced.value })
         #expect(try receiver.events(matching: [try RelayFilter.fromJSON("{\"kinds\":[14]}")], now: 2_000_000_000).count == 130)
+    }
+
+    /// A run of one `created_at` longer than the relay's cap cannot be paged past: the window is
+    /// synced except in that second, and the engine's outcome says so. The managed transport
+    /// dropped `incompleteSeconds` and reported a plain `synced`; the report now carries the
+    /// engine's outcome.
+    @Test func aSyncedReportNamesTheSecondsPagingCouldNotReachPast() throws {
+        var options = TestRelayOptions()
+        options.reqCap = 5
+        options.negentropy = .notice
+        let relay = try TestRelay(options: options)
+        defer { relay.stop() }
+        let scratch = Scratch()
+        let alice = SoftchatIdentity.generate()
+        let sender = try scratch.account("alice")
+        let receiver = try scratch.account("bob")
+        defer {
+            sender.close()
+            receiver.close()
+        }
+        let second: Int64 = 1_700_000_000
+        let crowded = try (0..<12).map { try alice.sign(UnsignedEvent(createdAt: second, kind: 1, content: "same second \($0)")) }
+        let spread = try (0..<8).map { try alice.sign(UnsignedEvent(createdAt: second - 100 + Int64($0), kind: 1, content: "spread \($0)")) }
+        _ = try sender.outgoing.enqueueSigned(operationID: "op", events: crowded + spread, relayURLs: [relay.url], now: 1)
+        let publishing = try sender.startManagedTransport(relayURL: relay.url, identity: alice, policy: quickPolicy())
+        #expect(try eventually { try sender.delivery.stateCounts()[.accepted] == 20 })
+        publishing.stop()
+        try receiver.setSubscription(id: "notes", filtersJSON: [#"{"kinds":[1]}"#])
+        let outcomes = Mutex<[SyncOutcome]>([])
+        var policy = quickPolicy()
+        policy.observer = { event in
+            if case .synced(_, "notes", _, let outcome) = event { outcomes.withLock { $0.append(outcome) } }
+        }
+        let syncing = try receiver.startManagedTransport(relayURL: relay.url, identity: nil, policy: policy)
+        defer { syncing.stop() }
+        #expect(eventually { !outcomes.withLock { $0 }.isEmpty })
+        let first = try #require(outcomes.withLock { $0.first })
+        #expect(first.method == .paging)
+        #expect(first.incompleteSeconds == [second])
     }
 
     @Test func relayInformationIsFetchedWithTheNostrJSONAcceptHeader() throws {
