@@ -140,13 +140,20 @@ final class ManagedTransportHandle: Sendable {
         delivery.setSpecific(key: Self.onDelivery, value: token)
         self.delivery = delivery
         let closed = self.closed
+        // Bounded, so a slow listener cannot grow memory without end (FFIUpdateQueue).
+        let updates = FFIUpdateQueue(queue: delivery) { update in
+            switch update {
+            case .state(let change): states?.call(change)
+            case .activity(let activity): events?.call(activity)
+            }
+        }
         // Called on the I/O thread: translate, and queue for the host; never call it here.
         policy.observer = { event in
             let update = Self.translate(event)
             guard !closed.isSet else { return }
             switch update {
-            case .state(let change): if let states { delivery.async { states.call(change) } }
-            case .activity(let activity): if let events { delivery.async { events.call(activity) } }
+            case .state(let change): if states != nil { updates.push(.state(change)) }
+            case .activity(let activity): if events != nil { updates.push(.activity(activity)) }
             case .none: break
             }
         }

@@ -1,0 +1,119 @@
+import Dispatch
+import SoftchatCore
+import Synchronization
+
+/// The updates of one managed transport on their way to the host's callbacks, in order, on one
+/// delivery thread, and bounded: a listener slower than the transport (a busy UI thread, a host
+/// paused in a debugger) must not make the library's memory grow without end, and must never
+/// stall the I/O thread (its keepalives would fail).
+///
+/// Past `bound` queued updates:
+/// - a state change replaces the one still queued for the same relay (or for the transport as a
+///   whole), so the host always ends up with every relay's latest phase;
+/// - an activity is dropped and counted; once the queue has drained, one `notice` activity
+///   (relay URL "") says how many were dropped. Every dropped decision and event is durable in
+///   the account, which the host reads for the truth.
+final class FFIUpdateQueue: Sendable {
+    enum Update: Sendable {
+        case state(ManagedTransportStateChange)
+        case activity(ManagedTransportActivity)
+    }
+
+    /// The default bound: far above what a host that keeps up ever has queued.
+    static let defaultBound = 4_096
+
+    struct Pending {
+        var updates: [Update] = []
+        var head = 0
+        var dropped = 0
+        var draining = false
+        /// The most updates queued at once.
+        var peak = 0
+
+        var count: Int { updates.count - head }
+    }
+
+    let bound: Int
+    private let pending = Mutex(Pending())
+    private let queue: DispatchQueue
+    private let deliver: @Sendable (Update) -> Void
+
+    /// - Parameters:
+    ///   - bound: The most updates queued before activities are dropped (at least 1).
+    ///   - queue: The serial queue the host's callbacks run on.
+    ///   - deliver: Calls the host's callback; runs on `queue`.
+    init(bound: Int = defaultBound, queue: DispatchQueue, deliver: @escaping @Sendable (Update) -> Void) {
+        self.bound = max(1, bound)
+        self.queue = queue
+        self.deliver = deliver
+    }
+
+    /// The most updates that were queued at once, and activities dropped and not yet reported.
+    var statistics: (peak: Int, dropped: Int) { pending.withLock { ($0.peak, $0.dropped) } }
+
+    /// Queues an update; never blocks.
+    func push(_ update: Update) {
+        let start = pending.withLock { p -> Bool in
+            if p.count >= bound {
+                switch update {
+                case .activity:
+                    p.dropped += 1
+                    return false
+                case .state(let change):
+                    let key = Self.key(change)
+                    if let i = p.updates[p.head...].lastIndex(where: { if case .state(let c) = $0 { Self.key(c) == key } else { false } }) {
+                        p.updates[i] = update
+                        return false
+                    }
+                }
+            }
+            p.updates.append(update)
+            p.peak = max(p.peak, p.count)
+            guard !p.draining else { return false }
+            p.draining = true
+            return true
+        }
+        if start { queue.async { self.drain() } }
+    }
+
+    /// Hands every queued update to the host, then the dropped count, then stops until the next
+    /// push.
+    private func drain() {
+        while let next = take() { deliver(next) }
+    }
+
+    private func take() -> Update? {
+        pending.withLock { p -> Update? in
+            if p.head < p.updates.count {
+                let update = p.updates[p.head]
+                p.head += 1
+                if p.head >= 1_024 && p.head * 2 >= p.updates.count {
+                    p.updates.removeFirst(p.head)
+                    p.head = 0
+                }
+                return update
+            }
+            p.updates.removeAll(keepingCapacity: true)
+            p.head = 0
+            if p.dropped > 0 {
+                let n = p.dropped
+                p.dropped = 0
+                return .activity(
+                    .notice(
+                        relayURL: "",
+                        message: "\(n) activity updates were dropped: the listener was slower than the transport "
+                            + "(\(bound) queued); the account holds every decision and event"))
+            }
+            p.draining = false
+            return nil
+        }
+    }
+
+    /// What a state change is about: one relay, or the transport as a whole ("").
+    private static func key(_ change: ManagedTransportStateChange) -> String {
+        switch change {
+        case .relay(let url, _, _): url
+        case .overall: ""
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import Dispatch
+import Foundation
+import SoftchatCore
+import Synchronization
+import Testing
+
+@testable import SoftchatFFI
+
+/// The C ABI's queue of updates for the host's callbacks: in order, never blocking the I/O
+/// thread, and bounded. Before it, each update was one `DispatchQueue.async` block: a listener
+/// that stalled let them pile up without limit.
+@Suite struct FFIUpdateQueueTests {
+    final class Received: Sendable {
+        let updates = Mutex<[FFIUpdateQueue.Update]>([])
+        let gate = DispatchSemaphore(value: 0)
+    }
+
+    @Test func aStalledListenerHoldsAtMostTheBoundAndGetsEveryRelaysLatestStateAndTheDroppedCount() {
+        let received = Received()
+        let queue = DispatchQueue(label: "test.delivery")
+        let updates = FFIUpdateQueue(bound: 100, queue: queue) { update in
+            received.gate.wait()  // the host's listener, stalled until released
+            received.updates.withLock { $0.append(update) }
+        }
+        // 10,000 activities and 3 relays flapping between phases while the listener is stalled.
+        for i in 0..<10_000 {
+            updates.push(.activity(.notice(relayURL: "wss://a", message: "n\(i)")))
+            if i % 100 == 0 {
+                let phase: RelayPhase = (i / 100) % 2 == 0 ? .connecting : .ready
+                for url in ["wss://a", "wss://b", "wss://c"] { updates.push(.state(.relay(relayURL: url, phase: phase, delayMilliseconds: nil))) }
+            }
+        }
+        updates.push(.state(.overall(phase: .ready, delayMilliseconds: nil, reason: nil)))
+        // Queued at most the bound, plus one state per relay and one overall past it.
+        #expect(updates.statistics.peak <= 100 + 4)
+        for _ in 0..<20_000 { received.gate.signal() }
+        queue.sync {}
+        queue.sync {}
+        let got = received.updates.withLock { $0 }
+        let notices = got.compactMap { u -> String? in if case .activity(.notice(_, let m)) = u { m } else { nil } }
+        let dropped = notices.last.flatMap { $0.split(separator: " ").first.flatMap { Int($0) } } ?? 0
+        #expect(notices.last?.contains("dropped") == true)
+        // Every activity either arrived or was counted as dropped.
+        #expect(notices.count - 1 + dropped == 10_000)
+        // Every relay ends at its latest phase (the last flap, at i = 9,900, was to ready).
+        var last: [String: RelayPhase] = [:]
+        for case .state(.relay(let url, let phase, _)) in got { last[url] = phase }
+        #expect(last == ["wss://a": .ready, "wss://b": .ready, "wss://c": .ready])
+        let delivered = notices.dropLast().compactMap { Int($0.dropFirst()) }
+        #expect(delivered == delivered.sorted())
+        if case .state(.overall(.ready, _, _)) = got.filter({ if case .state = $0 { true } else { false } }).last {
+        } else {
+            Issue.record("the overall state was not delivered last among states")
+        }
+    }
+
+    @Test func aListenerThatKeepsUpGetsEverythingInOrderAndNoDropNotice() {
+        let received = Mutex<[String]>([])
+        let queue = DispatchQueue(label: "test.delivery.fast")
+        let updates = FFIUpdateQueue(bound: 100, queue: queue) { update in
+            if case .activity(.notice(_, let m)) = update { received.withLock { $0.append(m) } }
+        }
+        for i in 0..<5_000 {
+            updates.push(.activity(.notice(relayURL: "wss://a", message: "n\(i)")))
+            if i % 50 == 0 { queue.sync {} }  // the host keeps up
+        }
+        queue.sync {}
+        queue.sync {}
+        let got = received.withLock { $0 }
+        // The host kept up at every 50th push: nothing past the bound, nothing dropped.
+        #expect(got == (0..<5_000).map { "n\($0)" })
+        #expect(updates.statistics.peak <= 100)
+    }
+}
