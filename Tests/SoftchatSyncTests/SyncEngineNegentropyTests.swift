@@ -178,6 +178,39 @@ import Testing
         _ = events
     }
 
+    /// A NOTICE about something else (a rate limit, a relay's chatter) that arrives while the
+    /// first NEG-OPEN waits is not an answer to it: the relay speaks NIP-77 and says so next.
+    /// Before, any NOTICE then recorded "no NIP-77" for 7 days and the relay was paged.
+    @Test func anUnrelatedNoticeWhileNegOpenWaitsIsNotTakenForNoNegentropy() {
+        let (w, events) = world(count: 800, held: { $0 % 2 == 0 })
+        w.start()
+        w.completeOpens()
+        // Everything up to the NEG-OPEN, then a NOTICE ahead of the relay's answer.
+        while !w.relays[0].verbs.contains("NEG-OPEN") && !w.inbox[0].isEmpty { w.deliver(0, max: 1) }
+        #expect(w.relays[0].verbs.contains("NEG-OPEN"))
+        w.inbox[0].insert(RelayResponseFrame.notice(RelayMessage("rate-limited: slow down")).toJSON(), at: 0)
+        w.run(for: 2_000)
+        #expect(holdsAll(w, events))
+        #expect(outcomes(w).map(\.method) == [.negentropy])
+        #expect(w.account.negentropyRecords[w.urls[0]]?.supported == true)
+    }
+
+    /// `NEG-ERR "auth-required:"` is a NIP-77 answer: the relay speaks it and wants NIP-42 first.
+    /// Before, it recorded "no NIP-77" for 7 days.
+    @Test func aNegErrAuthRequiredIsNotTakenForNoNegentropy() {
+        let (w, events) = world(count: 800, held: { $0 >= 400 }, mode: .error("auth-required: sign in first"))
+        w.start()
+        w.run(for: 5_000)
+        #expect(w.synced(0, "notes"))
+        #expect(w.account.negentropyRecords[w.urls[0]]?.supported != false)
+        // The next connection asks again (and the relay, now answering, reconciles every age).
+        w.relays[0].negentropy = .answer
+        w.cut(0)
+        w.run(for: 5_000)
+        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count >= 2)
+        #expect(holdsAll(w, events))
+    }
+
     @Test func aRelayRecordedWithoutNegentropyIsAskedAgainAfterTheRecheckInterval() {
         let (w, events) = world(count: 800, held: { $0 % 2 == 0 })
         w.account.negentropyRecords[w.urls[0]] = NegentropySupportRecord(

@@ -173,7 +173,8 @@ extension SyncEngine {
         /// "blocked: this query is too big", rust-nostr's "rate-limited: too many negentropy
         /// items"): split the query.
         case tooBig
-        /// `closed:` or another `rate-limited:`: this reconciliation ends, the relay speaks NIP-77.
+        /// `closed:`, another `rate-limited:`, or `auth-required:` (the relay speaks NIP-77 and
+        /// wants NIP-42 first): this reconciliation ends, the relay speaks NIP-77.
         case ended
         /// Anything else: before any NEG-MSG, taken as "not spoken here".
         case refused
@@ -185,7 +186,7 @@ extension SyncEngine {
         case "blocked", "rate-limited":
             if text.contains("too big") || text.contains("too many") || text.contains("too large") { return .tooBig }
             return message.prefix == "rate-limited" ? .ended : .refused
-        case "closed":
+        case "closed", "auth-required":
             return .ended
         default:
             return .refused
@@ -265,10 +266,19 @@ extension SyncEngine {
         push(.account(.recordNegentropySupport(record), .recordNegentropy))
     }
 
-    /// A NOTICE while a NEG-OPEN waits for its first answer: taken as "unknown verb".
+    /// A NOTICE while a NEG-OPEN waits for its first answer, that reads as "I do not know that
+    /// message" ("unknown command", "invalid: bad msg", "NEG-OPEN unsupported"): the relay
+    /// does not speak NIP-77. Any other NOTICE (a rate limit, chatter) is not an answer to it;
+    /// the deadline covers a relay that never answers.
     func noticeDuringNegentropy(_ r: Int, _ text: String) {
-        guard !relays[r].negHeard, !relays[r].negSentAt.isEmpty else { return }
+        guard !relays[r].negHeard, !relays[r].negSentAt.isEmpty, Self.readsAsUnknownMessage(text) else { return }
         notSupported(r, reason: "NOTICE \(text)")
+    }
+
+    static func readsAsUnknownMessage(_ text: String) -> Bool {
+        let t = text.lowercased()
+        return ["neg", "unknown", "unsupported", "not supported", "unrecognized", "invalid", "bad msg", "command", "cmd", "verb"]
+            .contains { t.contains($0) }
     }
 
     /// Unanswered negentropy past the deadline.
