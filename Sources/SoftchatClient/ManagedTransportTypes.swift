@@ -80,8 +80,9 @@ public struct ManagedTransportPolicy: Sendable {
     /// Whether multi-event publishes go out as one EVENTS frame (`auto`: when the relay's
     /// NIP-11 document says it accepts them).
     public var eventsBatch = EventsBatching.auto
-    /// Seconds without an OK before events in flight become retryable (`timeout`).
-    public var acknowledgementTimeoutSeconds: Int64 = 15
+    /// Seconds without an OK before events in flight become retryable (`timeout`); default
+    /// `relay.publish.acknowledgementTimeoutSeconds`.
+    public var acknowledgementTimeoutSeconds = Int64(RelayPublishContract.acknowledgementTimeoutSeconds.value)
     /// Intents claimed (and published) at once, 1–256.
     public var claimBatch = 256
     /// After a relay answers "retryable" (rate-limited, auth-required, error…), wait this long

@@ -108,7 +108,7 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
 
     @Test(arguments: acknowledgements)
     func sessionAppliesEachAcknowledgementAsTheClassifierDoes(_ c: PublishAckCase) throws {
-        let session = try RelaySession.connected()
+        let session = try RelaySession.connected(RelaySessionConfig(acknowledgementTimeoutSeconds: 10))
         let e = F.note(5000 + c.text.count, content: "\(c.relay) \(c.text)")
         try session.publish([e])
         try session.sendAll()
@@ -173,7 +173,7 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
     }
 
     @Test func relayWithoutEventsSupportGetsConsecutiveEventFrames() throws {
-        let session = try RelaySession.connected(RelaySessionConfig(supportsEventsBatch: false))
+        let session = try RelaySession.connected(RelaySessionConfig(supportsEventsBatch: false, acknowledgementTimeoutSeconds: 10))
         let batch = (1...3).map { F.note($0) }
         try session.publish(batch)
         let frames = try session.drainOutbound(max: 2)
@@ -281,8 +281,15 @@ struct PublishAckCase: Sendable, CustomTestStringConvertible {
         #expect(try session.drainAll().map(\.deliveryEventIDs) == [[a.id, b.id]])
     }
 
+    /// One default for the acknowledgement deadline (relay.publish.acknowledgementTimeoutSeconds):
+    /// the session's was 10 s while the engine's and the managed transport's were 15 s.
+    @Test func theAcknowledgementDeadlineHasOneDefaultEverywhere() {
+        #expect(RelayPublishContract.acknowledgementTimeoutSeconds.value == 15)
+        #expect(RelaySessionConfig().acknowledgementTimeoutSeconds == 15)
+    }
+
     @Test func aWriteConfirmedWithoutATimeGetsItsDeadlineFromTheNextTimerCall() throws {
-        let session = try RelaySession.connected(RelaySessionConfig(supportsEventsBatch: false))
+        let session = try RelaySession.connected(RelaySessionConfig(supportsEventsBatch: false, acknowledgementTimeoutSeconds: 10))
         let (a, b, c) = (F.note(1), F.note(2), F.note(3))
         try session.publish([a, b, c])
         _ = try session.drainAll()

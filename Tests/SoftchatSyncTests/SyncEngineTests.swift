@@ -20,6 +20,12 @@ import Testing
 
     func held(_ w: EngineWorld, _ events: [VerifiedEvent]) -> Int { events.filter { w.account.events[$0.id] != nil }.count }
 
+    @Test func theEnginesAcknowledgementDeadlineIsTheContractsDefault() {
+        let config = SyncEngineConfiguration(relayURLs: [], identity: nil, leasePrefix: "t")
+        #expect(config.acknowledgementTimeoutSeconds == Int64(RelayPublishContract.acknowledgementTimeoutSeconds.value))
+        #expect(config.session.acknowledgementTimeoutSeconds == config.acknowledgementTimeoutSeconds)
+    }
+
     @Test func aWholeSyncPagesPastTheRelaysCapAndMovesTheCursorOnlyAtTheEnd() {
         let (w, events) = world()
         w.start()

@@ -228,6 +228,10 @@ func quickPolicy(_ mode: EventsBatching = .auto) -> ManagedTransportPolicy {
         #expect(first.incompleteSeconds == [second])
     }
 
+    @Test func theManagedTransportsAcknowledgementDeadlineIsTheContractsDefault() {
+        #expect(ManagedTransportPolicy().acknowledgementTimeoutSeconds == Int64(RelayPublishContract.acknowledgementTimeoutSeconds.value))
+    }
+
     @Test func relayInformationIsFetchedWithTheNostrJSONAcceptHeader() throws {
         let relay = try TestRelay()
         defer { relay.stop() }

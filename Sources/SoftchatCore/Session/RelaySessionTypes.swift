@@ -98,7 +98,7 @@ public struct RelaySessionConfig: Sendable, Hashable {
     ///   - maxMessageBytes: The relay's NIP-11 `max_message_length`, at least
     ///     ``RelaySessionConfig/minimumMessageBytes``; nil when unknown (default).
     ///   - acknowledgementTimeoutSeconds: How long an event may wait for its `OK` after its write
-    ///     (default 10 s).
+    ///     (default `relay.publish.acknowledgementTimeoutSeconds`, 15 s).
     ///   - authenticationWaitSeconds: How long frames behind our AUTH wait for its `OK` (default 5 s).
     ///   - authenticationWindowSeconds: How far an AUTH event's `created_at` may be from `now`
     ///     (default ``Nip42/defaultWindowSeconds``).
@@ -113,7 +113,7 @@ public struct RelaySessionConfig: Sendable, Hashable {
         correlateUnnamedAcknowledgements: Bool = false,
         relayURL: String? = nil,
         maxMessageBytes: Int64? = nil,
-        acknowledgementTimeoutSeconds: Int64 = 10,
+        acknowledgementTimeoutSeconds: Int64 = Int64(RelayPublishContract.acknowledgementTimeoutSeconds.value),
         authenticationWaitSeconds: Int64 = 5,
         authenticationWindowSeconds: Int64 = Nip42.defaultWindowSeconds,
         answersAuthentication: Bool = true

@@ -12,8 +12,9 @@ public struct SyncEngineConfiguration: Sendable {
     public var session = RelaySessionConfig()
     /// Whether multi-event publishes go out as one EVENTS frame.
     public var eventsBatching = EventsBatching.auto
-    /// Seconds without an OK before an event in flight becomes retryable (`timeout`).
-    public var acknowledgementTimeoutSeconds: Int64 = 15
+    /// Seconds without an OK before an event in flight becomes retryable (`timeout`); default
+    /// `relay.publish.acknowledgementTimeoutSeconds`.
+    public var acknowledgementTimeoutSeconds = Int64(RelayPublishContract.acknowledgementTimeoutSeconds.value)
     /// Intents claimed (and published) at once, 1–256.
     public var claimBatch = 256
     /// After a relay answers "later" (rate-limited, auth-required, error…), wait this long
