@@ -445,7 +445,7 @@ import Testing
         w.run(for: 5_000)
         #expect(w.informationFetches == 2)
         #expect(w.engine.relays[0].limits?.maxSubscriptions == 3)
-        #expect(w.engine.relays[0].requestBudget == 3)
+        #expect(w.engine.relays[0].requests.limit == 3)
         #expect(w.engine.relays[0].paging?.pageSize == 13)
         #expect(w.synced(0, "notes"))
         // Known now: later connections do not ask again.

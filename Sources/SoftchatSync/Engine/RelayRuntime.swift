@@ -1,6 +1,30 @@
 public import SoftchatCore
 import SoftchatJSON
 
+/// The engine's named deadlines for one relay (`RelayRuntime.timers`).
+enum EngineTimer: String, CaseIterable, Sendable {
+    /// The backoff before the next connection attempt ends.
+    case reconnect
+    /// An event written to the relay reaches its acknowledgement deadline (the session's).
+    case acknowledgement
+    /// The wait for a NIP-42 challenge before the first write ends.
+    case authenticationGrace
+    /// Our AUTH went unanswered for a second (some relays never answer a good one).
+    case authenticationAnswer
+    /// A REQ that may have been refused for the relay's limit is sent again.
+    case refusedRequestRetry
+    /// A page the relay closed with `error:`, `rate-limited:` or `auth-required:` is asked again.
+    case closedPageRetry
+    /// A NIP-77 message goes unanswered for the negentropy deadline.
+    case negentropyAnswer
+    /// An idle connection is pinged, or a ping's read deadline ends.
+    case keepalive
+    /// A pause in claiming after the relay said "later" ends.
+    case claimPause
+    /// A held lease is renewed (at half its duration).
+    case leaseRenewal
+}
+
 /// Everything the engine keeps for one relay.
 struct RelayRuntime {
     enum Phase: Equatable {
@@ -34,16 +58,8 @@ struct RelayRuntime {
     /// One-shot REQs for events dated after a window (future-dated ones): closed at their EOSE.
     var aheadREQs: Set<String> = []
 
-    // The REQ budget (SyncEngine+Requests).
-    /// The most REQs held open at once: NIP-11 `max_subscriptions`, else the default, lowered
-    /// by refusals (kept across reconnections).
-    var requestBudget = SyncEngine.defaultREQBudget
-    /// Live REQ id → the subscriptions whose live filters it carries.
-    var liveChunks: [String: [String]] = [:]
-    /// One-shot REQs waiting for a slot, in order.
-    var requestQueue: [QueuedRequest] = []
-    /// One-shot REQs sent and not ended.
-    var requestsOpen: [String: OpenRequest] = [:]
+    /// The REQ budget (SyncEngine+Requests, RequestBudget).
+    var requests = RequestBudget()
 
     // NIP-77 (SyncEngine+Negentropy).
     /// What the account recorded about this relay's support.
@@ -104,58 +120,45 @@ struct RelayRuntime {
     var deferred: [String] = []
 
     // Connection timers (monotonic ms).
-    var lastHeard: Int64 = 0
-    var pingSentAt: Int64?
+    var keepalive = Keepalive()
     var authWindowEnds: Int64 = 0
     var authSentAt: Int64?
 
     init(url: String) { self.url = url }
 
-    mutating func heard(_ now: Int64) {
-        lastHeard = now
-        pingSentAt = nil
-    }
-
-    /// When to ping: after at least one interval of silence, on a grid of the interval, so
-    /// every idle connection of the engine pings in the same wakeup (one per interval in
-    /// total, however many relays).
-    func pingDue(_ interval: Int64) -> Int64 {
-        let interval = max(1, interval)
-        return (lastHeard + 2 * interval - 1) / interval * interval
-    }
-
-    /// The earliest time something is due for this relay.
-    func nextDeadline(now: EngineTime, configuration: SyncEngineConfiguration) -> Int64? {
-        var next: Int64?
-        func consider(_ t: Int64?) {
-            guard let t else { return }
-            next = min(next ?? t, t)
-        }
+    /// Every deadline the engine keeps for this relay, by name, on the one monotonic clock (the
+    /// session's acknowledgement deadline, kept in Unix seconds, is converted here). The engine's
+    /// `pollTimeout()` is the earliest entry over all relays; `handle(.timer)` serves each one
+    /// that is due.
+    func timers(now: EngineTime, configuration: SyncEngineConfiguration) -> [EngineTimer: Int64] {
+        var table: [EngineTimer: Int64] = [:]
+        func set(_ timer: EngineTimer, _ t: Int64?) { if let t { table[timer] = t } }
         switch phase {
         case .starting, .stopped, .connecting:
             break
         case .backingOff(let until):
-            consider(until)
+            set(.reconnect, until)
         case .connected:
-            if let due = session?.pollTimeout() {
-                consider(now.monotonicMilliseconds + max(0, due - now.unixSeconds) * 1000)
-            }
-            if authWindowEnds > now.monotonicMilliseconds { consider(authWindowEnds) }
-            if let due = requestsOpen.values.compactMap(\.suspectSince).min() { consider(due + SyncEngine.refusedRetryMilliseconds) }
-            if let due = subscriptions.values.compactMap(\.pageRetryAt).min() { consider(due) }
-            if let sent = authSentAt { consider(sent + 1000) }
-            if let sent = negSentAt.values.min() { consider(sent + configuration.negentropyDeadlineMilliseconds) }
-            if let ping = pingSentAt {
-                consider(ping + configuration.readDeadlineMilliseconds)
-            } else {
-                consider(pingDue(configuration.keepaliveIntervalMilliseconds))
-            }
+            set(.acknowledgement, session?.pollTimeout().map { now.monotonicMilliseconds + max(0, $0 - now.unixSeconds) * 1000 })
+            if authWindowEnds > now.monotonicMilliseconds { set(.authenticationGrace, authWindowEnds) }
+            set(.authenticationAnswer, authSentAt.map { $0 + 1000 })
+            set(.refusedRequestRetry, requests.nextSuspectDue(wait: SyncEngine.refusedRetryMilliseconds))
+            set(.closedPageRetry, subscriptions.values.compactMap(\.pageRetryAt).min())
+            set(.negentropyAnswer, negSentAt.values.min().map { $0 + configuration.negentropyDeadlineMilliseconds })
+            set(
+                .keepalive,
+                keepalive.deadline(interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds))
             if configuration.publishes && needsClaim && inSession.isEmpty && !claiming && claimPausedUntil > now.monotonicMilliseconds {
-                consider(claimPausedUntil)
+                set(.claimPause, claimPausedUntil)
             }
         }
-        if !claims.isEmpty && !renewing { consider(renewAt.values.min()) }
-        return next
+        if !claims.isEmpty && !renewing { set(.leaseRenewal, renewAt.values.min()) }
+        return table
+    }
+
+    /// The earliest time something is due for this relay.
+    func nextDeadline(now: EngineTime, configuration: SyncEngineConfiguration) -> Int64? {
+        timers(now: now, configuration: configuration).values.min()
     }
 
     /// Back to the durable sync states (after a commit that failed).

@@ -37,7 +37,7 @@ extension SyncEngine {
     func startSession(_ r: Int, limits: RelayLimits?) {
         guard relays[r].session == nil, relays[r].phase == .starting else { return }
         relays[r].limits = limits
-        if let stated = limits?.maxSubscriptions, stated > 0 { relays[r].requestBudget = min(stated, RelaySessionContract.maxSubscriptions.value) }
+        if let stated = limits?.maxSubscriptions { relays[r].requests.stated(stated) }
         var config = configuration.session
         switch configuration.eventsBatching {
         case .always: config.supportsEventsBatch = true
@@ -88,9 +88,7 @@ extension SyncEngine {
     func informationArrived(_ r: Int, _ limits: RelayLimits?) {
         guard let limits, relays[r].limits == nil else { return }
         relays[r].limits = limits
-        if let stated = limits.maxSubscriptions, stated > 0 {
-            relays[r].requestBudget = min(relays[r].requestBudget, stated, RelaySessionContract.maxSubscriptions.value)
-        }
+        if let stated = limits.maxSubscriptions { relays[r].requests.stated(stated) }
         guard var paging = relays[r].paging else { return }
         if let cap = limits.maxLimit, cap > 0, cap < paging.pageSize {
             paging.pageSize = cap
@@ -191,7 +189,7 @@ extension SyncEngine {
         relays[r].phase = .connected
         relays[r].connection += 1
         let negentropy = wantsNegentropy(r)
-        relays[r].heard(mono)
+        relays[r].keepalive.heard(mono)
         relays[r].authSentAt = nil
         let speaksAuth = relays[r].limits?.supportsAuthentication ?? false
         relays[r].authWindowEnds = configuration.identity != nil && speaksAuth ? mono + configuration.authenticationGraceMilliseconds : 0
@@ -289,7 +287,7 @@ extension SyncEngine {
         relays[r].writes.removeAll()
         relays[r].sentAt.removeAll()
         relays[r].deferred.removeAll()
-        relays[r].pingSentAt = nil
+        relays[r].keepalive.reset()
         relays[r].authSentAt = nil
         do {
             process(r, try session.transportLost(now: now.unixSeconds))
@@ -311,7 +309,7 @@ extension SyncEngine {
 
     func received(_ r: Int, _ text: String) {
         guard let session = relays[r].session else { return }
-        relays[r].heard(now.monotonicMilliseconds)
+        relays[r].keepalive.heard(now.monotonicMilliseconds)
         if Self.isNegentropyFrame(text) {
             receivedNegentropy(r, text)
             return
@@ -384,7 +382,7 @@ extension SyncEngine {
                 // Events for a REQ we just closed (the relay sent them before our CLOSE
                 // reached it) are no news.
                 guard
-                    relays[r].pageOwner[subscriptionID] != nil || relays[r].liveChunks[subscriptionID] != nil
+                    relays[r].pageOwner[subscriptionID] != nil || relays[r].requests.liveChunks[subscriptionID] != nil
                         || relays[r].aheadREQs.contains(subscriptionID)
                 else { continue }
                 report(.notice(relayURL: relays[r].url, "event \(eventID) on \(subscriptionID) refused: \(reason)"))
@@ -399,7 +397,7 @@ extension SyncEngine {
                     requestEnded(r, subscriptionID)
                     continue
                 }
-                if let members = relays[r].liveChunks[subscriptionID] {
+                if let members = relays[r].requests.liveChunks[subscriptionID] {
                     for id in members { relays[r].subscriptions[id]?.liveEnded = true }
                     openNegentropy(r)
                     continue
@@ -415,7 +413,7 @@ extension SyncEngine {
             case .subscriptionClosed(let subscriptionID, let prefix, let message, let retry):
                 let again = retry.map { " (sent again in \($0) ms)" } ?? ""
                 report(.notice(relayURL: relays[r].url, "relay closed \(subscriptionID): \(prefix ?? "") \(message)\(again)"))
-                if relays[r].requestsOpen[subscriptionID] != nil, Self.saysTooManySubscriptions(message) {
+                if relays[r].requests.isOpen(subscriptionID), Self.saysTooManySubscriptions(message) {
                     // Refused for the relay's limit: not this REQ's fault; it goes again in turn.
                     requestsRefused(r)
                     if relays[r].pageOwner[subscriptionID] == nil { continue }
@@ -427,7 +425,7 @@ extension SyncEngine {
                 if let owner = relays[r].fetchOwner[subscriptionID] {
                     // A fetch by ids the session would narrow with a `since` of its own (every
                     // older id dropped): the engine asks it again whole, a few times, then pages.
-                    let filters = relays[r].requestsOpen[subscriptionID]?.filtersJSON
+                    let filters = relays[r].requests.filters(of: subscriptionID)
                     try? relays[r].session?.unsubscribe(id: subscriptionID)
                     requestEnded(r, subscriptionID)
                     let tries = relays[r].fetchRetries[subscriptionID, default: 0] + 1
@@ -512,14 +510,16 @@ extension SyncEngine {
             relays[r].authSentAt = nil
             setState(r, .ready)
         }
-        if let ping = relays[r].pingSentAt {
-            if mono - ping >= configuration.readDeadlineMilliseconds {
-                push(.action(.close(relay: r)))
-                lost(r, reason: "no answer to a keepalive ping within \(configuration.readDeadlineMilliseconds) ms")
-                return
-            }
-        } else if mono >= relays[r].pingDue(configuration.keepaliveIntervalMilliseconds) {
-            relays[r].pingSentAt = mono
+        switch relays[r].keepalive.poll(
+            now: mono, interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds)
+        {
+        case .lost:
+            push(.action(.close(relay: r)))
+            lost(r, reason: "no answer to a keepalive ping within \(configuration.readDeadlineMilliseconds) ms")
+            return
+        case .nothing:
+            break
+        case .ping:
             push(.action(.ping(relay: r)))
             // Intents another process committed to the same account file send no wake to this
             // one: look for work on the keepalive's wakeup, so nothing waits for a reconnect.

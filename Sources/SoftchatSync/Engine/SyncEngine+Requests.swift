@@ -21,24 +21,21 @@ extension SyncEngine {
     static let refusedRetryMilliseconds: Int64 = 2_000
 
     /// Subscriptions the relay holds for us now: live REQs, one-shots sent, NIP-77 sessions.
-    func requestsInUse(_ r: Int) -> Int {
-        relays[r].liveChunks.count + relays[r].requestsOpen.count + relays[r].negOwner.count
-    }
+    func requestsInUse(_ r: Int) -> Int { relays[r].requests.inUse(negotiations: relays[r].negOwner.count) }
 
     /// Sends one-shot REQ `id` when a slot is free, else queues it (in order).
     func request(_ r: Int, id: String, filtersJSON: [String]) {
-        relays[r].requestQueue.append(QueuedRequest(id: id, filtersJSON: filtersJSON))
+        relays[r].requests.enqueue(QueuedRequest(id: id, filtersJSON: filtersJSON))
         sendQueuedRequests(r)
     }
 
     /// Sends queued one-shots while the budget has room.
     func sendQueuedRequests(_ r: Int) {
         guard relays[r].phase == .connected, let session = relays[r].session else { return }
-        while !relays[r].requestQueue.isEmpty, requestsInUse(r) < relays[r].requestBudget {
-            let next = relays[r].requestQueue.removeFirst()
+        while let next = relays[r].requests.nextToSend(negotiations: relays[r].negOwner.count) {
             do {
                 try session.subscribe(id: next.id, filtersJSON: next.filtersJSON)
-                relays[r].requestsOpen[next.id] = OpenRequest(filtersJSON: next.filtersJSON)
+                relays[r].requests.opened(next)
             } catch {
                 report(.notice(relayURL: relays[r].url, "cannot send REQ \(next.id): \(error.message)"))
             }
@@ -47,15 +44,11 @@ extension SyncEngine {
 
     /// One-shot `id` ended (EOSE, or a CLOSED the session will not retry): its slot is free.
     func requestEnded(_ r: Int, _ id: String) {
-        relays[r].requestQueue.removeAll { $0.id == id }
-        if relays[r].requestsOpen.removeValue(forKey: id) != nil { sendQueuedRequests(r) }
+        if relays[r].requests.ended(id) { sendQueuedRequests(r) }
     }
 
     /// Something came for `id` (an event or its EOSE): the relay took it.
-    func requestHeard(_ r: Int, _ id: String) {
-        relays[r].requestsOpen[id]?.heard = true
-        relays[r].requestsOpen[id]?.suspectSince = nil
-    }
+    func requestHeard(_ r: Int, _ id: String) { relays[r].requests.heard(id) }
 
     /// Whether relay text says it holds too many subscriptions.
     static func saysTooManySubscriptions(_ message: String) -> Bool {
@@ -64,39 +57,21 @@ extension SyncEngine {
             || m.contains("max_subscriptions") || m.contains("subscription limit")
     }
 
-    /// The relay refused a REQ for its subscription limit: the budget drops to what is open and
-    /// answering (never below one one-shot beside the live REQs), and every one-shot that heard
-    /// nothing becomes a suspect, sent again if it stays silent (`retrySuspects`).
+    /// The relay refused a REQ for its subscription limit (see `RequestBudget.refused`).
     func requestsRefused(_ r: Int) {
-        let mono = now.monotonicMilliseconds
-        let unheard = relays[r].requestsOpen.filter { !$0.value.heard }.keys.sorted()
-        let lowered = max(relays[r].liveChunks.count + 1, requestsInUse(r) - unheard.count)
-        if lowered < relays[r].requestBudget {
-            relays[r].requestBudget = lowered
+        if let lowered = relays[r].requests.refused(now: now.monotonicMilliseconds, negotiations: relays[r].negOwner.count) {
             report(.notice(relayURL: relays[r].url, "the relay holds fewer subscriptions than asked: at most \(lowered) REQs open from now on"))
         }
-        for id in unheard where relays[r].requestsOpen[id]?.suspectSince == nil { relays[r].requestsOpen[id]?.suspectSince = mono }
     }
 
     /// Sends again, in place, each suspect still unheard after `refusedRetryMilliseconds`, as
     /// many as the budget holds beside the REQs that answer; the rest wait another round.
     func retrySuspects(_ r: Int, _ mono: Int64) {
         guard relays[r].phase == .connected, let session = relays[r].session else { return }
-        let suspects = relays[r].requestsOpen.filter { $0.value.suspectSince != nil }.keys.sorted()
-        guard !suspects.isEmpty else { return }
-        var room = relays[r].requestBudget - (requestsInUse(r) - suspects.count)
-        for id in suspects {
-            guard let open = relays[r].requestsOpen[id], let since = open.suspectSince, mono - since >= Self.refusedRetryMilliseconds else {
-                continue
-            }
-            guard room > 0 else {
-                relays[r].requestsOpen[id]?.suspectSince = mono
-                continue
-            }
-            room -= 1
-            relays[r].requestsOpen[id]?.suspectSince = nil
+        let due = relays[r].requests.dueSuspects(now: mono, wait: Self.refusedRetryMilliseconds, negotiations: relays[r].negOwner.count)
+        for (id, filters) in due {
             do {
-                try session.subscribe(id: id, filtersJSON: open.filtersJSON)
+                try session.subscribe(id: id, filtersJSON: filters)
             } catch {
                 report(.notice(relayURL: relays[r].url, "cannot send REQ \(id) again: \(error.message)"))
             }
@@ -123,7 +98,7 @@ extension SyncEngine {
             let liveID = "~live\(k)"
             do {
                 try session.subscribe(id: liveID, filtersJSON: chunk.filters)
-                relays[r].liveChunks[liveID] = chunk.ids
+                relays[r].requests.liveChunks[liveID] = chunk.ids
                 for id in chunk.ids {
                     relays[r].subscriptions[id]!.liveSubscribed = true
                     relays[r].subscriptions[id]!.liveEnded = false
@@ -136,25 +111,6 @@ extension SyncEngine {
 
     /// Withdraws every REQ of the connection (it was lost).
     func withdrawRequests(_ r: Int) {
-        for id in relays[r].liveChunks.keys.sorted() { try? relays[r].session?.unsubscribe(id: id) }
-        for id in relays[r].requestsOpen.keys.sorted() { try? relays[r].session?.unsubscribe(id: id) }
-        relays[r].liveChunks.removeAll()
-        relays[r].requestsOpen.removeAll()
-        relays[r].requestQueue.removeAll()
+        for id in relays[r].requests.withdrawAll() { try? relays[r].session?.unsubscribe(id: id) }
     }
-}
-
-/// A one-shot REQ waiting for a slot.
-struct QueuedRequest {
-    let id: String
-    let filtersJSON: [String]
-}
-
-/// A one-shot REQ sent on this connection.
-struct OpenRequest {
-    let filtersJSON: [String]
-    /// An event or its EOSE came: the relay took it.
-    var heard = false
-    /// Unheard when the relay refused a REQ for its limit (monotonic ms): maybe this one.
-    var suspectSince: Int64?
 }

@@ -168,7 +168,7 @@ public final class SyncEngine {
             received(relay, text)
         case .alive(let relay):
             guard relays.indices.contains(relay) else { return }
-            relays[relay].heard(now.monotonicMilliseconds)
+            relays[relay].keepalive.heard(now.monotonicMilliseconds)
         case .written(let relay, let token):
             guard relays.indices.contains(relay) else { return }
             written(relay, token)
