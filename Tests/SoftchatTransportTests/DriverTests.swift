@@ -479,3 +479,63 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
         return try TestRelay(options: options)
     }
 }
+
+/// A handler call that stalls (an account write waiting for a lock) must not be followed by
+/// another before the sockets are read: the engine judges its deadlines in each call, and a pong
+/// or an OK that arrived during the stall but was not read yet looked like silence (a spurious
+/// keepalive drop, a spurious acknowledgement timeout).
+@Suite struct DriverStallTests {
+    /// Opens one connection to a relay, sends REQ "a", and in the call that sees it written sends
+    /// REQ "b" and stalls for 400 ms (the relay answers "a" meanwhile). Records, at the first
+    /// call after the stall, whether the answer to "a" had been handed over.
+    final class StallingHandler: IODriverHandler, @unchecked Sendable {
+        // @unchecked: touched on the driver thread only, read after `done` is signalled.
+        enum Stage { case opening, sentA, stalled, checked }
+        var stage = Stage.opening
+        var log: [IOEvent] = []
+        var answerSeenAfterStall: Bool?
+        let done = DispatchSemaphore(value: 0)
+        let endpoint: RelayEndpoint
+        var started = false
+        let id = ConnectionID(1)
+
+        init(endpoint: RelayEndpoint) { self.endpoint = endpoint }
+
+        func driver(_ driver: IODriver, handle event: IOEvent) { log.append(event) }
+
+        func driverService(_ driver: IODriver, now: Int64) -> Int64? {
+            if !started {
+                started = true
+                driver.open(id, endpoint: endpoint, options: ConnectionOptions(connectTimeoutMilliseconds: 5000))
+                return nil
+            }
+            switch stage {
+            case .opening where log.opened(id):
+                driver.send(id, text: #"["REQ","a",{"kinds":[1],"limit":1}]"#, token: 1)
+                stage = .sentA
+            case .sentA where log.written(id).contains(1):
+                driver.send(id, text: #"["REQ","b",{"kinds":[1],"limit":1}]"#, token: 2)
+                usleep(400_000)  // the stall: the relay's answer to "a" arrives meanwhile
+                stage = .stalled
+            case .stalled:
+                answerSeenAfterStall = log.texts(id).contains { $0.contains(#""EOSE","a""#) }
+                stage = .checked
+                done.signal()
+            default:
+                break
+            }
+            return nil
+        }
+    }
+
+    @Test func theFirstHandlerCallAfterAStallSeesWhatArrivedDuringIt() throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let handler = StallingHandler(endpoint: try RelayEndpoint(relay.url))
+        let driver = IODriver(handler: handler, name: "softchat.io.stall")
+        driver.start()
+        defer { driver.stop() }
+        #expect(handler.done.wait(timeout: .now() + 10) == .success)
+        #expect(handler.answerSeenAfterStall == true, "a handler call after a 400 ms stall judged without the input that came meanwhile")
+    }
+}

@@ -58,6 +58,11 @@ public final class IODriver: @unchecked Sendable {
     private var pending: [(DriverConnection, IOEvent)] = []
     private var nextSerial: UInt64 = 0
     private var handlerDeadline: Int64?
+    /// When `poll(2)` last returned (monotonic ms): the age of what the sockets have told us.
+    private var polledAt: Int64 = 0
+    /// A round of handler calls that has run this long since the sockets were last read stops,
+    /// so they are read before the handler is called again (it judges deadlines).
+    static let staleInputMilliseconds: Int64 = 10
     private var tlsContexts: [TLSOptions: OpaquePointer] = [:]
     private var counters = IODriverStatistics()
     private var scratch = [UInt8](repeating: 0, count: 65536)
@@ -300,6 +305,7 @@ public final class IODriver: @unchecked Sendable {
         lock.with { thread = pthread_self() }
         setThreadName()
         defer { finish() }
+        polledAt = Self.monotonicMilliseconds()
         settle(serviceDue: true)
         var fds: [pollfd] = []
         var polled: [DriverConnection] = []
@@ -322,6 +328,7 @@ public final class IODriver: @unchecked Sendable {
                 timeout = Int32(clamping: max(0, nextDeadline - Self.monotonicMilliseconds()))
             }
             let ready = poll(&fds, nfds_t(fds.count), timeout)
+            polledAt = Self.monotonicMilliseconds()
             counters.wakeups += 1
             var serviceDue = false
             if ready < 0 && errno != EINTR {
@@ -372,6 +379,11 @@ public final class IODriver: @unchecked Sendable {
             due = false
             flushDirty()
             if pending.isEmpty { break }
+            // A handler call that took long (an account write waiting for a lock, a host paused)
+            // must not be followed by another before the sockets are read again: the next one
+            // would judge its deadlines (a keepalive's, an acknowledgement's) without what
+            // arrived meanwhile. The loop polls without waiting, then settles the rest.
+            if Self.monotonicMilliseconds() - polledAt >= Self.staleInputMilliseconds { break }
         }
         publish()
     }
