@@ -244,6 +244,9 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         case .text(let id, let text):
             guard current[relay] == id else { return }
             engine.handle(.received(relay: relay, text: text), now: Self.now())
+        case .oversized(let id, let head, let bytes):
+            guard current[relay] == id else { return }
+            engine.handle(.oversized(relay: relay, head: head, bytes: bytes), now: Self.now())
         case .pong(let id):
             guard current[relay] == id else { return }
             engine.handle(.alive(relay: relay), now: Self.now())

@@ -432,6 +432,22 @@ public struct SubscriptionSync: Sendable, Hashable {
         return disposition
     }
 
+    /// An event of the page in flight that arrived over our frame bound and was skipped unread,
+    /// by what its first bytes claim (either may be unknown). It takes its place in the page —
+    /// a page the relay cut at its cap still reads as full — and a known `created_at` may be
+    /// the page's oldest, so the next page starts at or below it.
+    ///
+    /// - Parameters:
+    ///   - eventID: The id its head claims, if it was read.
+    ///   - createdAt: The `created_at` its head claims, if it was read.
+    public mutating func receivedOversized(eventID: String?, createdAt: Int64?) {
+        if let createdAt {
+            _ = received(eventID: eventID ?? "", createdAt: createdAt)
+        } else if window?.page?.sent == true {
+            window?.page?.count += 1
+        }
+    }
+
     /// Drops an id from duplicate detection (its event failed verification, so a valid copy
     /// must not be taken for a duplicate).
     ///

@@ -343,7 +343,13 @@ final class EngineWorld {
         var n = 0
         while n < max, connected[r], !inbox[r].isEmpty {
             let text = inbox[r].removeFirst()
-            handle(text == Self.pong ? .alive(relay: r) : .received(relay: r, text: text))
+            if text == Self.pong {
+                handle(.alive(relay: r))
+            } else if let bytes = relays[r].sizeOverOurBound(text) {
+                handle(.oversized(relay: r, head: String(decoding: text.utf8.prefix(1024), as: UTF8.self), bytes: bytes))
+            } else {
+                handle(.received(relay: r, text: text))
+            }
             n += 1
         }
     }

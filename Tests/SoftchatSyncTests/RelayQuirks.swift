@@ -33,6 +33,9 @@ enum Quirk: String, CaseIterable, Hashable, Sendable {
     case negentropyErrorBlocked, negentropyErrorRateLimited, negentropyErrorClosed, negentropyErrorOther
     /// An event stored late with a `created_at` older than the subscription's horizon.
     case storedLateBeyondHorizon
+    /// A relay message over the client's frame bound, skipped by the transport: an event (600
+    /// KB, no account can hold it) or a NEG-MSG answering too big a query.
+    case eventOverOurBound, negentropyMessageOverOurBound
     /// An event dated by a relay clock that differs from the client's.
     case clockSkew
     /// The relay stops answering (a half-open connection) until the client gives up on it.

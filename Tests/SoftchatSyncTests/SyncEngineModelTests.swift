@@ -103,7 +103,7 @@ import Testing
             guard case .synced(let url, let sub, _, let outcome) = event, let r = w.urls.firstIndex(of: url) else { return }
             let lacking = w.relays[r].stored.filter { e in
                 e.kind == kinds[sub] && e.createdAt <= outcome.cursor && (insertedAt[e.id] ?? 0) <= w.openedAt[r]
-                    && !beyondHorizon.contains(e.id) && !outcome.incompleteSeconds.contains(e.createdAt)
+                    && !beyondHorizon.contains(e.id) && !w.relays[r].overOurBound.contains(e.id) && !outcome.incompleteSeconds.contains(e.createdAt)
                     && w.account.events[e.id] == nil
             }
             if !lacking.isEmpty {
@@ -147,6 +147,8 @@ import Testing
                     beyondHorizon.insert(e.id)
                     w.relays[r].saw(.storedLateBeyondHorizon)
                 }
+                // One in fifteen is over our frame bound: skipped, but in its page's place.
+                if rng.below(15) == 0 { w.relays[r].overOurBound.insert(e.id) }
                 let frames = w.relays[r].publishFromElsewhere(e)
                 if w.connected[r] { w.inbox[r] += frames }
             case 65..<70:
@@ -221,7 +223,7 @@ import Testing
         for r in 0..<relayCount {
             let missing = w.relays[r].stored.filter { e in
                 (e.kind == 1 || e.kind == 7) && e.createdAt <= w.unix && w.account.events[e.id] == nil
-                    && !(incomplete[w.urls[r]]?.contains(e.createdAt) ?? false)
+                    && !w.relays[r].overOurBound.contains(e.id) && !(incomplete[w.urls[r]]?.contains(e.createdAt) ?? false)
             }
             if !missing.isEmpty {
                 let late = missing.filter { beyondHorizon.contains($0.id) }.count
@@ -305,6 +307,7 @@ import Testing
         case 0, 1:
             w.relays[r].negentropy = .answer
             w.relays[r].negentropyMaxItems = [nil, 40][g.below(2)]
+            w.relays[r].negentropyMessagesOverOurBound = [nil, 600][g.below(2)]
             w.relays[r].negErrorRule = { g in g.below(3) == 0 ? g.pick(Quirk.negentropyErrors) : nil }
         case 2: w.relays[r].negentropy = .notice
         case 3: w.relays[r].negentropy = .silent

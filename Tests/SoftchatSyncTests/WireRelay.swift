@@ -82,6 +82,26 @@ struct WireRelay {
 
     mutating func saw(_ quirk: Quirk) { seen[quirk, default: 0] += 1 }
 
+    /// Events whose frames are over the client's frame bound (a 600 KB event): the world hands
+    /// the engine what the transport would, `.oversized` with the frame's first kilobyte.
+    var overOurBound: Set<String> = []
+    /// NEG-MSG answers longer than this are over the client's frame bound.
+    var negentropyMessagesOverOurBound: Int?
+
+    /// The size the transport would report for `text` when it is over the client's bound (the
+    /// quirk counted), nil when it arrives whole.
+    mutating func sizeOverOurBound(_ text: String) -> Int? {
+        if let bound = negentropyMessagesOverOurBound, text.hasPrefix("[\"NEG-MSG\""), text.utf8.count > bound {
+            saw(.negentropyMessageOverOurBound)
+            return 524_288 + text.utf8.count
+        }
+        guard !overOurBound.isEmpty, text.hasPrefix("[\"EVENT\""), case .event(_, let e)? = try? parseRelayResponseFrame(text),
+            overOurBound.contains(e.id)
+        else { return nil }
+        saw(.eventOverOurBound)
+        return 600_000 + text.utf8.count
+    }
+
     mutating func insert(_ event: VerifiedEvent) {
         guard !stored.contains(where: { $0.id == event.id }) else { return }
         let i = stored.firstIndex { $0.createdAt < event.createdAt || ($0.createdAt == event.createdAt && $0.id > event.id) }

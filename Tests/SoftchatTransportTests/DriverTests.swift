@@ -70,6 +70,9 @@ extension Array where Element == IOEvent {
     func texts(_ id: ConnectionID) -> [String] {
         compactMap { if case .text(id, let t) = $0 { t } else { nil } }
     }
+    func oversized(_ id: ConnectionID) -> [(head: String, bytes: Int)] {
+        compactMap { if case .oversized(id, let head, let bytes) = $0 { (head, bytes) } else { nil } }
+    }
     func written(_ id: ConnectionID) -> [Int] {
         compactMap { if case .written(id, let token) = $0 { token } else { nil } }
     }

@@ -126,31 +126,40 @@ final class ClientFrameReader {
         #expect(pongs.last == withUnsafeBytes(of: UInt32(19_999).bigEndian, Array.init), "the latest ping is answered")
     }
 
-    @Test func anOversizedMessageIsRefusedFromItsHeaderWith1009() throws {
+    /// A relay's message over our bound (an event of 600 KB, a NEG-MSG) used to end the
+    /// connection — on every reconnect, so nothing behind it ever arrived. It is skipped as it
+    /// arrives, never buffered, and the connection goes on.
+    @Test func anOversizedMessageIsSkippedAndTheConnectionGoesOn() throws {
         let server = try ScriptedServer()
         let f = DriverFixture()
         try f.open(1, server.url, options: ConnectionOptions(connectTimeoutMilliseconds: 5000, maxMessageBytes: 1024))
         let tcp = try server.accept()
         defer { tcp.close() }
-        // Announce 2,000 bytes and send none: the header alone must be refused.
-        try tcp.write([0x81, 126, 0x07, 0xD0])
-        #expect(f.probe.wait { $0.closed(ConnectionID(1)) != nil })
-        let error = f.probe.events.closed(ConnectionID(1))
-        #expect(error?.kind == .messageTooLarge, "\(String(describing: error))")
-        #expect(error?.message.contains("1009") == true)
-        let close = try ScriptedServer.readClientFrame(tcp)
-        #expect(close.opcode == 0x8 && Array(close.payload.prefix(2)) == [0x03, 0xF1])
+        let big = Array(#"["EVENT","page-1",{"id":"ab","created_at":1700000000,"content":""#.utf8) + [UInt8](repeating: 97, count: 2000)
+        // Announced over the bound in its header, sent in three writes.
+        try tcp.write([0x81, 126, UInt8(big.count >> 8), UInt8(big.count & 0xFF)] + big.prefix(300))
+        try tcp.write(Array(big[300..<1500]))
+        try tcp.write(Array(big[1500...]) + [0x81, 5] + Array("after".utf8))
+        #expect(f.probe.wait { $0.texts(ConnectionID(1)) == ["after"] })
+        #expect(f.probe.events.closed(ConnectionID(1)) == nil, "the connection stays open")
+        #expect(f.probe.events.oversized(ConnectionID(1)).map(\.bytes) == [big.count])
+        #expect(f.probe.events.oversized(ConnectionID(1)).first?.head.hasPrefix(#"["EVENT","page-1",{"id":"ab","created_at":1700000000"#) == true)
     }
 
-    @Test func fragmentsAddingUpOverTheLimitAreRefused() throws {
+    @Test func fragmentsAddingUpOverTheLimitAreSkippedAcrossAPing() throws {
         let server = try ScriptedServer()
         let f = DriverFixture()
         try f.open(1, server.url, options: ConnectionOptions(connectTimeoutMilliseconds: 5000, maxMessageBytes: 1000))
         let tcp = try server.accept()
         defer { tcp.close() }
-        try tcp.write([0x01, 126, 0x02, 0x58] + [UInt8](repeating: 97, count: 600) + [0x80, 126, 0x02, 0x58])
-        #expect(f.probe.wait { $0.closed(ConnectionID(1)) != nil })
-        #expect(f.probe.events.closed(ConnectionID(1))?.kind == .messageTooLarge)
+        // 600 + 600 bytes in two fragments, a ping between them, then a message that fits.
+        try tcp.write([0x01, 126, 0x02, 0x58] + [UInt8](repeating: 97, count: 600) + [0x89, 1, 7])
+        try tcp.write([0x80, 126, 0x02, 0x58] + [UInt8](repeating: 98, count: 600) + [0x81, 2] + Array("ok".utf8))
+        #expect(f.probe.wait { $0.texts(ConnectionID(1)) == ["ok"] })
+        #expect(f.probe.events.closed(ConnectionID(1)) == nil)
+        #expect(f.probe.events.oversized(ConnectionID(1)).map(\.bytes) == [1200])
+        let pong = try ScriptedServer.readClientFrame(tcp)
+        #expect(pong.opcode == 0xA && pong.payload == [7], "the ping inside the skipped message is answered")
     }
 
     @Test func invalidUTF8IsAProtocolViolationWith1007() throws {

@@ -76,9 +76,9 @@ struct RelayRuntime {
     var negSentAt: [String: Int64] = [:]
     /// A NEG-MSG arrived on this connection (the relay speaks NIP-77).
     var negHeard = false
-    /// Connections in a row lost while a NEG-OPEN waited for its first answer (an answer over
-    /// our frame bound ends the connection, so the deadline alone would never fire).
-    var negLostUnanswered = 0
+    /// Connections in a row whose first NEG-OPEN went unanswered (its deadline passed, or the
+    /// connection was lost first): this process stops asking after two. Never recorded.
+    var negSilentConnections = 0
     /// Session subscription id of a fetch by ids → the policy subscription.
     var fetchOwner: [String: String] = [:]
     /// Fetches the relay closed before their EOSE, and how often (each is asked again whole).

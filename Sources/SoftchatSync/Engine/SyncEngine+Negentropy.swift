@@ -4,15 +4,19 @@ import SoftchatJSON
 /// NIP-77: on each connection, each subscription is reconciled with the relay by negentropy
 /// (`NegentropySync`) when the relay speaks it, and what the account lacks is fetched by id;
 /// the subscription then counts as synced up to the connection's start, whatever the age of
-/// what was missing. A relay that answers NEG-OPEN with NEG-ERR or a NOTICE, or not within
-/// `negentropyDeadlineMilliseconds`, is recorded in the account as not speaking it (asked
-/// again after `negentropyRecheckSeconds`), and its subscriptions sync by REQ paging
+/// what was missing. A relay that refuses NEG-OPEN (a NEG-ERR other than "too big", closed or
+/// auth-required; a NOTICE that reads as "unknown message") is recorded in the account as not
+/// speaking it (asked again after `negentropyRecheckSeconds`); one that stays silent past
+/// `negentropyDeadlineMilliseconds`, or loses the connection first, is paged on that
+/// connection only and asked again on the next, up to `silentConnectionsBeforePaging` silent
+/// connections per process, with nothing recorded. Its subscriptions sync by REQ paging
 /// (`SubscriptionSync`), as they do when the account holds nothing for a subscription yet
 /// (paging is cheaper than listing every id) or the relay's frames are too small.
 extension SyncEngine {
     /// True when subscription `id` on relay `r` should try negentropy on this connection.
     func wantsNegentropy(_ r: Int) -> Bool {
         guard configuration.negentropy, relays[r].limits?.supportsNegentropy != false, negentropyFrameLimit(r) != nil else { return false }
+        if relays[r].negSilentConnections >= Self.silentConnectionsBeforePaging { return false }
         if let record = relays[r].negentropy, !record.supported,
             now.unixSeconds - record.checkedAt < configuration.negentropyRecheckSeconds
         {
@@ -160,10 +164,14 @@ extension SyncEngine {
         }
     }
 
+    /// Connections in a row whose first NEG-OPEN went unanswered (deadline or lost) before this
+    /// process stops asking a relay; nothing durable follows from silence.
+    static let silentConnectionsBeforePaging = 2
+
     /// The first NIP-77 answer on this connection: the relay speaks it.
     func heardNegentropy(_ r: Int, reason: String) {
         relays[r].negHeard = true
-        relays[r].negLostUnanswered = 0
+        relays[r].negSilentConnections = 0
         if relays[r].negentropy?.supported != true { recordSupport(r, supported: true, reason: reason) }
     }
 
@@ -286,7 +294,14 @@ extension SyncEngine {
         let late = relays[r].negSentAt.filter { mono - $0.value >= configuration.negentropyDeadlineMilliseconds }
         guard !late.isEmpty else { return }
         if !relays[r].negHeard {
-            notSupported(r, reason: "no answer to NEG-OPEN within \(configuration.negentropyDeadlineMilliseconds) ms")
+            // Silence is weak evidence (a busy relay, an answer lost): this connection pages,
+            // nothing is recorded, and the next connection asks again — up to
+            // `silentConnectionsBeforePaging` silent connections in this process.
+            let reason = "no answer to NEG-OPEN within \(configuration.negentropyDeadlineMilliseconds) ms"
+            report(.notice(relayURL: relays[r].url, "\(reason): syncing by REQ pages on this connection"))
+            relays[r].negSilentConnections += 1
+            relays[r].negOff = true
+            for id in relays[r].subscriptions.keys.sorted() { fallBack(r, id, reason: reason) }
             return
         }
         for negID in late.keys.sorted() {
@@ -314,16 +329,9 @@ extension SyncEngine {
     /// The connection ended: every reconciliation and fetch on it is gone (what was fetched is
     /// committed; the next connection reconciles again).
     func negentropyLost(_ r: Int) {
-        if !relays[r].negHeard && !relays[r].negSentAt.isEmpty {
-            relays[r].negLostUnanswered += 1
-            if relays[r].negLostUnanswered >= 2 {
-                relays[r].negLostUnanswered = 0
-                report(
-                    .notice(
-                        relayURL: relays[r].url, "no NIP-77 negentropy here (two connections lost awaiting NEG-OPEN's answer): syncing by REQ pages"))
-                recordSupport(r, supported: false, reason: "two connections lost awaiting NEG-OPEN's answer")
-            }
-        }
+        // Lost while the first NEG-OPEN waited: as silent as an unanswered one (see
+        // `negentropyDeadlines`), and never a durable record.
+        if !relays[r].negHeard && !relays[r].negOff && !relays[r].negSentAt.isEmpty { relays[r].negSilentConnections += 1 }
         for id in relays[r].fetchOwner.keys.sorted() { try? relays[r].session?.unsubscribe(id: id) }
         relays[r].fetchOwner.removeAll()
         relays[r].fetchRetries.removeAll()

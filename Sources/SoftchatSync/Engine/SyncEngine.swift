@@ -166,6 +166,9 @@ public final class SyncEngine {
         case .received(let relay, let text):
             guard relays.indices.contains(relay), relays[relay].phase == .connected else { return }
             received(relay, text)
+        case .oversized(let relay, let head, let bytes):
+            guard relays.indices.contains(relay), relays[relay].phase == .connected else { return }
+            oversized(relay, OversizedMessage(head: head, bytes: bytes))
         case .alive(let relay):
             guard relays.indices.contains(relay) else { return }
             relays[relay].keepalive.heard(now.monotonicMilliseconds)

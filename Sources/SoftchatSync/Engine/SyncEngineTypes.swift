@@ -284,6 +284,9 @@ public enum SyncEngineInput: Sendable {
     case opened(relay: Int)
     /// One complete text message.
     case received(relay: Int, text: String)
+    /// A message over the transport's frame bound was skipped: its first bytes (up to 1 KiB)
+    /// and its size (`IOEvent.oversized`).
+    case oversized(relay: Int, head: String, bytes: Int)
     /// A pong or ping arrived: the connection is alive.
     case alive(relay: Int)
     /// Every byte of the `.write` action with this token was written.

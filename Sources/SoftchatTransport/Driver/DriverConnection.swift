@@ -67,7 +67,7 @@ final class DriverConnection {
         self.endpoint = endpoint
         self.options = options
         self.purpose = purpose
-        codec = WebSocketCodec(role: .client, maxMessageBytes: options.maxMessageBytes)
+        codec = WebSocketCodec(role: .client, maxMessageBytes: options.maxMessageBytes, skipsOversized: true)
         http = purpose == .webSocket ? WebSocketClient.answerReader() : RelayInformation.answerReader()
         deadline = now + Int64(max(options.connectTimeoutMilliseconds, 1))
     }
@@ -294,6 +294,14 @@ final class DriverConnection {
                     heard = false
                 }
                 driver.enqueue(self, .text(id, text))
+            case .oversized(let head, let bytes):
+                if heard {
+                    driver.enqueue(self, .pong(id))
+                    heard = false
+                }
+                // The head is cut at a byte count, so its last character may be split: decoded
+                // with replacement, it is for reading, not for parsing as a whole.
+                driver.enqueue(self, .oversized(id, head: String(decoding: head, as: UTF8.self), bytes: Int(clamping: bytes)))
             case .ping(_, let reply):
                 answerPing(reply)
                 heard = true

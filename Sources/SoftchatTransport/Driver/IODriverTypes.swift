@@ -29,6 +29,10 @@ public enum IOEvent: Sendable {
     case opened(ConnectionID)
     /// One complete, UTF-8-valid text message.
     case text(ConnectionID, String)
+    /// A message over `ConnectionOptions.maxMessageBytes` arrived and was skipped (never
+    /// buffered; the connection goes on): its first bytes (at most 1,024, cut at a byte count
+    /// and decoded with replacement) and its size. Proof of life too.
+    case oversized(ConnectionID, head: String, bytes: Int)
     /// A pong (or a ping, which the driver answered) arrived: proof of life.
     case pong(ConnectionID)
     /// Every byte of the send with this token was accepted by the kernel. Tokens of one
@@ -44,7 +48,9 @@ public enum IOEvent: Sendable {
     /// The connection the event is about.
     public var connection: ConnectionID {
         switch self {
-        case .opened(let id), .text(let id, _), .pong(let id), .written(let id, _), .information(let id, _), .closed(let id, _): id
+        case .opened(let id), .text(let id, _), .oversized(let id, _, _), .pong(let id), .written(let id, _), .information(let id, _),
+            .closed(let id, _):
+            id
         }
     }
 }

@@ -4,6 +4,11 @@
 /// pong frame to send comes with the event), the message size limit is enforced from the
 /// frame headers before any payload is buffered in full, text is validated as UTF-8, frames
 /// a client sends are masked, and every protocol violation names the close code to send.
+///
+/// A data message over the limit is either refused (close code 1009) or, with
+/// `skipsOversized`, skipped as its bytes arrive — never buffered — and reported with its first
+/// ``headBytes`` bytes and its size, so one relay message over our bound does not end a
+/// connection that would meet the same message again on every reconnect.
 struct WebSocketCodec {
     typealias Role = WebSocket.Role
     typealias Opcode = WebSocket.Opcode
@@ -19,10 +24,33 @@ struct WebSocketCodec {
         /// The peer started or answered the close handshake; `reply` is the close frame to
         /// send back, nil when ours was already sent. No event follows.
         case close(code: UInt16, reason: String, reply: [UInt8]?)
+        /// A data message over `maxMessageBytes` was skipped (with `skipsOversized`): its first
+        /// bytes (at most ``WebSocketCodec/headBytes``, not validated) and its whole size.
+        case oversized(head: [UInt8], bytes: UInt64)
+    }
+
+    /// How much of a skipped message is kept: enough for its verb, subscription id, event id
+    /// and, in the usual field order, `created_at`.
+    static let headBytes = 1024
+
+    /// A message being skipped: what is kept of it, and the frame whose payload is passing.
+    private struct Skip {
+        var head: [UInt8]
+        var bytes: UInt64
+        /// Payload bytes of the current frame still to pass.
+        var frameLeft: UInt64 = 0
+        var frameFin = false
+        var mask: (UInt8, UInt8, UInt8, UInt8)? = nil
+        var maskOffset = 0
     }
 
     let role: Role
     let maxMessageBytes: Int
+    /// Whether a message over the limit is skipped (`.oversized`) rather than refused.
+    let skipsOversized: Bool
+    private var skip: Skip? = nil
+    /// Set when a frame header started or continued a skip (so `next()` goes on reading).
+    private var skipStarted = false
     /// Received bytes not yet parsed: `buffer[start...]`.
     private var buffer: [UInt8] = []
     private var start = 0
@@ -36,9 +64,10 @@ struct WebSocketCodec {
     /// The close code a violation calls for, once `next()` threw.
     private(set) var failureCloseCode: UInt16? = nil
 
-    init(role: Role, maxMessageBytes: Int) {
+    init(role: Role, maxMessageBytes: Int, skipsOversized: Bool = false) {
         self.role = role
         self.maxMessageBytes = maxMessageBytes
+        self.skipsOversized = skipsOversized
     }
 
     /// Bytes received and not yet consumed by a complete frame.
@@ -64,7 +93,24 @@ struct WebSocketCodec {
     /// sets `failureCloseCode`; the codec then stays finished.
     mutating func next() throws(TransportError) -> Event? {
         while !isFinished {
-            guard let (fin, opcode, payload) = try nextFrame() else { return nil }
+            if let current = skip {
+                if current.frameLeft > 0 {
+                    passSkipped()
+                    if skip!.frameLeft > 0 { return nil }
+                }
+                if skip!.frameFin {
+                    let done = skip!
+                    skip = nil
+                    return .oversized(head: done.head, bytes: done.bytes)
+                }
+            }
+            guard let (fin, opcode, payload) = try nextFrame() else {
+                if skipStarted {
+                    skipStarted = false
+                    continue
+                }
+                return nil
+            }
             switch opcode {
             case .ping:
                 return .ping(payload, reply: frame(.pong, payload))
@@ -73,7 +119,7 @@ struct WebSocketCodec {
             case .close:
                 return try closeReceived(payload)
             case .text, .binary:
-                guard partialOpcode == nil else { throw fail(1002, "a new data frame arrived inside a fragmented message") }
+                guard partialOpcode == nil, skip == nil else { throw fail(1002, "a new data frame arrived inside a fragmented message") }
                 if fin {
                     // The common case, a whole message in one frame: no reassembly copy.
                     return try complete(opcode, payload)
@@ -152,11 +198,12 @@ struct WebSocketCodec {
         guard length >> 63 == 0 else { throw fail(1002, "frame length has its top bit set") }
         let isControl = opcode.rawValue >= 0x8
         if isControl && (length > 125 || !fin) { throw fail(1002, "control frames must be unfragmented and at most 125 bytes") }
-        // The size limit is enforced from the header, before the payload is read.
-        if !isControl && UInt64(partial.count) + length > UInt64(maxMessageBytes) {
-            throw fail(1009, "message of over \(maxMessageBytes) bytes refused")
-        }
         let maskLength = masked ? 4 : 0
+        // The size limit is enforced from the header, before the payload is read.
+        if !isControl && (skip != nil || UInt64(partial.count) + length > UInt64(maxMessageBytes)) {
+            guard skipsOversized else { throw fail(1009, "message of over \(maxMessageBytes) bytes refused") }
+            return try beginSkipping(fin: fin, opcode: opcode, length: length, headerLength: headerLength, masked: masked)
+        }
         let total = headerLength + maskLength + Int(length)
         guard available >= total else { return nil }
         let payloadStart = start + headerLength + maskLength
@@ -173,6 +220,59 @@ struct WebSocketCodec {
             start = 0
         }
         return (fin, opcode, payload)
+    }
+
+    /// Starts skipping a message over the limit (or its next fragment): the header and mask
+    /// key are consumed, the payload passes through `passSkipped()` as it arrives. Nil, with
+    /// `skipStarted` set, once the header is consumed; nil alone while it is incomplete.
+    private mutating func beginSkipping(
+        fin: Bool, opcode: Opcode, length: UInt64, headerLength: Int, masked: Bool
+    ) throws(TransportError) -> (Bool, Opcode, [UInt8])? {
+        if skip != nil {
+            guard opcode == .continuation else { throw fail(1002, "a new data frame arrived inside a fragmented message") }
+        } else if opcode == .continuation {
+            guard partialOpcode != nil else { throw fail(1002, "a continuation frame arrived with no message to continue") }
+        } else if partialOpcode != nil {
+            throw fail(1002, "a new data frame arrived inside a fragmented message")
+        }
+        let maskLength = masked ? 4 : 0
+        guard available >= headerLength + maskLength else { return nil }
+        var current = skip ?? Skip(head: Array(partial.prefix(Self.headBytes)), bytes: UInt64(partial.count))
+        partial = []
+        partialOpcode = nil
+        let k = start + headerLength
+        current.mask = masked ? (buffer[k], buffer[k + 1], buffer[k + 2], buffer[k + 3]) : nil
+        current.maskOffset = 0
+        current.frameLeft = length
+        current.frameFin = fin
+        current.bytes += length
+        skip = current
+        start += headerLength + maskLength
+        skipStarted = true
+        return nil
+    }
+
+    /// Passes over what has arrived of the skipped frame's payload, keeping the message's head.
+    private mutating func passSkipped() {
+        guard var current = skip else { return }
+        let n = Int(min(UInt64(available), current.frameLeft))
+        let keep = min(n, Self.headBytes - current.head.count)
+        if keep > 0 {
+            var kept = Array(buffer[start..<(start + keep)])
+            if let key = current.mask {
+                let k = [key.0, key.1, key.2, key.3]
+                for i in kept.indices { kept[i] ^= k[(current.maskOffset + i) & 3] }
+            }
+            current.head += kept
+        }
+        start += n
+        current.maskOffset += n
+        current.frameLeft -= UInt64(n)
+        skip = current
+        if start == buffer.count {
+            buffer.removeAll(keepingCapacity: buffer.capacity <= 1 << 17)
+            start = 0
+        }
     }
 
     // MARK: Sending

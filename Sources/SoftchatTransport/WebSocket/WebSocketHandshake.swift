@@ -68,7 +68,9 @@ public struct ConnectionOptions: Sendable, Hashable {
     /// the HTTP exchange (the blocking client applies it to each step, ``IODriver`` to the whole
     /// open). NIP-11 fetches use it as their read timeout too.
     public var connectTimeoutMilliseconds: Int32
-    /// The largest WebSocket message accepted, in bytes; a larger one ends the connection.
+    /// The largest WebSocket message accepted, in bytes. A larger one ends a blocking
+    /// `WebSocket` (close code 1009); the `IODriver` skips it as it arrives and reports
+    /// `IOEvent.oversized`, so the connection goes on.
     public var maxMessageBytes: Int
     /// For noise:// relays: the file holding this client's 32-byte X25519 static secret,
     /// created (mode 0600) on first use — by default `<account database>.noise-key` beside the
