@@ -183,7 +183,6 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
     var current: [ConnectionID?]
     var owner: [ConnectionID: Int] = [:]
     var nextConnection = 0
-    var stopReason = "stopped by the host"
     /// This run's live ownership of its delivery leases (see `DeliveryOwner`).
     let deliveryOwner: DeliveryOwner?
 
@@ -255,13 +254,11 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
             engine.handle(.written(relay: relay, token: token), now: Self.now())
         case .information(let id, let information):
             owner[id] = nil
-            if let information { publish(.relayInformation(relayURL: endpoints[relay].url, information)) }
             engine.handle(.relayInformation(relay: relay, information.map(Self.limits)), now: Self.now())
         case .closed(let id, let error):
             owner[id] = nil
             guard current[relay] == id else { return }
             current[relay] = nil
-            publish(.connectionFailed(relayURL: endpoints[relay].url, error.description))
             engine.handle(.lost(relay: relay, reason: error.description), now: Self.now())
         }
         // Actions run at the end of the driver's round (`driverService`), so the events of one
@@ -299,7 +296,7 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
             software: info.document["software"]?.stringValue,
             // Listing 77 says so; not listing it proves nothing (the engine asks).
             supportsNegentropy: info.supportedNIPs.contains(77) ? true : nil,
-            maxSubscriptions: info.maxSubscriptions, maxFilters: info.maxFilters)
+            maxSubscriptions: info.maxSubscriptions, maxFilters: info.maxFilters, name: info.name)
     }
 
     // MARK: Actions
@@ -340,7 +337,6 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
             case .stopped:
                 for r in endpoints.indices { if let id = current[r] { driver.close(id) } }
                 publishStatuses()
-                setOverall(.stopped(reason: stopReason))
                 shared.stateContinuation.finish()
                 shared.eventContinuation.finish()
                 shared.state.withLock { $0.stopped = true }
@@ -407,23 +403,23 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
 
     // MARK: Reporting
 
-    func report(_ event: SyncEngineEvent) {
+    /// Publishes the engine's report as it is: one vocabulary from the engine to the host.
+    func report(_ event: ManagedTransportEvent) {
         switch event {
-        case .relayState(let url, let state):
-            publish(.relayState(relayURL: url, state))
+        case .relayState:
             publishStatuses()
-            setOverall(overall())
-        case .relayInformation:
-            break  // reported with the RelayInformation document itself
-        case .delivery(let url, let intentID, let decision):
-            publish(.delivery(relayURL: url, intentID: intentID, decision: decision))
-        case .ingested(let url, let result):
-            publish(.ingested(relayURL: url, result))
-        case .synced(let url, let subscriptionID, let count, let outcome):
-            publish(.synced(relayURL: url, subscriptionID: subscriptionID, events: count, outcome: outcome))
-        case .notice(let url, let text):
-            publish(.notice(relayURL: url, text))
+        case .state(let state):
+            let changed: Bool = shared.state.withLock { s in
+                guard s.overall != state, !s.stopped else { return false }
+                s.overall = state
+                return true
+            }
+            guard changed else { return }
+            shared.stateContinuation.yield(state)
+        default:
+            break
         }
+        publish(event)
     }
 
     func publish(_ event: ManagedTransportEvent) {
@@ -434,29 +430,5 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
     func publishStatuses() {
         let statuses = engine.relayStates.map { ManagedRelayStatus(relayURL: $0.url, state: $0.state, statistics: $0.statistics) }
         shared.state.withLock { $0.relays = statuses }
-    }
-
-    /// The least advanced relay's state.
-    func overall() -> ManagedTransportState {
-        let states = engine.relayStates.map(\.state)
-        if states.allSatisfy({ $0 == .stopped }) { return .stopped(reason: stopReason) }
-        if states.allSatisfy({ $0 == .ready }) { return .ready }
-        if states.contains(.authenticating) { return .authenticating }
-        if states.contains(where: { $0 == .connecting || $0 == .fetchingInformation }) { return .connecting }
-        var soonest: Int64?
-        for case .backingOff(let ms) in states { soonest = min(soonest ?? ms, ms) }
-        if let soonest { return .backingOff(delayMilliseconds: soonest) }
-        return .ready
-    }
-
-    func setOverall(_ state: ManagedTransportState) {
-        let changed: Bool = shared.state.withLock { s in
-            guard s.overall != state, !s.stopped else { return false }
-            s.overall = state
-            return true
-        }
-        guard changed else { return }
-        shared.stateContinuation.yield(state)
-        publish(.state(state))
     }
 }

@@ -72,7 +72,7 @@ final class SyncEngineSamples {
     func ping(_ relay: Int) {}
     func close(_ relay: Int) {}
     func perform(_ request: AccountRequest) -> AccountReply { fatalError("a stand-in: the samples compile, they do not run") }
-    func show(_ event: SyncEngineEvent) {}
+    func show(_ event: ManagedTransportEvent) {}
 }
 
 final class SoftchatClientSamples {

@@ -218,7 +218,7 @@ final class EngineWorld {
     var inbox: [[String]]
     var connected: [Bool]
     var connecting: [Bool]
-    var reports: [SyncEngineEvent] = []
+    var reports: [ManagedTransportEvent] = []
     var stopped = false
     var opens = 0
     /// NIP-11 fetches the engine asked for.
@@ -233,7 +233,7 @@ final class EngineWorld {
     /// When each relay's current connection opened (monotonic milliseconds).
     var openedAt: [Int64]
     /// Called with every report as the engine makes it (the model test checks `synced` then).
-    var onReport: ((SyncEngineEvent) -> Void)?
+    var onReport: ((ManagedTransportEvent) -> Void)?
     /// Actions the engine returned in the longest single `pump()`, and whether one pump ran past
     /// `runawayActions` (a loop without input: the pump gives up instead of hanging the test).
     var mostActionsPerPump = 0

@@ -176,6 +176,27 @@ import Testing
         #expect(wakeups >= 9 && wakeups <= 11, "wakeups: \(wakeups)")
     }
 
+    /// One vocabulary: the engine reports the whole transport's state and each connection
+    /// failure itself (the managed transport used to compute the first and add the second on
+    /// the way, and the C ABI translated a third vocabulary from it).
+    @Test func theEngineReportsTheOverallStateAndConnectionFailuresItself() {
+        let w = EngineWorld(relayCount: 2)
+        w.account.policy = [("notes", [Self.notes], nil)]
+        w.start()
+        w.run(for: 2_000)
+        var states = w.reports.compactMap { if case .state(let s) = $0 { s } else { nil } }
+        #expect(states.first == .connecting && states.last == .ready, "\(states)")
+        w.cut(1)
+        w.run(for: 10)
+        #expect(w.reports.contains(.connectionFailed(relayURL: w.urls[1], "cut")))
+        states = w.reports.compactMap { if case .state(let s) = $0 { s } else { nil } }
+        #expect(states.contains { if case .backingOff = $0 { true } else { false } }, "\(states)")
+        w.run(for: 10_000)
+        w.engine.handle(.stop, now: w.now)
+        w.pump()
+        #expect(w.reports.last == .state(.stopped(reason: "stopped by the host")), "the last report")
+    }
+
     @Test func aSilentConnectionIsPingedThenDeclaredLostAndReconnected() {
         let (w, _) = world(events: 5)
         w.start {

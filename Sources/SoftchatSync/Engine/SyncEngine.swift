@@ -92,6 +92,8 @@ public final class SyncEngine {
     var now: EngineTime
     var loaded = false
     var stopping = false
+    /// The overall state last reported (`ManagedTransportEvent.state`).
+    var overallReported: ManagedTransportState?
     var finished = false
     var leaseCounter = 0
     var nextToken = 0
@@ -177,6 +179,7 @@ public final class SyncEngine {
             written(relay, token)
         case .lost(let relay, let reason):
             guard relays.indices.contains(relay) else { return }
+            if !stopping { report(.connectionFailed(relayURL: relays[relay].url, reason)) }
             lost(relay, reason: reason)
         case .drop(let relay):
             guard relays.indices.contains(relay), relays[relay].phase == .connected || relays[relay].phase == .connecting else { return }
@@ -268,12 +271,22 @@ public final class SyncEngine {
 
     func push(_ step: Step) { queue.append(step) }
 
-    func report(_ event: SyncEngineEvent) { push(.action(.report(event))) }
+    func report(_ event: ManagedTransportEvent) { push(.action(.report(event))) }
+
+    /// Why the engine's relays all stopped, as the overall `stopped` state says.
+    static let stopReason = "stopped by the host"
 
     func setState(_ relay: Int, _ state: RelayConnectionState) {
         guard relays[relay].reported != state else { return }
         relays[relay].reported = state
         report(.relayState(relayURL: relays[relay].url, state))
+        // The overall state follows; `stopped` is reported last of all, by `finishStop`.
+        guard !stopping else { return }
+        let overall = ManagedTransportState.summing(relays.map { $0.reported }, stopReason: Self.stopReason)
+        if overall != overallReported {
+            overallReported = overall
+            report(.state(overall))
+        }
     }
 
     func queueIngestFlush() {
@@ -442,6 +455,8 @@ public final class SyncEngine {
             setState(r, .stopped)
         }
         finished = true
+        overallReported = .stopped(reason: Self.stopReason)
+        report(.state(.stopped(reason: Self.stopReason)))
         push(.action(.stopped))
     }
 }

@@ -44,6 +44,8 @@ public struct RelayLimits: Sendable, Hashable {
     public var maxSubscriptions: Int?
     /// `limitation.max_filters`: the most filters one REQ may carry.
     public var maxFilters: Int?
+    /// The document's `name`, for display only.
+    public var name: String?
 
     /// Creates limits; every value defaults to "not stated".
     ///
@@ -58,12 +60,14 @@ public struct RelayLimits: Sendable, Hashable {
     ///   - supportsNegentropy: Whether it speaks NIP-77: true, false, or nil when unknown.
     ///   - maxSubscriptions: `limitation.max_subscriptions`, the most REQs open per connection.
     ///   - maxFilters: `limitation.max_filters`, the most filters per REQ.
+    ///   - name: The document's `name`, for display.
     public init(
         maxMessageLength: Int? = nil, maxLimit: Int? = nil, acceptsEventsBatch: Bool = false,
         supportsAuthentication: Bool = false, authenticationRequired: Bool = false, software: String? = nil,
         untilConvention: RelayPaging.UntilConvention? = nil, supportsNegentropy: Bool? = nil,
-        maxSubscriptions: Int? = nil, maxFilters: Int? = nil
+        maxSubscriptions: Int? = nil, maxFilters: Int? = nil, name: String? = nil
     ) {
+        self.name = name
         self.maxSubscriptions = maxSubscriptions
         self.maxFilters = maxFilters
         self.untilConvention = untilConvention
@@ -238,22 +242,79 @@ public struct RelayStatistics: Sendable, Hashable {
     }
 }
 
-/// What happened, for hosts that show progress. Never carries secrets or challenges.
-public enum SyncEngineEvent: Sendable, Hashable {
-    /// A relay's connection state changed.
+/// The transport's lifecycle as a whole, summed up from its relays' states: `stopped` once every
+/// relay stopped, `ready` once every relay that has not stopped is ready, else `authenticating`
+/// while any relay authenticates, else `connecting` while any connects or fetches its NIP-11
+/// document, else `backingOff`.
+public enum ManagedTransportState: Sendable, Hashable, CustomStringConvertible {
+    /// Some relay is connecting or fetching its NIP-11 document, and none is authenticating.
+    case connecting
+    /// Some relay is authenticating (NIP-42).
+    case authenticating
+    /// Every relay is ready, apart from any that stopped for good.
+    case ready
+    /// Every relay neither ready nor stopped is waiting to reconnect; the soonest in this many
+    /// milliseconds.
+    case backingOff(delayMilliseconds: Int64)
+    /// Every relay stopped for good, normally because the host stopped the engine; `reason`
+    /// says why (`stopped by the host`).
+    case stopped(reason: String)
+
+    /// The case's name, with the delay or the reason in parentheses.
+    public var description: String {
+        switch self {
+        case .connecting: "connecting"
+        case .authenticating: "authenticating"
+        case .ready: "ready"
+        case .backingOff(let ms): "backingOff(\(ms) ms)"
+        case .stopped(let reason): "stopped(\(reason))"
+        }
+    }
+
+    /// The least advanced of `states`, as defined above.
+    public static func summing(_ states: [RelayConnectionState], stopReason: String) -> ManagedTransportState {
+        if states.allSatisfy({ $0 == .stopped }) { return .stopped(reason: stopReason) }
+        if states.allSatisfy({ $0 == .ready || $0 == .stopped }) { return .ready }
+        if states.contains(.authenticating) { return .authenticating }
+        if states.contains(where: { $0 == .connecting || $0 == .fetchingInformation }) { return .connecting }
+        var soonest: Int64?
+        for case .backingOff(let ms) in states { soonest = min(soonest ?? ms, ms) }
+        if let soonest { return .backingOff(delayMilliseconds: soonest) }
+        return .ready
+    }
+}
+
+/// What the transport did, for hosts that show progress — the one vocabulary of its reports:
+/// the engine reports these (`SyncEngineAction.report`), the managed transport publishes them as
+/// they come (`ManagedTransport.events`, the policy's observer), and the C ABI encodes each once
+/// into the schema's `ManagedTransportStateChange` / `ManagedTransportActivity`. Never carries
+/// secrets or challenges.
+public enum ManagedTransportEvent: Sendable, Hashable {
+    /// The overall state changed to this one (the change `ManagedTransport.states` also yields).
+    case state(ManagedTransportState)
+    /// This relay's connection state changed.
     case relayState(relayURL: String, RelayConnectionState)
-    /// A relay's NIP-11 document was read: what the engine takes from it.
+    /// This relay's NIP-11 document was read: what the engine takes from it.
     case relayInformation(relayURL: String, RelayLimits)
-    /// An intent's relay decision was committed.
+    /// An intent's relay decision, committed to the account.
     case delivery(relayURL: String, intentID: String, decision: DeliveryDecision)
-    /// Events from this relay were committed.
+    /// Events from this relay, committed to the account (inserted, already held, quarantined).
     case ingested(relayURL: String, IngestionResult)
-    /// A subscription's whole window on this relay is synced and its cursor moved; `events` counts
-    /// the new events received for it.
+    /// A subscription's whole window on this relay is synced: everything the relay held for it
+    /// when this connection opened is in the account (apart from messages over our frame bound,
+    /// each named in a notice), and its cursor moved. `outcome.method` says whether NIP-77
+    /// reconciliation (every age) or REQ paging (the horizon window) did it;
+    /// `outcome.incompleteSeconds` names seconds in which the relay held more events with one
+    /// `created_at` than it sends for one REQ (paging cannot reach past them, so some of their
+    /// events may be missing; empty when the window is known complete).
     case synced(relayURL: String, subscriptionID: String, events: Int, outcome: SyncOutcome)
-    /// Text for a log about this relay: a NOTICE, a refused event or frame, a lost connection, a
-    /// failed account request.
+    /// Text for a log about this relay: a NOTICE, a refused event or frame, a message over our
+    /// frame bound, a fallback from negentropy to paging, a lost connection, a failed account
+    /// request.
     case notice(relayURL: String, String)
+    /// This relay's connection failed to open or was lost, with the transport's description; a
+    /// reconnect follows on the session's backoff schedule.
+    case connectionFailed(relayURL: String, String)
 }
 
 /// What the host must do.
@@ -271,7 +332,7 @@ public enum SyncEngineAction: Sendable, Hashable {
     /// Do this account work and answer with `.account(reply)` before the next `pollAction()`.
     case account(AccountRequest)
     /// Show this to the app.
-    case report(SyncEngineEvent)
+    case report(ManagedTransportEvent)
     /// Every relay has stopped and every lease is released: the engine is done.
     case stopped
 }
