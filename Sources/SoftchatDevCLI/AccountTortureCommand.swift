@@ -75,8 +75,8 @@ struct Torture {
     var history: [VerifiedEvent] = []
     /// Operations enqueued in this run: (id, events, relays, intents).
     var operations: [(id: String, events: [VerifiedEvent], relays: [String], intents: [String])] = []
-    /// Claims of this run and the intents each still holds (id → "pending" | "inFlight").
-    var claims: [(claim: DeliveryClaim, intents: [String: String])] = []
+    /// Claims of this run and the intents each still holds, with their state (pending or inFlight).
+    var claims: [(claim: DeliveryClaim, intents: [String: DeliveryState])] = []
     var counter = 0
 
     init(account: SoftchatAccount, seed: UInt64, now: Int64) {
@@ -273,7 +273,7 @@ struct Torture {
         if ids.count > max || ids.isEmpty { violation("claim \(lease) returned \(ids.count) intents for max \(max)") }
         // Leases whose work was taken are stale now; forget those intents there.
         for i in claims.indices { for id in ids { claims[i].intents[id] = nil } }
-        claims.append((result.claim, Dictionary(uniqueKeysWithValues: ids.map { ($0, "pending") })))
+        claims.append((result.claim, Dictionary(uniqueKeysWithValues: ids.map { ($0, DeliveryState.pending) })))
         emit([
             "ack": "claim", "lease": .string(lease), "relay": .string(relay), "expiresAt": .integer(result.claim.expiresAt),
             "createdAt": .integer(now), "intents": Self.strings(ids),
@@ -295,7 +295,7 @@ struct Torture {
     mutating func written() throws {
         guard !claims.isEmpty else { return }
         let i = rng.int(0...claims.count - 1)
-        let pending = claims[i].intents.filter { $0.value == "pending" }.keys.sorted()
+        let pending = claims[i].intents.filter { $0.value == .pending }.keys.sorted()
         guard !pending.isEmpty else { return }
         let chosen = pending.filter { _ in rng.chance(70) }
         guard !chosen.isEmpty else { return }
@@ -305,7 +305,7 @@ struct Torture {
             refused("written", i, error)
             return
         }
-        for id in chosen { claims[i].intents[id] = "inFlight" }
+        for id in chosen { claims[i].intents[id] = .inFlight }
         emit(["ack": "written", "lease": .string(claims[i].claim.leaseID), "intents": Self.strings(chosen)])
     }
 

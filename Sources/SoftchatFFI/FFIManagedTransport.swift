@@ -245,7 +245,7 @@ extension SoftchatAccount {
 
 extension AccountCheckReport: FFIEncodable {
     var ffiJSON: JSONValue {
-        let counts = DeliveryState.allCases.compactMap { state in intentsByState[state.rawValue].map { IntentStateCountFFI(state: state, count: $0) }
+        let counts = DeliveryState.allCases.compactMap { state in intentsByState[state].map { IntentStateCountFFI(state: state, count: $0) }
         }
         return .object(
             JSONObject([

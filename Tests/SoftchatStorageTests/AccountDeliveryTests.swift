@@ -515,7 +515,7 @@ import Testing
         #expect(report.events == 3)
         #expect(report.quarantined == 1)
         #expect(report.receipts == 1)
-        #expect(report.intentsByState == ["inFlight": 1, "pending": 1])
+        #expect(report.intentsByState == [.inFlight: 1, .pending: 1])
         #expect(report.liveLeases == 1)
         #expect(try t.account.check(now: claim.expiresAt).liveLeases == 0)
     }
@@ -550,6 +550,36 @@ import Testing
         #expect(problems.contains("1 intents have no stored event"), "\(problems)")
         #expect(problems.contains("foreign key: publish_intents"), "\(problems)")
         _ = claim
+    }
+
+    /// A delivery state is read from its column as a `DeliveryState` or not at all: an unknown
+    /// spelling (a file written by something else) used to read as `pending`, a state no relay
+    /// said, in the operation's status and in a claim's held intents.
+    @Test func anUnknownDeliveryStateInTheFileIsAnErrorNeverPending() throws {
+        let t = try TestAccount()
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayA], now: t0)
+        let claim = try #require(try t.account.delivery.claim(leaseID: "L", relayURL: relayA, now: t0)).claim
+        do {
+            let raw = try SQLiteConnection(path: t.path)
+            try raw.execute("PRAGMA ignore_check_constraints = ON")
+            try raw.execute("UPDATE publish_intents SET state = 'limbo' WHERE intent_id = '\(ids[1])'")
+        }
+        for (what, read) in [
+            ("intents(operationID:)", { () throws(SoftchatError) in _ = try t.account.delivery.intents(operationID: "op") }),
+            ("heldIntents", { () throws(SoftchatError) in _ = try t.account.delivery.heldIntents(claim) }),
+            ("stateCounts", { () throws(SoftchatError) in _ = try t.account.delivery.stateCounts() }),
+        ] as [(String, () throws(SoftchatError) -> Void)] {
+            do {
+                try read()
+                Issue.record("\(what) read an unknown state as a state")
+            } catch {
+                #expect(error.code == .accountStorageFailed, "\(what): \(error)")
+                #expect(error.message.contains("\"limbo\""), "\(what): \(error)")
+            }
+        }
+        let report = try t.account.check(now: t0)
+        #expect(report.intentsByState == [.pending: 1])
+        #expect(report.problems.contains("intents in unknown states: [\"limbo\"]"))
     }
 
     @Test func checkReportsAnIntegrityFailureOfTheFileItself() throws {

@@ -11,8 +11,8 @@ public struct AccountCheckReport: Sendable, Hashable {
     public var quarantined = 0
     /// Ingestion receipts recorded, one per ingestion transaction.
     public var receipts = 0
-    /// Publish intents per state, by the state's raw value (an unknown state is also a problem).
-    public var intentsByState: [String: Int] = [:]
+    /// Publish intents per state (a spelling that is no state is counted among the problems).
+    public var intentsByState: [DeliveryState: Int] = [:]
     /// Delivery leases neither released nor expired at the `now` of the check.
     public var liveLeases = 0
     /// True when `problems` is empty.
@@ -46,8 +46,14 @@ extension SoftchatAccount {
             let badReceipts = try db.scalarInt("SELECT COUNT(*) FROM ingest_receipts WHERE inserted + duplicates + quarantined != total")
             if badReceipts > 0 { report.problems.append("\(badReceipts) ingestion receipts are not total") }
             let states = try db.statement("SELECT state, COUNT(*) FROM publish_intents GROUP BY state")
-            while try states.step() { report.intentsByState[states.text(0)] = Int(states.int64(1)) }
-            let unknown = report.intentsByState.keys.filter { DeliveryState(rawValue: $0) == nil }
+            var unknown: [String] = []
+            while try states.step() {
+                if let state = DeliveryState(rawValue: states.text(0)) {
+                    report.intentsByState[state] = Int(states.int64(1))
+                } else {
+                    unknown.append(states.text(0))
+                }
+            }
             if !unknown.isEmpty { report.problems.append("intents in unknown states: \(unknown.sorted())") }
             let noExpiry = try db.scalarInt("SELECT COUNT(*) FROM delivery_leases WHERE expires_at IS NULL")
             if noExpiry > 0 { report.problems.append("\(noExpiry) leases have no expiry") }
@@ -55,7 +61,7 @@ extension SoftchatAccount {
                 "SELECT COUNT(*) FROM publish_intents WHERE lease_id IS NOT NULL AND lease_id NOT IN (SELECT lease_id FROM delivery_leases)")
             if orphanLease > 0 { report.problems.append("\(orphanLease) intents name a lease that does not exist") }
             let terminalLeased = try db.scalarInt(
-                "SELECT COUNT(*) FROM publish_intents WHERE state IN ('accepted', 'rejected') AND lease_id IS NOT NULL")
+                "SELECT COUNT(*) FROM publish_intents WHERE state IN \(DeliveryState.sql(.accepted, .rejected)) AND lease_id IS NOT NULL")
             if terminalLeased > 0 { report.problems.append("\(terminalLeased) terminal intents still hold a lease") }
             let missingEvent = try db.scalarInt("SELECT COUNT(*) FROM publish_intents WHERE event_id NOT IN (SELECT id FROM events)")
             if missingEvent > 0 { report.problems.append("\(missingEvent) intents have no stored event") }

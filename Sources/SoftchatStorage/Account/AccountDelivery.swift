@@ -66,15 +66,15 @@ public struct AccountDelivery: Sendable {
             // Work is claimable when no live lease holds it.
             let claimable = """
                 relay_url = ? AND (
-                  (state IN ('pending', 'retryable') AND (lease_id IS NULL OR lease_id IN
+                  (state IN \(DeliveryState.sql(.pending, .retryable)) AND (lease_id IS NULL OR lease_id IN
                      (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
-                  OR (state = 'inFlight' AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
+                  OR (state = \(DeliveryState.inFlight.sql) AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
                 """
             // Failures so far, with the answer lost when in-flight work is taken back (below).
-            let spent = store.version >= 8 ? "failures + (state = 'inFlight')" : "attempts"
+            let spent = store.version >= 8 ? "failures + (state = \(DeliveryState.inFlight.sql))" : "attempts"
             let counted = store.version >= 8 ? "failures = \(spent), " : ""
             try db.statement(
-                "UPDATE publish_intents SET \(counted)state = 'rejected', category = 'exhausted', message = 'retry budget of \(budget) failed attempts used', lease_id = NULL, updated_at = ? WHERE \(spent) >= ? AND \(claimable)"
+                "UPDATE publish_intents SET \(counted)state = \(DeliveryState.rejected.sql), category = 'exhausted', message = 'retry budget of \(budget) failed attempts used', lease_id = NULL, updated_at = ? WHERE \(spent) >= ? AND \(claimable)"
             )
             .bind(.int(now), .int(budget), .text(relayURL), .int(now), .int(now)).run()
             let select = try db.statement("SELECT intent_id FROM publish_intents WHERE \(claimable) ORDER BY sequence LIMIT ?")
@@ -102,8 +102,8 @@ public struct AccountDelivery: Sendable {
             // time it is sent cannot loop for ever. A live session's timeout does not count.
             let take = try db.statement(
                 store.version >= 8
-                    ? "UPDATE publish_intents SET failures = failures + (state = 'inFlight'), lease_id = ?, state = 'pending', updated_at = ? WHERE intent_id = ?"
-                    : "UPDATE publish_intents SET lease_id = ?, state = 'pending', updated_at = ? WHERE intent_id = ?")
+                    ? "UPDATE publish_intents SET failures = failures + (state = \(DeliveryState.inFlight.sql)), lease_id = ?, state = \(DeliveryState.pending.sql), updated_at = ? WHERE intent_id = ?"
+                    : "UPDATE publish_intents SET lease_id = ?, state = \(DeliveryState.pending.sql), updated_at = ? WHERE intent_id = ?")
             let payload = try db.statement(
                 "SELECT i.event_id, e.json FROM publish_intents i JOIN events e ON e.id = i.event_id WHERE i.intent_id = ?")
             var payloads: [DeliveryPayload] = []
@@ -138,7 +138,7 @@ public struct AccountDelivery: Sendable {
                 """
                 SELECT MIN(l.expires_at) FROM delivery_leases l
                 WHERE l.relay_url = ? AND l.released = 0 AND l.expires_at > ?
-                  AND EXISTS (SELECT 1 FROM publish_intents i WHERE i.lease_id = l.lease_id AND i.state IN ('pending', 'retryable', 'inFlight'))
+                  AND EXISTS (SELECT 1 FROM publish_intents i WHERE i.lease_id = l.lease_id AND i.state IN \(DeliveryState.sql(.pending, .retryable, .inFlight)))
                 """
             ).bind(.text(relayURL), .int(now))
             guard try s.step(), !s.isNull(0) else { return nil }
@@ -179,8 +179,8 @@ public struct AccountDelivery: Sendable {
     public func markSocketWritten(_ claim: DeliveryClaim, intentIDs: [String]) throws(SoftchatError) {
         try store.write("markSocketWritten") { db in
             try Self.requireLive(db, claim)
-            try Self.requireHeld(db, claim, intentIDs, states: ["pending"], call: "markSocketWritten")
-            let update = try db.statement("UPDATE publish_intents SET state = 'inFlight', attempts = attempts + 1 WHERE intent_id = ?")
+            try Self.requireHeld(db, claim, intentIDs, states: [.pending], call: "markSocketWritten")
+            let update = try db.statement("UPDATE publish_intents SET state = \(DeliveryState.inFlight.sql), attempts = attempts + 1 WHERE intent_id = ?")
             for id in intentIDs {
                 try update.bind(.text(id)).run()
                 update.reset()
@@ -210,7 +210,7 @@ public struct AccountDelivery: Sendable {
                 throw SoftchatError.invalidDeliveryState(
                     "applyResults: intent \(r.intentID) has non-result state \(r.decision.state.rawValue)", operation: .relayPublish)
             }
-            try Self.requireHeld(db, claim, results.map(\.intentID), states: ["inFlight", "pending"], call: "applyResults")
+            try Self.requireHeld(db, claim, results.map(\.intentID), states: [.inFlight, .pending], call: "applyResults")
             let terminal = try db.statement("UPDATE publish_intents SET state = ?, category = ?, message = ?, lease_id = NULL WHERE intent_id = ?")
             // The budget counts failures the relay reported (`error:`, an unknown prefix), not a
             // rate limit, an auth-required, a timeout, a lost connection or a cancel: those say
@@ -220,13 +220,13 @@ public struct AccountDelivery: Sendable {
                     ? """
                     UPDATE publish_intents SET
                       failures = failures + ?1,
-                      state = CASE WHEN failures + ?1 >= ?2 THEN 'rejected' ELSE 'retryable' END,
+                      state = CASE WHEN failures + ?1 >= ?2 THEN \(DeliveryState.rejected.sql) ELSE \(DeliveryState.retryable.sql) END,
                       category = CASE WHEN failures + ?1 >= ?2 THEN 'exhausted' ELSE ?3 END,
                       message = ?4, lease_id = NULL WHERE intent_id = ?5
                     """
                     : """
                     UPDATE publish_intents SET
-                      state = CASE WHEN attempts >= ?2 THEN 'rejected' ELSE 'retryable' END,
+                      state = CASE WHEN attempts >= ?2 THEN \(DeliveryState.rejected.sql) ELSE \(DeliveryState.retryable.sql) END,
                       category = CASE WHEN attempts >= ?2 THEN 'exhausted' ELSE ?3 END,
                       message = ?4, lease_id = NULL WHERE intent_id = ?5
                     """)
@@ -277,7 +277,7 @@ public struct AccountDelivery: Sendable {
         try store.write("release") { db in
             try Self.requireLive(db, claim)
             try db.statement(
-                "UPDATE publish_intents SET state = 'pending', lease_id = NULL WHERE lease_id = ? AND state IN ('pending', 'inFlight', 'retryable')"
+                "UPDATE publish_intents SET state = \(DeliveryState.pending.sql), lease_id = NULL WHERE lease_id = ? AND state IN \(DeliveryState.sql(.pending, .inFlight, .retryable))"
             )
             .bind(.text(claim.leaseID)).run()
             try db.statement("UPDATE delivery_leases SET released = 1 WHERE lease_id = ?").bind(.text(claim.leaseID)).run()
@@ -313,7 +313,7 @@ public struct AccountDelivery: Sendable {
     }
 
     /// Every intent is still held by this lease (not reclaimed after expiry) and in `states`.
-    static func requireHeld(_ db: SQLiteConnection, _ claim: DeliveryClaim, _ intentIDs: [String], states: Set<String>, call: String) throws {
+    static func requireHeld(_ db: SQLiteConnection, _ claim: DeliveryClaim, _ intentIDs: [String], states: Set<DeliveryState>, call: String) throws {
         let s = try db.statement("SELECT lease_id, state FROM publish_intents WHERE intent_id = ?")
         for id in intentIDs {
             try s.bind(.text(id))
@@ -325,7 +325,7 @@ public struct AccountDelivery: Sendable {
                     "\(call): intent \(id) is not held by claim \(claim.leaseID) (stale claim)",
                     operation: .relayPublish)
             }
-            let state = s.text(1)
+            let state = try s.deliveryState(1)
             guard states.contains(state) else {
                 throw SoftchatError.invalidDeliveryState("\(call): intent \(id) is \(state)", operation: .relayPublish)
             }
@@ -347,7 +347,7 @@ extension AccountDelivery {
             let s = try db.statement("SELECT intent_id, event_id, state FROM publish_intents WHERE lease_id = ? ORDER BY sequence")
                 .bind(.text(claim.leaseID))
             var out: [(String, String, DeliveryState)] = []
-            while try s.step() { out.append((s.text(0), s.text(1), DeliveryState(rawValue: s.text(2)) ?? .pending)) }
+            while try s.step() { out.append((s.text(0), s.text(1), try s.deliveryState(2))) }
             return out
         }
     }
@@ -369,7 +369,7 @@ extension AccountDelivery {
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
                 let s = try db.statement("SELECT state, COUNT(*) FROM publish_intents WHERE intent_id IN (\(marks)) GROUP BY state")
                     .bind(chunk.map { SQLValue.text($0) })
-                while try s.step() { if let state = DeliveryState(rawValue: s.text(0)) { out[state, default: 0] += Int(s.int64(1)) } }
+                while try s.step() { out[try s.deliveryState(0), default: 0] += Int(s.int64(1)) }
             }
             return out
         }
@@ -386,7 +386,7 @@ extension AccountDelivery {
             let s = try db.statement("SELECT state, COUNT(*) FROM publish_intents WHERE ? IS NULL OR relay_url = ? GROUP BY state")
                 .bind(.optional(relayURL), .optional(relayURL))
             var out: [DeliveryState: Int] = [:]
-            while try s.step() { if let state = DeliveryState(rawValue: s.text(0)) { out[state] = Int(s.int64(1)) } }
+            while try s.step() { out[try s.deliveryState(0)] = Int(s.int64(1)) }
             return out
         }
     }

@@ -81,7 +81,7 @@ public struct AccountOutgoing: Sendable {
             }
             var sequence = try db.scalarInt("SELECT COALESCE(MAX(sequence), 0) FROM publish_intents")
             let insert = try db.statement(
-                "INSERT OR IGNORE INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)"
+                "INSERT OR IGNORE INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at) VALUES (?, ?, ?, ?, \(DeliveryState.pending.sql), 0, ?, ?)"
             )
             for e in events {
                 for relay in relayURLs {

@@ -142,7 +142,7 @@ extension AccountDelivery {
             while try s.step() {
                 out.append(
                     PublishIntentStatus(
-                        intentID: s.text(0), eventID: s.text(1), relayURL: s.text(2), state: DeliveryState(rawValue: s.text(3)) ?? .pending,
+                        intentID: s.text(0), eventID: s.text(1), relayURL: s.text(2), state: try s.deliveryState(3),
                         category: s.optionalText(4).flatMap(DeliveryCategory.init(rawValue:)), message: s.optionalText(5),
                         attempts: Int(s.int64(6))))
             }
