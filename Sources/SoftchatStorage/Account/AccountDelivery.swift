@@ -180,7 +180,8 @@ public struct AccountDelivery: Sendable {
         try store.write("markSocketWritten") { db in
             try Self.requireLive(db, claim)
             try Self.requireHeld(db, claim, intentIDs, states: [.pending], call: "markSocketWritten")
-            let update = try db.statement("UPDATE publish_intents SET state = \(DeliveryState.inFlight.sql), attempts = attempts + 1 WHERE intent_id = ?")
+            let update = try db.statement(
+                "UPDATE publish_intents SET state = \(DeliveryState.inFlight.sql), attempts = attempts + 1 WHERE intent_id = ?")
             for id in intentIDs {
                 try update.bind(.text(id)).run()
                 update.reset()
