@@ -88,31 +88,8 @@ struct RelayRuntime {
     /// Write tokens of NEG frames in flight (not session frames: nothing to confirm).
     var negWrites: Set<Int> = []
 
-    // Delivery.
-    var claims: [String: DeliveryClaim] = [:]
-    var renewAt: [String: Int64] = [:]
-    /// Which claim holds each event's intent right now.
-    var holder: [String: (lease: String, intent: String)] = [:]
-    /// Events whose intent is durably in flight under their claim.
-    var written: Set<String> = []
-    /// Events the session holds as pending or in flight.
-    var inSession: Set<String> = []
-    /// Terminal answers that came after the event's retryable decision was applied (a late OK):
-    /// applied when the intent is claimed again instead of publishing it again.
-    var lateTerminal: [String: DeliveryDecision] = [:]
-    /// Results waiting for the next delivery flush, per lease.
-    var pendingResults: [String: [DeliveryResult]] = [:]
-    /// Leases with a release queued.
-    var releasing: Set<String> = []
-    var needsClaim = true
-    var claiming = false
-    var renewing = false
-    var claimPausedUntil: Int64 = 0
-    var retryPause: Int64 = 0
-    /// Write token → the events its frame carries.
-    var writes: [Int: [String]] = [:]
-    /// When each event's frame was written (monotonic ms), for latency.
-    var sentAt: [String: Int64] = [:]
+    /// Publishing: claims, leases, decisions waiting for their commit (DeliveryMachine).
+    var delivery = DeliveryMachine()
 
     /// Events handed out by the session and not yet confirmed (its bound is 1,024).
     var awaitingCommit = 0
@@ -148,11 +125,9 @@ struct RelayRuntime {
             set(
                 .keepalive,
                 keepalive.deadline(interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds))
-            if configuration.publishes && needsClaim && inSession.isEmpty && !claiming && claimPausedUntil > now.monotonicMilliseconds {
-                set(.claimPause, claimPausedUntil)
-            }
+            set(.claimPause, delivery.claimPauseDeadline(now: now.monotonicMilliseconds, publishes: configuration.publishes))
         }
-        if !claims.isEmpty && !renewing { set(.leaseRenewal, renewAt.values.min()) }
+        set(.leaseRenewal, delivery.renewalDeadline)
         return table
     }
 

@@ -3,12 +3,9 @@ import SoftchatCore
 /// Publishing: claims and leases, the session's decisions made durable, ingestion commits.
 extension SyncEngine {
     func maybeClaim(_ r: Int, _ mono: Int64) {
-        // One claim at a time keeps the session's queue bounded; claim again when it drains.
-        guard configuration.publishes, !stopping, relays[r].needsClaim, !relays[r].claiming, relays[r].inSession.isEmpty,
-            mono >= relays[r].claimPausedUntil, relays[r].pendingResults.isEmpty
-        else { return }
+        guard configuration.publishes, !stopping, relays[r].delivery.mayClaim(now: mono) else { return }
         leaseCounter += 1
-        relays[r].claiming = true
+        relays[r].delivery.claimSent()
         push(
             .account(
                 .claim(relayURL: relays[r].url, leaseID: "\(configuration.leasePrefix)-\(leaseCounter)", max: configuration.claimBatch),
@@ -17,30 +14,31 @@ extension SyncEngine {
 
     func claimed(_ r: Int, _ result: DeliveryClaimResult?) {
         guard let result else {
-            relays[r].needsClaim = false
+            relays[r].delivery.nothingToClaim()
             return
         }
         let lease = result.claim.leaseID
-        relays[r].claims[lease] = result.claim
-        relays[r].renewAt[lease] = now.monotonicMilliseconds + configuration.leaseSeconds * 500
+        relays[r].delivery.hold(result.claim, renewAt: now.monotonicMilliseconds + configuration.leaseSeconds * 500)
         var fresh: [VerifiedEvent] = []
         var settled: [DeliveryResult] = []
         for payload in result.payloads {
-            if let decision = relays[r].lateTerminal.removeValue(forKey: payload.eventID) {
-                settled.append(DeliveryResult(intentID: payload.intentID, decision: decision))
+            switch relays[r].delivery.claimed(payload, lease: lease) {
+            case .settled(let result):
+                settled.append(result)
                 continue
+            case .inSession:
+                continue
+            case .publish:
+                break
             }
-            relays[r].holder[payload.eventID] = (lease, payload.intentID)
-            relays[r].written.remove(payload.eventID)
-            if relays[r].inSession.contains(payload.eventID) { continue }
             guard let event = try? VerifiedEvent(storedJSON: payload.eventJSON) else {
-                relays[r].holder[payload.eventID] = nil
+                relays[r].delivery.letGo(payload.eventID)
                 report(.notice(relayURL: relays[r].url, "stored event \(payload.eventID) does not read back; left to its lease"))
                 continue
             }
             if let refusal = relays[r].session?.frameRefusal(for: event) {
                 // No frame to this relay can carry it: its decision, not the batch's failure.
-                relays[r].holder[payload.eventID] = nil
+                relays[r].delivery.letGo(payload.eventID)
                 relays[r].statistics.count(refusal)
                 settled.append(DeliveryResult(intentID: payload.intentID, decision: refusal))
                 continue
@@ -48,17 +46,17 @@ extension SyncEngine {
             fresh.append(event)
         }
         if !settled.isEmpty {
-            relays[r].pendingResults[lease, default: []] += settled
+            relays[r].delivery.queue(settled, lease: lease)
             queueDeliveryFlush()
         }
         if !fresh.isEmpty, let session = relays[r].session {
             do {
                 try session.publish(fresh)
-                for e in fresh { relays[r].inSession.insert(e.id) }
+                relays[r].delivery.published(fresh.map { $0.id })
             } catch {
-                for e in fresh { relays[r].holder[e.id] = nil }
+                relays[r].delivery.publishRefused(
+                    fresh.map { $0.id }, pauseUntil: now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000)
                 report(.notice(relayURL: relays[r].url, "publish refused: \(error.code.rawValue): \(error.message)"))
-                relays[r].claimPausedUntil = now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000
             }
         }
         if settled.isEmpty { releaseFinishedClaims(r) }
@@ -67,60 +65,26 @@ extension SyncEngine {
     /// The session changed an event's delivery state: terminal and retryable decisions become
     /// results of the claim that holds the event's intent, committed at the next flush.
     func deliveryChanged(_ r: Int, _ decision: DeliveryDecision) {
-        let id = decision.eventID
-        switch decision.state {
-        case .pending:
-            relays[r].inSession.insert(id)
-            return
-        case .inFlight:
-            return
-        case .accepted, .rejected, .retryable:
-            relays[r].inSession.remove(id)
-        }
-        if let sent = relays[r].sentAt.removeValue(forKey: id), decision.state != .retryable {
-            relays[r].statistics.recordLatency(now.monotonicMilliseconds - sent)
-        }
-        if decision.state == .accepted {
-            relays[r].retryPause = 0
-        } else if decision.state == .retryable && decision.category != .transportLost && decision.category != .timeout
-            && decision.category != .cancelled
-        {
-            // The relay itself said "later": back off before claiming again. (A timeout is already
-            // spaced by the acknowledgement deadline, and a lost connection by the reconnect.)
-            let base = configuration.retryDelaySeconds * 1000
-            relays[r].retryPause = relays[r].retryPause == 0 ? base : min(relays[r].retryPause * 2, 60_000)
-            relays[r].claimPausedUntil = now.monotonicMilliseconds + relays[r].retryPause
-        }
-        if decision.state == .retryable { relays[r].needsClaim = true }
-        relays[r].written.remove(id)
-        guard let h = relays[r].holder.removeValue(forKey: id), relays[r].claims[h.lease] != nil else {
-            // No claim holds it any more: a late terminal answer after its retryable decision.
-            if decision.state.isTerminal { relays[r].lateTerminal[id] = decision }
-            return
-        }
-        relays[r].pendingResults[h.lease, default: []].append(DeliveryResult(intentID: h.intent, decision: decision))
-        queueDeliveryFlush()
+        let decided = relays[r].delivery.decided(
+            decision, now: now.monotonicMilliseconds, retryDelayMilliseconds: configuration.retryDelaySeconds * 1000)
+        if let latency = decided.latency { relays[r].statistics.recordLatency(latency) }
+        if decided.queued { queueDeliveryFlush() }
     }
 
     /// One `applyResults` per lease for everything decided since the last flush, then the
     /// release of every claim that holds nothing more.
     func flushDeliveries() {
         for r in relays.indices {
-            for lease in relays[r].pendingResults.keys.sorted() {
-                guard let results = relays[r].pendingResults[lease], !results.isEmpty, let claim = relays[r].claims[lease] else { continue }
+            for (claim, results) in relays[r].delivery.takeResults() {
                 push(.account(.applyResults(claim, results: results), .apply(relay: r, results: results)))
             }
-            relays[r].pendingResults.removeAll()
             releaseFinishedClaims(r)
         }
     }
 
     func releaseFinishedClaims(_ r: Int) {
-        let held = Set(relays[r].holder.values.map(\.lease))
-        for lease in relays[r].claims.keys.sorted() where !held.contains(lease) && relays[r].pendingResults[lease] == nil {
-            guard let claim = relays[r].claims[lease], !relays[r].releasing.contains(lease) else { continue }
-            relays[r].releasing.insert(lease)
-            push(.account(.release(claim), .release(relay: r, leaseID: lease)))
+        for claim in relays[r].delivery.finishedClaims() {
+            push(.account(.release(claim), .release(relay: r, leaseID: claim.leaseID)))
         }
     }
 

@@ -284,8 +284,7 @@ extension SyncEngine {
     func lost(_ r: Int, reason: String) {
         guard relays[r].phase == .connected || relays[r].phase == .connecting, let session = relays[r].session else { return }
         report(.notice(relayURL: relays[r].url, "connection lost: \(reason)"))
-        relays[r].writes.removeAll()
-        relays[r].sentAt.removeAll()
+        relays[r].delivery.connectionLost()
         relays[r].deferred.removeAll()
         relays[r].keepalive.reset()
         relays[r].authSentAt = nil
@@ -489,12 +488,7 @@ extension SyncEngine {
             default:
                 break
             }
-            if !relays[r].renewing, let (lease, due) = relays[r].renewAt.min(by: { $0.value < $1.value }), mono >= due,
-                let claim = relays[r].claims[lease]
-            {
-                relays[r].renewing = true
-                push(.account(.renew(claim), .renew(relay: r)))
-            }
+            if let claim = relays[r].delivery.renewalDue(now: mono) { push(.account(.renew(claim), .renew(relay: r))) }
         }
     }
 
@@ -523,7 +517,7 @@ extension SyncEngine {
             push(.action(.ping(relay: r)))
             // Intents another process committed to the same account file send no wake to this
             // one: look for work on the keepalive's wakeup, so nothing waits for a reconnect.
-            relays[r].needsClaim = true
+            relays[r].delivery.needsClaim = true
         }
         negentropyDeadlines(r, mono)
         retrySuspects(r, mono)
@@ -543,31 +537,21 @@ extension SyncEngine {
         }
         for frame in frames {
             nextToken += 1
-            relays[r].writes[nextToken] = frame.deliveryEventIDs
+            relays[r].delivery.frameQueued(token: nextToken, eventIDs: frame.deliveryEventIDs)
             push(.action(.write(relay: r, text: frame.frame, token: nextToken)))
         }
     }
 
     func written(_ r: Int, _ token: Int) {
         if relays[r].negWrites.remove(token) != nil { return }
-        guard let ids = relays[r].writes.removeValue(forKey: token) else { return }
+        guard let (ids, marks) = relays[r].delivery.frameWritten(token: token, now: now.monotonicMilliseconds) else { return }
         guard !ids.isEmpty else {
             confirmSent(r, [])
             return
         }
         // Durable first: the intents are in flight before the session says so. An event sent
         // again after authentication is already in flight durably.
-        var byLease: [String: [String]] = [:]
-        for id in ids where !relays[r].written.contains(id) {
-            if let h = relays[r].holder[id] { byLease[h.lease, default: []].append(h.intent) }
-            relays[r].written.insert(id)
-        }
-        for lease in byLease.keys.sorted() {
-            guard let claim = relays[r].claims[lease] else { continue }
-            push(.account(.markWritten(claim, intentIDs: byLease[lease]!), .markWritten(relay: r)))
-        }
-        let mono = now.monotonicMilliseconds
-        for id in ids { relays[r].sentAt[id] = mono }
+        for (claim, intentIDs) in marks { push(.account(.markWritten(claim, intentIDs: intentIDs), .markWritten(relay: r))) }
         push(.confirmSent(relay: r, eventIDs: ids))
     }
 

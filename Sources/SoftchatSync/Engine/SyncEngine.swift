@@ -186,7 +186,7 @@ public final class SyncEngine {
             push(.action(.close(relay: relay)))
             lost(relay, reason: "connection dropped on request")
         case .workAvailable:
-            for r in relays.indices { relays[r].needsClaim = true }
+            for r in relays.indices { relays[r].delivery.needsClaim = true }
         case .stop:
             stop()
         case .timer:
@@ -265,7 +265,7 @@ public final class SyncEngine {
     }
 
     /// Leases the engine holds now (a stopped engine holds none).
-    public var heldLeaseCount: Int { relays.reduce(0) { $0 + $1.claims.count } }
+    public var heldLeaseCount: Int { relays.reduce(0) { $0 + $1.delivery.claims.count } }
 
     // MARK: Queue
 
@@ -326,23 +326,22 @@ public final class SyncEngine {
                 }
             }
         case .claim(let relay):
-            relays[relay].claiming = false
             if case .heldUntil(let unix) = reply {
                 // Another lease holds the work: ask again the moment it expires (never later than
                 // a lease from now, whatever the wall clock says).
                 let wait = min(max(0, unix - now.unixSeconds), configuration.leaseSeconds)
-                relays[relay].claimPausedUntil = now.monotonicMilliseconds + wait * 1000 + 100
+                relays[relay].delivery.claimAnswered(pauseUntil: now.monotonicMilliseconds + wait * 1000 + 100)
                 return
             }
+            relays[relay].delivery.claimAnswered()
             guard case .claimed(let result) = reply else { return }
             claimed(relay, result)
         case .renew(let relay):
-            relays[relay].renewing = false
-            guard case .renewed(let claim) = reply else { return }
-            if relays[relay].claims[claim.leaseID] != nil {
-                relays[relay].claims[claim.leaseID] = claim
-                relays[relay].renewAt[claim.leaseID] = now.monotonicMilliseconds + configuration.leaseSeconds * 500
+            guard case .renewed(let claim) = reply else {
+                relays[relay].delivery.renewed(nil, renewAt: 0)
+                return
             }
+            relays[relay].delivery.renewed(claim, renewAt: now.monotonicMilliseconds + configuration.leaseSeconds * 500)
         case .markWritten:
             break
         case .apply(let relay, let results):
@@ -351,9 +350,7 @@ public final class SyncEngine {
                 report(.delivery(relayURL: relays[relay].url, intentID: r.intentID, decision: r.decision))
             }
         case .release(let relay, let leaseID):
-            relays[relay].claims[leaseID] = nil
-            relays[relay].renewAt[leaseID] = nil
-            relays[relay].releasing.remove(leaseID)
+            relays[relay].delivery.released(leaseID)
         case .commit(let events, let states):
             guard case .committed(let result) = reply else { return }
             committed(events, states, result)
@@ -386,18 +383,17 @@ public final class SyncEngine {
             }
             stop()
         case .claim(let relay):
-            relays[relay].claiming = false
-            relays[relay].claimPausedUntil = now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000
+            relays[relay].delivery.claimAnswered(pauseUntil: now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000)
             report(.notice(relayURL: relays[relay].url, "claim failed: \(error.code.rawValue): \(error.message)"))
         case .renew(let relay):
-            relays[relay].renewing = false
+            relays[relay].delivery.renewed(nil, renewAt: 0)
             report(.notice(relayURL: relays[relay].url, "lease renewal failed: \(error.message)"))
         case .markWritten(let relay):
             // A stale claim: another claim owns those intents now; the relay's answers for them
             // are applied by nobody here (the other claim publishes them again).
             report(.notice(relayURL: relays[relay].url, "in-flight mark not applied: \(error.message)"))
         case .apply(let relay, let results):
-            for r in results { relays[relay].lateTerminal[r.decision.eventID] = r.decision.state.isTerminal ? r.decision : nil }
+            relays[relay].delivery.notApplied(results)
             report(.notice(relayURL: relays[relay].url, "delivery results not applied: \(error.message)"))
         case .loadNegentropy, .recordNegentropy:
             // Without the record the relay is asked again; a record not written is asked again.
@@ -407,9 +403,7 @@ public final class SyncEngine {
             if connection == relays[relay].connection { fallBack(relay, subscription, reason: "reconciliation items unreadable") }
         case .release(let relay, let leaseID):
             // A stale lease releases nothing: forget it (its work is another claim's now).
-            relays[relay].claims[leaseID] = nil
-            relays[relay].renewAt[leaseID] = nil
-            relays[relay].releasing.remove(leaseID)
+            relays[relay].delivery.released(leaseID)
         case .commit(let events, let states):
             for (relay, event) in events {
                 relays[relay].awaitingCommit -= 1
@@ -445,11 +439,9 @@ public final class SyncEngine {
 
     func finishStop() {
         for r in relays.indices {
-            for claim in relays[r].claims.values.sorted(by: { $0.leaseID < $1.leaseID }) where !relays[r].releasing.contains(claim.leaseID) {
-                relays[r].releasing.insert(claim.leaseID)
+            for claim in relays[r].delivery.releaseAll() {
                 push(.account(.release(claim), .release(relay: r, leaseID: claim.leaseID)))
             }
-            relays[r].holder.removeAll()
             try? relays[r].session?.close()
             relays[r].session = nil
             setState(r, .stopped)

@@ -1,0 +1,115 @@
+import SoftchatCore
+import Testing
+
+@testable import SoftchatSync
+
+/// The engine's publishing sub-machine on its own: claims, leases, decisions and writes, with
+/// no session, account or clock.
+@Suite struct DeliveryMachineTests {
+    let lease = "L-1"
+    func claim(_ lease: String = "L-1") -> DeliveryClaim { DeliveryClaim(leaseID: lease, relayURL: "wss://r", expiresAt: 100) }
+    func payload(_ n: Int) -> DeliveryPayload { DeliveryPayload(intentID: "i\(n)", eventID: "e\(n)", eventJSON: "{}") }
+    func decision(_ n: Int, _ state: DeliveryState, _ category: DeliveryCategory = .accepted) -> DeliveryDecision {
+        DeliveryDecision(eventID: "e\(n)", state: state, category: category, message: "")
+    }
+
+    /// A machine holding `count` events under one claim, published to the session.
+    func holding(_ count: Int) -> DeliveryMachine {
+        var m = DeliveryMachine()
+        m.claimSent()
+        m.claimAnswered()
+        m.hold(claim(), renewAt: 50)
+        for n in 0..<count { #expect(m.claimed(payload(n), lease: lease) == .publish) }
+        m.published((0..<count).map { "e\($0)" })
+        return m
+    }
+
+    @Test func oneClaimAtATimeAndOnlyOnceTheSessionAndTheResultsAreDrained() {
+        var m = DeliveryMachine()
+        #expect(m.mayClaim(now: 0))
+        m.claimSent()
+        #expect(!m.mayClaim(now: 0), "a claim in flight")
+        m.claimAnswered(pauseUntil: 2_000)
+        #expect(!m.mayClaim(now: 1_999) && m.mayClaim(now: 2_000), "held under another live lease until then")
+        m = holding(2)
+        #expect(!m.mayClaim(now: 10_000), "the session still has events")
+        _ = m.decided(decision(0, .accepted), now: 10, retryDelayMilliseconds: 1_000)
+        _ = m.decided(decision(1, .accepted), now: 10, retryDelayMilliseconds: 1_000)
+        #expect(!m.mayClaim(now: 10_000), "their results are not committed yet")
+        #expect(m.takeResults().map { $0.results.count } == [2])
+        #expect(m.mayClaim(now: 10_000))
+        m.nothingToClaim()
+        #expect(!m.mayClaim(now: 10_000), "nothing waits until a wake")
+    }
+
+    @Test func laterFromTheRelayPausesClaimingDoublingUpToAMinuteAndAnAcceptanceResetsIt() {
+        var m = holding(8)
+        var pauses: [Int64] = []
+        for n in 0..<7 {
+            _ = m.decided(decision(n, .retryable, .rateLimited), now: 0, retryDelayMilliseconds: 1_000)
+            pauses.append(m.claimPausedUntil)
+        }
+        #expect(pauses == [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000])
+        _ = m.decided(decision(7, .accepted), now: 0, retryDelayMilliseconds: 1_000)
+        #expect(m.retryPause == 0)
+        // A timeout or a lost connection is spaced already: no pause of its own.
+        var t = holding(2)
+        _ = t.decided(decision(0, .retryable, .timeout), now: 0, retryDelayMilliseconds: 1_000)
+        _ = t.decided(decision(1, .retryable, .transportLost), now: 0, retryDelayMilliseconds: 1_000)
+        #expect(t.claimPausedUntil == 0 && t.needsClaim)
+    }
+
+    @Test func aTerminalAnswerAfterTheRetryableDecisionIsKeptAndAppliedAtTheNextClaim() {
+        var m = holding(1)
+        let retry = m.decided(decision(0, .retryable, .timeout), now: 5, retryDelayMilliseconds: 1_000)
+        #expect(retry.queued)
+        #expect(m.takeResults().first?.results.map { $0.decision.state } == [.retryable])
+        // The late OK: no claim holds the event any more.
+        let late = m.decided(decision(0, .accepted), now: 6, retryDelayMilliseconds: 1_000)
+        #expect(!late.queued)
+        // Claimed again: settled from the late answer, not published again.
+        m.hold(claim("L-2"), renewAt: 50)
+        #expect(m.claimed(payload(0), lease: "L-2") == .settled(DeliveryResult(intentID: "i0", decision: decision(0, .accepted))))
+    }
+
+    @Test func aClaimIsReleasedOnceWhenItHoldsNothingMore() {
+        var m = holding(2)
+        #expect(m.finishedClaims().isEmpty, "it holds two events")
+        _ = m.decided(decision(0, .accepted), now: 1, retryDelayMilliseconds: 1_000)
+        _ = m.decided(decision(1, .rejected, .invalid), now: 1, retryDelayMilliseconds: 1_000)
+        #expect(m.finishedClaims().isEmpty, "its results wait for their commit")
+        _ = m.takeResults()
+        #expect(m.finishedClaims().map { $0.leaseID } == [lease])
+        #expect(m.finishedClaims().isEmpty, "released once")
+        m.released(lease)
+        #expect(m.claims.isEmpty && m.renewalDeadline == nil)
+    }
+
+    @Test func aWrittenFrameMarksEachIntentInFlightOnceAndTimesItsAnswer() {
+        var m = holding(2)
+        m.frameQueued(token: 1, eventIDs: ["e0", "e1"])
+        m.frameQueued(token: 2, eventIDs: ["e0"])  // sent again after authentication
+        let first = m.frameWritten(token: 1, now: 100)
+        #expect(first?.eventIDs == ["e0", "e1"])
+        #expect(first?.marks.map { $0.intentIDs } == [["i0", "i1"]])
+        #expect(m.frameWritten(token: 2, now: 150)?.marks.isEmpty == true, "already in flight durably")
+        #expect(m.frameWritten(token: 9, now: 150) == nil, "not a frame of ours")
+        #expect(m.decided(decision(0, .accepted), now: 400, retryDelayMilliseconds: 1_000).latency == 250)
+        m.connectionLost()
+        #expect(m.writes.isEmpty && m.sentAt.isEmpty)
+    }
+
+    @Test func aLeaseIsRenewedOnceAtItsDueTimeUntilAnswered() {
+        var m = holding(1)
+        #expect(m.renewalDue(now: 49) == nil)
+        #expect(m.renewalDue(now: 50)?.leaseID == lease)
+        #expect(m.renewalDue(now: 60) == nil, "one renewal at a time")
+        #expect(m.renewalDeadline == nil)
+        m.renewed(DeliveryClaim(leaseID: lease, relayURL: "wss://r", expiresAt: 200), renewAt: 150)
+        #expect(m.renewalDeadline == 150 && m.claims[lease]?.expiresAt == 200)
+        // A renewal answered after its lease was released brings nothing back.
+        m.released(lease)
+        m.renewed(claim(), renewAt: 300)
+        #expect(m.claims.isEmpty)
+    }
+}
