@@ -355,7 +355,7 @@ import Testing
         #expect(holdsAll(w, events))
         #expect((0..<9).allSatisfy { w.synced(0, "s\($0)") })
         #expect(outcomes(w).count == 9 && outcomes(w).allSatisfy { $0.method == .negentropy })
-        #expect(w.relays[0].mostOpenReconcilers <= SyncEngine.maxOpenNegentropy && w.relays[0].mostOpenReconcilers > 1)
+        #expect(w.relays[0].mostOpenReconcilers <= NegentropyMachine.maxOpen && w.relays[0].mostOpenReconcilers > 1)
     }
 
     @Test(arguments: [

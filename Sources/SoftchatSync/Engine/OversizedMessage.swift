@@ -140,15 +140,14 @@ extension SyncEngine {
             if let owner = relays[r].pageOwner[subscriptionID] {
                 relays[r].subscriptions[owner]?.sync.receivedOversized(eventID: message.eventID, createdAt: message.createdAt)
             }
-            if let owner = relays[r].fetchOwner[subscriptionID], let id = message.eventID {
+            if let owner = relays[r].neg.fetchOwner[subscriptionID], let id = message.eventID {
                 relays[r].subscriptions[owner]?.negentropy?.fetchReceived(id)
             }
         case "NEG-MSG":
-            guard let (id, part) = relays[r].negOwner.removeValue(forKey: subscriptionID) else { return }
-            relays[r].negSentAt[subscriptionID] = nil
-            relays[r].negOutbox.append(ClientRelayFrame.negClose(subscriptionID: subscriptionID).toJSON())
-            if !relays[r].negHeard { heardNegentropy(r, reason: "answered NEG-OPEN (over our frame bound)") }
-            relays[r].negSerial = true
+            guard let (id, part) = relays[r].neg.answered(subscriptionID) else { return }
+            relays[r].neg.closed(subscriptionID, frame: ClientRelayFrame.negClose(subscriptionID: subscriptionID).toJSON())
+            heardNegentropy(r, reason: "answered NEG-OPEN (over our frame bound)")
+            relays[r].neg.tooBig()
             guard var reconciliation = relays[r].subscriptions[id]?.negentropy, reconciliation.split(part: part) else {
                 fallBack(r, id, reason: "a NEG-MSG over our frame bound")
                 sendQueuedRequests(r)

@@ -61,32 +61,9 @@ struct RelayRuntime {
     /// The REQ budget (SyncEngine+Requests, RequestBudget).
     var requests = RequestBudget()
 
-    // NIP-77 (SyncEngine+Negentropy).
-    /// What the account recorded about this relay's support.
-    var negentropy: NegentropySupportRecord?
-    /// Counts connections, so an answer for an earlier one is recognised.
-    var connection = 0
-    /// NEG subscription id → the policy subscription and the part of its reconciliation.
-    var negOwner: [String: (subscription: String, part: Int)] = [:]
-    /// The relay found a reconciliation too big on this connection: one runs at a time.
-    var negSerial = false
-    /// The relay was found not to speak NIP-77 on this connection: nothing more is opened.
-    var negOff = false
-    /// NEG subscription id → when its last message was queued (monotonic ms), until answered.
-    var negSentAt: [String: Int64] = [:]
-    /// A NEG-MSG arrived on this connection (the relay speaks NIP-77).
-    var negHeard = false
-    /// Connections in a row whose first NEG-OPEN went unanswered (its deadline passed, or the
-    /// connection was lost first): this process stops asking after two. Never recorded.
-    var negSilentConnections = 0
-    /// Session subscription id of a fetch by ids → the policy subscription.
-    var fetchOwner: [String: String] = [:]
-    /// Fetches the relay closed before their EOSE, and how often (each is asked again whole).
-    var fetchRetries: [String: Int] = [:]
-    /// NEG frames waiting for the authentication window to pass, in order.
-    var negOutbox: [String] = []
-    /// Write tokens of NEG frames in flight (not session frames: nothing to confirm).
-    var negWrites: Set<Int> = []
+    /// NIP-77 on this relay: the account's record, and this connection's reconciliations and
+    /// fetches (NegentropyMachine, SyncEngine+Negentropy).
+    var neg = NegentropyMachine()
 
     /// Publishing: claims, leases, decisions waiting for their commit (DeliveryMachine).
     var delivery = DeliveryMachine()
@@ -98,8 +75,7 @@ struct RelayRuntime {
 
     // Connection timers (monotonic ms).
     var keepalive = Keepalive()
-    var authWindowEnds: Int64 = 0
-    var authSentAt: Int64?
+    var authentication = AuthenticationMachine()
 
     init(url: String) { self.url = url }
 
@@ -117,11 +93,11 @@ struct RelayRuntime {
             set(.reconnect, until)
         case .connected:
             set(.acknowledgement, session?.pollTimeout().map { now.monotonicMilliseconds + max(0, $0 - now.unixSeconds) * 1000 })
-            if authWindowEnds > now.monotonicMilliseconds { set(.authenticationGrace, authWindowEnds) }
-            set(.authenticationAnswer, authSentAt.map { $0 + 1000 })
+            set(.authenticationGrace, authentication.graceDeadline(now: now.monotonicMilliseconds))
+            set(.authenticationAnswer, authentication.answerDeadline)
             set(.refusedRequestRetry, requests.nextSuspectDue(wait: SyncEngine.refusedRetryMilliseconds))
             set(.closedPageRetry, subscriptions.values.compactMap(\.pageRetryAt).min())
-            set(.negentropyAnswer, negSentAt.values.min().map { $0 + configuration.negentropyDeadlineMilliseconds })
+            set(.negentropyAnswer, neg.answerDeadline(configuration.negentropyDeadlineMilliseconds))
             set(
                 .keepalive,
                 keepalive.deadline(interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds))

@@ -8,7 +8,7 @@ import SoftchatJSON
 /// auth-required; a NOTICE that reads as "unknown message") is recorded in the account as not
 /// speaking it (asked again after `negentropyRecheckSeconds`); one that stays silent past
 /// `negentropyDeadlineMilliseconds`, or loses the connection first, is paged on that
-/// connection only and asked again on the next, up to `silentConnectionsBeforePaging` silent
+/// connection only and asked again on the next, up to `NegentropyMachine.silentConnectionsBeforePaging` silent
 /// connections per process, with nothing recorded. Its subscriptions sync by REQ paging
 /// (`SubscriptionSync`), as they do when the account holds nothing for a subscription yet
 /// (paging is cheaper than listing every id) or the relay's frames are too small.
@@ -16,13 +16,7 @@ extension SyncEngine {
     /// True when subscription `id` on relay `r` should try negentropy on this connection.
     func wantsNegentropy(_ r: Int) -> Bool {
         guard configuration.negentropy, relays[r].limits?.supportsNegentropy != false, negentropyFrameLimit(r) != nil else { return false }
-        if relays[r].negSilentConnections >= Self.silentConnectionsBeforePaging { return false }
-        if let record = relays[r].negentropy, !record.supported,
-            now.unixSeconds - record.checkedAt < configuration.negentropyRecheckSeconds
-        {
-            return false
-        }
-        return true
+        return relays[r].neg.worthAsking(now: now.unixSeconds, recheckSeconds: configuration.negentropyRecheckSeconds)
     }
 
     /// The largest binary negentropy message that fits the relay's frames as hex, or nil when
@@ -40,11 +34,11 @@ extension SyncEngine {
         push(
             .account(
                 .reconciliationItems(relayURL: relays[r].url, subscriptionID: id, filtersJSON: sub.filters.map { $0.withoutLimit().toJSON() }),
-                .items(relay: r, subscription: id, connection: relays[r].connection)))
+                .items(relay: r, subscription: id, connection: relays[r].neg.connection)))
     }
 
     func itemsLoaded(_ r: Int, _ id: String, connection: Int, items: [[NegentropyItem]]) {
-        guard connection == relays[r].connection, relays[r].phase == .connected, var sub = relays[r].subscriptions[id], sub.awaitingItems else {
+        guard connection == relays[r].neg.connection, relays[r].phase == .connected, var sub = relays[r].subscriptions[id], sub.awaitingItems else {
             return
         }
         sub.awaitingItems = false
@@ -60,17 +54,11 @@ extension SyncEngine {
         openNegentropy(r)
     }
 
-    /// The most NEG subscriptions open at once on a connection (rust-nostr's LocalRelay allows
-    /// 10, and bounds the items they hold together).
-    static let maxOpenNegentropy = 4
-
     /// Opens waiting reconciliation parts while the connection has room: subscriptions in
-    /// order, at most `maxOpenNegentropy` at once, or one after a relay found one too big.
+    /// order, at most `NegentropyMachine.maxOpen` at once, or one after a relay found one too big.
     func openNegentropy(_ r: Int) {
-        guard !relays[r].negOff else { return }
-        let room = relays[r].negSerial ? 1 : Self.maxOpenNegentropy
         for id in relays[r].subscriptions.keys.sorted() where relays[r].subscriptions[id]!.liveEnded {
-            while relays[r].negOwner.count < room, var reconciliation = relays[r].subscriptions[id]?.negentropy,
+            while relays[r].neg.room > 0, var reconciliation = relays[r].subscriptions[id]?.negentropy,
                 let output = reconciliation.nextOpen()
             {
                 relays[r].subscriptions[id]!.negentropy = reconciliation
@@ -83,24 +71,20 @@ extension SyncEngine {
     func negentropyID(_ r: Int, _ id: String, _ part: Int) -> String { (relays[r].subscriptions[id]?.stem ?? String(id.prefix(40))) + "~n\(part)" }
 
     func sendNegentropy(_ r: Int, _ id: String, _ output: NegentropySync.Output) {
-        let frame: ClientRelayFrame
         switch output {
         case .open(let i, let filter, let message):
             let negID = negentropyID(r, id, i)
-            relays[r].negOwner[negID] = (id, i)
-            relays[r].negSentAt[negID] = now.monotonicMilliseconds
-            frame = .negOpen(subscriptionID: negID, filter: filter, message: message)
+            relays[r].neg.opened(
+                negID, subscription: id, part: i, frame: ClientRelayFrame.negOpen(subscriptionID: negID, filter: filter, message: message).toJSON(),
+                now: now.monotonicMilliseconds)
         case .message(let i, let message):
             let negID = negentropyID(r, id, i)
-            relays[r].negSentAt[negID] = now.monotonicMilliseconds
-            frame = .negMessage(subscriptionID: negID, message: message)
+            relays[r].neg.messaged(
+                negID, frame: ClientRelayFrame.negMessage(subscriptionID: negID, message: message).toJSON(), now: now.monotonicMilliseconds)
         case .close(let i):
             let negID = negentropyID(r, id, i)
-            relays[r].negOwner[negID] = nil
-            relays[r].negSentAt[negID] = nil
-            frame = .negClose(subscriptionID: negID)
+            relays[r].neg.closed(negID, frame: ClientRelayFrame.negClose(subscriptionID: negID).toJSON())
         }
-        relays[r].negOutbox.append(frame.toJSON())
     }
 
     /// True for text whose verb starts with `NEG-` (read before the session, which has none).
@@ -124,9 +108,8 @@ extension SyncEngine {
         }
         switch frame {
         case .negMessage(let negID, let message):
-            guard let (id, i) = relays[r].negOwner[negID] else { return }
-            relays[r].negSentAt[negID] = nil
-            if !relays[r].negHeard { heardNegentropy(r, reason: "answered NEG-OPEN") }
+            guard let (id, i) = relays[r].neg.answered(negID) else { return }
+            heardNegentropy(r, reason: "answered NEG-OPEN")
             guard var reconciliation = relays[r].subscriptions[id]?.negentropy else { return }
             do {
                 let output = try reconciliation.received(part: i, message: message)
@@ -140,14 +123,13 @@ extension SyncEngine {
             openNegentropy(r)
             fetchMissing(r, id)
         case .negError(let negID, let message):
-            guard let (id, i) = relays[r].negOwner.removeValue(forKey: negID) else { return }
-            relays[r].negSentAt[negID] = nil
+            guard let (id, i) = relays[r].neg.ended(negID) else { return }
             report(.notice(relayURL: relays[r].url, "NEG-ERR for \(id): \(message.text)"))
             switch Self.negentropyRefusal(message) {
             case .tooBig:
                 // The relay speaks NIP-77; the query holds more items than it takes.
-                if !relays[r].negHeard { heardNegentropy(r, reason: "NEG-ERR \(message.text)") }
-                relays[r].negSerial = true
+                heardNegentropy(r, reason: "NEG-ERR \(message.text)")
+                relays[r].neg.tooBig()
                 guard var reconciliation = relays[r].subscriptions[id]?.negentropy, reconciliation.split(part: i) else {
                     fallBack(r, id, reason: message.text)
                     return
@@ -157,22 +139,17 @@ extension SyncEngine {
             case .ended:
                 fallBack(r, id, reason: message.text)
             case .refused:
-                if relays[r].negHeard { fallBack(r, id, reason: message.text) } else { notSupported(r, reason: "NEG-ERR \(message.text)") }
+                if relays[r].neg.heard { fallBack(r, id, reason: message.text) } else { notSupported(r, reason: "NEG-ERR \(message.text)") }
             }
         default:
             break
         }
     }
 
-    /// Connections in a row whose first NEG-OPEN went unanswered (deadline or lost) before this
-    /// process stops asking a relay; nothing durable follows from silence.
-    static let silentConnectionsBeforePaging = 2
-
     /// The first NIP-77 answer on this connection: the relay speaks it.
     func heardNegentropy(_ r: Int, reason: String) {
-        relays[r].negHeard = true
-        relays[r].negSilentConnections = 0
-        if relays[r].negentropy?.supported != true { recordSupport(r, supported: true, reason: reason) }
+        guard relays[r].neg.heardAnswer() else { return }
+        if relays[r].neg.record?.supported != true { recordSupport(r, supported: true, reason: reason) }
     }
 
     /// What a NEG-ERR means for the reconciliation it ends.
@@ -210,7 +187,7 @@ extension SyncEngine {
             filter.append("ids", .array(ids.map(JSONValue.string)))
             filter.append("limit", .integer(Int64(ids.count)))
             // Through the REQ budget: a fetch waits for a slot like a page.
-            relays[r].fetchOwner[fetchID] = id
+            relays[r].neg.fetchOwner[fetchID] = id
             request(r, id: fetchID, filtersJSON: [JSONValue.object(filter).jsonText])
         }
         relays[r].subscriptions[id]!.negentropy = reconciliation
@@ -230,7 +207,7 @@ extension SyncEngine {
 
     /// A fetch's EOSE.
     func fetchEnded(_ r: Int, _ fetchID: String) -> Bool {
-        guard let id = relays[r].fetchOwner.removeValue(forKey: fetchID) else { return false }
+        guard let id = relays[r].neg.fetchOwner.removeValue(forKey: fetchID) else { return false }
         try? relays[r].session?.unsubscribe(id: fetchID)
         relays[r].subscriptions[id]?.negentropy?.fetchEnded()
         fetchMissing(r, id)
@@ -239,13 +216,7 @@ extension SyncEngine {
 
     /// Gives up negentropy for subscription `id` on this connection: its window is paged.
     func fallBack(_ r: Int, _ id: String, reason: String) {
-        for (negID, owner) in relays[r].negOwner where owner.subscription == id {
-            relays[r].negOwner[negID] = nil
-            relays[r].negSentAt[negID] = nil
-            relays[r].negOutbox.append(ClientRelayFrame.negClose(subscriptionID: negID).toJSON())
-        }
-        for (fetchID, owner) in relays[r].fetchOwner where owner == id {
-            relays[r].fetchOwner[fetchID] = nil
+        for fetchID in relays[r].neg.abandon(id) {
             try? relays[r].session?.unsubscribe(id: fetchID)
             requestEnded(r, fetchID)
         }
@@ -264,13 +235,13 @@ extension SyncEngine {
     func notSupported(_ r: Int, reason: String) {
         report(.notice(relayURL: relays[r].url, "no NIP-77 negentropy here (\(reason)): syncing by REQ pages"))
         recordSupport(r, supported: false, reason: reason)
-        relays[r].negOff = true
+        relays[r].neg.stopAsking(silent: false)
         for id in relays[r].subscriptions.keys.sorted() { fallBack(r, id, reason: reason) }
     }
 
     func recordSupport(_ r: Int, supported: Bool, reason: String) {
         let record = NegentropySupportRecord(relayURL: relays[r].url, supported: supported, checkedAt: now.unixSeconds, reason: reason)
-        relays[r].negentropy = record
+        relays[r].neg.record = record
         push(.account(.recordNegentropySupport(record), .recordNegentropy))
     }
 
@@ -279,7 +250,7 @@ extension SyncEngine {
     /// does not speak NIP-77. Any other NOTICE (a rate limit, chatter) is not an answer to it;
     /// the deadline covers a relay that never answers.
     func noticeDuringNegentropy(_ r: Int, _ text: String) {
-        guard !relays[r].negHeard, !relays[r].negSentAt.isEmpty, Self.readsAsUnknownMessage(text) else { return }
+        guard !relays[r].neg.heard, !relays[r].neg.sentAt.isEmpty, Self.readsAsUnknownMessage(text) else { return }
         notSupported(r, reason: "NOTICE \(text)")
     }
 
@@ -291,21 +262,20 @@ extension SyncEngine {
 
     /// Unanswered negentropy past the deadline.
     func negentropyDeadlines(_ r: Int, _ mono: Int64) {
-        let late = relays[r].negSentAt.filter { mono - $0.value >= configuration.negentropyDeadlineMilliseconds }
+        let late = relays[r].neg.late(now: mono, deadline: configuration.negentropyDeadlineMilliseconds)
         guard !late.isEmpty else { return }
-        if !relays[r].negHeard {
+        if !relays[r].neg.heard {
             // Silence is weak evidence (a busy relay, an answer lost): this connection pages,
             // nothing is recorded, and the next connection asks again — up to
             // `silentConnectionsBeforePaging` silent connections in this process.
             let reason = "no answer to NEG-OPEN within \(configuration.negentropyDeadlineMilliseconds) ms"
             report(.notice(relayURL: relays[r].url, "\(reason): syncing by REQ pages on this connection"))
-            relays[r].negSilentConnections += 1
-            relays[r].negOff = true
+            relays[r].neg.stopAsking(silent: true)
             for id in relays[r].subscriptions.keys.sorted() { fallBack(r, id, reason: reason) }
             return
         }
-        for negID in late.keys.sorted() {
-            guard let owner = relays[r].negOwner[negID] else { continue }
+        for negID in late {
+            guard let owner = relays[r].neg.owners[negID] else { continue }
             report(
                 .notice(
                     relayURL: relays[r].url,
@@ -317,13 +287,9 @@ extension SyncEngine {
     /// Writes the queued NEG frames (after the authentication window). They bypass the session,
     /// so their write completions are not the session's to confirm (`negWrites`).
     func drainNegentropy(_ r: Int) {
-        guard !relays[r].negOutbox.isEmpty else { return }
-        for text in relays[r].negOutbox {
-            nextToken += 1
-            relays[r].negWrites.insert(nextToken)
-            push(.action(.write(relay: r, text: text, token: nextToken)))
+        for (token, text) in relays[r].neg.takeOutbox(nextToken: &nextToken) {
+            push(.action(.write(relay: r, text: text, token: token)))
         }
-        relays[r].negOutbox.removeAll()
     }
 
     /// The connection ended: every reconciliation and fetch on it is gone (what was fetched is
@@ -331,17 +297,7 @@ extension SyncEngine {
     func negentropyLost(_ r: Int) {
         // Lost while the first NEG-OPEN waited: as silent as an unanswered one (see
         // `negentropyDeadlines`), and never a durable record.
-        if !relays[r].negHeard && !relays[r].negOff && !relays[r].negSentAt.isEmpty { relays[r].negSilentConnections += 1 }
-        for id in relays[r].fetchOwner.keys.sorted() { try? relays[r].session?.unsubscribe(id: id) }
-        relays[r].fetchOwner.removeAll()
-        relays[r].fetchRetries.removeAll()
-        relays[r].negOwner.removeAll()
-        relays[r].negSentAt.removeAll()
-        relays[r].negOutbox.removeAll()
-        relays[r].negWrites.removeAll()
-        relays[r].negHeard = false
-        relays[r].negSerial = false
-        relays[r].negOff = false
+        for id in relays[r].neg.connectionLost() { try? relays[r].session?.unsubscribe(id: id) }
         for id in relays[r].subscriptions.keys {
             relays[r].subscriptions[id]!.negentropy = nil
             relays[r].subscriptions[id]!.awaitingItems = false

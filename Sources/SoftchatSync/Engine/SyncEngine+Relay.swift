@@ -187,12 +187,12 @@ extension SyncEngine {
         }
         relays[r].everConnected = true
         relays[r].phase = .connected
-        relays[r].connection += 1
+        relays[r].neg.connected()
         let negentropy = wantsNegentropy(r)
         relays[r].keepalive.heard(mono)
-        relays[r].authSentAt = nil
         let speaksAuth = relays[r].limits?.supportsAuthentication ?? false
-        relays[r].authWindowEnds = configuration.identity != nil && speaksAuth ? mono + configuration.authenticationGraceMilliseconds : 0
+        relays[r].authentication.connected(
+            now: mono, challengeExpected: configuration.identity != nil && speaksAuth, grace: configuration.authenticationGraceMilliseconds)
         let authFirst = relays[r].limits?.authenticationRequired == true && configuration.identity != nil
         setState(r, authFirst ? .authenticating : .ready)
         // The live REQs of every subscription together, then each one's ahead REQ and its sync's
@@ -287,7 +287,7 @@ extension SyncEngine {
         relays[r].delivery.connectionLost()
         relays[r].deferred.removeAll()
         relays[r].keepalive.reset()
-        relays[r].authSentAt = nil
+        relays[r].authentication.connectionLost()
         do {
             process(r, try session.transportLost(now: now.unixSeconds))
         } catch {
@@ -347,7 +347,7 @@ extension SyncEngine {
                 return false
             }
         }
-        let fetchedFor = relays[r].fetchOwner[subscriptionID]
+        let fetchedFor = relays[r].neg.fetchOwner[subscriptionID]
         if let owner = fetchedFor { relays[r].subscriptions[owner]?.negentropy?.fetchReceived(eventID) }
         if recent.contains(eventID) {
             relays[r].statistics.duplicatesSkipped += 1
@@ -421,14 +421,14 @@ extension SyncEngine {
                     pageClosed(r, subscriptionID, owner: owner, prefix: prefix, retry: retry)
                     continue
                 }
-                if let owner = relays[r].fetchOwner[subscriptionID] {
+                if let owner = relays[r].neg.fetchOwner[subscriptionID] {
                     // A fetch by ids the session would narrow with a `since` of its own (every
                     // older id dropped): the engine asks it again whole, a few times, then pages.
                     let filters = relays[r].requests.filters(of: subscriptionID)
                     try? relays[r].session?.unsubscribe(id: subscriptionID)
                     requestEnded(r, subscriptionID)
-                    let tries = relays[r].fetchRetries[subscriptionID, default: 0] + 1
-                    relays[r].fetchRetries[subscriptionID] = tries
+                    let tries = relays[r].neg.fetchRetries[subscriptionID, default: 0] + 1
+                    relays[r].neg.fetchRetries[subscriptionID] = tries
                     if let filters, tries <= 3, prefix == "error" || prefix == "rate-limited" || prefix == "auth-required" {
                         request(r, id: subscriptionID, filtersJSON: filters)
                     } else {
@@ -446,10 +446,10 @@ extension SyncEngine {
             case .authenticationRequested(let challenge):
                 authenticate(r, challenge)
             case .authenticated:
-                relays[r].authSentAt = nil
+                relays[r].authentication.decided()
                 setState(r, .ready)
             case .authenticationFailed(_, let prefix, let message):
-                relays[r].authSentAt = nil
+                relays[r].authentication.decided()
                 report(.notice(relayURL: relays[r].url, "authentication refused: \(prefix ?? "") \(message)"))
                 setState(r, .ready)
             case .deliveryChanged(let decision):
@@ -466,8 +466,7 @@ extension SyncEngine {
         do {
             let auth = try identity.createNip42Authentication(challenge: challenge, relayURL: relays[r].url, createdAt: now.unixSeconds)
             process(r, try session.authenticate(auth, now: now.unixSeconds))
-            relays[r].authWindowEnds = 0
-            relays[r].authSentAt = now.monotonicMilliseconds
+            relays[r].authentication.answered(now: now.monotonicMilliseconds)
             setState(r, .authenticating)
         } catch {
             report(.notice(relayURL: relays[r].url, "cannot answer the challenge: \(error.message)"))
@@ -499,9 +498,8 @@ extension SyncEngine {
                 report(.notice(relayURL: relays[r].url, "handleTimeout refused: \(error.message)"))
             }
         }
-        if let sent = relays[r].authSentAt, mono - sent >= 1000 {
+        if relays[r].authentication.silentlyAccepted(now: mono) {
             // No answer to our AUTH: some relays stay silent on success (nostr-relay does).
-            relays[r].authSentAt = nil
             setState(r, .ready)
         }
         switch relays[r].keepalive.poll(
@@ -522,7 +520,7 @@ extension SyncEngine {
         negentropyDeadlines(r, mono)
         retrySuspects(r, mono)
         retryClosedPages(r, mono)
-        guard mono >= relays[r].authWindowEnds, relays[r].phase == .connected else { return }
+        guard relays[r].authentication.mayWrite(now: mono), relays[r].phase == .connected else { return }
         maybeClaim(r, mono)
         drainNegentropy(r)
         drain(r)
@@ -543,7 +541,7 @@ extension SyncEngine {
     }
 
     func written(_ r: Int, _ token: Int) {
-        if relays[r].negWrites.remove(token) != nil { return }
+        if relays[r].neg.wrote(token) { return }
         guard let (ids, marks) = relays[r].delivery.frameWritten(token: token, now: now.monotonicMilliseconds) else { return }
         guard !ids.isEmpty else {
             confirmSent(r, [])

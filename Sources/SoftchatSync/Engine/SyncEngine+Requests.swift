@@ -21,7 +21,7 @@ extension SyncEngine {
     static let refusedRetryMilliseconds: Int64 = 2_000
 
     /// Subscriptions the relay holds for us now: live REQs, one-shots sent, NIP-77 sessions.
-    func requestsInUse(_ r: Int) -> Int { relays[r].requests.inUse(negotiations: relays[r].negOwner.count) }
+    func requestsInUse(_ r: Int) -> Int { relays[r].requests.inUse(negotiations: relays[r].neg.openCount) }
 
     /// Sends one-shot REQ `id` when a slot is free, else queues it (in order).
     func request(_ r: Int, id: String, filtersJSON: [String]) {
@@ -32,7 +32,7 @@ extension SyncEngine {
     /// Sends queued one-shots while the budget has room.
     func sendQueuedRequests(_ r: Int) {
         guard relays[r].phase == .connected, let session = relays[r].session else { return }
-        while let next = relays[r].requests.nextToSend(negotiations: relays[r].negOwner.count) {
+        while let next = relays[r].requests.nextToSend(negotiations: relays[r].neg.openCount) {
             do {
                 try session.subscribe(id: next.id, filtersJSON: next.filtersJSON)
                 relays[r].requests.opened(next)
@@ -59,7 +59,7 @@ extension SyncEngine {
 
     /// The relay refused a REQ for its subscription limit (see `RequestBudget.refused`).
     func requestsRefused(_ r: Int) {
-        if let lowered = relays[r].requests.refused(now: now.monotonicMilliseconds, negotiations: relays[r].negOwner.count) {
+        if let lowered = relays[r].requests.refused(now: now.monotonicMilliseconds, negotiations: relays[r].neg.openCount) {
             report(.notice(relayURL: relays[r].url, "the relay holds fewer subscriptions than asked: at most \(lowered) REQs open from now on"))
         }
     }
@@ -68,7 +68,7 @@ extension SyncEngine {
     /// many as the budget holds beside the REQs that answer; the rest wait another round.
     func retrySuspects(_ r: Int, _ mono: Int64) {
         guard relays[r].phase == .connected, let session = relays[r].session else { return }
-        let due = relays[r].requests.dueSuspects(now: mono, wait: Self.refusedRetryMilliseconds, negotiations: relays[r].negOwner.count)
+        let due = relays[r].requests.dueSuspects(now: mono, wait: Self.refusedRetryMilliseconds, negotiations: relays[r].neg.openCount)
         for (id, filters) in due {
             do {
                 try session.subscribe(id: id, filtersJSON: filters)

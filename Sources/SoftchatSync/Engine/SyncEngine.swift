@@ -356,7 +356,7 @@ public final class SyncEngine {
             committed(events, states, result)
         case .loadNegentropy:
             guard case .negentropySupport(let records) = reply else { return }
-            for r in relays.indices { relays[r].negentropy = records[relays[r].url] }
+            for r in relays.indices { relays[r].neg.record = records[relays[r].url] }
         case .items(let relay, let subscription, let connection):
             guard case .reconciliationItems(let items) = reply else { return }
             itemsLoaded(relay, subscription, connection: connection, items: items)
@@ -400,7 +400,7 @@ public final class SyncEngine {
             report(.notice(relayURL: relays.first?.url ?? "", "negentropy support record: \(error.code.rawValue): \(error.message)"))
         case .items(let relay, let subscription, let connection):
             report(.notice(relayURL: relays[relay].url, "cannot read reconciliation items: \(error.code.rawValue): \(error.message)"))
-            if connection == relays[relay].connection { fallBack(relay, subscription, reason: "reconciliation items unreadable") }
+            if connection == relays[relay].neg.connection { fallBack(relay, subscription, reason: "reconciliation items unreadable") }
         case .release(let relay, let leaseID):
             // A stale lease releases nothing: forget it (its work is another claim's now).
             relays[relay].delivery.released(leaseID)
