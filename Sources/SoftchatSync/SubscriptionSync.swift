@@ -341,6 +341,16 @@ public struct SubscriptionSync: Sendable, Hashable {
         return window.boundaryIDs.count + (page?.seen.count ?? 0) + (page?.oldestIDs.count ?? 0)
     }
 
+    /// When the next deeper window is due (Unix seconds), for a sync with no window open: a
+    /// connection that stays up opens it then (`begin(now:deepResyncInterval:)`). Nil while a
+    /// window is open, before a first sync, or when `interval` is 0 or less.
+    ///
+    /// - Parameter interval: Seconds between deeper windows.
+    public func deeperWindowDue(interval: Int64) -> Int64? {
+        guard window == nil, interval > 0, cursor != nil, let last = deepening.lastAt else { return nil }
+        return last + interval
+    }
+
     /// Opens a window `[cursor − horizon, now]`, or a deeper one (see ``Deepening``) when
     /// `deepResyncInterval` has passed since the last. When a window is already open (a resumed
     /// one), it is kept as it was, `until` included.

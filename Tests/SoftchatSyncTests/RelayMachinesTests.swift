@@ -120,8 +120,9 @@ import Testing
         w.settle()
         let table = w.engine.relays[0].timers(now: w.now, configuration: w.engine.configuration)
         // The event is written and unanswered: its acknowledgement deadline, the lease's renewal
-        // at half its 60 s, and the keepalive.
-        #expect(Set(table.keys) == [.acknowledgement, .leaseRenewal, .keepalive])
+        // at half its 60 s, the keepalive, and the paged subscription's deeper window (6 h).
+        #expect(Set(table.keys) == [.acknowledgement, .leaseRenewal, .keepalive, .deeperResync])
+        #expect(table[.deeperResync]! >= w.mono + 6 * 3_600_000 - 2_000)
         #expect(table[.acknowledgement] == w.mono + 15_000)
         #expect(table[.leaseRenewal] == w.mono + 30_000)
         #expect(w.engine.pollTimeout() == table.values.min())

@@ -445,6 +445,31 @@ import Testing
     /// NIP-11 was fetched once per start: a relay whose document failed to load (a timeout, a
     /// 503) was paged and budgeted blind for as long as the process ran. A connection at least
     /// five minutes after a failed fetch asks again, and what the document says is used at once.
+    /// The deeper resync opened only when a connection opened: an event stored at the relay
+    /// while we were away, dated past the horizon, waited for the next reconnect — days, for an
+    /// app whose connection stays up. Now a connected relay gets its deeper window on time.
+    @Test func aLongLivedConnectionGetsItsDeeperResyncOnTime() {
+        let w = EngineWorld()
+        w.relays[0].negentropy = .notice
+        w.account.policy = [("notes", [Self.notes], nil)]
+        // Recent notes, so the live REQ's one stored event is one of them.
+        for i in 0..<5 { w.relays[0].insert(Fixtures.event(w.unix - 60 + Int64(i), content: "recent \(i)")) }
+        w.start { $0.deepResyncIntervalSeconds = 600 }
+        w.run(for: 3_000)
+        #expect(w.synced(0, "notes"))
+        // Away for a moment; meanwhile the relay stores a note dated a day back.
+        w.cut(0)
+        let late = Fixtures.event(w.unix - 86_400, content: "stored late")
+        w.relays[0].insert(late)
+        w.run(for: 5_000)
+        #expect(w.connected[0] && w.account.events[late.id] == nil, "the reconnect was not due for a deeper window")
+        // Connected from then on: the interval passes, the deeper window comes.
+        // Windows reach 300 s × 4^level back, one per interval: a day back by the fifth.
+        w.run(for: 3_300_000)
+        #expect(w.connected[0])
+        #expect(w.account.events[late.id] != nil, "not fetched while the connection stayed up")
+    }
+
     @Test func aFailedRelayInformationFetchIsAskedAgainOnALaterConnectionAndUsed() {
         let (w, events) = world(events: 60)
         w.relays[0].cap = 13

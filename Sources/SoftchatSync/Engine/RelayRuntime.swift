@@ -23,6 +23,9 @@ enum EngineTimer: String, CaseIterable, Sendable {
     case claimPause
     /// A held lease is renewed (at half its duration).
     case leaseRenewal
+    /// A subscription synced by paging gets its deeper window (`deepResyncIntervalSeconds`,
+    /// kept in Unix seconds with the sync state, converted here) while its connection stays up.
+    case deeperResync
 }
 
 /// Everything the engine keeps for one relay.
@@ -102,9 +105,24 @@ struct RelayRuntime {
                 .keepalive,
                 keepalive.deadline(interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds))
             set(.claimPause, delivery.claimPauseDeadline(now: now.monotonicMilliseconds, publishes: configuration.publishes))
+            set(
+                .deeperResync,
+                deeperResyncDue(interval: configuration.deepResyncIntervalSeconds).map {
+                    now.monotonicMilliseconds + max(0, $0 - now.unixSeconds) * 1000
+                })
         }
         set(.leaseRenewal, delivery.renewalDeadline)
         return table
+    }
+
+    /// When the first of this relay's paged subscriptions is due its deeper window (Unix
+    /// seconds): only those at rest (no window, no reconciliation) — a relay that speaks NIP-77
+    /// reconciles every age on each connection, and while connected the live REQ brings every
+    /// event the relay receives, so what a deeper window finds arrived while we were away.
+    func deeperResyncDue(interval: Int64) -> Int64? {
+        guard !neg.heard else { return nil }
+        return subscriptions.values.filter { $0.negentropy == nil && !$0.awaitingItems }
+            .compactMap { $0.sync.deeperWindowDue(interval: interval) }.min()
     }
 
     /// The earliest time something is due for this relay.

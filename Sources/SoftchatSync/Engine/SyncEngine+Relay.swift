@@ -518,12 +518,27 @@ extension SyncEngine {
             relays[r].delivery.needsClaim = true
         }
         negentropyDeadlines(r, mono)
+        deeperResyncs(r)
         retrySuspects(r, mono)
         retryClosedPages(r, mono)
         guard relays[r].authentication.mayWrite(now: mono), relays[r].phase == .connected else { return }
         maybeClaim(r, mono)
         drainNegentropy(r)
         drain(r)
+    }
+
+    /// Opens the deeper window of every paged subscription at rest whose interval has passed
+    /// while the connection stayed up (at a connection's start `begin` does it).
+    func deeperResyncs(_ r: Int) {
+        let interval = configuration.deepResyncIntervalSeconds
+        guard let due = relays[r].deeperResyncDue(interval: interval), now.unixSeconds >= due else { return }
+        for id in relays[r].subscriptions.keys.sorted() {
+            guard let sub = relays[r].subscriptions[id], sub.negentropy == nil, !sub.awaitingItems,
+                let at = sub.sync.deeperWindowDue(interval: interval), now.unixSeconds >= at
+            else { continue }
+            relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds, deepResyncInterval: interval)
+            advanceSync(r, id)
+        }
     }
 
     func drain(_ r: Int) {
