@@ -42,21 +42,59 @@ import Testing
         #expect(!m.mayClaim(now: 10_000), "nothing waits until a wake")
     }
 
-    @Test func laterFromTheRelayPausesClaimingDoublingUpToAMinuteAndAnAcceptanceResetsIt() {
-        var m = holding(8)
+    @Test func laterFromTheRelayPausesClaimingOncePerClaimDoublingUpToAMinuteAndAnAcceptanceResetsIt() {
+        var m = DeliveryMachine()
         var pauses: [Int64] = []
         for n in 0..<7 {
-            _ = m.decided(decision(n, .retryable, .rateLimited), now: 0, retryDelayMilliseconds: 1_000)
+            // Each claim's whole burst answered "later": one doubling per claim, not per answer.
+            m.hold(claim("L\(n)"), renewAt: 50)
+            for k in 0..<3 { _ = m.claimed(DeliveryPayload(intentID: "i\(n)-\(k)", eventID: "e\(n)-\(k)", eventJSON: "{}"), lease: "L\(n)") }
+            for k in 0..<3 {
+                let later = DeliveryDecision(eventID: "e\(n)-\(k)", state: .retryable, category: .error, message: "error: busy")
+                _ = m.decided(later, now: 0, retryDelayMilliseconds: 1_000)
+            }
             pauses.append(m.claimPausedUntil)
         }
         #expect(pauses == [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000])
-        _ = m.decided(decision(7, .accepted), now: 0, retryDelayMilliseconds: 1_000)
+        m.hold(claim("L9"), renewAt: 50)
+        _ = m.claimed(payload(9), lease: "L9")
+        _ = m.decided(decision(9, .accepted), now: 0, retryDelayMilliseconds: 1_000)
         #expect(m.retryPause == 0)
         // A timeout or a lost connection is spaced already: no pause of its own.
         var t = holding(2)
         _ = t.decided(decision(0, .retryable, .timeout), now: 0, retryDelayMilliseconds: 1_000)
         _ = t.decided(decision(1, .retryable, .transportLost), now: 0, retryDelayMilliseconds: 1_000)
         #expect(t.claimPausedUntil == 0 && t.needsClaim)
+    }
+
+    @Test func theSendWindowStartsSmallDoublesUntilRateLimitedThenHalvesOncePerClaimAndPacesClaims() {
+        var m = DeliveryMachine()
+        #expect(m.claimSize(batch: 256) == DeliveryMachine.initialSendWindow)
+        // Slow start: every acceptance adds one, so a claim fully accepted doubles it.
+        m = holding(16)
+        for n in 0..<16 { _ = m.decided(decision(n, .accepted), now: 0, retryDelayMilliseconds: 1_000) }
+        #expect(m.claimSize(batch: 256) == 32)
+        #expect(m.claimSize(batch: 20) == 20, "never past the batch")
+        // A claim of 20, five accepted and fifteen rate-limited: halved once, to 10.
+        var r = DeliveryMachine()
+        _ = r.claimSize(batch: 256)
+        r.hold(claim(), renewAt: 50)
+        for n in 0..<20 { _ = r.claimed(payload(n), lease: lease) }
+        for n in 0..<5 { _ = r.decided(decision(n, .accepted), now: 0, retryDelayMilliseconds: 1_000) }
+        for n in 5..<20 { _ = r.decided(decision(n, .retryable, .rateLimited), now: 0, retryDelayMilliseconds: 1_000) }
+        #expect(r.claimSize(batch: 256) == 10 && !r.slowStart && r.paced)
+        // Paced from now on: a claim sent at t waits a pace before the next.
+        r.claimSent(now: 5_000, pace: 1_000)
+        r.claimAnswered()
+        #expect(r.claimPausedUntil == 6_000)
+        // Then it grows by one per window of acceptances, not per acceptance.
+        r.released(lease)
+        r.hold(claim("L-2"), renewAt: 50)
+        for n in 30..<40 { _ = r.claimed(payload(n), lease: "L-2") }
+        for n in 30..<39 { _ = r.decided(decision(n, .accepted), now: 0, retryDelayMilliseconds: 1_000) }
+        #expect(r.claimSize(batch: 256) == 10)
+        _ = r.decided(decision(39, .accepted), now: 0, retryDelayMilliseconds: 1_000)
+        #expect(r.claimSize(batch: 256) == 11)
     }
 
     @Test func aTerminalAnswerAfterTheRetryableDecisionIsKeptAndAppliedAtTheNextClaim() {

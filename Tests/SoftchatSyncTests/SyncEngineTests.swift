@@ -470,6 +470,41 @@ import Testing
         #expect(w.account.events[late.id] != nil, "not fetched while the connection stayed up")
     }
 
+    /// A relay that takes five events a second and answers the rest `rate-limited:` (as
+    /// nostr-relay does, which also slows each later message on the connection): the engine
+    /// sent a claim of up to 256 at once and slowed only between claims, so most of each burst
+    /// came back limited. Now a send window halves on "rate-limited" and grows by one per
+    /// acceptance.
+    @Test func aRateLimitingRelayGetsASendWindowThatShrinksToItsRate() {
+        let w = EngineWorld()
+        w.account.policy = [("notes", [Self.notes], nil)]
+        var second: Int64 = 0
+        var taken = 0
+        var limited = 0
+        w.relays[0].okRule = { _, _ in
+            if w.unix != second { (second, taken) = (w.unix, 0) }
+            taken += 1
+            if taken <= 5 { return .accept }
+            limited += 1
+            return .retry("rate-limited: slow down")
+        }
+        let events = (0..<200).map { Fixtures.event(w.unix, content: "burst \($0)") }
+        var intents: [String] = []
+        for e in events { intents += w.account.enqueue(e, relays: [w.urls[0]]) }
+        w.start()
+        let started = w.unix
+        var elapsed: Int64 = 0
+        while elapsed < 600, !intents.allSatisfy({ w.account.intents[$0]!.state == .accepted }) {
+            w.run(for: 1_000)
+            elapsed = w.unix - started
+        }
+        #expect(intents.allSatisfy { w.account.intents[$0]!.state == .accepted })
+        // 200 at 5 a second take 40 s at best.
+        // Before: not all delivered after 600 s, 1,870 answers rate-limited. Now about 46 s, 25.
+        #expect(elapsed <= 60, "\(elapsed) s to deliver 200 at 5/s")
+        #expect(limited <= 50, "\(limited) answers were rate-limited")
+    }
+
     @Test func aFailedRelayInformationFetchIsAskedAgainOnALaterConnectionAndUsed() {
         let (w, events) = world(events: 60)
         w.relays[0].cap = 13

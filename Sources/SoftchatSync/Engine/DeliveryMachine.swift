@@ -33,10 +33,30 @@ struct DeliveryMachine {
     private(set) var claimPausedUntil: Int64 = 0
     /// The current "later" pause, doubling per consecutive answer up to 60 s.
     private(set) var retryPause: Int64 = 0
+    /// The most intents one claim takes, as TCP paces a connection: it starts at
+    /// ``initialSendWindow`` and grows by one per acceptance (doubling per claim) until a relay
+    /// first answers `rate-limited:`; from then each such claim halves it and it grows by one
+    /// per window of acceptances. A relay that limits by rate gets about what it takes instead
+    /// of bursts it answers "later" (nostr-relay also slows every later message on the
+    /// connection).
+    private(set) var sendWindow = DeliveryMachine.initialSendWindow
+    /// Still doubling: no `rate-limited:` answer yet.
+    private(set) var slowStart = true
+    /// Acceptances counted toward the next growth, after slow start.
+    private var growth = 0
+    /// The configured batch, the window's ceiling.
+    private var batchCap = Int.max
+    /// The claim whose "later" answers already slowed claiming (once per claim).
+    private var slowedFor: String?
+    /// Intents taken per held claim.
+    private var claimedCount: [String: Int] = [:]
     /// Write token → the events its frame carries.
     private(set) var writes: [Int: [String]] = [:]
     /// When each event's frame was written (monotonic ms), for latency.
     private(set) var sentAt: [String: Int64] = [:]
+
+    /// The first claim's size, before the relay showed what it takes.
+    static let initialSendWindow = 16
 
     /// The longest pause after "later" answers.
     static let longestRetryPauseMilliseconds: Int64 = 60_000
@@ -49,7 +69,23 @@ struct DeliveryMachine {
         needsClaim && !claiming && inSession.isEmpty && now >= claimPausedUntil && pendingResults.isEmpty
     }
 
-    mutating func claimSent() { claiming = true }
+    /// How many intents to claim now, at most `batch` (the window never grows past it).
+    mutating func claimSize(batch: Int) -> Int {
+        batchCap = batch
+        sendWindow = max(1, min(sendWindow, batch))
+        return sendWindow
+    }
+
+    /// A claim went out at `now`. Once a relay has answered `rate-limited:`, claims are paced
+    /// `pace` milliseconds apart, so the window is what it takes per `pace` — until the window
+    /// is back at the whole batch.
+    mutating func claimSent(now: Int64 = 0, pace: Int64 = 0) {
+        claiming = true
+        if paced { claimPausedUntil = max(claimPausedUntil, now + pace) }
+    }
+
+    /// Claims are spaced: a relay answered `rate-limited:` and the window has not grown back.
+    var paced: Bool { !slowStart && sendWindow < batchCap }
 
     /// The account answered the claim (or failed it); `pauseUntil` when no claim may follow
     /// before then (the work is held under another live lease, or the claim failed).
@@ -83,6 +119,7 @@ struct DeliveryMachine {
             return .settled(DeliveryResult(intentID: payload.intentID, decision: decision))
         }
         holder[payload.eventID] = (lease, payload.intentID)
+        claimedCount[lease, default: 0] += 1
         written.remove(payload.eventID)
         return inSession.contains(payload.eventID) ? .inSession : .publish
     }
@@ -133,15 +170,29 @@ struct DeliveryMachine {
             inSession.remove(id)
         }
         if let sent = sentAt.removeValue(forKey: id), decision.state != .retryable { out.latency = now - sent }
+        let lease = holder[id]?.lease
         if decision.state == .accepted {
             retryPause = 0
+            if slowStart {
+                sendWindow += 1
+            } else {
+                growth += 1
+                if growth >= sendWindow { (sendWindow, growth) = (sendWindow + 1, 0) }
+            }
         } else if decision.state == .retryable && decision.category != .transportLost && decision.category != .timeout
-            && decision.category != .cancelled
+            && decision.category != .cancelled, lease == nil || lease != slowedFor
         {
-            // A timeout is already spaced by the acknowledgement deadline, and a lost connection
+            // The relay itself said "later": once per claim (a burst answered "later" is one
+            // answer), the pause doubles, and for `rate-limited:` the send window halves. A
+            // timeout is already spaced by the acknowledgement deadline, and a lost connection
             // by the reconnect.
+            slowedFor = lease
             retryPause = retryPause == 0 ? retryDelayMilliseconds : min(retryPause * 2, Self.longestRetryPauseMilliseconds)
             claimPausedUntil = now + retryPause
+            if decision.category == .rateLimited {
+                let sent = lease.flatMap { claimedCount[$0] } ?? sendWindow
+                (sendWindow, growth, slowStart) = (max(1, min(sendWindow, sent) / 2), 0, false)
+            }
         }
         if decision.state == .retryable { needsClaim = true }
         written.remove(id)
@@ -195,6 +246,7 @@ struct DeliveryMachine {
 
     /// The lease ended (released, or found stale).
     mutating func released(_ leaseID: String) {
+        claimedCount[leaseID] = nil
         claims[leaseID] = nil
         renewAt[leaseID] = nil
         releasing.remove(leaseID)

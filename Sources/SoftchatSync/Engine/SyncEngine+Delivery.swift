@@ -5,10 +5,12 @@ extension SyncEngine {
     func maybeClaim(_ r: Int, _ mono: Int64) {
         guard configuration.publishes, !stopping, relays[r].delivery.mayClaim(now: mono) else { return }
         leaseCounter += 1
-        relays[r].delivery.claimSent()
+        relays[r].delivery.claimSent(now: mono, pace: configuration.retryDelaySeconds * 1000)
         push(
             .account(
-                .claim(relayURL: relays[r].url, leaseID: "\(configuration.leasePrefix)-\(leaseCounter)", max: configuration.claimBatch),
+                .claim(
+                    relayURL: relays[r].url, leaseID: "\(configuration.leasePrefix)-\(leaseCounter)",
+                    max: relays[r].delivery.claimSize(batch: configuration.claimBatch)),
                 .claim(relay: r)))
     }
 
