@@ -210,6 +210,7 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         config.retryDelaySeconds = policy.retryDelaySeconds
         config.fetchRelayInformation = policy.fetchRelayInformation
         config.paging = policy.paging
+        config.relayPaging = policy.relayPaging
         config.horizons = policy.horizons
         config.negentropy = policy.negentropy
         config.leaseSeconds = account.policy.leaseSeconds

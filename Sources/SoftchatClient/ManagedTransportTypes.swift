@@ -34,6 +34,10 @@ public struct ManagedTransportPolicy: Sendable {
     public var session = RelaySessionConfig()
     /// Page size and `until` convention for syncs; a relay's NIP-11 `max_limit` lowers the page.
     public var paging = RelayPaging()
+    /// Per relay URL, a paging the host knows for that relay (for example
+    /// `RelayPaging(pageSize: 300, until: .exclusive)`), in place of `paging`; what is not said
+    /// is learned as for any relay.
+    public var relayPaging: [String: RelayPaging] = [:]
     /// Per subscription id, the late-arrival horizon in seconds (default: two days + 10 min for
     /// filters that can match NIP-59 gift wraps, 300 s otherwise).
     public var horizons: [String: Int64] = [:]

@@ -36,6 +36,25 @@ struct SessionInvalidFrameCase: Sendable, CustomTestStringConvertible {
         #expect(session.snapshot().awaitingPersistence == 1)
     }
 
+    /// `read` then `receive(frame)`: the host looks at what an EVENT claims between the two,
+    /// with no callback into it under the session's lock (the engine's screen used to run
+    /// there). Reading changes nothing, and what it claims is not yet verified.
+    @Test func readingAFrameChangesNothingAndTellsWhatAnEventClaimsBeforeVerification() throws {
+        let session = try chatSession()
+        let e = F.note(1)
+        let before = session.snapshot()
+        let frame = try session.read(F.event("chat", json: e.badSignatureJSON))
+        #expect(frame.verb == "EVENT")
+        let claimed = try #require(frame.claimedEvent)
+        #expect(claimed.subscriptionID == "chat" && claimed.eventID == e.id && claimed.createdAt == e.createdAt)
+        #expect(session.snapshot() == before, "reading is not receiving")
+        // Applied, the claim is verified: a bad signature is refused, never persisted.
+        #expect(try session.receive(frame, now: nil).kinds == [.eventRejected])
+        #expect(try session.receive(session.read(F.event("chat", e)), now: nil).kinds == [.persistEvent])
+        #expect(try session.read(#"["EOSE","chat"]"#).claimedEvent == nil)
+        #expect(throws: SoftchatError.self) { _ = try session.read(#"["EVENT","chat",{"id":"not hex"}]"#) }
+    }
+
     @Test func eventsThatFailVerificationAreRejectedAndNeverPersisted() throws {
         let session = try chatSession()
         let e = F.note(1)

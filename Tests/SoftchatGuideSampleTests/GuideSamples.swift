@@ -165,18 +165,18 @@ extension HostLoopSamples {
         }
         #sourceLocation()
     }
-    /// docs/guides/host-loop.md:208, sample 5.
+    /// docs/guides/host-loop.md:209, sample 5.
     func sample5() async throws {
-        #sourceLocation(file:"docs/guides/host-loop.md",line:208)
+        #sourceLocation(file:"docs/guides/host-loop.md",line:209)
         for action in try session.transportLost(now: now) {
             if action.kind == .deliveryChanged { try record(action.decision!) }  // in flight: retryable / transport-lost
             if action.kind == .scheduleReconnect { scheduleReconnect(after: action.delayMilliseconds!) }
         }
         #sourceLocation()
     }
-    /// docs/guides/host-loop.md:224, sample 6.
+    /// docs/guides/host-loop.md:225, sample 6.
     func sample6() async throws {
-        #sourceLocation(file:"docs/guides/host-loop.md",line:224)
+        #sourceLocation(file:"docs/guides/host-loop.md",line:225)
         for action in try session.cancel() where action.kind == .deliveryChanged {
             try record(action.decision!)  // every held delivery: retryable / cancelled
         }

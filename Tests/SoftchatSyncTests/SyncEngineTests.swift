@@ -505,6 +505,19 @@ import Testing
         #expect(limited <= 50, "\(limited) answers were rate-limited")
     }
 
+    /// The policy can say what the host knows of one relay: its paging is taken for that relay
+    /// only (NIP-11 could lower its page, not override its convention); the others learn.
+    @Test func aRelaysOwnPagingFromThePolicyIsTakenForThatRelayOnly() {
+        let w = EngineWorld(relayCount: 2)
+        w.account.policy = [("notes", [Self.notes], nil)]
+        w.limits[1] = RelayLimits(software: "git+https://github.com/bhartman/nostr-relay", untilConvention: .inclusive)
+        w.start { $0.relayPaging = [w.urls[1]: RelayPaging(pageSize: 7, until: .exclusive)] }
+        w.run(for: 2_000)
+        #expect(w.engine.relays[0].paging?.pageSize == 500, "the other relay starts from the common paging")
+        #expect(w.engine.relays[1].paging?.pageSize == 7)
+        #expect(w.engine.relays[1].paging?.until == .exclusive, "a NIP-11 hint does not override what the host said")
+    }
+
     @Test func aFailedRelayInformationFetchIsAskedAgainOnALaterConnectionAndUsed() {
         let (w, events) = world(events: 60)
         w.relays[0].cap = 13

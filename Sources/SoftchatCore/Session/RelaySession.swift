@@ -260,24 +260,29 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.receive(text, now: now) }
     }
 
-    /// `receive`, with `screen` consulted for every EVENT on a known subscription before the
-    /// session's own duplicate checks and before verification, with the subscription id and
-    /// the event id and `created_at` the frame claims (unverified). `false` drops the event
-    /// without verifying it and without an action: a host that already holds that id (a sync's
-    /// overlap, a copy from another relay) pays for the bytes only. `screen` runs under the
-    /// session's lock: it must not call back into this session.
+    /// Reads one relay message — strict JSON, the verb, an EVENT's shape and what it claims —
+    /// without applying it: the session's state is not touched. A host that already holds an
+    /// EVENT's claimed id (a sync's overlap, a copy from another relay) can drop it here and pay
+    /// for the bytes only; ``RelaySession/receive(_:now:)-(IncomingFrame,_)`` applies the rest.
+    ///
+    /// - Parameter text: One WebSocket text message from the relay.
+    /// - Returns: The frame, read.
+    /// - Throws: ``SoftchatError`` with the relay.wire code of an invalid frame.
+    public func read(_ text: String) throws(SoftchatError) -> IncomingFrame {
+        try IncomingFrame(text: text)
+    }
+
+    /// Applies a frame `read(_:)` made, as `receive(_:now:)` applies text.
     ///
     /// - Parameters:
-    ///   - text: One WebSocket text message from the relay.
+    ///   - frame: The frame, from this session's `read(_:)`.
     ///   - now: The time in Unix seconds; nil uses the latest time given to any call.
-    ///   - screen: Decides, per EVENT, whether it is worth verifying.
     /// - Returns: The actions the frame causes, in order; often none.
     /// - Throws: ``SoftchatError`` with code `invalid_relay_session` when the session is closed or not
-    ///   connected; the relay.wire code of an invalid frame (`invalid_relay_frame`, or
-    ///   `invalid_relay_authentication` for a malformed AUTH); `relay_session_queue_full` when an
+    ///   connected; the relay.wire code of an invalid frame; `relay_session_queue_full` when an
     ///   event would pass 1,024 awaiting persistence. A frame that throws changes nothing.
-    public func receive(_ text: String, now: Int64?, screen: EventScreen) throws(SoftchatError) -> [RelaySessionAction] {
-        try run { m throws(SoftchatError) in try m.receive(text, now: now, screen: screen) }
+    public func receive(_ frame: IncomingFrame, now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
+        try run { m throws(SoftchatError) in try m.receive(frame, now: now) }
     }
 
     /// The host committed the event of a `persistEvent` action durably.

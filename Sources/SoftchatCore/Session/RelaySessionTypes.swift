@@ -193,6 +193,44 @@ public struct RelaySessionSnapshot: Sendable, Hashable, CustomStringConvertible 
     }
 }
 
-/// Decides, before verification, whether an EVENT is worth verifying: called with the
-/// subscription id and the (unverified) event id and `created_at`; `false` drops it.
-public typealias EventScreen = (_ subscriptionID: String, _ eventID: String, _ createdAt: Int64) -> Bool
+/// One relay message read (strict JSON, the verb, the shape of an EVENT) but not yet applied to
+/// the session: ``RelaySession/read(_:)`` makes it without touching the session's state, and
+/// ``RelaySession/receive(_:now:)`` applies it. Between the two the host may look at what an
+/// EVENT claims and drop it before any signature work (an id it already holds) — without a
+/// callback into the host while the session holds its lock.
+public struct IncomingFrame: Sendable {
+    let reader: FrameReader
+    /// For an EVENT: its subscription id, and the id and `created_at` the event claims
+    /// (unverified); nil for every other verb.
+    public let claimedEvent: ClaimedEvent?
+
+    /// What an EVENT frame claims before verification.
+    public struct ClaimedEvent: Sendable, Hashable {
+        /// The subscription the relay sent it for.
+        public let subscriptionID: String
+        /// The id it claims.
+        public let eventID: String
+        /// The `created_at` it claims.
+        public let createdAt: Int64
+    }
+
+    /// The frame's verb (`EVENT`, `OK`, `EOSE`, …).
+    public var verb: String { reader.verb }
+
+    init(text: String) throws(SoftchatError) {
+        reader = try FrameReader(text: text, direction: "relay")
+        guard reader.verb == "EVENT" else {
+            claimedEvent = nil
+            return
+        }
+        try reader.arity(3, "[\"EVENT\", subscription id, event]")
+        let subscriptionID = try reader.subscriptionID(1)
+        let unverified: UnverifiedEvent
+        do throws(EventIssue) {
+            unverified = try reader.unverifiedEvent(2)
+        } catch {
+            throw .invalidRelayFrame("EVENT event: \(error.message)")
+        }
+        claimedEvent = ClaimedEvent(subscriptionID: subscriptionID, eventID: unverified.id, createdAt: unverified.createdAt)
+    }
+}

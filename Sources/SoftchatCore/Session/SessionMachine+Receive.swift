@@ -4,24 +4,20 @@ extension SessionMachine {
     /// Validates relay text with relay.wire and returns the actions it causes, in order. An
     /// invalid frame throws its relay.wire code and changes nothing.
     mutating func receive(_ text: String, now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
-        try receive(text, now: now, screen: { _, _, _ in true })
+        try requireConnected("receive")
+        return try receive(IncomingFrame(text: text), now: now)
     }
 
-    mutating func receive(_ text: String, now: Int64?, screen: EventScreen) throws(SoftchatError) -> [RelaySessionAction] {
+    mutating func receive(_ frame: IncomingFrame, now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
         try requireConnected("receive")
-        let reader = try FrameReader(text: text, direction: "relay")
-        let actions = try receive(reader, clock: now ?? lastNow, screen: screen)
+        let actions = try receive(frame.reader, clock: now ?? lastNow)
         // Only a frame that was accepted moves the session's clock.
         observe(now)
         return actions
     }
 
     mutating func receive(_ reader: FrameReader, clock: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
-        try receive(reader, clock: clock, screen: { _, _, _ in true })
-    }
-
-    mutating func receive(_ reader: FrameReader, clock: Int64?, screen: EventScreen) throws(SoftchatError) -> [RelaySessionAction] {
-        if reader.verb == "EVENT" { return try receiveEvent(reader, screen: screen) }
+        if reader.verb == "EVENT" { return try receiveEvent(reader) }
         switch try parseRelayResponseFrame(reader) {
         case .event:
             preconditionFailure("EVENT frames take receiveEvent")
@@ -64,7 +60,7 @@ extension SessionMachine {
 
     /// An EVENT: shape first, then dedupe by id before any signature work, then verification,
     /// then the subscription's filters, then the hand-off bound.
-    mutating func receiveEvent(_ reader: FrameReader, screen: EventScreen) throws(SoftchatError) -> [RelaySessionAction] {
+    mutating func receiveEvent(_ reader: FrameReader) throws(SoftchatError) -> [RelaySessionAction] {
         try reader.arity(3, "[\"EVENT\", subscription id, event]")
         let subscriptionID = try reader.subscriptionID(1)
         let unverified: UnverifiedEvent
@@ -78,9 +74,6 @@ extension SessionMachine {
             [.eventRejected(subscriptionID: subscriptionID, eventID: id, reason: reason)]
         }
         guard let subscription = subscriptions[subscriptionID] else { return rejected("no subscription \"\(subscriptionID)\"") }
-        // The host sees every event of a known subscription first, by the id and created_at it
-        // claims, and may drop it before any signature work (a duplicate it already holds).
-        if !screen(subscriptionID, id, unverified.createdAt) { return [] }
         if let pending = awaiting[id] {
             // Already handed out. Offer it again only if the transport was lost since.
             guard pending.reofferable else { return [] }

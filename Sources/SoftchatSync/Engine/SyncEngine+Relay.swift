@@ -90,11 +90,7 @@ extension SyncEngine {
         relays[r].limits = limits
         if let stated = limits.maxSubscriptions { relays[r].requests.stated(stated) }
         guard var paging = relays[r].paging else { return }
-        if let cap = limits.maxLimit, cap > 0, cap < paging.pageSize {
-            paging.pageSize = cap
-            paging.largestPage = min(paging.largestPage, cap)
-        }
-        if paging.until == .unknown, let convention = limits.untilConvention { paging.until = convention }
+        paging.narrow(maxLimit: limits.maxLimit, untilConvention: limits.untilConvention)
         relays[r].paging = paging
         for id in relays[r].subscriptions.keys { relays[r].subscriptions[id]!.sync.learn(from: paging) }
     }
@@ -102,15 +98,9 @@ extension SyncEngine {
     /// The policy's subscriptions for relay `r`, each resumed from its durable state when that
     /// state is for the same filters (a changed subscription starts over, without a cursor).
     func buildSubscriptions(_ r: Int) {
-        var paging = relays[r].paging ?? configuration.paging
+        var paging = relays[r].paging ?? configuration.paging(for: relays[r].url)
         if relays[r].paging == nil {
-            // NIP-11 narrows what is configured. It may be absent or wrong: a lower max_limit only
-            // lowers the limit asked for, and what is not known is still learned from answers.
-            if let cap = relays[r].limits?.maxLimit, cap > 0, cap < paging.pageSize {
-                paging.pageSize = cap
-                paging.largestPage = min(paging.largestPage, cap)
-            }
-            if let convention = relays[r].limits?.untilConvention { paging.until = convention }
+            paging.narrow(maxLimit: relays[r].limits?.maxLimit, untilConvention: relays[r].limits?.untilConvention)
         }
         for entry in relays[r].policy {
             var filters: [RelayFilter] = []
@@ -322,9 +312,11 @@ extension SyncEngine {
         }
         let actions: [RelaySessionAction]
         do {
-            actions = try session.receive(text, now: now.unixSeconds) { subscriptionID, eventID, createdAt in
-                self.screen(r, subscriptionID, eventID, createdAt)
-            }
+            // Read, screen, then apply: the screen runs here, not as a callback under the
+            // session's lock.
+            let frame = try session.read(text)
+            if let claimed = frame.claimedEvent, !screen(r, claimed.subscriptionID, claimed.eventID, claimed.createdAt) { return }
+            actions = try session.receive(frame, now: now.unixSeconds)
         } catch {
             // Invalid relay text changes nothing; note it and go on.
             report(.notice(relayURL: relays[r].url, "relay sent an invalid frame: \(error.code.rawValue): \(error.message)"))
@@ -334,7 +326,8 @@ extension SyncEngine {
     }
 
     /// Before verification: a page counts every event the relay sends for it; ids already held
-    /// (the page's own overlap, a copy from another relay) are dropped unverified.
+    /// (the page's own overlap, a copy from another relay) are dropped unverified — here, the
+    /// one place duplicates are dropped before the account's own `UNIQUE` id.
     func screen(_ r: Int, _ subscriptionID: String, _ eventID: String, _ createdAt: Int64) -> Bool {
         if let owner = relays[r].pageOwner[subscriptionID] {
             // Not a durable change: what a page in flight has counted is reset when a loaded

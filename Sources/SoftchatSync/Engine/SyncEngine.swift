@@ -24,6 +24,9 @@ public struct SyncEngineConfiguration: Sendable {
     public var fetchRelayInformation = true
     /// Page size and `until` convention; a relay's NIP-11 `max_limit` lowers the page size.
     public var paging = RelayPaging()
+    /// Per relay URL, a paging the host knows for it (taken as true; NIP-11 can only lower its
+    /// page size), in place of `paging`.
+    public var relayPaging: [String: RelayPaging] = [:]
     /// The account's lease duration: leases are renewed at half of it while work is held.
     public var leaseSeconds: Int64 = 60
     /// A connection silent this long gets a ping…
@@ -52,6 +55,9 @@ public struct SyncEngineConfiguration: Sendable {
     public var negentropyDeadlineMilliseconds: Int64 = 10_000
     /// A relay recorded as not speaking NIP-77 is asked again after this long.
     public var negentropyRecheckSeconds: Int64 = 7 * 86_400
+
+    /// The paging relay `url` starts from: its own when the host gave one, else `paging`.
+    public func paging(for url: String) -> RelayPaging { relayPaging[url] ?? paging }
 
     /// Creates a configuration with every other setting at its default.
     ///
