@@ -26,7 +26,7 @@ import Testing
 
     @Test func silenceCountsPerConnectionAndStopsThisProcessAskingAfterTwoButAnAnswerForgivesIt() {
         var m = NegentropyMachine()
-        #expect(m.worthAsking(now: 0, recheckSeconds: 100))
+        #expect(m.worthAsking(now: 0, recheckSeconds: 100, silenceRecheckSeconds: 10))
         // First connection: the deadline passes unanswered.
         m.connected()
         open(&m, "n0", "s")
@@ -35,12 +35,12 @@ import Testing
         m.stopAsking(silent: true)
         #expect(m.room == 0)
         _ = m.connectionLost()  // already counted: not twice
-        #expect(m.worthAsking(now: 0, recheckSeconds: 100))
+        #expect(m.worthAsking(now: 0, recheckSeconds: 100, silenceRecheckSeconds: 10))
         // Second connection: lost while waiting, as silent.
         m.connected()
         open(&m, "n0", "s")
         _ = m.connectionLost()
-        #expect(!m.worthAsking(now: 0, recheckSeconds: 100), "two silent connections")
+        #expect(!m.worthAsking(now: 0, recheckSeconds: 100, silenceRecheckSeconds: 10), "two silent connections")
         // Had one answered, the count would start over.
         var n = NegentropyMachine()
         n.connected()
@@ -55,16 +55,20 @@ import Testing
         let second = n.heardAnswer()
         #expect(first && !second, "the first answer is news once")
         _ = n.connectionLost()
-        #expect(n.silentConnections == 0 && n.worthAsking(now: 0, recheckSeconds: 100))
+        #expect(n.silentConnections == 0 && n.worthAsking(now: 0, recheckSeconds: 100, silenceRecheckSeconds: 10))
     }
 
     @Test func aRecordedRefusalWaitsForTheRecheckIntervalAndARecordedYesDoesNot() {
         var m = NegentropyMachine()
         m.record = NegentropySupportRecord(relayURL: "wss://r", supported: false, checkedAt: 1_000, reason: "NEG-ERR")
-        #expect(!m.worthAsking(now: 1_099, recheckSeconds: 100))
-        #expect(m.worthAsking(now: 1_100, recheckSeconds: 100))
+        #expect(!m.worthAsking(now: 1_099, recheckSeconds: 100, silenceRecheckSeconds: 10))
+        #expect(m.worthAsking(now: 1_100, recheckSeconds: 100, silenceRecheckSeconds: 10))
+        m.record = NegentropySupportRecord(
+            relayURL: "wss://r", supported: false, checkedAt: 1_000, reason: NegentropyMachine.silenceReason + " within 10000 ms")
+        #expect(!m.worthAsking(now: 1_009, recheckSeconds: 100, silenceRecheckSeconds: 10))
+        #expect(m.worthAsking(now: 1_010, recheckSeconds: 100, silenceRecheckSeconds: 10), "silence is remembered briefly")
         m.record = NegentropySupportRecord(relayURL: "wss://r", supported: true, checkedAt: 1_000, reason: "answered")
-        #expect(m.worthAsking(now: 1_000, recheckSeconds: 100))
+        #expect(m.worthAsking(now: 1_000, recheckSeconds: 100, silenceRecheckSeconds: 10))
     }
 
     @Test func abandoningASubscriptionClosesItsPartsAndHandsBackItsFetches() {

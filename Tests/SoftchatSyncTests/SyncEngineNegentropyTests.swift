@@ -261,33 +261,32 @@ import Testing
         #expect(w.reports.contains { if case .notice(_, let text) = $0 { text.contains("invalid_negentropy_message") } else { false } })
     }
 
-    /// Silence is weak evidence: a relay merely slow to answer a first NEG-OPEN (busy, or an
-    /// answer over our frame bound, now skipped) was recorded without NIP-77 for 7 days and paged
-    /// for a week. Now a silent connection pages, the next one asks again, and after two silent
-    /// connections this process stops asking — recording nothing, so the next process asks.
-    @Test func aSilentRelayIsPagedButNotRecordedWithoutNegentropy() {
+    /// Silence is weak evidence: a relay merely slow to answer a first NEG-OPEN was recorded
+    /// without NIP-77 for 7 days and paged for a week. Now silence is remembered for an hour
+    /// (`negentropySilenceRecheckSeconds`): reconnects and new processes within it page at
+    /// once, and the first connection after it asks again.
+    @Test func aSilentRelayIsRememberedForAnHourNotAWeek() {
         let (w, events) = world(count: 800, held: { $0 >= 400 }, mode: .silent)
         w.start { $0.negentropyDeadlineMilliseconds = 3_000 }
         w.run(for: 10_000)
         #expect(w.synced(0, "notes"))
         #expect(outcomes(w).map(\.method) == [.paging])
-        #expect(w.account.negentropyRecords[w.urls[0]]?.supported != false, "silence is not recorded")
+        let record = w.account.negentropyRecords[w.urls[0]]
+        #expect(record?.supported == false && record?.reason.hasPrefix(NegentropyMachine.silenceReason) == true)
         w.cut(0)
         w.run(for: 20_000)
-        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 2, "the next connection asks again")
-        w.cut(0)
-        w.run(for: 20_000)
-        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 2, "two silent connections: not asked again in this run")
-        // A new process over the same account asks again, and a relay that answers now
-        // reconciles every age.
+        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 1, "not asked again within the hour")
+        // A new process an hour later asks again, and a relay that answers now reconciles
+        // every age.
         w.engine.handle(.stop, now: w.now)
         w.pump()
         w.connected[0] = false
         w.relays[0].dropConnection()
         w.relays[0].negentropy = .answer
+        w.unix += 3_600
         w.start { $0.negentropyDeadlineMilliseconds = 3_000 }
         w.run(for: 10_000)
-        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 3)
+        #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 2)
         let all = holdsAll(w, events)
         #expect(all, "every age reconciled")
         #expect(w.account.negentropyRecords[w.urls[0]]?.supported == true)

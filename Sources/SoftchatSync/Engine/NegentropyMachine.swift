@@ -41,11 +41,19 @@ struct NegentropyMachine {
     /// Silent connections in a row after which this process stops asking a relay.
     static let silentConnectionsBeforePaging = 2
 
+    /// The reason recorded when a first NEG-OPEN goes unanswered: weak evidence, remembered for
+    /// `silenceRecheckSeconds` only.
+    static let silenceReason = "no answer to NEG-OPEN"
+
     /// Whether NIP-77 is worth asking on a new connection at `now` (Unix seconds): not after a
-    /// refusal recorded less than `recheckSeconds` ago, nor after silent connections.
-    func worthAsking(now: Int64, recheckSeconds: Int64) -> Bool {
+    /// refusal recorded less than `recheckSeconds` ago, nor after silence recorded less than
+    /// `silenceRecheckSeconds` ago, nor after silent connections in this process.
+    func worthAsking(now: Int64, recheckSeconds: Int64, silenceRecheckSeconds: Int64) -> Bool {
         if silentConnections >= Self.silentConnectionsBeforePaging { return false }
-        if let record, !record.supported, now - record.checkedAt < recheckSeconds { return false }
+        if let record, !record.supported {
+            let wait = record.reason.hasPrefix(Self.silenceReason) ? silenceRecheckSeconds : recheckSeconds
+            if now - record.checkedAt < wait { return false }
+        }
         return true
     }
 

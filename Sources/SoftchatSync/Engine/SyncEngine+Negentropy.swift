@@ -6,17 +6,20 @@ import SoftchatJSON
 /// the subscription then counts as synced up to the connection's start, whatever the age of
 /// what was missing. A relay that refuses NEG-OPEN (a NEG-ERR other than "too big", closed or
 /// auth-required; a NOTICE that reads as "unknown message") is recorded in the account as not
-/// speaking it (asked again after `negentropyRecheckSeconds`); one that stays silent past
-/// `negentropyDeadlineMilliseconds`, or loses the connection first, is paged on that
-/// connection only and asked again on the next, up to `NegentropyMachine.silentConnectionsBeforePaging` silent
-/// connections per process, with nothing recorded. Its subscriptions sync by REQ paging
+/// speaking it (asked again after `negentropyRecheckSeconds`, a week); one that stays silent
+/// past `negentropyDeadlineMilliseconds` is recorded too, but asked again after
+/// `negentropySilenceRecheckSeconds` (an hour); a connection lost before the answer records
+/// nothing (after `NegentropyMachine.silentConnectionsBeforePaging` such connections this
+/// process stops asking). Its subscriptions sync by REQ paging
 /// (`SubscriptionSync`), as they do when the account holds nothing for a subscription yet
 /// (paging is cheaper than listing every id) or the relay's frames are too small.
 extension SyncEngine {
     /// True when subscription `id` on relay `r` should try negentropy on this connection.
     func wantsNegentropy(_ r: Int) -> Bool {
         guard configuration.negentropy, relays[r].limits?.supportsNegentropy != false, negentropyFrameLimit(r) != nil else { return false }
-        return relays[r].neg.worthAsking(now: now.unixSeconds, recheckSeconds: configuration.negentropyRecheckSeconds)
+        return relays[r].neg.worthAsking(
+            now: now.unixSeconds, recheckSeconds: configuration.negentropyRecheckSeconds,
+            silenceRecheckSeconds: configuration.negentropySilenceRecheckSeconds)
     }
 
     /// The largest binary negentropy message that fits the relay's frames as hex, or nil when
@@ -265,12 +268,13 @@ extension SyncEngine {
         let late = relays[r].neg.late(now: mono, deadline: configuration.negentropyDeadlineMilliseconds)
         guard !late.isEmpty else { return }
         if !relays[r].neg.heard {
-            // Silence is weak evidence (a busy relay, an answer lost): this connection pages,
-            // nothing is recorded, and the next connection asks again — up to
-            // `silentConnectionsBeforePaging` silent connections in this process.
-            let reason = "no answer to NEG-OPEN within \(configuration.negentropyDeadlineMilliseconds) ms"
-            report(.notice(relayURL: relays[r].url, "\(reason): syncing by REQ pages on this connection"))
+            // Silence is weak evidence (a busy relay, an answer lost; nostr-relay ignores the
+            // frames): this connection pages, and it is remembered for
+            // `negentropySilenceRecheckSeconds` (an hour), not the week a refusal is.
+            let reason = "\(NegentropyMachine.silenceReason) within \(configuration.negentropyDeadlineMilliseconds) ms"
+            report(.notice(relayURL: relays[r].url, "\(reason): syncing by REQ pages"))
             relays[r].neg.stopAsking(silent: true)
+            recordSupport(r, supported: false, reason: reason)
             for id in relays[r].subscriptions.keys.sorted() { fallBack(r, id, reason: reason) }
             return
         }

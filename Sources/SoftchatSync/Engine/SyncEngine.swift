@@ -55,6 +55,9 @@ public struct SyncEngineConfiguration: Sendable {
     public var negentropyDeadlineMilliseconds: Int64 = 10_000
     /// A relay recorded as not speaking NIP-77 is asked again after this long.
     public var negentropyRecheckSeconds: Int64 = 7 * 86_400
+    /// A relay recorded as silent to a first NEG-OPEN (weak evidence: it may have been busy) is
+    /// asked again after this long.
+    public var negentropySilenceRecheckSeconds: Int64 = 3_600
 
     /// The paging relay `url` starts from: its own when the host gave one, else `paging`.
     public func paging(for url: String) -> RelayPaging { relayPaging[url] ?? paging }
