@@ -354,6 +354,17 @@ final class EngineWorld {
         }
     }
 
+    /// The process ends: the engine stops and every connection goes; the account and the relays
+    /// stay, for a new process to `start` over.
+    func endProcess() {
+        engine.handle(.stop, now: now)
+        pump()
+        for r in relays.indices {
+            connected[r] = false
+            relays[r].dropConnection()
+        }
+    }
+
     func cut(_ r: Int) {
         guard connected[r] || connecting[r] else { return }
         connected[r] = false

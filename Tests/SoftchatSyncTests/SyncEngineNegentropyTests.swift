@@ -168,10 +168,7 @@ import Testing
         w.run(for: 120_000)
         #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 1, "asked again on reconnect")
         // A new process over the same account does not ask either.
-        w.engine.handle(.stop, now: w.now)
-        w.pump()
-        w.connected[0] = false
-        w.relays[0].dropConnection()
+        w.endProcess()
         w.start { $0.negentropyDeadlineMilliseconds = 3_000 }
         w.run(for: 5_000)
         #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 1)
@@ -278,10 +275,7 @@ import Testing
         #expect(w.relays[0].verbs.filter { $0 == "NEG-OPEN" }.count == 1, "not asked again within the hour")
         // A new process an hour later asks again, and a relay that answers now reconciles
         // every age.
-        w.engine.handle(.stop, now: w.now)
-        w.pump()
-        w.connected[0] = false
-        w.relays[0].dropConnection()
+        w.endProcess()
         w.relays[0].negentropy = .answer
         w.unix += 3_600
         w.start { $0.negentropyDeadlineMilliseconds = 3_000 }

@@ -133,11 +133,8 @@ import Testing
         // An old event of another kind; the host widens the subscription to include it.
         let old = Fixtures.event(1_600_000_000, kind: 7, content: "+")
         w.relays[0].insert(old)
-        w.engine.handle(.stop, now: w.now)
-        w.pump()
+        w.endProcess()
         w.account.policy = [("notes", [#"{"kinds":[1,7]}"#], nil)]
-        w.connected[0] = false
-        w.relays[0].dropConnection()
         w.start()
         w.run(for: 1_000)
         #expect(w.account.events[old.id] != nil)

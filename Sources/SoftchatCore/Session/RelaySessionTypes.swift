@@ -200,9 +200,15 @@ public struct RelaySessionSnapshot: Sendable, Hashable, CustomStringConvertible 
 /// callback into the host while the session holds its lock.
 public struct IncomingFrame: Sendable {
     let reader: FrameReader
+    /// For an EVENT: its subscription id and the event as read (unverified), so applying the
+    /// frame reads neither again; nil for every other verb.
+    let event: (subscriptionID: String, unverified: UnverifiedEvent)?
+
     /// For an EVENT: its subscription id, and the id and `created_at` the event claims
     /// (unverified); nil for every other verb.
-    public let claimedEvent: ClaimedEvent?
+    public var claimedEvent: ClaimedEvent? {
+        event.map { ClaimedEvent(subscriptionID: $0.subscriptionID, eventID: $0.unverified.id, createdAt: $0.unverified.createdAt) }
+    }
 
     /// What an EVENT frame claims before verification.
     public struct ClaimedEvent: Sendable, Hashable {
@@ -220,7 +226,7 @@ public struct IncomingFrame: Sendable {
     init(text: String) throws(SoftchatError) {
         reader = try FrameReader(text: text, direction: "relay")
         guard reader.verb == "EVENT" else {
-            claimedEvent = nil
+            event = nil
             return
         }
         try reader.arity(3, "[\"EVENT\", subscription id, event]")
@@ -231,6 +237,6 @@ public struct IncomingFrame: Sendable {
         } catch {
             throw .invalidRelayFrame("EVENT event: \(error.message)")
         }
-        claimedEvent = ClaimedEvent(subscriptionID: subscriptionID, eventID: unverified.id, createdAt: unverified.createdAt)
+        event = (subscriptionID, unverified)
     }
 }

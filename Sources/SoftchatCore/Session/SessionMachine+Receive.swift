@@ -10,17 +10,21 @@ extension SessionMachine {
 
     mutating func receive(_ frame: IncomingFrame, now: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
         try requireConnected("receive")
-        let actions = try receive(frame.reader, clock: now ?? lastNow)
+        let actions =
+            if let event = frame.event {
+                try receiveEvent(subscriptionID: event.subscriptionID, unverified: event.unverified)
+            } else {
+                try receive(frame.reader, clock: now ?? lastNow)
+            }
         // Only a frame that was accepted moves the session's clock.
         observe(now)
         return actions
     }
 
     mutating func receive(_ reader: FrameReader, clock: Int64?) throws(SoftchatError) -> [RelaySessionAction] {
-        if reader.verb == "EVENT" { return try receiveEvent(reader) }
         switch try parseRelayResponseFrame(reader) {
         case .event:
-            preconditionFailure("EVENT frames take receiveEvent")
+            preconditionFailure("EVENT frames are read by IncomingFrame and take receiveEvent")
         case .ok(let eventID, let accepted, let message):
             return receiveOK(eventID: eventID, accepted: accepted, message: message)
         case .eose(let id):
@@ -58,17 +62,9 @@ extension SessionMachine {
         }
     }
 
-    /// An EVENT: shape first, then dedupe by id before any signature work, then verification,
-    /// then the subscription's filters, then the hand-off bound.
-    mutating func receiveEvent(_ reader: FrameReader) throws(SoftchatError) -> [RelaySessionAction] {
-        try reader.arity(3, "[\"EVENT\", subscription id, event]")
-        let subscriptionID = try reader.subscriptionID(1)
-        let unverified: UnverifiedEvent
-        do throws(EventIssue) {
-            unverified = try reader.unverifiedEvent(2)
-        } catch {
-            throw .invalidRelayFrame("EVENT event: \(error.message)")
-        }
+    /// An EVENT, its shape already read (`IncomingFrame`): dedupe by id before any signature
+    /// work, then verification, then the subscription's filters, then the hand-off bound.
+    mutating func receiveEvent(subscriptionID: String, unverified: UnverifiedEvent) throws(SoftchatError) -> [RelaySessionAction] {
         let id = unverified.id
         func rejected(_ reason: String) -> [RelaySessionAction] {
             [.eventRejected(subscriptionID: subscriptionID, eventID: id, reason: reason)]

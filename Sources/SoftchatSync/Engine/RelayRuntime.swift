@@ -121,7 +121,7 @@ struct RelayRuntime {
     /// event the relay receives, so what a deeper window finds arrived while we were away.
     func deeperResyncDue(interval: Int64) -> Int64? {
         guard !neg.heard else { return nil }
-        return subscriptions.values.filter { $0.negentropy == nil && !$0.awaitingItems }
+        return subscriptions.values.filter(\.atRest)
             .compactMap { $0.sync.deeperWindowDue(interval: interval) }.min()
     }
 
@@ -174,6 +174,9 @@ struct SubscriptionRuntime {
     var negentropy: NegentropySync?
     /// Waiting for the account's reconciliation items.
     var awaitingItems = false
+
+    /// No NIP-77 reconciliation runs or waits for its items: paging owns the window.
+    var atRest: Bool { negentropy == nil && !awaitingItems }
 
     func reloaded() -> SubscriptionRuntime {
         var copy = self

@@ -225,7 +225,7 @@ extension SyncEngine {
         }
         defer { sendQueuedRequests(r) }
         guard relays[r].subscriptions[id] != nil else { return }
-        let wasRunning = relays[r].subscriptions[id]!.negentropy != nil || relays[r].subscriptions[id]!.awaitingItems
+        let wasRunning = !relays[r].subscriptions[id]!.atRest
         relays[r].subscriptions[id]!.negentropy = nil
         relays[r].subscriptions[id]!.awaitingItems = false
         if wasRunning && relays[r].phase == .connected {

@@ -526,7 +526,7 @@ extension SyncEngine {
         let interval = configuration.deepResyncIntervalSeconds
         guard let due = relays[r].deeperResyncDue(interval: interval), now.unixSeconds >= due else { return }
         for id in relays[r].subscriptions.keys.sorted() {
-            guard let sub = relays[r].subscriptions[id], sub.negentropy == nil, !sub.awaitingItems,
+            guard let sub = relays[r].subscriptions[id], sub.atRest,
                 let at = sub.sync.deeperWindowDue(interval: interval), now.unixSeconds >= at
             else { continue }
             relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds, deepResyncInterval: interval)
