@@ -75,8 +75,11 @@ public enum BenchCorpus {
     }
     public static func dense(quick: Bool) -> [VerifiedEvent] { events(count: quick ? 20 : 1_000, contentBytes: 50_000, seed: 3) }
 
-    /// `count` signed events with content of about `contentBytes` bytes.
-    public static func events(count: Int, contentBytes: Int, seed: UInt64 = 1, style: Style = .chat) -> [VerifiedEvent] {
+    /// `count` signed events with content of about `contentBytes` bytes, dated one a second from
+    /// `firstCreatedAt`.
+    public static func events(
+        count: Int, contentBytes: Int, seed: UInt64 = 1, style: Style = .chat, firstCreatedAt: Int64 = 1_700_000_000
+    ) -> [VerifiedEvent] {
         let keys = authors()
         var rng = SplitMix64(seed: seed)
         let aux = [UInt8](repeating: 7, count: 32)
@@ -88,7 +91,7 @@ public enum BenchCorpus {
             if rng.below(10) < 3 { tags.append(["p", keys[rng.below(keys.count)].publicKeyHex]) }
             if rng.below(10) < 2, let last = out.last { tags.append(["e", last.id, "", "reply"]) }
             let draft = UnsignedEvent(
-                createdAt: 1_700_000_000 + Int64(i), kind: 1, tags: tags,
+                createdAt: firstCreatedAt + Int64(i), kind: 1, tags: tags,
                 content: style == .chat ? content(&rng, bytes: contentBytes) : prose(&rng, bytes: contentBytes))
             out.append(try! author.sign(draft, auxRandom: aux))
         }

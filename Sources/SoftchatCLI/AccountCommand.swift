@@ -22,6 +22,12 @@ enum AccountCommand {
           written --relay URL --lease ID INTENT…               mark intents socket-written
           apply   --relay URL --lease ID       relay OK frames on stdin → delivery results
           release --relay URL --lease ID       give the claim's unfinished work back
+          query   --filter JSON [--filter JSON…] [--limit N] [--now T]
+                                               stored events matching the filters, newest first,
+                                               one JSON per line
+          conversations --kind K [--tag p|h] [--limit N] [--now T]
+                                               the conversation list, newest activity first
+          read    --kind K --tag p|h --value V --until T   mark a conversation read up to T
           status  [--relay URL]                intents per state, events, quarantine
           check   [--now T]                    integrity check plus invariants; exit 0 only if all hold
 
@@ -30,8 +36,12 @@ enum AccountCommand {
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(
-            args, valued: ["--db", "--batch", "--now", "--relay", "--operation", "--lease", "--max"],
-            switches: ["--json", "--help", "-h"], repeatable: ["--relay"])
+            args,
+            valued: [
+                "--db", "--batch", "--now", "--relay", "--operation", "--lease", "--max", "--filter", "--limit", "--kind", "--tag", "--value",
+                "--until",
+            ],
+            switches: ["--json", "--help", "-h"], repeatable: ["--relay", "--filter"])
         if parsed.has("--help") || parsed.has("-h") || parsed.positional.isEmpty {
             Output.standard.line(help)
             return parsed.positional.isEmpty && !(parsed.has("--help") || parsed.has("-h")) ? .usage : .success
@@ -110,6 +120,33 @@ enum AccountCommand {
             let (relay, lease) = try claimArguments(parsed)
             try account.delivery.release(DeliveryClaim(leaseID: lease, relayURL: relay))
             Output.standard.line(#"{"released":true}"#)
+            return .success
+        case "query":
+            let filters = try (parsed.repeated["--filter"] ?? []).map { try RelayFilter.fromJSON($0) }
+            guard !filters.isEmpty else { throw UsageError("query needs --filter JSON") }
+            for event in try account.events(matching: filters, limit: try parsed.int("--limit").map { Int($0) }, now: now) {
+                Output.standard.line(event.jsonText)
+            }
+            return .success
+        case "conversations":
+            guard let kind = try parsed.int("--kind") else { throw UsageError("conversations needs --kind K") }
+            let list = try account.conversations(
+                kind: Int(kind), tag: parsed.options["--tag"] ?? "p", limit: Int(try parsed.int("--limit") ?? 50), now: now)
+            for c in list {
+                var line = JSONObject([
+                    "tag": .string(c.tag), "value": .string(c.value), "messages": .integer(Int64(c.messages)), "unread": .integer(Int64(c.unread)),
+                ])
+                if let readUntil = c.readUntil { line.append("readUntil", .integer(readUntil)) }
+                if let latest = c.latest { line.append("latest", .string(latest.id)) }
+                Output.standard.line(JSONValue.object(line).jsonText)
+            }
+            return .success
+        case "read":
+            guard let kind = try parsed.int("--kind"), let tag = parsed.options["--tag"], let value = parsed.options["--value"],
+                let until = try parsed.int("--until")
+            else { throw UsageError("read needs --kind K --tag p|h --value V --until T") }
+            try account.markRead(kind: Int(kind), tag: tag, value: value, until: until, now: now)
+            Output.standard.line(#"{"read":true}"#)
             return .success
         case "status":
             let counts = try account.delivery.stateCounts(relayURL: parsed.options["--relay"])

@@ -22,7 +22,9 @@ enum BenchCommand {
           account    durable ingestion in batches of 256 beside raw SQLite inserts of the same
                      rows with the same durability; chat-history query latency
           scale      an account of 1,000,000 events: ingest rate of the last 10,000 beside the
-                     first 10,000, chat-history query median beside the same at 10,000
+                     first 10,000, chat-history and conversation-list medians beside the same
+                     at 10,000, a fresh process's peak memory serving the chat query
+                     [--events N] [--arrival overlapping|dated] [--layout 8 (the old layout)]
           transport  publish → OK round trips on loopback, single EVENTs vs EVENTS batches,
                      beside a loopback REQ → EOSE round trip
           managed    the managed transport against relays in a child process (`softchat relay`):
@@ -53,7 +55,7 @@ enum BenchCommand {
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(
-            args, valued: ["--small", "--large", "--events", "--events-file", "--relay", "--filter"],
+            args, valued: ["--small", "--large", "--events", "--events-file", "--relay", "--filter", "--arrival", "--layout"],
             switches: ["--json", "--quick", "--small-only", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
@@ -89,7 +91,12 @@ enum BenchCommand {
                 rmdir(path)
             case "scale":
                 let path = try temporaryDirectory()
-                results = ScaleBenchmarks.run(quick: quick, directory: path, events: try parsed.int("--events").map { Int($0) })
+                guard let arrival = ScaleBenchmarks.Arrival(rawValue: parsed.options["--arrival"] ?? "overlapping") else {
+                    throw UsageError("--arrival must be overlapping or dated")
+                }
+                results = ScaleBenchmarks.run(
+                    quick: quick, directory: path, events: try parsed.int("--events").map { Int($0) }, arrival: arrival,
+                    layoutVersion: try parsed.int("--layout").map { Int($0) })
                 rmdir(path)
             case "managed":
                 let path = try temporaryDirectory()

@@ -591,7 +591,7 @@ import Testing
         #expect(sqlite3_open(t.path, &raw) == SQLITE_OK)
         for sql in [
             "PRAGMA writable_schema = ON",
-            "UPDATE sqlite_schema SET sql = 'CREATE INDEX event_tags_lookup ON event_tags (value, name, event_id)' WHERE name = 'event_tags_lookup'",
+            "UPDATE sqlite_schema SET sql = 'CREATE INDEX event_tags_time ON event_tags (value, name, created_at DESC, event_seq)' WHERE name = 'event_tags_time'",
             "PRAGMA writable_schema = RESET",
         ] {
             #expect(sqlite3_exec(raw, sql, nil, nil, nil) == SQLITE_OK, "\(sql)")

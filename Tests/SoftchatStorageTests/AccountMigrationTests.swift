@@ -4,7 +4,7 @@ import SoftchatJSON
 import SoftchatTestSupport
 import Testing
 
-@testable import SoftchatStorage
+@_spi(OldLayouts) @testable import SoftchatStorage
 
 /// Versioned migrations (`PRAGMA user_version`): an upgrade from every earlier version keeps
 /// the data and makes every table usable; a newer database fails cleanly; an up-to-date one
@@ -165,14 +165,14 @@ import Testing
         let raw = try SQLiteConnection(path: t.path)
         let mode = try raw.statement("PRAGMA journal_mode")
         #expect(try mode.step() && mode.text(0) == "wal")
-        // Foreign keys are enforced: an intent for an event that is not stored is refused.
+        // Foreign keys are enforced: an intent of an operation that is not stored is refused.
         expectSoftchatError(.accountStorageFailed, mentioning: ["SQLite error 19", "FOREIGN KEY"]) {
             try t.account.store.write("orphan intent") { db in
                 try db.execute("INSERT INTO publish_operations (operation_id, fingerprint, created_at) VALUES ('op', 'f', 0)")
                 try db.execute(
                     """
                     INSERT INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at)
-                    VALUES ('i', 'op', 'missing', 'wss://r', 'pending', 0, 1, 0)
+                    VALUES ('i', 'another op', 'missing', 'wss://r', 'pending', 0, 1, 0)
                     """)
             }
         }

@@ -43,8 +43,8 @@ import Testing
         // One more distinct pair (the "d") would pass the bound: the marker instead.
         let one = signed(tags: tags + [["d", "y"]], content: "one more")
         _ = try t.account.incoming.ingest([one], receivedAt: t0)
-        #expect(try t.scalar("SELECT COUNT(*) FROM event_tags WHERE event_id = '\(one.id)'") == 1)
-        #expect(try t.scalar("SELECT COUNT(*) FROM event_tags WHERE name = '' AND event_id = '\(one.id)'") == 1)
+        #expect(try t.scalar("SELECT COUNT(*) FROM event_tags WHERE event_seq = (SELECT seq FROM events WHERE id = '\(one.id)')") == 1)
+        #expect(try t.scalar("SELECT COUNT(*) FROM event_tags WHERE name = '' AND event_seq = (SELECT seq FROM events WHERE id = '\(one.id)')") == 1)
     }
 
     @Test func anEventPastTheBoundIsFoundByEveryTagFilterAndOnlyByMatchingOnes() throws {

@@ -22,7 +22,8 @@ public struct AccountCheckReport: Sendable, Hashable {
 extension SoftchatAccount {
     /// `PRAGMA integrity_check`, `PRAGMA foreign_key_check` and the invariants: every receipt
     /// total, every intent in exactly one known state, no lease without an expiry, every leased
-    /// intent's lease known, no terminal intent still leased, every intent's event stored; and
+    /// intent's lease known, no terminal intent still leased, every intent's event stored, each
+    /// event's id key its id's, each id stored once, each tag row carrying its event's time; and
     /// every stored event's id and BIP-340 signature verified again, so a tampered or imported
     /// file cannot pass for an account of verified events (reads recompute each event's id, not
     /// its signature; this is the full check, about 40 µs an event).
@@ -65,6 +66,15 @@ extension SoftchatAccount {
             if terminalLeased > 0 { report.problems.append("\(terminalLeased) terminal intents still hold a lease") }
             let missingEvent = try db.scalarInt("SELECT COUNT(*) FROM publish_intents WHERE event_id NOT IN (SELECT id FROM events)")
             if missingEvent > 0 { report.problems.append("\(missingEvent) intents have no stored event") }
+            // The layout's own invariants (schema 9): each row's id key is its id's, an id is
+            // stored once, and each tag row carries its event's time.
+            let wrongKeys = try db.scalarInt("SELECT COUNT(*) FROM events WHERE id_key != (\(EventLayout.idKeySQL("id")))")
+            if wrongKeys > 0 { report.problems.append("\(wrongKeys) events have an id key that is not their id's") }
+            let repeated = try db.scalarInt("SELECT COUNT(*) FROM (SELECT id FROM events GROUP BY id_key, id HAVING COUNT(*) > 1)")
+            if repeated > 0 { report.problems.append("\(repeated) event ids are stored more than once") }
+            let tagTimes = try db.scalarInt(
+                "SELECT COUNT(*) FROM event_tags t JOIN events e ON e.seq = t.event_seq WHERE t.created_at != e.created_at")
+            if tagTimes > 0 { report.problems.append("\(tagTimes) tag rows carry a time that is not their event's") }
             report.liveLeases = Int(try db.scalarInt("SELECT COUNT(*) FROM delivery_leases WHERE released = 0 AND expires_at > \(now)"))
             let stored = try db.statement("SELECT id, json FROM events")
             var forged: [String] = []

@@ -104,18 +104,22 @@ public struct AccountDelivery: Sendable {
                 store.version >= 8
                     ? "UPDATE publish_intents SET failures = failures + (state = \(DeliveryState.inFlight.sql)), lease_id = ?, state = \(DeliveryState.pending.sql), updated_at = ? WHERE intent_id = ?"
                     : "UPDATE publish_intents SET lease_id = ?, state = \(DeliveryState.pending.sql), updated_at = ? WHERE intent_id = ?")
-            let payload = try db.statement(
-                "SELECT i.event_id, e.json FROM publish_intents i JOIN events e ON e.id = i.event_id WHERE i.intent_id = ?")
+            let eventOf = try db.statement("SELECT event_id FROM publish_intents WHERE intent_id = ?")
+            let json = try db.statement("SELECT json FROM events WHERE \(store.layout.idCondition)")
             var payloads: [DeliveryPayload] = []
             for id in ids {
                 try supersede.bind(.text(id)).run()
                 supersede.reset()
                 try take.bind(.text(leaseID), .int(now), .text(id)).run()
                 take.reset()
-                try payload.bind(.text(id))
-                guard try payload.step() else { continue }
-                payloads.append(DeliveryPayload(intentID: id, eventID: payload.text(0), eventJSON: payload.text(1)))
-                payload.reset()
+                try eventOf.bind(.text(id))
+                guard try eventOf.step() else { continue }
+                let eventID = eventOf.text(0)
+                eventOf.reset()
+                try json.bind(.int(EventLayout.idKey(eventID)), .text(eventID))
+                guard try json.step() else { continue }
+                payloads.append(DeliveryPayload(intentID: id, eventID: eventID, eventJSON: json.text(0)))
+                json.reset()
             }
             return DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseID, relayURL: relayURL, expiresAt: expiresAt), payloads: payloads)
         }

@@ -108,7 +108,7 @@ public struct AccountIncoming: Sendable {
         let verifiedIDs = Set(inputs.compactMap { if case .verified(let e) = $0 { e.id } else { nil } })
         let inputs = inputs.filter { if case .unverifiable(let key, _, _, _) = $0 { !verifiedIDs.contains(key) } else { true } }
         let outcome = try store.write("ingest") { db in
-            var writer = EventWriter(db: db, receivedAt: receivedAt, tagTimes: store.version >= 5)
+            var writer = EventWriter(db: db, receivedAt: receivedAt, layout: store.layout)
             for input in inputs { try writer.add(input) }
             try writer.recordReceipt()
             try also(db)
@@ -174,16 +174,16 @@ enum KindClass {
 struct EventWriter {
     let db: SQLiteConnection
     let receivedAt: Int64
-    /// event_tags has its created_at column (schema 5; older only in upgrade tests).
-    let tagTimes: Bool
+    /// The account's layout (older ones only in upgrade tests and fixtures of old accounts).
+    let layout: EventLayout
     var receipt = IngestionReceipt()
     var quarantined: [QuarantinedEvent] = []
     private var seen: Set<String> = []
 
-    init(db: SQLiteConnection, receivedAt: Int64, tagTimes: Bool = true) {
+    init(db: SQLiteConnection, receivedAt: Int64, layout: EventLayout = .byArrival) {
         self.db = db
         self.receivedAt = receivedAt
-        self.tagTimes = tagTimes
+        self.layout = layout
     }
 
     mutating func add(_ input: IngestInput) throws {
@@ -207,10 +207,15 @@ struct EventWriter {
         quarantined.append(QuarantinedEvent(eventID: key, reason: reason))
     }
 
+    /// Whether the account holds a row for the event `id` (served or hidden).
+    func contains(_ id: String) throws -> Bool {
+        try db.statement("SELECT 1 FROM events WHERE \(layout.idCondition)").bind(.int(EventLayout.idKey(id)), .text(id)).step()
+    }
+
     /// Stores one verified event; returns false when it was a duplicate (of a row or of history).
     @discardableResult
     mutating func add(_ event: VerifiedEvent) throws -> Bool {
-        if try db.statement("SELECT 1 FROM events WHERE id = ?").bind(.text(event.id)).step() {
+        if try contains(event.id) {
             receipt.duplicateEventIDs.append(event.id)
             return false
         }
@@ -245,28 +250,46 @@ struct EventWriter {
             }
         }
         let hidden = try isDeleted(event, dTag: dTag)
-        try db.statement(
-            "INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
-        .bind(
-            .text(event.id), .text(event.pubkey), .int(event.createdAt), .int(Int64(event.kind)), .optional(dTag),
-            .optional(expiration), .int(hidden ? 1 : 0), .int(receivedAt), .text(event.jsonText)
-        ).run()
-        let tagInsert = try db.statement(
-            tagTimes
-                ? "INSERT INTO event_tags (event_id, name, value, created_at) VALUES (?, ?, ?, ?)"
-                : "INSERT INTO event_tags (event_id, name, value) VALUES (?, ?, ?)")
-        for (name, value) in TagIndex.rows(of: event) {
-            if tagTimes {
-                try tagInsert.bind(.text(event.id), .text(name), .text(value), .int(event.createdAt)).run()
-            } else {
-                try tagInsert.bind(.text(event.id), .text(name), .text(value)).run()
+        let row = try insertRow(event, dTag: dTag, expiration: expiration, hidden: hidden)
+        let tagInsert: Statement
+        switch layout {
+        case .byArrival: tagInsert = try db.statement("INSERT INTO event_tags (event_seq, name, value, created_at) VALUES (?, ?, ?, ?)")
+        case .byID(true): tagInsert = try db.statement("INSERT INTO event_tags (event_id, name, value, created_at) VALUES (?, ?, ?, ?)")
+        case .byID(false): tagInsert = try db.statement("INSERT INTO event_tags (event_id, name, value) VALUES (?, ?, ?)")
+        }
+        let tags = TagIndex.rows(of: event)
+        for (name, value) in tags {
+            switch layout {
+            case .byArrival: try tagInsert.bind(.int(row), .text(name), .text(value), .int(event.createdAt)).run()
+            case .byID(true): try tagInsert.bind(.text(event.id), .text(name), .text(value), .int(event.createdAt)).run()
+            case .byID(false): try tagInsert.bind(.text(event.id), .text(name), .text(value)).run()
             }
             tagInsert.reset()
         }
+        if layout == .byArrival, !hidden { try ConversationIndex.count(db, kind: event.kind, createdAt: event.createdAt, tags: tags) }
         if event.kind == 5 { try applyDeletion(event) }
         receipt.insertedEventIDs.append(event.id)
         return true
+    }
+
+    /// Inserts the event's row (no tags) and returns its rowid (its `seq` from schema 9).
+    @discardableResult
+    func insertRow(_ event: VerifiedEvent, dTag: String?, expiration: Int64?, hidden: Bool) throws -> Int64 {
+        let values: [SQLValue] = [
+            .text(event.id), .text(event.pubkey), .int(event.createdAt), .int(Int64(event.kind)), .optional(dTag),
+            .optional(expiration), .int(hidden ? 1 : 0), .int(receivedAt), .text(event.jsonText),
+        ]
+        switch layout {
+        case .byArrival:
+            try db.statement(
+                "INSERT INTO events (id_key, id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ).bind([.int(EventLayout.idKey(event.id))] + values).run()
+        case .byID:
+            try db.statement(
+                "INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ).bind(values).run()
+        }
+        return db.lastInsertRowID
     }
 
     /// NIP-09: a kind-5 request hides the referenced events (by `e` id or `a` address) of the
@@ -277,8 +300,19 @@ struct EventWriter {
             try record.bind(.text(deletion.pubkey), .text(tag[1]), .int(deletion.createdAt), .text(deletion.id)).run()
             record.reset()
             if tag[0] == "e" {
-                try db.statement("UPDATE events SET deleted = 1 WHERE id = ? AND pubkey = ? AND kind != 5")
-                    .bind(.text(tag[1]), .text(deletion.pubkey)).run()
+                if layout == .byArrival {
+                    let served = try db.statement(
+                        "SELECT seq, kind FROM events WHERE \(layout.idCondition) AND pubkey = ? AND kind != 5 AND deleted = 0"
+                    )
+                    .bind(.int(EventLayout.idKey(tag[1])), .text(tag[1]), .text(deletion.pubkey))
+                    if try served.step() {
+                        let (seq, kind) = (served.int64(0), Int(served.int64(1)))
+                        served.reset()
+                        try ConversationIndex.forget(db, seq: seq, kind: kind)
+                    }
+                }
+                try db.statement("UPDATE events SET deleted = 1 WHERE \(layout.idCondition) AND pubkey = ? AND kind != 5")
+                    .bind(.int(EventLayout.idKey(tag[1])), .text(tag[1]), .text(deletion.pubkey)).run()
             } else if let address = Address(tag[1]), address.pubkey == deletion.pubkey, let dTag = address.storedDTag {
                 try db.statement("UPDATE events SET deleted = 1 WHERE pubkey = ? AND kind = ? AND d_tag IS ? AND created_at <= ?")
                     .bind(.text(address.pubkey), .int(Int64(address.kind)), .optional(dTag), .int(deletion.createdAt)).run()

@@ -50,26 +50,32 @@ extension SoftchatAccount {
         var sql =
             driving == nil
             ? "SELECT e.json FROM events e WHERE e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
-            : "SELECT e.json, e.id FROM event_tags d JOIN events e ON e.id = d.event_id WHERE d.name = ? AND d.value = ? AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
+            : "SELECT e.json, d.event_seq, d.created_at FROM event_tags d JOIN events e ON e.seq = d.event_seq WHERE d.name = ? AND d.value = ? AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
         var args: [SQLValue] = []
         if let driving { args += [.text(String(driving.letter)), .text(driving.values[0])] }
         args.append(.int(now))
         let time = driving == nil ? "e.created_at" : "d.created_at"
         narrow(filter, timeColumn: time, except: driving, sql: &sql, args: &args)
         if driving != nil, let limit = filter.limit {
-            sql += " ORDER BY d.created_at DESC, d.event_id ASC"
+            // The index's order: newest first, ties by arrival. NIP-01 breaks ties by lowest id,
+            // so the second of the `limit`-th match is read to its end before the cut.
+            sql += " ORDER BY d.created_at DESC, d.event_seq"
             let statement = try db.statement(sql).bind(args)
             var out: [VerifiedEvent] = []
-            var seen: Set<String> = []
+            var seen: Set<Int64> = []
+            var boundary: Int64?
             // No SQL LIMIT: an event carrying the tag value twice gives two rows, and the
-            // filter's own semantics decide; stop at `limit` distinct matches.
-            while out.count < limit, try statement.step() {
-                guard seen.insert(statement.text(1)).inserted else { continue }
+            // filter's own semantics decide.
+            while try statement.step() {
+                if let boundary, statement.int64(2) < boundary { break }
+                guard seen.insert(statement.int64(1)).inserted else { continue }
                 let event = try VerifiedEvent(storedJSON: statement.text(0))
-                if filter.matches(event) { out.append(event) }
+                guard filter.matches(event) else { continue }
+                out.append(event)
+                if out.count == limit { boundary = event.createdAt }
             }
             statement.reset()
-            return try withOverflow(db, filter, out, limit: limit, now: now)
+            return try withOverflow(db, filter, newestFirst(out, limit: Int(clamping: limit)), limit: limit, now: now)
         }
         sql += " ORDER BY e.created_at DESC, e.id ASC"
         if let limit = filter.limit {
@@ -102,7 +108,7 @@ extension SoftchatAccount {
     /// `RelayFilter.matches` (SQL narrows by everything but tags); served ones only (not deleted,
     /// not expired as of `now`) unless `now` is nil.
     static func overflowEvents(_ db: SQLiteConnection, _ filter: RelayFilter, now: Int64?) throws -> [VerifiedEvent] {
-        var sql = "SELECT e.json FROM event_tags o JOIN events e ON e.id = o.event_id WHERE o.name = ? AND o.value = ''"
+        var sql = "SELECT e.json FROM event_tags o JOIN events e ON e.seq = o.event_seq WHERE o.name = ? AND o.value = ''"
         var args: [SQLValue] = [.text(TagIndex.overflowName)]
         if let now {
             sql += " AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
@@ -126,11 +132,17 @@ extension SoftchatAccount {
         _ filter: RelayFilter, timeColumn time: String, except driving: (letter: Character, values: [String])? = nil,
         tags: Bool = true, sql: inout String, args: inout [SQLValue]
     ) {
-        func hexCondition(_ column: String, _ values: [String]) {
+        func hexCondition(_ column: String, key: String? = nil, _ values: [String]) {
             var parts: [String] = []
             let exact = values.filter { $0.utf8.count == 64 }
             if !exact.isEmpty {
-                parts.append("\(column) IN (\(marks(exact.count)))")
+                // Ids go through the narrow id-key index; the full id decides.
+                if let key {
+                    parts.append("(\(key) IN (\(marks(exact.count))) AND \(column) IN (\(marks(exact.count))))")
+                    args += exact.map { .int(EventLayout.idKey($0)) }
+                } else {
+                    parts.append("\(column) IN (\(marks(exact.count)))")
+                }
                 args += exact.map(SQLValue.text)
             }
             for prefix in values where prefix.utf8.count < 64 {
@@ -139,7 +151,7 @@ extension SoftchatAccount {
             }
             sql += " AND (" + parts.joined(separator: " OR ") + ")"
         }
-        if let ids = filter.ids { hexCondition("e.id", ids) }
+        if let ids = filter.ids { hexCondition("e.id", key: "e.id_key", ids) }
         if let authors = filter.authors { hexCondition("e.pubkey", authors) }
         if let kinds = filter.kinds {
             // With a tag condition, the tag index is the selective one: `+` keeps SQLite from
@@ -157,15 +169,15 @@ extension SoftchatAccount {
             args.append(.int(until))
         }
         for condition in filter.tagConditions where tags && (driving.map { $0 != condition } ?? true) {
-            narrow(id: "e.id", by: condition, sql: &sql, args: &args)
+            narrow(seq: "e.seq", by: condition, sql: &sql, args: &args)
         }
     }
 
-    /// `AND <id> IN` the events carrying one of the condition's values. An IN over the tag index
-    /// yields the candidate ids first (few for a chat filter), instead of testing every event of
+    /// `AND <seq> IN` the events carrying one of the condition's values. An IN over the tag index
+    /// yields the candidate rows first (few for a chat filter), instead of testing every event of
     /// the kind in time order.
-    static func narrow(id column: String, by condition: (letter: Character, values: [String]), sql: inout String, args: inout [SQLValue]) {
-        sql += " AND \(column) IN (SELECT t.event_id FROM event_tags t WHERE t.name = ? AND t.value IN (\(marks(condition.values.count))))"
+    static func narrow(seq column: String, by condition: (letter: Character, values: [String]), sql: inout String, args: inout [SQLValue]) {
+        sql += " AND \(column) IN (SELECT t.event_seq FROM event_tags t WHERE t.name = ? AND t.value IN (\(marks(condition.values.count))))"
         args.append(.text(String(condition.letter)))
         args += condition.values.map(SQLValue.text)
     }

@@ -138,7 +138,97 @@ enum Migrations {
         """
         ALTER TABLE publish_intents ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
         """,
+        // 9: the layout for a large account (see ``EventLayout``): events in a rowid table in
+        // arrival order, found by a narrow index on the id's first 8 bytes; tags keyed by that
+        // rowid; the conversation list and read markers (``ConversationIndex``). Rebuilt in place, with foreign keys off during the step and checked before it
+        // commits (``foreignKeysOffSteps``); the intents' event ids are checked by
+        // `SoftchatAccount.check` instead of a foreign key, which needs a unique id index.
+        """
+        CREATE TABLE events_by_arrival (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL,
+            id_key INTEGER NOT NULL,
+            pubkey TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            kind INTEGER NOT NULL,
+            d_tag TEXT,
+            expires_at INTEGER,
+            deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+            received_at INTEGER NOT NULL,
+            json TEXT NOT NULL
+        );
+        INSERT INTO events_by_arrival (id, id_key, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json)
+            SELECT id, \(EventLayout.idKeySQL("id")), pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json
+            FROM events ORDER BY received_at, created_at, id;
+        CREATE TABLE event_tags_by_seq (
+            event_seq INTEGER NOT NULL REFERENCES events_by_arrival (seq) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            value TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        );
+        INSERT INTO event_tags_by_seq (event_seq, name, value, created_at)
+            SELECT n.seq, t.name, t.value, t.created_at FROM events_by_arrival n JOIN event_tags t ON t.event_id = n.id ORDER BY n.seq;
+        DROP TABLE event_tags;
+        DROP TABLE events;
+        ALTER TABLE events_by_arrival RENAME TO events;
+        ALTER TABLE event_tags_by_seq RENAME TO event_tags;
+        CREATE INDEX events_id_key ON events (id_key);
+        CREATE INDEX events_author_kind_time ON events (pubkey, kind, created_at);
+        CREATE INDEX events_kind_time ON events (kind, created_at);
+        CREATE INDEX events_time ON events (created_at);
+        CREATE INDEX event_tags_time ON event_tags (name, value, created_at DESC, event_seq);
+        CREATE INDEX event_tags_event ON event_tags (event_seq);
+        CREATE TABLE publish_intents_rebuilt (
+            intent_id TEXT PRIMARY KEY NOT NULL,
+            operation_id TEXT NOT NULL REFERENCES publish_operations (operation_id),
+            event_id TEXT NOT NULL,
+            relay_url TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('pending', 'inFlight', 'accepted', 'rejected', 'retryable')),
+            category TEXT,
+            message TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            lease_id TEXT REFERENCES delivery_leases (lease_id),
+            sequence INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            failures INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (event_id, relay_url)
+        );
+        INSERT INTO publish_intents_rebuilt
+            (intent_id, operation_id, event_id, relay_url, state, category, message, attempts, lease_id, sequence, updated_at, failures)
+            SELECT intent_id, operation_id, event_id, relay_url, state, category, message, attempts, lease_id, sequence, updated_at, failures
+            FROM publish_intents;
+        DROP TABLE publish_intents;
+        ALTER TABLE publish_intents_rebuilt RENAME TO publish_intents;
+        CREATE INDEX publish_intents_relay_state ON publish_intents (relay_url, state, sequence);
+        CREATE INDEX publish_intents_lease ON publish_intents (lease_id);
+        CREATE TABLE conversations (
+            kind INTEGER NOT NULL,
+            tag TEXT NOT NULL,
+            value TEXT NOT NULL,
+            messages INTEGER NOT NULL,
+            latest_created_at INTEGER NOT NULL,
+            PRIMARY KEY (kind, tag, value)
+        ) WITHOUT ROWID;
+        CREATE INDEX conversations_recent ON conversations (kind, tag, latest_created_at DESC);
+        INSERT INTO conversations (kind, tag, value, messages, latest_created_at)
+            SELECT e.kind, t.name, t.value, COUNT(*), MAX(e.created_at) FROM event_tags t JOIN events e ON e.seq = t.event_seq
+            WHERE t.name IN \(ConversationIndex.tagsSQL) AND e.deleted = 0 AND \(ConversationIndex.kindsSQL("e.kind"))
+            GROUP BY e.kind, t.name, t.value;
+        CREATE TABLE read_markers (
+            kind INTEGER NOT NULL,
+            tag TEXT NOT NULL,
+            value TEXT NOT NULL,
+            read_until INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (kind, tag, value)
+        ) WITHOUT ROWID;
+        """,
     ]
+
+    /// Steps that rebuild tables: run with `PRAGMA foreign_keys = OFF` (a rebuild drops and
+    /// renames tables other tables refer to), and `PRAGMA foreign_key_check` must find nothing
+    /// before the step commits.
+    static let foreignKeysOffSteps: Set<Int> = [9]
 
     static var latestVersion: Int { steps.count }
 
@@ -176,8 +266,18 @@ enum Migrations {
         }
         guard current < target else { return }
         for version in (current + 1)...target {
+            // The pragma is a no-op inside a transaction, so it is set around it.
+            let rebuild = foreignKeysOffSteps.contains(version)
+            if rebuild { try db.execute("PRAGMA foreign_keys = OFF") }
+            defer { if rebuild { try? db.execute("PRAGMA foreign_keys = ON") } }
             try db.transaction("migrate to version \(version)") {
                 try db.execute(steps[version - 1])
+                if rebuild {
+                    let violations = try db.statement("PRAGMA foreign_key_check")
+                    if try violations.step() {
+                        throw refusal(db, "version \(version): a row of \(violations.text(0)) refers to a missing row after the rebuild")
+                    }
+                }
                 try db.execute("PRAGMA user_version = \(version)")
             }
         }

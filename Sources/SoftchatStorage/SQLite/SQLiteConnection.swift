@@ -87,6 +87,9 @@ final class SQLiteConnection {
         return statement
     }
 
+    /// The SQL of every statement this connection has prepared and cached (for query-plan tests).
+    var preparedSQL: [String] { Array(cache.keys) }
+
     /// Resets every statement of this connection that is still mid-result (stepped to a row and
     /// left there, as `step()`-then-return and `scalarInt` do). Such a statement keeps a read
     /// transaction open after the call: the connection would keep reading an old snapshot, a
@@ -123,6 +126,9 @@ final class SQLiteConnection {
     }
 
     var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// The rowid of the last row this connection inserted.
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
     func scalarInt(_ sql: String) throws(SQLiteError) -> Int64 {
         let s = try statement(sql)

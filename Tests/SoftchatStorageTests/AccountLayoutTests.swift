@@ -1,0 +1,236 @@
+import CSQLite
+import Foundation
+import SoftchatCore
+import SoftchatTestSupport
+import Testing
+
+@_spi(OldLayouts) @testable import SoftchatStorage
+
+/// Schema 9's layout (``EventLayout``): events by arrival with a narrow id-key index, tags keyed
+/// by row; the in-place rebuild of an older account; and the plan of every statement the account
+/// prepares, so no read or write walks a whole table of events.
+@Suite struct AccountLayoutTests {
+    @Test func theIdKeyIsTheIdsFirstEightBytesInSwiftAndInSQL() throws {
+        let t = try TestAccount()
+        var rng = StorageRNG(seed: 9)
+        var ids = ["0" + String(repeating: "f", count: 63), String(repeating: "f", count: 64), String(repeating: "0", count: 64)]
+        ids += (0..<200).map { _ in Hex.encode((0..<32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }) }
+        for id in ids {
+            let sql = try t.scalar("SELECT \(EventLayout.idKeySQL("'\(id)'"))")
+            #expect(sql == EventLayout.idKey(id), "\(id)")
+            #expect(UInt64(bitPattern: EventLayout.idKey(id)) == UInt64(id.prefix(16), radix: 16))
+        }
+    }
+
+    @Test func twoIdsSharingAKeyAreTwoEventsEachFoundByItsOwnId() throws {
+        let t = try TestAccount()
+        let real = signed(tags: [["t", "x"]], content: "the real one")
+        // A row whose id shares the real id's first 8 bytes (as one in 2^32 pairs will at 2^32
+        // events), put there behind the account's back.
+        let twinID = String(real.id.prefix(16)) + String(repeating: real.id.last == "0" ? "1" : "0", count: 48)
+        try t.account.store.write("twin") { db in
+            try db.statement(
+                "INSERT INTO events (id_key, id, pubkey, created_at, kind, deleted, received_at, json) VALUES (?, ?, ?, ?, 1, 0, ?, ?)"
+            ).bind(.int(EventLayout.idKey(real.id)), .text(twinID), .text(real.pubkey), .int(t0), .int(t0), .text(real.jsonText)).run()
+        }
+        #expect(try t.account.incoming.ingest([real], receivedAt: t0).receipt.insertedEventIDs == [real.id])
+        #expect(try t.account.incoming.ingest([real], receivedAt: t0).receipt.duplicateEventIDs == [real.id])
+        let byID = try t.account.events(matching: [RelayFilter.fromJSON("{\"ids\":[\"\(real.id)\"]}")], now: t0)
+        #expect(byID.count == 1)
+        // The twin row's JSON is the real event's: the check names the mismatch.
+        #expect(try t.account.check(now: t0).problems.contains { $0.contains("fail id or signature") })
+    }
+
+    @Test func eventsAreStoredInArrivalOrderAndTagRowsCarryTheirRow() throws {
+        let t = try TestAccount()
+        let late = signed(tags: [["p", StorageKeys.bob.publicKeyHex]], content: "dated late, arrives first", createdAt: t0 + 100)
+        let early = signed(tags: [["p", StorageKeys.bob.publicKeyHex]], content: "dated early, arrives second", createdAt: t0)
+        try t.account.incoming.ingest([late], receivedAt: t0 + 200)
+        try t.account.incoming.ingest([early], receivedAt: t0 + 201)
+        let order = try t.account.store.write("order") { db in
+            let s = try db.statement("SELECT e.id FROM event_tags d JOIN events e ON e.seq = d.event_seq ORDER BY e.seq")
+            var out: [String] = []
+            while try s.step() { out.append(s.text(0)) }
+            return out
+        }
+        #expect(order == [late.id, early.id])
+        #expect(try t.served([##"{"#p":["\##(StorageKeys.bob.publicKeyHex)"],"limit":5}"##]) == [late.id, early.id])
+    }
+
+    @Test func aChatHistoryBreaksTiesWithinItsLastSecondByLowestIdNotByArrival() throws {
+        let t = try TestAccount()
+        let p = StorageKeys.bob.publicKeyHex
+        // Ten messages in one second, arriving in descending id order, and one older.
+        let same = (0..<10).map { signed(kind: 14, tags: [["p", p]], content: "same second \($0)", createdAt: t0 + 5) }
+        let older = signed(kind: 14, tags: [["p", p]], content: "older", createdAt: t0)
+        for e in same.sorted(by: { $0.id > $1.id }) + [older] { try t.account.incoming.ingest([e], receivedAt: t0 + 10) }
+        let lowest = same.map(\.id).sorted()
+        for limit in [1, 3, 10, 11] {
+            let want = Array((lowest + [older.id]).prefix(limit))
+            #expect(try t.served([##"{"kinds":[14],"#p":["\##(p)"],"limit":\##(limit)}"##]) == want, "limit \(limit)")
+        }
+    }
+
+    @Test func anOlderAccountIsRebuiltInPlaceAndAnswersAsAFreshOne() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.file("old.sqlite")
+        let events = LayoutWorkload.events()
+        let old = try SoftchatAccount.open(path: path, version: 8)
+        for (i, batch) in events.chunked(17).enumerated() { try old.incoming.ingest(batch, receivedAt: t0 + Int64(i)) }
+        let own = signed(StorageKeys.carol, kind: 1, tags: [["p", StorageKeys.alice.publicKeyHex]], content: "queued before the upgrade")
+        let intents = try old.outgoing.enqueueSigned(operationID: "before", events: [own], relayURLs: [StorageKeys.relayA], now: t0)
+        old.close()
+
+        let fresh = try TestAccount()
+        for (i, batch) in events.chunked(17).enumerated() { try fresh.account.incoming.ingest(batch, receivedAt: t0 + Int64(i)) }
+        _ = try fresh.account.outgoing.enqueueSigned(operationID: "before", events: [own], relayURLs: [StorageKeys.relayA], now: t0)
+
+        let migrated = try SoftchatAccount.open(path: path)
+        defer { migrated.close() }
+        #expect(try migrated.schemaVersion() == SoftchatAccount.latestSchemaVersion)
+        let report = try migrated.check(now: t0)
+        #expect(report.ok, "\(report.problems)")
+        #expect(report.events == (try fresh.account.check(now: t0)).events)
+        for json in LayoutWorkload.filters {
+            let filter = try RelayFilter.fromJSON(json)
+            #expect(try migrated.events(matching: [filter], now: t0 + 50) == fresh.account.events(matching: [filter], now: t0 + 50), "\(json)")
+            #expect(try migrated.reconciliationItems(matching: filter) == fresh.account.reconciliationItems(matching: filter), "\(json)")
+        }
+        // Arrival order is kept: the rows are numbered by the batch each arrived in.
+        let arrivals = try migrated.store.write("arrivals") { db in
+            let s = try db.statement("SELECT received_at FROM events ORDER BY seq")
+            var out: [Int64] = []
+            while try s.step() { out.append(s.int64(0)) }
+            return out
+        }
+        #expect(arrivals == arrivals.sorted())
+        // Work queued before the upgrade is delivered after it.
+        let claim = try #require(try migrated.delivery.claim(leaseID: "after", relayURL: StorageKeys.relayA, now: t0))
+        #expect(claim.payloads.map(\.intentID) == intents)
+        #expect(claim.payloads.first?.eventJSON == own.jsonText)
+    }
+
+    @Test func aRebuildThatWouldBreakAReferenceIsRefusedAndChangesNothing() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.file("old.sqlite")
+        let old = try SoftchatAccount.open(path: path, version: 8)
+        _ = try old.outgoing.enqueueSigned(operationID: "op", events: [signed(content: "queued")], relayURLs: [StorageKeys.relayA], now: t0)
+        old.close()
+        // An intent naming an operation that is not there (another program's edit).
+        let raw = try SQLiteConnection(path: path)
+        try raw.execute("PRAGMA foreign_keys = OFF; UPDATE publish_intents SET operation_id = 'gone'")
+        let error = expectSoftchatError(.invalidPersistenceResult, mentioning: ["version 9", "publish_intents", "missing row"]) {
+            _ = try SoftchatAccount.open(path: path)
+        }
+        #expect(error != nil)
+        #expect(try raw.scalarInt("PRAGMA user_version") == 8)
+        #expect(try raw.scalarInt("SELECT COUNT(*) FROM sqlite_schema WHERE name = 'events_by_arrival'") == 0)
+    }
+
+    @Test func aNewAccountHasSmallPagesAndALargeCheckpointAndAnOldOneKeepsItsPages() throws {
+        let t = try TestAccount(policy: AccountPolicy(checkpointMebibytes: 8))
+        let settings = try t.account.store.write("pragmas") { db in
+            (try db.scalarInt("PRAGMA page_size"), try db.scalarInt("PRAGMA wal_autocheckpoint"), try db.scalarInt("PRAGMA journal_size_limit"))
+        }
+        #expect(settings.0 == 1_024)
+        #expect(settings.1 == 8 * 1_024, "8 MiB of 1 KiB pages")
+        #expect(settings.2 == 16 * 1_048_576)
+        let dir = TemporaryDirectory()
+        let path = dir.file("old.sqlite")
+        let old = try SoftchatAccount.open(path: path, version: 8)
+        try old.incoming.ingest([signed(content: "old")], receivedAt: t0)
+        old.close()
+        let upgraded = try SoftchatAccount.open(path: path)
+        defer { upgraded.close() }
+        let oldSettings = try upgraded.store.write("pragmas") { db in
+            (try db.scalarInt("PRAGMA page_size"), try db.scalarInt("PRAGMA wal_autocheckpoint"))
+        }
+        #expect(oldSettings.0 == 4_096, "WAL mode keeps a file's page size")
+        #expect(oldSettings.1 == 32 * 256, "the default 32 MiB in 4 KiB pages")
+        #expect(try upgraded.check(now: t0).ok)
+    }
+
+    @Test func noStatementTheAccountPreparesWalksAllEventsOrAllTags() throws {
+        let t = try TestAccount()
+        try LayoutWorkload.run(t.account)
+        let (writer, reader) = t.account.store.preparedSQL()
+        #expect(writer.count + reader.count > 30, "the workload prepares the account's statements")
+        var offenders: [String] = []
+        for sql in Set(writer + reader) where sql.contains("events") || sql.contains("event_tags") {
+            let plan = try t.account.store.write("plan") { db in
+                let s = try db.statement("EXPLAIN QUERY PLAN " + sql)
+                var out: [String] = []
+                while try s.step() { out.append(s.text(3)) }
+                return out
+            }
+            // A full scan of the events or their tags, or a sort of a chat's history.
+            let walks = plan.filter { $0.range(of: #"^SCAN (events|event_tags|e|d|t|o|k)\b"#, options: .regularExpression) != nil }
+            let sorts = sql.contains("ORDER BY d.created_at DESC") && plan.contains { $0.contains("TEMP B-TREE") }
+            if !walks.isEmpty || sorts { offenders.append("\(sql)\n    \(plan.joined(separator: "\n    "))") }
+        }
+        #expect(offenders.isEmpty, "\(offenders.joined(separator: "\n"))")
+    }
+}
+
+/// Events and filters covering every kind class and index the account uses.
+enum LayoutWorkload {
+    static let bob = StorageKeys.bob.publicKeyHex
+
+    static func events() -> [VerifiedEvent] {
+        var out: [VerifiedEvent] = []
+        for i in 0..<120 {
+            var tags: [[String]] = [["t", "topic\(i % 3)"]]
+            if i % 2 == 0 { tags.append(["p", bob]) }
+            if let last = out.last, i % 5 == 0 { tags.append(["e", last.id]) }
+            out.append(
+                signed(
+                    i % 4 == 0 ? StorageKeys.carol : StorageKeys.alice, kind: i % 7 == 0 ? 14 : 1, tags: tags, content: "m\(i)",
+                    createdAt: t0 + Int64(i / 3)))
+        }
+        out.append(signed(kind: 0, content: "profile v1", createdAt: t0))
+        out.append(signed(kind: 0, content: "profile v2", createdAt: t0 + 1))
+        out.append(signed(kind: 30_000, tags: [["d", "list"], ["p", bob]], content: "list v1", createdAt: t0))
+        out.append(signed(kind: 30_000, tags: [["d", "list"], ["p", bob]], content: "list v2", createdAt: t0 + 2))
+        out.append(
+            signed(kind: 5, tags: [["e", out[3].id], ["a", "30000:\(StorageKeys.alice.publicKeyHex):list"]], content: "", createdAt: t0 + 3))
+        out.append(signed(tags: [["expiration", "\(t0 + 20)"], ["p", bob]], content: "expires", createdAt: t0))
+        return out
+    }
+
+    static let filters: [String] = [
+        ##"{"kinds":[1],"#p":["\##(bob)"],"limit":10}"##,
+        ##"{"kinds":[1,14],"#p":["\##(bob)"]}"##,
+        ##"{"#t":["topic0","topic2"]}"##,
+        ##"{"#t":["topic1"],"#p":["\##(bob)"],"limit":7}"##,
+        ##"{"authors":["\##(StorageKeys.carol.publicKeyHex)"],"kinds":[1]}"##,
+        ##"{"kinds":[0,30000]}"##,
+        ##"{"kinds":[1],"since":\##(t0 + 10),"until":\##(t0 + 30)}"##,
+        "{}",
+    ]
+
+    /// Ingests, publishes, delivers and reads as an app does, so every statement is prepared.
+    static func run(_ account: SoftchatAccount) throws {
+        let events = events()
+        for (i, batch) in events.chunked(17).enumerated() { try account.incoming.ingest(batch, receivedAt: t0 + Int64(i)) }
+        let own = signed(StorageKeys.carol, tags: [["p", bob]], content: "own")
+        let ids = try account.outgoing.enqueueSigned(operationID: "op", events: [own], relayURLs: [StorageKeys.relayA], now: t0)
+        let claim = try #require(try account.delivery.claim(leaseID: "l", relayURL: StorageKeys.relayA, now: t0))
+        try account.delivery.markSocketWritten(claim.claim, intentIDs: ids)
+        try account.delivery.applyResults(claim.claim, results: [DeliveryResult(intentID: ids[0], decision: decision(.accepted))])
+        // Every read shape but "everything" ({}), which reads everything by definition.
+        let ids2 = [events[5].id, events[9].id]
+        for json in filters.dropLast() + [#"{"ids":["\#(ids2[0])","\#(ids2[1])"]}"#] {
+            let filter = try RelayFilter.fromJSON(json)
+            _ = try account.events(matching: [filter], now: t0)
+            _ = try account.reconciliationItems(matching: filter)
+        }
+        let page = try account.queryEvents(filtersJSON: [filters[0]], limit: 3, now: t0)
+        _ = try account.queryEvents(filtersJSON: [filters[0]], limit: 3, now: t0, before: page.next)
+    }
+}
+
+extension Array {
+    fileprivate func chunked(_ size: Int) -> [[Element]] {
+        stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
+    }
+}
