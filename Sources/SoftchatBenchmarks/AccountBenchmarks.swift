@@ -162,7 +162,7 @@ public enum ScaleBenchmarks {
 
     /// - Parameters:
     ///   - layoutVersion: The schema the account is kept at: nil for the latest, or 8 for the
-    ///     layout before schema 9 (events keyed by id, 4 KiB pages, checkpoints every 4 MiB),
+    ///     layout before schema 9 (events keyed by id, checkpoints every 4 MiB),
     ///     written by the same build for a same-run baseline.
     public static func run(
         quick: Bool, directory: String, events: Int? = nil, arrival: Arrival = .overlapping,
@@ -172,8 +172,8 @@ public enum ScaleBenchmarks {
         let total = events ?? (quick ? 20_000 : 1_000_000)
         let step = quick ? 2_000 : 10_000
         let path = directory + "/scale.db"
-        // The old layout runs with the old builds' settings too: 4 KiB pages (set by the file's
-        // version) and SQLite's default checkpoint every 1,000 pages (4 MiB).
+        // The old layout runs with the old builds' checkpoint too: SQLite's default, every 1,000
+        // pages (4 MiB).
         let policy = layoutVersion < 9 ? AccountPolicy(checkpointMebibytes: 4) : AccountPolicy()
         let account = try! SoftchatAccount.open(path: path, version: layoutVersion, policy: policy)
         let latest = layoutVersion == SoftchatAccount.latestSchemaVersion

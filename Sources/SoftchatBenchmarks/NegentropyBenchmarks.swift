@@ -22,7 +22,8 @@ import SoftchatSync
 ///   scratch (the full resync that finds an old gap without negentropy); bytes on the wire
 ///   (read + written by the client) and seconds. Then identical sets of half the corpus: a
 ///   negentropy sync beside a REQ sync of the 300-second horizon (which costs little and
-///   finds nothing older, whatever is missing).
+///   finds nothing older, whatever is missing), and the same negentropy sync again with nothing
+///   stored since (the account's kept items and the relay's kept storage answer).
 public enum NegentropyBenchmarks {
     public struct Options: Sendable {
         public var quick = false
@@ -98,7 +99,10 @@ public enum NegentropyBenchmarks {
             ManagedFigure(
                 name: "sync of \(n) events with 1% missing by negentropy: seconds", value: negentropy.seconds, unit: "s",
                 baselineName: "REQ paging resync, seconds", baselineValue: paging.seconds))
-        let identical = sync(copy(whole, "\(directory)/same-run.db"), url: url, filter: halfFilter.toJSON(), negentropy: true, cursorAge: nil)
+        let samePath = copy(whole, "\(directory)/same-run.db")
+        let identical = sync(samePath, url: url, filter: halfFilter.toJSON(), negentropy: true, cursorAge: nil)
+        // Nothing changed since: the account's kept items and the relay's kept storage answer.
+        let again = sync(samePath, url: url, filter: halfFilter.toJSON(), negentropy: true, cursorAge: nil)
         let horizon = sync(copy(whole, "\(directory)/horizon-run.db"), url: url, filter: halfFilter.toJSON(), negentropy: false, cursorAge: 3_600)
         figures.append(
             ManagedFigure(
@@ -106,6 +110,11 @@ public enum NegentropyBenchmarks {
                 value: identical.seconds * 1000, unit: "ms",
                 baselineName: "REQ sync of the 300 s horizon of the same account (\(horizon.bytes) B), ms",
                 baselineValue: horizon.seconds * 1000))
+        figures.append(
+            ManagedFigure(
+                name: "the same identical sets synced again, nothing stored since (\(again.method)): milliseconds, \(again.bytes) B",
+                value: again.seconds * 1000, unit: "ms",
+                baselineName: "the first sync of them, ms", baselineValue: identical.seconds * 1000))
         for name in ["neg-partial", "neg-half", "neg-run", "page-run", "same-run", "horizon-run"] {
             for suffix in [".db", ".db-wal", ".db-shm"] { unlink("\(directory)/\(name)\(suffix)") }
         }

@@ -96,6 +96,8 @@ public final class TestRelay: @unchecked Sendable {
     private let lock = Lock()
     private var events: [VerifiedEvent] = []
     private var eventIDs: Set<String> = []
+    /// The negentropy storage built per filter (its JSON), with the store's count it covers.
+    private var negentropyStorages: [String: (count: Int, storage: NegentropyStorage)] = [:]
     private var connections: [Int: Connection] = [:]
     private var nextConnectionID = 0
     private var running = true
@@ -282,10 +284,19 @@ public final class TestRelay: @unchecked Sendable {
     /// The negentropy responder over the events matching `filter` (its limit applied, as a REQ
     /// would), its messages bounded so that each NEG-MSG fits the relay's frame bound.
     fileprivate func reconciler(_ filter: RelayFilter) -> Negentropy {
+        let limit = options.negentropyFrameLimit > 0 ? options.negentropyFrameLimit : (RelayWireContract.maxFrameBytes.value - 256) / 2
+        let key = filter.toJSON()
+        // The store only grows, so its count says whether a storage built for this filter is
+        // still the set: a relay keeps its index between NEG-OPENs rather than rescanning.
+        if let kept = lock.with({ negentropyStorages[key].flatMap { $0.count == events.count ? $0.storage : nil } }) {
+            return Negentropy(storage: kept, frameSizeLimit: limit)
+        }
+        let held = lock.with { events.count }
         // The whole set: the REQ cap is a page size, not a bound on what the relay holds.
         let items = query([filter], capped: false).compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
-        let limit = options.negentropyFrameLimit > 0 ? options.negentropyFrameLimit : (RelayWireContract.maxFrameBytes.value - 256) / 2
-        return Negentropy(storage: NegentropyStorage(items: items), frameSizeLimit: limit)
+        let storage = NegentropyStorage(items: items)
+        lock.with { if events.count == held { negentropyStorages[key] = (held, storage) } }
+        return Negentropy(storage: storage, frameSizeLimit: limit)
     }
 
     /// Stored events matching the filters, newest first, each filter's limit applied.

@@ -127,27 +127,15 @@ import Testing
         #expect(try raw.scalarInt("SELECT COUNT(*) FROM sqlite_schema WHERE name = 'events_by_arrival'") == 0)
     }
 
-    @Test func aNewAccountHasSmallPagesAndALargeCheckpointAndAnOldOneKeepsItsPages() throws {
+    @Test func theWALIsCheckpointedAtThePolicysSizeAndCutBackAfter() throws {
         let t = try TestAccount(policy: AccountPolicy(checkpointMebibytes: 8))
         let settings = try t.account.store.write("pragmas") { db in
             (try db.scalarInt("PRAGMA page_size"), try db.scalarInt("PRAGMA wal_autocheckpoint"), try db.scalarInt("PRAGMA journal_size_limit"))
         }
-        #expect(settings.0 == 1_024)
-        #expect(settings.1 == 8 * 1_024, "8 MiB of 1 KiB pages")
+        #expect(settings.1 == 8 * 1_048_576 / settings.0, "8 MiB of pages")
         #expect(settings.2 == 16 * 1_048_576)
-        let dir = TemporaryDirectory()
-        let path = dir.file("old.sqlite")
-        let old = try SoftchatAccount.open(path: path, version: 8)
-        try old.incoming.ingest([signed(content: "old")], receivedAt: t0)
-        old.close()
-        let upgraded = try SoftchatAccount.open(path: path)
-        defer { upgraded.close() }
-        let oldSettings = try upgraded.store.write("pragmas") { db in
-            (try db.scalarInt("PRAGMA page_size"), try db.scalarInt("PRAGMA wal_autocheckpoint"))
-        }
-        #expect(oldSettings.0 == 4_096, "WAL mode keeps a file's page size")
-        #expect(oldSettings.1 == 32 * 256, "the default 32 MiB in 4 KiB pages")
-        #expect(try upgraded.check(now: t0).ok)
+        let fallback = try TestAccount(policy: AccountPolicy(checkpointMebibytes: 0))
+        #expect(try fallback.scalar("PRAGMA wal_autocheckpoint") == 1_048_576 / settings.0, "at least 1 MiB")
     }
 
     @Test func noStatementTheAccountPreparesWalksAllEventsOrAllTags() throws {
@@ -232,5 +220,70 @@ enum LayoutWorkload {
 extension Array {
     fileprivate func chunked(_ size: Int) -> [[Element]] {
         stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
+    }
+}
+
+/// Reconciliation items kept between syncs: read back while no event has been stored since,
+/// read again from the indexes after any store, checked by `check`, never trusted when damaged.
+@Suite struct ReconciliationCacheTests {
+    static let topic = ##"{"kinds":[1],"#t":["chat"]}"##
+
+    static func fill(_ account: SoftchatAccount, count: Int) throws -> [VerifiedEvent] {
+        let events = (0..<count).map { signed(tags: [["t", "chat"]], content: "m\($0)", createdAt: t0 + Int64($0 % 97)) }
+        for start in stride(from: 0, to: events.count, by: 256) {
+            try account.incoming.ingest(Array(events[start..<min(start + 256, events.count)]), receivedAt: t0)
+        }
+        return events
+    }
+
+    @Test func anUnchangedSetIsReadBackAndAnyStoreMovesTheMark() throws {
+        let t = try TestAccount()
+        let events = try Self.fill(t.account, count: ReconciliationCache.minimumItems)
+        let filter = try RelayFilter.fromJSON(Self.topic)
+        let first = try t.account.reconciliationItems(matching: filter)
+        #expect(first.count == events.count)
+        #expect(try t.scalar("SELECT COUNT(*) FROM negentropy_items") == 1)
+        // Behind the account's back the tag rows go: the kept copy answers while the mark holds.
+        try t.account.store.write("drop tags") { db in try db.execute("DELETE FROM event_tags") }
+        #expect(try t.account.reconciliationItems(matching: filter) == first)
+        // A store moves the mark: the indexes answer again (now without the dropped rows).
+        try t.account.incoming.ingest([signed(content: "unrelated")], receivedAt: t0)
+        #expect(try t.account.reconciliationItems(matching: filter).isEmpty)
+    }
+
+    @Test func aReplacedNewestEventMovesTheMarkThoughItsRowIsGone() throws {
+        let t = try TestAccount()
+        _ = try Self.fill(t.account, count: ReconciliationCache.minimumItems)
+        let profile = signed(kind: 0, content: "v1", createdAt: t0)
+        try t.account.incoming.ingest([profile], receivedAt: t0)
+        let all = try RelayFilter.fromJSON(#"{"kinds":[0,1]}"#)
+        let before = try t.account.reconciliationItems(matching: all)
+        #expect(before.contains { $0 == NegentropyItem(createdAt: profile.createdAt, idHex: profile.id) })
+        // The newest row is deleted and one inserted: a reused seq would look like no change.
+        let newer = signed(kind: 0, content: "v2", createdAt: t0 + 1)
+        try t.account.incoming.ingest([newer], receivedAt: t0 + 1)
+        let after = try t.account.reconciliationItems(matching: all)
+        #expect(after.count == before.count)
+        #expect(after.contains { $0 == NegentropyItem(createdAt: newer.createdAt, idHex: newer.id) })
+        #expect(!after.contains { $0 == NegentropyItem(createdAt: profile.createdAt, idHex: profile.id) })
+    }
+
+    @Test func aSmallSetIsNotKeptAndADamagedCopyIsNeverServedAndCheckNamesIt() throws {
+        let t = try TestAccount()
+        _ = try Self.fill(t.account, count: 10)
+        let filter = try RelayFilter.fromJSON(Self.topic)
+        _ = try t.account.reconciliationItems(matching: filter)
+        #expect(try t.scalar("SELECT COUNT(*) FROM negentropy_items") == 0)
+
+        let big = try TestAccount()
+        let events = try Self.fill(big.account, count: ReconciliationCache.minimumItems)
+        let right = try big.account.reconciliationItems(matching: filter)
+        #expect(right.count == events.count)
+        // A copy cut short (not whole items) is a miss: the indexes answer.
+        try big.account.store.write("cut") { db in try db.execute("UPDATE negentropy_items SET items = substr(items, 1, 41)") }
+        #expect(try big.account.reconciliationItems(matching: filter) == right)
+        // A whole-item copy that is wrong is what check finds.
+        try big.account.store.write("forge") { db in try db.execute("UPDATE negentropy_items SET items = substr(items, 41)") }
+        #expect(try big.account.check(now: t0).problems.contains { $0.contains("kept reconciliation items") })
     }
 }

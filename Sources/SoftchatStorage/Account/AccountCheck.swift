@@ -23,7 +23,8 @@ extension SoftchatAccount {
     /// `PRAGMA integrity_check`, `PRAGMA foreign_key_check` and the invariants: every receipt
     /// total, every intent in exactly one known state, no lease without an expiry, every leased
     /// intent's lease known, no terminal intent still leased, every intent's event stored, each
-    /// event's id key its id's, each id stored once, each tag row carrying its event's time; and
+    /// event's id key its id's, each id stored once, each tag row carrying its event's time, each
+    /// kept set of reconciliation items equal to what the indexes give; and
     /// every stored event's id and BIP-340 signature verified again, so a tampered or imported
     /// file cannot pass for an account of verified events (reads recompute each event's id, not
     /// its signature; this is the full check, about 40 µs an event).
@@ -75,6 +76,21 @@ extension SoftchatAccount {
             let tagTimes = try db.scalarInt(
                 "SELECT COUNT(*) FROM event_tags t JOIN events e ON e.seq = t.event_seq WHERE t.created_at != e.created_at")
             if tagTimes > 0 { report.problems.append("\(tagTimes) tag rows carry a time that is not their event's") }
+            // Kept reconciliation items that claim to cover the current mark must be the set the
+            // indexes give: a wrong copy would hide events from every later sync.
+            let mark = try ReconciliationCache.highWater(db)
+            let kept = try db.statement("SELECT filter_json FROM negentropy_items WHERE high_water = ?").bind(.int(mark))
+            var keys: [String] = []
+            while try kept.step() { keys.append(kept.text(0)) }
+            kept.reset()
+            for key in keys {
+                guard let filter = try? RelayFilter.fromJSON(key), let items = try ReconciliationCache.items(db, filter, at: mark),
+                    items == (try Self.reconciliationItems(db, filter))
+                else {
+                    report.problems.append("kept reconciliation items for \(key.prefix(200)) differ from the stored events")
+                    continue
+                }
+            }
             report.liveLeases = Int(try db.scalarInt("SELECT COUNT(*) FROM delivery_leases WHERE released = 0 AND expires_at > \(now)"))
             let stored = try db.statement("SELECT id, json FROM events")
             var forged: [String] = []

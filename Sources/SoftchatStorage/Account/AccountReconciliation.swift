@@ -11,7 +11,7 @@ extension SoftchatAccount {
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
     ///   `invalid_persistence_result` once the account is closed.
     public func reconciliationItems(matching filter: RelayFilter) throws(SoftchatError) -> [NegentropyItem] {
-        try store.read("reconciliationItems") { db in try Self.reconciliationItems(db, filter) }
+        try reconciliationItems(matching: [filter])[0]
     }
 
     /// The items of each filter, in order, from one read snapshot (no commit falls between them).
@@ -20,8 +20,34 @@ extension SoftchatAccount {
     /// - Returns: One sorted item list per filter, in the order of `filters`.
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
     ///   `invalid_persistence_result` once the account is closed.
+    ///
+    /// A set of at least ``ReconciliationCache/minimumItems`` items is kept with the high-water
+    /// mark it covers (see ``ReconciliationCache``): while no event has been stored since, the
+    /// next call for the same filter reads those bytes back instead of the indexes.
     public func reconciliationItems(matching filters: [RelayFilter]) throws(SoftchatError) -> [[NegentropyItem]] {
-        try store.snapshot("reconciliationItems") { db in try filters.map { try Self.reconciliationItems(db, $0) } }
+        let (mark, lists, read) = try store.snapshot("reconciliationItems") { db in
+            let mark = try ReconciliationCache.highWater(db)
+            var read: [Int] = []
+            var lists: [[NegentropyItem]] = []
+            for (i, filter) in filters.enumerated() {
+                if let kept = try ReconciliationCache.items(db, filter, at: mark) {
+                    lists.append(kept)
+                } else {
+                    lists.append(try Self.reconciliationItems(db, filter))
+                    read.append(i)
+                }
+            }
+            return (mark, lists, read)
+        }
+        let worth = read.filter { lists[$0].count >= ReconciliationCache.minimumItems }
+        if !worth.isEmpty {
+            // The cache only saves work: a failure to keep it (a full disk) is not the caller's
+            // failure, and the next call reads the indexes again.
+            try? store.write("keep reconciliation items") { db in
+                for i in worth { try ReconciliationCache.keep(db, filters[i], lists[i], at: mark) }
+            }
+        }
+        return lists
     }
 
     static func reconciliationItems(_ db: SQLiteConnection, _ filter: RelayFilter) throws -> [NegentropyItem] {
@@ -120,6 +146,62 @@ extension SoftchatAccount {
                 "INSERT INTO relay_negentropy (relay_url, supported, checked_at, reason) VALUES (?, ?, ?, ?) ON CONFLICT (relay_url) DO UPDATE SET supported = excluded.supported, checked_at = excluded.checked_at, reason = excluded.reason"
             )
             .bind(.text(record.relayURL), .int(record.supported ? 1 : 0), .int(record.checkedAt), .text(record.reason)).run()
+        }
+    }
+}
+
+/// The reconciliation items of a filter kept between syncs, with the high-water mark they cover.
+///
+/// Events get their `seq` from `AUTOINCREMENT`, so it is never reused: every store of an event
+/// (a replaceable event replacing another included, which deletes one row and inserts one) moves
+/// `MAX(seq)` past every earlier value. A set read at mark M is therefore the set while the mark
+/// is still M, and a call for the same filter reads 40 bytes an item from one row instead of
+/// walking the indexes (a chat's 50,000 items: one blob of 2 MB). The items are kept sorted, so
+/// building the negentropy storage from them sorts nothing.
+public enum ReconciliationCache {
+    /// Sets smaller than this are read from the indexes every time (cheap already), not kept.
+    public static let minimumItems = 1_000
+
+    static func highWater(_ db: SQLiteConnection) throws -> Int64 {
+        try db.scalarInt("SELECT COALESCE(MAX(seq), 0) FROM events")
+    }
+
+    static func key(_ filter: RelayFilter) -> String { filter.withoutLimit().toJSON() }
+
+    /// The kept items of `filter` when they cover `mark`, else nil.
+    static func items(_ db: SQLiteConnection, _ filter: RelayFilter, at mark: Int64) throws -> [NegentropyItem]? {
+        let row = try db.statement("SELECT items FROM negentropy_items WHERE filter_json = ? AND high_water = ?").bind(
+            .text(key(filter)), .int(mark))
+        guard try row.step() else { return nil }
+        defer { row.reset() }
+        return row.withBlob(0) { decode($0) }
+    }
+
+    static func keep(_ db: SQLiteConnection, _ filter: RelayFilter, _ items: [NegentropyItem], at mark: Int64) throws {
+        try db.statement(
+            "INSERT INTO negentropy_items (filter_json, high_water, items) VALUES (?, ?, ?) ON CONFLICT (filter_json) DO UPDATE SET high_water = excluded.high_water, items = excluded.items"
+        ).bind(.text(key(filter)), .int(mark), .blob(encode(items))).run()
+    }
+
+    /// 40 bytes an item: the timestamp, then the id's four words, each big-endian.
+    static func encode(_ items: [NegentropyItem]) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(items.count * 40)
+        for item in items {
+            for word in [item.timestamp, item.id.w0, item.id.w1, item.id.w2, item.id.w3] {
+                withUnsafeBytes(of: word.bigEndian) { out.append(contentsOf: $0) }
+            }
+        }
+        return out
+    }
+
+    /// The items of ``encode(_:)``'s bytes; nil when the length is not a whole number of items.
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> [NegentropyItem]? {
+        guard bytes.count % 40 == 0 else { return nil }
+        func word(_ at: Int) -> UInt64 { UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self)) }
+        return (0..<bytes.count / 40).map { i in
+            let b = i * 40
+            return NegentropyItem(timestamp: word(b), id: NegentropyID(w0: word(b + 8), w1: word(b + 16), w2: word(b + 24), w3: word(b + 32)))
         }
     }
 }

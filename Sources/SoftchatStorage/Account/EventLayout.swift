@@ -3,8 +3,8 @@
 /// Accounts before schema 9 kept events in a `WITHOUT ROWID` table clustered by the 64-hex id,
 /// and keyed every tag row by that id. Ids are random, so at a million events each batch of 256
 /// dirtied hundreds of pages spread over the whole file, and ingest slowed five times as the
-/// account grew. From schema 9 events are a rowid table in arrival order (`seq`): a batch appends
-/// to the end of the table. The id is found through a narrow index on its first 8 bytes
+/// account grew. From schema 9 events are a rowid table in arrival order (`seq`, from
+/// `AUTOINCREMENT`, so never reused): a batch appends to the end of the table. The id is found through a narrow index on its first 8 bytes
 /// (`id_key`, 16 bytes an entry with the rowid, against about 75 for the hex text) and the row's
 /// full id decides, so a prefix shared by two ids (one in 2^32 at 2^32 events) costs one more
 /// row read and never a wrong answer. Tag rows carry the event's `seq`.

@@ -140,12 +140,13 @@ enum Migrations {
         """,
         // 9: the layout for a large account (see ``EventLayout``): events in a rowid table in
         // arrival order, found by a narrow index on the id's first 8 bytes; tags keyed by that
-        // rowid; the conversation list and read markers (``ConversationIndex``). Rebuilt in place, with foreign keys off during the step and checked before it
+        // rowid; the conversation list and read markers (``ConversationIndex``); the last
+        // reconciliation items read per filter (``ReconciliationCache``). Rebuilt in place, with foreign keys off during the step and checked before it
         // commits (``foreignKeysOffSteps``); the intents' event ids are checked by
         // `SoftchatAccount.check` instead of a foreign key, which needs a unique id index.
         """
         CREATE TABLE events_by_arrival (
-            seq INTEGER PRIMARY KEY,
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
             id TEXT NOT NULL,
             id_key INTEGER NOT NULL,
             pubkey TEXT NOT NULL,
@@ -214,6 +215,11 @@ enum Migrations {
             SELECT e.kind, t.name, t.value, COUNT(*), MAX(e.created_at) FROM event_tags t JOIN events e ON e.seq = t.event_seq
             WHERE t.name IN \(ConversationIndex.tagsSQL) AND e.deleted = 0 AND \(ConversationIndex.kindsSQL("e.kind"))
             GROUP BY e.kind, t.name, t.value;
+        CREATE TABLE negentropy_items (
+            filter_json TEXT PRIMARY KEY NOT NULL,
+            high_water INTEGER NOT NULL,
+            items BLOB NOT NULL
+        ) WITHOUT ROWID;
         CREATE TABLE read_markers (
             kind INTEGER NOT NULL,
             tag TEXT NOT NULL,

@@ -87,7 +87,6 @@ public final class SoftchatAccount: Sendable {
 
     /// Opens without migrating past `version`: for upgrade tests, and for `softchat-dev
     /// old-account`, which writes an account in an older layout for the migration harness.
-    /// A file it creates below schema 9 has the 4 KiB pages builds before schema 9 made.
     @_spi(OldLayouts) public static func open(path: String, version: Int, policy: AccountPolicy = AccountPolicy()) throws(SoftchatError)
         -> SoftchatAccount
     {
@@ -166,12 +165,6 @@ final class AccountStore: Sendable {
             // failing at once with SQLITE_BUSY, which made an app restarted after a crash fail
             // to open its account now and then.
             try w.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
-            // A new file's pages are 1 KiB (an existing file keeps its size: WAL mode cannot
-            // change it). A million-event account's id and tag indexes take inserts at random
-            // places; each one dirties a page that goes to the WAL and back to the file, so
-            // smaller pages write a quarter as much for the same inserts (measured: ingest of
-            // the last 10,000 of a million 1.6 times faster, the reads unchanged).
-            try w.execute("PRAGMA page_size = \(version >= 9 ? Self.newFilePageSize : 4_096)")
             try Migrations.checkIdentity(w)
             w.resetStatements()  // no read transaction may stay open across the journal mode change
             try Self.tightenModes(path)
@@ -201,9 +194,6 @@ final class AccountStore: Sendable {
             throw .invalidPersistenceResult("open \(path): \(error)", operation: .relayIngestion)
         }
     }
-
-    /// The page size of an account file created by this build, in bytes.
-    static let newFilePageSize = 1_024
 
     /// `PRAGMA application_id` of every Softchat account: "SCHT". A file with another id is
     /// another program's and is never migrated into an account.

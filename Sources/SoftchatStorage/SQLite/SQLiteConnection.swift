@@ -172,6 +172,12 @@ final class Statement {
             switch v {
             case .null: rc = sqlite3_bind_null(raw, index)
             case .int(let n): rc = sqlite3_bind_int64(raw, index, n)
+            case .blob(let bytes):
+                rc = bytes.withUnsafeBytes { raw in
+                    // A nil pointer would bind NULL; an empty blob needs zeroblob.
+                    guard let base = raw.baseAddress else { return sqlite3_bind_zeroblob(self.raw, index, 0) }
+                    return sqlite3_bind_blob(self.raw, index, base, Int32(raw.count), Self.transient)
+                }
             case .text(let s):
                 // Explicit byte length: event content may hold U+0000, which -1 would cut off.
                 var s = s
@@ -212,12 +218,18 @@ final class Statement {
     }
     func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
     func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+    /// A blob column's bytes, read in place by `body` (valid only during the call).
+    func withBlob<R>(_ column: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let count = Int(sqlite3_column_bytes(raw, column))
+        return body(UnsafeRawBufferPointer(start: sqlite3_column_blob(raw, column), count: count))
+    }
 }
 
 enum SQLValue {
     case null
     case int(Int64)
     case text(String)
+    case blob([UInt8])
 
     static func optional(_ s: String?) -> SQLValue { s.map(SQLValue.text) ?? .null }
     static func optional(_ n: Int64?) -> SQLValue { n.map(SQLValue.int) ?? .null }
