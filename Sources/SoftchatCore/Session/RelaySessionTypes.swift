@@ -195,7 +195,7 @@ public struct RelaySessionSnapshot: Sendable, Hashable, CustomStringConvertible 
 
 /// One relay message read (strict JSON, the verb, the shape of an EVENT) but not yet applied to
 /// the session: ``RelaySession/read(_:)`` makes it without touching the session's state, and
-/// ``RelaySession/receive(_:now:)`` applies it. Between the two the host may look at what an
+/// ``RelaySession/receive(_:now:)-(IncomingFrame,_)`` applies it. Between the two the host may look at what an
 /// EVENT claims and drop it before any signature work (an id it already holds) — without a
 /// callback into the host while the session holds its lock.
 public struct IncomingFrame: Sendable {
