@@ -57,7 +57,9 @@ let package = Package(
 
         // MARK: The contract schema: load/validate → model → render
         .target(name: "SoftchatContracts", dependencies: ["SoftchatJSON"], swiftSettings: strictSwift),
-        .target(name: "SoftchatCodegen", dependencies: ["SoftchatContracts"], swiftSettings: strictSwift),
+        .target(
+            name: "SoftchatCodegen", dependencies: ["SoftchatContracts"], resources: [.copy("Templates")],
+            swiftSettings: strictSwift),
         .executableTarget(
             name: "softchat-codegen", dependencies: ["SoftchatCodegen"], swiftSettings: strictSwift,
             // Under SOFTCHAT_FUZZ its SoftchatJSON is instrumented: link the sanitizer runtime.

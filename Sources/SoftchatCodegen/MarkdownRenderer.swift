@@ -207,10 +207,16 @@ public struct BindingsRenderer {
     public init(set: ContractSet) { self.set = set }
 
     /// Directories whose every file `generate-bindings` owns (stale files there are removed).
-    public static let ownedDirectories = ["generated/c", "generated/kotlin", "generated/typescript", MarkdownRenderer.directory]
+    public static let ownedDirectories = [
+        "generated/c", "generated/kotlin", "generated/typescript", "generated/rust", MarkdownRenderer.directory,
+    ]
 
-    public func render() -> [GeneratedFile] {
+    /// Folders inside those that tools write to and `generate-bindings` leaves alone (cargo's
+    /// build output when cargo runs in `generated/rust` without `CARGO_TARGET_DIR`).
+    public static let ignoredDirectories = ["generated/rust/target"]
+
+    public func render() throws(Templates.Failure) -> [GeneratedFile] {
         [CABIRenderer(set: set).renderHeader()] + KotlinRenderer(set: set).render() + TypeScriptRenderer(set: set).render()
-            + MarkdownRenderer(set: set).render()
+            + (try RustRenderer(set: set).render()) + MarkdownRenderer(set: set).render()
     }
 }

@@ -118,7 +118,12 @@ case "ffi":
     }
 case "bindings":
     guard let root = options["--root"] else { fail(usage, status: 2) }
-    let files = BindingsRenderer(set: set).render()
+    let files: [GeneratedFile]
+    do {
+        files = try BindingsRenderer(set: set).render()
+    } catch {
+        fail(error.description, status: 3)
+    }
     var stale: [String] = []
     for file in files {
         let url = URL(fileURLWithPath: root).appendingPathComponent(file.path)
@@ -133,6 +138,7 @@ case "bindings":
         while let rel = walker.nextObject() as? String {
             var isDir: ObjCBool = false
             let path = dir + "/" + rel
+            if BindingsRenderer.ignoredDirectories.contains(where: { path.hasPrefix($0 + "/") }) { continue }
             if FileManager.default.fileExists(atPath: base.appendingPathComponent(rel).path, isDirectory: &isDir),
                 !isDir.boolValue, !expected.contains(path)
             {

@@ -1,0 +1,230 @@
+import SoftchatContracts
+
+/// types.rs: the schema's identifiers, enums, records and unions as Rust values, each with its
+/// JSON codec for the C ABI (the schema's names as keys).
+extension RustRenderer {
+    func renderTypes() -> String {
+        var w = SourceWriter()
+        header(&w)
+        w.line()
+        w.line("//! The schema's value types: identifiers, enums, records and unions.")
+        w.line("#![allow(clippy::all)]")
+        w.line()
+        w.line("use crate::json::Json;")
+        w.line("use crate::runtime::{field, FromJson, ToJson};")
+        w.line("use std::fmt;")
+        for t in set.allTypes {
+            switch t.kind {
+            case .identifier:
+                w.line()
+                renderIdentifier(t, &w)
+            case .enum:
+                w.line()
+                renderEnum(t, &w)
+            case .record where !Self.handWritten.contains(t.name):
+                w.line()
+                renderRecord(t, &w)
+            case .union:
+                w.line()
+                renderUnion(t, &w)
+            case .object where model.role(t.name) == .value:
+                w.line()
+                renderValueObject(t, &w)
+            default: break
+            }
+        }
+        return w.text
+    }
+
+    func renderIdentifier(_ t: TypeDecl, _ w: inout SourceWriter) {
+        let length = t.bytes.map { Int($0) * 2 }
+        rustDoc(&w, t.doc)
+        w.line("#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]")
+        w.line("pub struct \(t.name)(String);")
+        w.line()
+        w.block("impl \(t.name) {") { w in
+            w.line("/// Checks the text: \(length.map { "\($0) " } ?? "")lowercase hex.")
+            w.block("pub fn from_hex(text: &str) -> Option<\(t.name)> {") { w in
+                let lengthCheck = length.map { "text.len() == \($0) && " } ?? "!text.is_empty() && "
+                w.line("let valid = \(lengthCheck)text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));")
+                w.line("if valid { Some(\(t.name)(text.to_owned())) } else { None }")
+            }
+            w.line()
+            w.line("/// The hex text.")
+            w.block("pub fn to_hex(&self) -> String {") { w in w.line("self.0.clone()") }
+            w.line()
+            w.block("pub fn as_str(&self) -> &str {") { w in w.line("&self.0") }
+        }
+        w.line()
+        w.block("impl AsRef<str> for \(t.name) {") { w in
+            w.block("fn as_ref(&self) -> &str {") { w in w.line("&self.0") }
+        }
+        w.line()
+        w.block("impl fmt::Display for \(t.name) {") { w in
+            w.block("fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {") { w in w.line("f.write_str(&self.0)") }
+        }
+        w.line()
+        w.block("impl FromJson for \(t.name) {") { w in
+            w.block("fn from_json(value: &Json) -> Result<Self, String> {") { w in
+                w.line("let text = String::from_json(value)?;")
+                w.line("\(t.name)::from_hex(&text).ok_or_else(|| format!(\"not a \(t.name): {text}\"))")
+            }
+        }
+        w.line()
+        w.block("impl ToJson for \(t.name) {") { w in
+            w.block("fn to_json(&self) -> Json {") { w in w.line("Json::String(self.0.clone())") }
+        }
+    }
+
+    func renderEnum(_ t: TypeDecl, _ w: inout SourceWriter) {
+        rustDoc(&w, t.doc)
+        w.line("#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]")
+        w.block("pub enum \(t.name) {") { w in
+            for c in t.cases {
+                rustDoc(&w, c.doc)
+                w.line("\(variantName(c.name)),")
+            }
+        }
+        w.line()
+        w.block("impl \(t.name) {") { w in
+            w.line("/// Every case, in schema order.")
+            w.line("pub const ALL: &'static [\(t.name)] = &[\(t.cases.map { "\(t.name)::\(variantName($0.name))" }.joined(separator: ", "))];")
+            w.line()
+            w.line("/// The case's JSON text (`\(t.cases.first?.value ?? "")`).")
+            w.block("pub fn as_str(self) -> &'static str {") { w in
+                w.block("match self {") { w in
+                    for c in t.cases { w.line("\(t.name)::\(variantName(c.name)) => \(quoted(c.value)),") }
+                }
+            }
+            w.line()
+            w.line("/// The case with this JSON text.")
+            w.block("pub fn from_text(text: &str) -> Option<\(t.name)> {") { w in
+                w.line("\(t.name)::ALL.iter().copied().find(|c| c.as_str() == text)")
+            }
+        }
+        w.line()
+        w.block("impl fmt::Display for \(t.name) {") { w in
+            w.block("fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {") { w in w.line("f.write_str(self.as_str())") }
+        }
+        w.line()
+        w.block("impl FromJson for \(t.name) {") { w in
+            w.block("fn from_json(value: &Json) -> Result<Self, String> {") { w in
+                w.line("let text = String::from_json(value)?;")
+                w.line("\(t.name)::from_text(&text).ok_or_else(|| format!(\"not a \(t.name): {text}\"))")
+            }
+        }
+        w.line()
+        w.block("impl ToJson for \(t.name) {") { w in
+            w.block("fn to_json(&self) -> Json {") { w in w.line("Json::String(self.as_str().to_owned())") }
+        }
+    }
+
+    /// The accessor of a field: by value for copies, borrowed otherwise (`event.id()`, the form
+    /// the page's ingestion recipe reads; the field itself is public too).
+    func accessor(_ f: Field, _ w: inout SourceWriter) {
+        let name = ident(f.name)
+        switch f.type {
+        case .bool, .int, .int64:
+            w.line("pub fn \(name)(&self) -> \(rustType(f.type)) { self.\(name) }")
+        case .named(let n) where kind(n) == .enum:
+            w.line("pub fn \(name)(&self) -> \(n) { self.\(name) }")
+        case .string, .json:
+            w.line("pub fn \(name)(&self) -> &str { &self.\(name) }")
+        case .list(let e):
+            w.line("pub fn \(name)(&self) -> &[\(rustType(e))] { &self.\(name) }")
+        case .optional(let inner):
+            switch inner {
+            case .bool, .int, .int64: w.line("pub fn \(name)(&self) -> Option<\(rustType(inner))> { self.\(name) }")
+            case .named(let n) where kind(n) == .enum: w.line("pub fn \(name)(&self) -> Option<\(n)> { self.\(name) }")
+            case .string, .json: w.line("pub fn \(name)(&self) -> Option<&str> { self.\(name).as_deref() }")
+            default: w.line("pub fn \(name)(&self) -> Option<&\(rustType(inner))> { self.\(name).as_ref() }")
+            }
+        default:
+            w.line("pub fn \(name)(&self) -> &\(rustType(f.type)) { &self.\(name) }")
+        }
+    }
+
+    func renderRecord(_ t: TypeDecl, _ w: inout SourceWriter) {
+        rustDoc(&w, t.doc)
+        w.line("#[derive(Clone, Debug, PartialEq, Eq)]")
+        w.block("pub struct \(t.name) {") { w in
+            for f in t.fields {
+                rustDoc(&w, f.doc)
+                w.line("pub \(ident(f.name)): \(rustType(f.type)),")
+            }
+        }
+        w.line()
+        w.block("impl \(t.name) {") { w in
+            for (i, f) in t.fields.enumerated() {
+                if i > 0 { w.line() }
+                rustDoc(&w, f.doc)
+                accessor(f, &w)
+            }
+        }
+        w.line()
+        w.block("impl FromJson for \(t.name) {") { w in
+            w.block("fn from_json(value: &Json) -> Result<Self, String> {") { w in
+                w.block("Ok(\(t.name) {", closer: "})") { w in
+                    for f in t.fields { w.line("\(ident(f.name)): field(value, \(quoted(t.name)), \(quoted(f.name)))?,") }
+                }
+            }
+        }
+        w.line()
+        w.block("impl ToJson for \(t.name) {") { w in
+            w.block("fn to_json(&self) -> Json {") { w in
+                w.block("Json::Object(vec![", closer: "])") { w in
+                    for f in t.fields { w.line("(\(quoted(f.name)).to_owned(), self.\(ident(f.name)).to_json()),") }
+                }
+            }
+        }
+    }
+
+    /// A union is the tag plus one `Option` per field, which is its C ABI JSON form and what the
+    /// page's recipes read (`action.kind == RelaySessionActionKind::PersistEvent`, then
+    /// `action.event`). A field a variant does not carry is `None`.
+    func renderUnion(_ t: TypeDecl, _ w: inout SourceWriter) {
+        guard let tag = t.tag else { return }
+        let variants = t.variants.map { v in
+            "`\(v.name)`" + (t.fields(of: v).isEmpty ? "" : " (" + t.fields(of: v).map { ident($0.name) }.joined(separator: ", ") + ")")
+        }
+        rustDoc(&w, t.doc + "\nVariants, by `\(ident(tag.name))`: " + variants.joined(separator: "; ") + ".")
+        w.line("#[derive(Clone, Debug, PartialEq, Eq)]")
+        w.block("pub struct \(t.name) {") { w in
+            rustDoc(&w, tag.doc)
+            w.line("pub \(ident(tag.name)): \(rustType(tag.type)),")
+            for f in t.fields {
+                rustDoc(&w, f.doc)
+                w.line("pub \(ident(f.name)): \(rustType(.optional(f.type.nonOptional))),")
+            }
+        }
+        w.line()
+        w.block("impl FromJson for \(t.name) {") { w in
+            w.block("fn from_json(value: &Json) -> Result<Self, String> {") { w in
+                w.block("Ok(\(t.name) {", closer: "})") { w in
+                    w.line("\(ident(tag.name)): field(value, \(quoted(t.name)), \(quoted(tag.name)))?,")
+                    for f in t.fields { w.line("\(ident(f.name)): field(value, \(quoted(t.name)), \(quoted(f.name)))?,") }
+                }
+            }
+        }
+    }
+
+    /// A value object (`RelayFilter`) holds its JSON form as the core validated it; its methods
+    /// call the core with that JSON.
+    func renderValueObject(_ t: TypeDecl, _ w: inout SourceWriter) {
+        rustDoc(&w, t.doc + " Holds its JSON form exactly as the core validated it.")
+        w.line("#[derive(Clone, Debug, PartialEq, Eq)]")
+        w.block("pub struct \(t.name) {") { w in
+            w.line("pub(crate) json: Json,")
+        }
+        w.line()
+        w.block("impl FromJson for \(t.name) {") { w in
+            w.block("fn from_json(value: &Json) -> Result<Self, String> {") { w in
+                w.line("Ok(\(t.name) { json: value.clone() })")
+            }
+        }
+        w.line()
+        w.block("impl ToJson for \(t.name) {") { w in
+            w.block("fn to_json(&self) -> Json {") { w in w.line("self.json.clone()") }
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! The Rust facade test (scripts/test-facades, `cargo test --offline`): the page's Rust recipes
+//! (rendered verbatim from Schema/ by the script into SOFTCHAT_RUST_RECIPES) against the real
+//! Swift core, fed the recorded relay conversation (Tests/Facades/conversation.json), checking
+//! actions, delivery decisions and error codes as the Kotlin and TypeScript tests do.
+//! Stand-ins: a socket that records frames, an in-memory database, a logger.
+
+use softchat::json::Json;
+use softchat::*;
+use std::cell::OnceCell;
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::rc::Rc;
+
+// MARK: the conversation
+
+fn conversation() -> Json {
+    let path = std::env::var("SOFTCHAT_CONVERSATION").expect("SOFTCHAT_CONVERSATION names Tests/Facades/conversation.json");
+    Json::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn at<'a>(value: &'a Json, path: &[&str]) -> &'a Json {
+    path.iter().fold(value, |v, key| v.get(key).unwrap_or_else(|| panic!("no {key} in the conversation")))
+}
+
+fn text(value: &Json) -> String {
+    match value {
+        Json::String(s) => s.clone(),
+        other => panic!("expected a string, found {}", other.write()),
+    }
+}
+
+fn int(value: &Json) -> i64 {
+    match value {
+        Json::Number(n) => n.parse().unwrap(),
+        other => panic!("expected a number, found {}", other.write()),
+    }
+}
+
+fn items(value: &Json) -> &[Json] {
+    match value {
+        Json::Array(items) => items,
+        other => panic!("expected an array, found {}", other.write()),
+    }
+}
+
+fn texts(value: &Json) -> Vec<String> {
+    items(value).iter().map(text).collect()
+}
+
+/// A NIP-01 event object of the conversation, verified by the core.
+fn event(value: &Json) -> VerifiedEvent {
+    SignedNostrEvent::parse(&value.write()).expect("the conversation's events verify")
+}
+
+fn kinds(actions: &[RelaySessionAction]) -> Vec<String> {
+    actions.iter().map(|a| a.kind.as_str().to_owned()).collect()
+}
+
+fn triple(d: &DeliveryDecision) -> Vec<String> {
+    vec![d.event_id.clone(), d.state.as_str().to_owned(), d.category.as_str().to_owned()]
+}
+
+fn code<T>(result: Result<T, SoftchatError>) -> String {
+    match result {
+        Ok(_) => "no error".to_owned(),
+        Err(e) => e.code.as_str().to_owned(),
+    }
+}
+
+// MARK: stand-ins for the app's own names
+
+/// A WebSocket stand-in: records what the recipes open and send.
+#[derive(Default)]
+pub struct Socket {
+    pub opened: Vec<RelaySessionAction>,
+    pub sent: Vec<String>,
+}
+
+impl Socket {
+    pub fn open(&mut self, actions: Vec<RelaySessionAction>) {
+        self.opened.extend(actions);
+    }
+
+    pub fn send(&mut self, frame: &str) -> Result<(), SoftchatError> {
+        self.sent.push(frame.to_owned());
+        Ok(())
+    }
+}
+
+/// What a transaction ingests: one event (the session recipe) or a batch (the ingestion recipe).
+pub trait Ingest {
+    fn into_events(self) -> Vec<VerifiedEvent>;
+}
+
+impl Ingest for VerifiedEvent {
+    fn into_events(self) -> Vec<VerifiedEvent> {
+        vec![self]
+    }
+}
+
+impl Ingest for &[VerifiedEvent] {
+    fn into_events(self) -> Vec<VerifiedEvent> {
+        self.to_vec()
+    }
+}
+
+pub struct Transaction {
+    accepted: Vec<String>,
+    already_present: Vec<String>,
+    writes: Vec<VerifiedEvent>,
+    stored: Vec<String>,
+}
+
+impl Transaction {
+    pub fn ingest(&mut self, events: impl Ingest) -> Result<(), SoftchatError> {
+        for e in events.into_events() {
+            let id = e.id.to_hex();
+            if self.stored.contains(&id) || self.accepted.contains(&id) {
+                self.already_present.push(id);
+            } else {
+                self.accepted.push(id);
+                self.writes.push(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The host's database: a transaction commits its events and reports the IngestionResult the
+/// recipe then validates (through the `result` stand-in it shares).
+#[derive(Default)]
+pub struct Database {
+    pub stored: HashMap<String, VerifiedEvent>,
+    pub intents: Vec<VerifiedEvent>,
+    result: Rc<OnceCell<IngestionResult>>,
+}
+
+impl Database {
+    /// The result of the next transaction, for the recipe's `result`.
+    pub fn next_result(&mut self) -> SharedResult {
+        self.result = Rc::new(OnceCell::new());
+        SharedResult(self.result.clone())
+    }
+
+    pub fn transaction(&mut self, body: impl FnOnce(&mut Transaction) -> Result<(), SoftchatError>) -> Result<(), SoftchatError> {
+        let mut tx = Transaction { accepted: vec![], already_present: vec![], writes: vec![], stored: self.stored.keys().cloned().collect() };
+        body(&mut tx)?;
+        for e in tx.writes {
+            self.stored.insert(e.id.to_hex(), e);
+        }
+        let _ = self.result.set(IngestionResult { accepted: tx.accepted, already_present: tx.already_present, rejected: vec![] });
+        Ok(())
+    }
+
+    pub fn persist_publish_intent(&mut self, event: &VerifiedEvent) -> Result<(), SoftchatError> {
+        self.intents.push(event.clone());
+        Ok(())
+    }
+}
+
+/// The IngestionResult the database's transaction reported.
+pub struct SharedResult(Rc<OnceCell<IngestionResult>>);
+
+impl Deref for SharedResult {
+    type Target = IngestionResult;
+    fn deref(&self) -> &IngestionResult {
+        self.0.get().expect("the transaction ran before the result is read")
+    }
+}
+
+pub struct Harness {
+    pub session: RelaySession,
+    pub identity: SoftchatIdentity,
+    pub socket: Socket,
+    pub database: Database,
+    pub recipient: PublicKey,
+    pub challenge: String,
+    pub created_at: i64,
+    pub frame_json: String,
+    pub response_json: String,
+    pub batch: IngestionBatch,
+    pub event: VerifiedEvent,
+    pub logged: Vec<RelaySessionSnapshot>,
+    pub recovered: Vec<RelaySessionAction>,
+    pub request: Option<String>,
+    pub checked_request: Option<ClientRelayFrame>,
+    pub checked_response: Option<RelayResponseFrame>,
+    pub auth: Option<VerifiedEvent>,
+}
+
+mod recipes {
+    #![allow(unused_variables, unused_mut, clippy::all)]
+    use super::*;
+    include!(env!("SOFTCHAT_RUST_RECIPES"));
+}
+
+// MARK: the conversation, through the recipes
+
+#[test]
+fn the_pages_rust_recipes_over_the_recorded_conversation() {
+    let c = conversation();
+    let expected = at(&c, &["expected"]);
+    let published: Vec<VerifiedEvent> = items(at(&c, &["published"])).iter().map(event).collect();
+    let mut h = Harness {
+        session: RelaySession::new(),
+        identity: SoftchatIdentity::generate(),
+        socket: Socket::default(),
+        database: Database::default(),
+        recipient: PublicKey::from_hex(&text(at(&c, &["alice", "pubkey"]))).unwrap(),
+        challenge: text(at(&c, &["challenge"])),
+        created_at: int(at(&c, &["createdAt"])),
+        frame_json: text(at(&c, &["sessionFrame"])),
+        response_json: text(at(&c, &["sessionFrame"])),
+        batch: IngestionBatch { events: vec![] },
+        event: published[0].clone(),
+        logged: vec![],
+        recovered: vec![],
+        request: None,
+        checked_request: None,
+        checked_response: None,
+        auth: None,
+    };
+
+    // relay.session: connect, the relay's AUTH challenge.
+    recipes::recipe_relay_session(&mut h).unwrap();
+    let session_kinds = texts(at(expected, &["sessionRecipeActions"]));
+    assert_eq!(kinds(&h.socket.opened), session_kinds[..1]);
+    let mut probe = RelaySession::new();
+    let mut seen = probe.connect().unwrap();
+    probe.transport_connected().unwrap();
+    seen.extend(probe.receive(&h.frame_json).unwrap());
+    assert_eq!(kinds(&seen), session_kinds);
+    let last = seen.last().unwrap();
+    assert_eq!(last.challenge.as_deref(), Some(h.challenge.as_str()));
+
+    // relay.wire: the REQ frame built in Rust is the one the core's session writes.
+    recipes::recipe_relay_wire(&mut h).unwrap();
+    let frames = texts(at(expected, &["wireRecipeFrames"]));
+    assert_eq!(h.request.as_deref(), Some(frames[0].as_str()));
+    match h.checked_request.as_ref().unwrap() {
+        ClientRelayFrame::Req { subscription_id, filters } => {
+            assert_eq!(subscription_id, "chat");
+            assert_eq!(filters.len(), 1);
+        }
+        other => panic!("not a REQ: {other:?}"),
+    }
+    assert_eq!(h.checked_response, Some(RelayResponseFrame::Auth { challenge: h.challenge.clone() }));
+    let auth = h.auth.clone().unwrap();
+    assert_eq!(auth.kind, 22242);
+    assert_eq!(auth.tags, vec![vec!["relay".to_owned(), "wss://relay.example".to_owned()], vec!["challenge".to_owned(), h.challenge.clone()]]);
+    let filter = format!(r##"{{"kinds":[14],"#p":["{}"],"limit":100}}"##, h.recipient.to_hex());
+    h.session.subscribe("chat", [filter]).unwrap();
+    for outbound in h.session.drain_outbound(256).unwrap() {
+        h.socket.send(&outbound.frame).unwrap();
+        h.session.confirm_sent(&outbound.delivery_event_ids).unwrap();
+    }
+    assert_eq!(h.socket.sent, frames);
+
+    // The subscription's frames, then relay.ingestion.
+    let mut subscription_kinds = vec![];
+    let mut persisted = vec![];
+    for frame in texts(at(&c, &["subscriptionFrames"])) {
+        let actions = h.session.receive(&frame).unwrap();
+        subscription_kinds.push(kinds(&actions));
+        persisted.extend(actions.into_iter().filter(|a| a.kind == RelaySessionActionKind::PersistEvent).filter_map(|a| a.event));
+    }
+    let expected_kinds: Vec<Vec<String>> = items(at(expected, &["subscriptionActions"])).iter().map(texts).collect();
+    assert_eq!(subscription_kinds, expected_kinds);
+    assert_eq!(h.session.snapshot().awaiting_persistence, 2);
+    h.batch = IngestionBatch { events: persisted };
+    recipes::recipe_relay_ingestion(&mut h).unwrap();
+    let mut ingested: Vec<String> = h.database.stored.keys().cloned().collect();
+    ingested.sort();
+    let mut expected_ingested = texts(at(expected, &["ingested"]));
+    expected_ingested.sort();
+    assert_eq!(ingested, expected_ingested);
+    assert_eq!(h.session.snapshot().awaiting_persistence, 0);
+
+    // relay.publish per event, with the relays' acknowledgements.
+    let acknowledgements = at(&c, &["acknowledgements"]);
+    let mut attempts: HashMap<String, usize> = HashMap::new();
+    let order = |id: &str| published.iter().position(|e| e.id.as_str() == id).unwrap();
+    for run in 0..3 {
+        let start = h.socket.sent.len();
+        h.event = published[run].clone();
+        recipes::recipe_relay_publish(&mut h).unwrap();
+        if run == 2 {
+            // The retryable event of run 2 is published again beside the third.
+            h.session.publish(vec![published[1].clone()]).unwrap();
+            for outbound in h.session.drain_outbound(256).unwrap() {
+                h.socket.send(&outbound.frame).unwrap();
+                h.session.confirm_sent(&outbound.delivery_event_ids).unwrap();
+            }
+        }
+        let mut decisions: Vec<DeliveryDecision> = vec![];
+        for sent in h.socket.sent[start..].to_vec() {
+            let written = match parse_client_relay_frame(&sent).unwrap() {
+                ClientRelayFrame::Event { event } => vec![event],
+                ClientRelayFrame::Events { events } => events,
+                other => panic!("not a publish frame: {other:?}"),
+            };
+            for e in written {
+                let n = attempts.entry(e.id.to_hex()).or_insert(0);
+                let ack = text(&items(at(acknowledgements, &[e.id.as_str()]))[*n]);
+                *n += 1;
+                let classified = classify_delivery_acknowledgement(&parse_relay_response_frame(&ack).unwrap()).unwrap();
+                for a in h.session.receive(&ack).unwrap() {
+                    if a.kind != RelaySessionActionKind::DeliveryChanged {
+                        continue;
+                    }
+                    let decision = a.decision.unwrap();
+                    assert_eq!(decision, classified);
+                    decisions.push(decision);
+                }
+            }
+        }
+        decisions.sort_by_key(|d| order(&d.event_id));
+        let want: Vec<Vec<String>> = items(&items(at(expected, &["publishRuns"]))[run])
+            .iter()
+            .map(|d| vec![text(at(d, &["eventId"])), text(at(d, &["state"])), text(at(d, &["category"]))])
+            .collect();
+        assert_eq!(decisions.iter().map(triple).collect::<Vec<_>>(), want, "publish run {run}");
+    }
+    assert_eq!(h.database.intents.len(), 3);
+    assert_eq!(h.session.snapshot().pending_publishes, 0);
+
+    // relay.recovery: the transport lost with an event in flight.
+    h.session.publish(vec![published[3].clone()]).unwrap();
+    for outbound in h.session.drain_outbound(256).unwrap() {
+        h.socket.send(&outbound.frame).unwrap();
+        h.session.confirm_sent(&outbound.delivery_event_ids).unwrap();
+    }
+    recipes::recipe_relay_recovery(&mut h).unwrap();
+    assert_eq!(kinds(&h.recovered), texts(at(expected, &["recoveryActions"])));
+    let d = at(expected, &["recoveryDecision"]);
+    assert_eq!(
+        triple(h.recovered[0].decision.as_ref().unwrap()),
+        vec![text(at(d, &["eventId"])), text(at(d, &["state"])), text(at(d, &["category"]))]
+    );
+    assert_eq!(h.recovered[1].attempt, Some(1));
+    assert_eq!(h.logged[0].reconnect_attempt, 1);
+
+    // Error codes from the schema's catalog.
+    let errors = at(expected, &["errors"]);
+    let unnamed_ok = parse_relay_response_frame(&text(at(errors, &["unnamedOk", "frame"]))).unwrap();
+    assert_eq!(code(classify_delivery_acknowledgement(&unnamed_ok)), text(at(errors, &["unnamedOk", "code"])));
+    assert_eq!(code(h.session.receive(&h.frame_json)), text(at(errors, &["afterClose"])), "receive while the transport is lost");
+    let mut probe = RelaySession::new();
+    probe.connect().unwrap();
+    probe.transport_connected().unwrap();
+    assert_eq!(code(probe.receive(&text(at(errors, &["badOkId", "frame"])))), text(at(errors, &["badOkId", "code"])));
+    let max = contracts::relay_wire::MAX_FILTERS.value as usize;
+    assert_eq!(code(probe.subscribe("many", vec![r#"{"kinds":[1]}"#; max + 1])), text(at(errors, &["tooManyFilters"])));
+    probe.subscribe("many", vec![r#"{"kinds":[1]}"#; max]).unwrap();
+    assert!(probe.snapshot().subscription_ids.contains(&"many".to_owned()));
+    assert_eq!(code(h.identity.create_nip42_authentication("", "wss://relay.example", 1)), text(at(errors, &["emptyChallenge"])));
+    let events = h.batch.events.clone();
+    let partial = IngestionResult { accepted: vec![events[0].id.to_hex()], already_present: vec![], rejected: vec![] };
+    assert_eq!(code(validate_ingestion_result(&h.batch, &partial)), text(at(errors, &["incompleteIngestionResult"])));
+    let total = IngestionResult { accepted: events.iter().map(|e| e.id.to_hex()).collect(), already_present: vec![], rejected: vec![] };
+    validate_ingestion_result(&h.batch, &total).unwrap();
+    let mut closed = RelaySession::new();
+    assert_eq!(code(closed.cancel()), "invalid_relay_session", "cancel while idle");
+    closed.connect().unwrap();
+    closed.cancel().unwrap();
+    closed.close().unwrap();
+    assert_eq!(code(closed.connect()), text(at(errors, &["afterClose"])));
+    assert_eq!(closed.snapshot().state, "closed");
+    let filter = RelayFilter::from_json(&format!(r##"{{"kinds":[14],"#p":["{}"]}}"##, text(at(&c, &["alice", "pubkey"])))).unwrap();
+    assert!(filter.matches(&events[0]));
+    assert!(!filter.matches(&published[0]));
+    let config = RelaySessionConfig {
+        supports_events_batch: true,
+        reconnect_base_delay_seconds: 0,
+        reconnect_max_delay_seconds: 1,
+        reconnect_reset_after_seconds: 1,
+        jitter_seed: 0,
+        since_overlap_seconds: 0,
+        correlate_unnamed_acknowledgements: false,
+        relay_url: None,
+        max_message_bytes: None,
+        acknowledgement_timeout_seconds: 10,
+        authentication_wait_seconds: 5,
+        authentication_window_seconds: 600,
+        answers_authentication: true,
+    };
+    assert_eq!(code(RelaySession::new_with_config(&config)), "invalid_relay_session");
+}
+
+// MARK: the crate's own promises
+
+#[test]
+fn enum_values_and_error_codes_come_from_the_schema() {
+    let path = std::env::var("SOFTCHAT_NAMES").expect("SOFTCHAT_NAMES");
+    let names = Json::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let values = |all: Vec<&str>| all.into_iter().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(values(DeliveryState::ALL.iter().map(|c| c.as_str()).collect()), texts(at(&names, &["enumValues", "DeliveryState"])));
+    assert_eq!(values(DeliveryCategory::ALL.iter().map(|c| c.as_str()).collect()), texts(at(&names, &["enumValues", "DeliveryCategory"])));
+    assert_eq!(
+        values(RelaySessionActionKind::ALL.iter().map(|c| c.as_str()).collect()),
+        texts(at(&names, &["enumValues", "RelaySessionActionKind"]))
+    );
+    assert_eq!(values(SoftchatErrorCode::ALL.iter().map(|c| c.as_str()).collect()), texts(at(&names, &["errorCodes"])));
+}
+
+#[test]
+fn an_error_code_the_crate_does_not_know_is_kept() {
+    let code = SoftchatErrorCode::from_code("relay_on_fire");
+    assert!(!code.is_known());
+    assert_eq!(code.as_str(), "relay_on_fire");
+    assert_eq!(code.retry_rule(), SoftchatRetryRule::Permanent);
+    assert!(SoftchatErrorCode::from_code("invalid_relay_frame") == SoftchatErrorCode::INVALID_RELAY_FRAME);
+}
+
+#[test]
+fn a_client_frame_over_its_bound_is_refused_by_the_core() {
+    let identity = SoftchatIdentity::generate();
+    let draft = UnsignedEvent { pubkey: None, created_at: 1_700_000_000, kind: 1, tags: vec![], content: "x".into() };
+    let signed = identity.sign(&draft).unwrap();
+    let batch = ClientRelayFrame::Events { events: vec![signed.clone(); 2] };
+    // Two copies of one id: an EVENTS batch needs unique ids.
+    assert_eq!(code(batch.to_json()), "invalid_relay_batch");
+    let one = ClientRelayFrame::Events { events: vec![signed] }.to_json().unwrap();
+    assert!(one.starts_with(r#"["EVENTS",{"id":""#));
+    let max = contracts::relay_wire::MAX_FILTERS.value as usize;
+    let filter = RelayFilter::from_json(r#"{"kinds":[1]}"#).unwrap();
+    let req = ClientRelayFrame::Req { subscription_id: "s".into(), filters: vec![filter; max + 1] };
+    assert_eq!(code(req.to_json()), "invalid_relay_filter");
+}
+
+#[test]
+fn a_secret_with_a_nul_byte_is_refused_before_the_call() {
+    let refused = SoftchatIdentity::import_secret_hex("ab\0cd").err().unwrap();
+    assert_eq!(refused.code, SoftchatErrorCode::INVALID_RELAY_AUTHENTICATION);
+    assert!(!refused.message.contains("ab"), "the message repeats the secret: {}", refused.message);
+}
+
+#[test]
+fn handles_are_shared_across_threads() {
+    let identity = SoftchatIdentity::generate();
+    let signed: Vec<VerifiedEvent> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..8)
+            .map(|t| {
+                let identity = &identity;
+                scope.spawn(move || {
+                    (0..25)
+                        .map(|i| {
+                            let draft = UnsignedEvent { pubkey: None, created_at: 1_700_000_000 + i, kind: 1, tags: vec![], content: format!("{t}/{i}") };
+                            identity.sign(&draft).unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    assert_eq!(signed.len(), 200);
+    for e in &signed {
+        assert_eq!(e.pubkey.as_str(), identity.public_key_hex());
+        assert_eq!(SignedNostrEvent::parse(&wire(e)).unwrap(), *e);
+    }
+}
+
+/// An event's NIP-01 JSON.
+fn wire(e: &VerifiedEvent) -> String {
+    let frame = ClientRelayFrame::Event { event: e.clone() }.to_json().unwrap();
+    frame["[\"EVENT\",".len()..frame.len() - 1].to_owned()
+}
