@@ -73,3 +73,43 @@ class Tally:
     def finish(self):
         print(f"{self.name}: {self.passed} passed, {self.failed} failed")
         sys.exit(1 if self.failed else 0)
+
+
+def canonical_replay_line(value):
+    """A replay output line in one form across the bindings: null members dropped (`softchat
+    replay` omits an absent optional field, the bindings' ABI form writes null) and an event's
+    creation time under NIP-01's name."""
+    if isinstance(value, dict):
+        return {("created_at" if k == "createdAt" else k): canonical_replay_line(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [canonical_replay_line(v) for v in value]
+    return value
+
+
+def replay_differences(root, command, env=None, prepare=None):
+    """Runs every Tests/SessionRegressions script through `softchat replay` (Swift) and through
+    `command + [script]` (a binding's replayer; `prepare(script)` gives the path it reads when it
+    needs the script in another form) and compares them line by line. Returns (scripts identical,
+    scripts, the first difference or None)."""
+    import glob
+    swift = os.path.join(root, ".build/debug/softchat")
+    scripts = sorted(glob.glob(os.path.join(root, "Tests/SessionRegressions/*.jsonl")))
+    same, problem = 0, None
+    for path in scripts:
+        name = os.path.basename(path)
+        want = subprocess.run([swift, "replay", path], capture_output=True, text=True).stdout.splitlines()
+        p = subprocess.run(command + [prepare(path) if prepare else path], capture_output=True, text=True, env=env)
+        got = p.stdout.splitlines()
+        try:
+            diffs = [n for n, (a, b) in enumerate(zip(want, got), 1)
+                     if canonical_replay_line(json.loads(a)) != canonical_replay_line(json.loads(b))]
+        except ValueError as e:
+            diffs = [1]
+            got = [f"not JSON ({e})"] + got
+        if len(want) != len(got) or diffs or not want:
+            n = diffs[0] if diffs else min(len(want), len(got)) + 1
+            problem = problem or (f"{name} line {n}:\n  swift {want[n - 1] if 0 < n <= len(want) else '-'}\n"
+                                  f"  binding {got[n - 1] if 0 < n <= len(got) else '-'}\n{p.stderr[-1500:]}")
+        else:
+            same += 1
+    return same, len(scripts), problem

@@ -146,7 +146,15 @@ extension RustRenderer {
 
     func renderRecord(_ t: TypeDecl, _ w: inout SourceWriter) {
         rustDoc(&w, t.doc)
-        w.line("#[derive(Clone, Debug, PartialEq, Eq)]")
+        // A record whose every field may be empty (options and lists) has a Default, so
+        // `ManagedTransportContext { relay_urls, ..Default::default() }` reads as Kotlin's defaults.
+        let defaultable = t.fields.allSatisfy { f in
+            switch f.type {
+            case .optional, .list: true
+            default: false
+            }
+        }
+        w.line("#[derive(Clone, Debug, PartialEq, Eq\(defaultable ? ", Default" : ""))]")
         w.block("pub struct \(t.name) {") { w in
             for f in t.fields {
                 rustDoc(&w, f.doc)
@@ -204,6 +212,27 @@ extension RustRenderer {
                     w.line("\(ident(tag.name)): field(value, \(quoted(t.name)), \(quoted(tag.name)))?,")
                     for f in t.fields { w.line("\(ident(f.name)): field(value, \(quoted(t.name)), \(quoted(f.name)))?,") }
                 }
+            }
+        }
+        w.line()
+        w.block("impl ToJson for \(t.name) {") { w in
+            w.line("/// The tag plus exactly the variant's fields (an absent optional one as null).")
+            w.block("fn to_json(&self) -> Json {") { w in
+                w.line("let mut members = vec![(\(quoted(tag.name)).to_owned(), self.\(ident(tag.name)).to_json())];")
+                w.block("match self.\(ident(tag.name)) {") { w in
+                    for v in t.variants {
+                        let fields = t.fields(of: v)
+                        let pattern = "\(rustType(tag.type))::\(variantName(v.name))"
+                        if fields.isEmpty {
+                            w.line("\(pattern) => {}")
+                        } else {
+                            w.block("\(pattern) => {") { w in
+                                for f in fields { w.line("members.push((\(quoted(f.name)).to_owned(), self.\(ident(f.name)).to_json()));") }
+                            }
+                        }
+                    }
+                }
+                w.line("Json::Object(members)")
             }
         }
     }

@@ -7,6 +7,8 @@
 
 use std::fmt::Write as _;
 
+pub use crate::runtime::{FromJson, ToJson};
+
 /// One JSON value. Objects keep their keys in document order; numbers keep their text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Json {

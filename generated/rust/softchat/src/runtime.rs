@@ -12,13 +12,14 @@ use std::ffi::{c_char, CStr, CString};
 use std::ptr;
 use std::sync::OnceLock;
 
-/// Reads a value from the ABI's JSON form. `Err` names what was wrong, for the message.
-pub(crate) trait FromJson: Sized {
+/// Reads a value from its JSON form (the C ABI's: the schema's names as keys). `Err` says what
+/// was wrong.
+pub trait FromJson: Sized {
     fn from_json(value: &Json) -> Result<Self, String>;
 }
 
-/// Writes a value in the ABI's JSON form (the schema's names).
-pub(crate) trait ToJson {
+/// Writes a value in its JSON form (the C ABI's: the schema's names as keys).
+pub trait ToJson {
     fn to_json(&self) -> Json;
 }
 

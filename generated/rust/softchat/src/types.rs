@@ -755,6 +755,65 @@ impl FromJson for RelaySessionAction {
     }
 }
 
+impl ToJson for RelaySessionAction {
+    /// The tag plus exactly the variant's fields (an absent optional one as null).
+    fn to_json(&self) -> Json {
+        let mut members = vec![("kind".to_owned(), self.kind.to_json())];
+        match self.kind {
+            RelaySessionActionKind::OpenTransport => {}
+            RelaySessionActionKind::CloseTransport => {}
+            RelaySessionActionKind::PersistEvent => {
+                members.push(("subscriptionId".to_owned(), self.subscription_id.to_json()));
+                members.push(("event".to_owned(), self.event.to_json()));
+            }
+            RelaySessionActionKind::EventRejected => {
+                members.push(("subscriptionId".to_owned(), self.subscription_id.to_json()));
+                members.push(("eventId".to_owned(), self.event_id.to_json()));
+                members.push(("reason".to_owned(), self.reason.to_json()));
+            }
+            RelaySessionActionKind::EndOfStoredEvents => {
+                members.push(("subscriptionId".to_owned(), self.subscription_id.to_json()));
+            }
+            RelaySessionActionKind::SubscriptionClosed => {
+                members.push(("subscriptionId".to_owned(), self.subscription_id.to_json()));
+                members.push(("prefix".to_owned(), self.prefix.to_json()));
+                members.push(("message".to_owned(), self.message.to_json()));
+                members.push(("retryDelayMilliseconds".to_owned(), self.retry_delay_milliseconds.to_json()));
+            }
+            RelaySessionActionKind::Notice => {
+                members.push(("subscriptionId".to_owned(), self.subscription_id.to_json()));
+                members.push(("eventId".to_owned(), self.event_id.to_json()));
+                members.push(("prefix".to_owned(), self.prefix.to_json()));
+                members.push(("message".to_owned(), self.message.to_json()));
+                members.push(("reason".to_owned(), self.reason.to_json()));
+            }
+            RelaySessionActionKind::CountResult => {
+                members.push(("subscriptionId".to_owned(), self.subscription_id.to_json()));
+                members.push(("count".to_owned(), self.count.to_json()));
+            }
+            RelaySessionActionKind::AuthenticationRequested => {
+                members.push(("challenge".to_owned(), self.challenge.to_json()));
+            }
+            RelaySessionActionKind::Authenticated => {
+                members.push(("eventId".to_owned(), self.event_id.to_json()));
+            }
+            RelaySessionActionKind::AuthenticationFailed => {
+                members.push(("eventId".to_owned(), self.event_id.to_json()));
+                members.push(("prefix".to_owned(), self.prefix.to_json()));
+                members.push(("message".to_owned(), self.message.to_json()));
+            }
+            RelaySessionActionKind::DeliveryChanged => {
+                members.push(("decision".to_owned(), self.decision.to_json()));
+            }
+            RelaySessionActionKind::ScheduleReconnect => {
+                members.push(("delayMilliseconds".to_owned(), self.delay_milliseconds.to_json()));
+                members.push(("attempt".to_owned(), self.attempt.to_json()));
+            }
+        }
+        Json::Object(members)
+    }
+}
+
 /// A redacted diagnostic view of the session (never event content, challenges or keys) that must
 /// never be used to restore state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1362,7 +1421,7 @@ impl ToJson for AccountCheckReport {
 }
 
 /// The verified events a host applies in one authoritative transaction before confirming them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct IngestionBatch {
     /// The events to commit, each from a persistEvent action.
     pub events: Vec<VerifiedEvent>,
@@ -1391,7 +1450,7 @@ impl ToJson for IngestionBatch {
 
 /// The host's report of one batch transaction, which must name every event exactly once before the
 /// session advances.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct IngestionResult {
     /// Ids of events newly stored.
     pub accepted: Vec<String>,
@@ -1434,7 +1493,7 @@ impl ToJson for IngestionResult {
 
 /// The account's total, disjoint receipt from one SQLite transaction, proving which events may be
 /// confirmed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct IngestionReceipt {
     /// Ids of events newly stored.
     pub inserted_event_ids: Vec<String>,
@@ -1585,7 +1644,7 @@ impl ToJson for EventCursor {
 }
 
 /// One page of a stored-event query, newest first.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct EventPage {
     /// The page's events, newest first (ties by lowest id).
     pub events: Vec<VerifiedEvent>,
@@ -1664,7 +1723,7 @@ impl ToJson for SubscriptionPolicyEntry {
 
 /// What the app decides for a managed transport: the relays, and optionally its timing. On Android
 /// it is built next to the platform Context; here it is a plain value.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ManagedTransportContext {
     /// The relays (ws://, wss:// or noise://), each once.
     pub relay_urls: Vec<String>,
@@ -1847,6 +1906,26 @@ impl FromJson for ManagedTransportStateChange {
     }
 }
 
+impl ToJson for ManagedTransportStateChange {
+    /// The tag plus exactly the variant's fields (an absent optional one as null).
+    fn to_json(&self) -> Json {
+        let mut members = vec![("kind".to_owned(), self.kind.to_json())];
+        match self.kind {
+            ManagedTransportStateChangeKind::Overall => {
+                members.push(("phase".to_owned(), self.phase.to_json()));
+                members.push(("delayMilliseconds".to_owned(), self.delay_milliseconds.to_json()));
+                members.push(("reason".to_owned(), self.reason.to_json()));
+            }
+            ManagedTransportStateChangeKind::Relay => {
+                members.push(("relayUrl".to_owned(), self.relay_url.to_json()));
+                members.push(("phase".to_owned(), self.phase.to_json()));
+                members.push(("delayMilliseconds".to_owned(), self.delay_milliseconds.to_json()));
+            }
+        }
+        Json::Object(members)
+    }
+}
+
 /// What the managed transport did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ManagedTransportActivityKind {
@@ -1945,6 +2024,39 @@ impl FromJson for ManagedTransportActivity {
             incomplete_seconds: field(value, "ManagedTransportActivity", "incompleteSeconds")?,
             message: field(value, "ManagedTransportActivity", "message")?,
         })
+    }
+}
+
+impl ToJson for ManagedTransportActivity {
+    /// The tag plus exactly the variant's fields (an absent optional one as null).
+    fn to_json(&self) -> Json {
+        let mut members = vec![("kind".to_owned(), self.kind.to_json())];
+        match self.kind {
+            ManagedTransportActivityKind::Delivery => {
+                members.push(("relayUrl".to_owned(), self.relay_url.to_json()));
+                members.push(("intentId".to_owned(), self.intent_id.to_json()));
+                members.push(("decision".to_owned(), self.decision.to_json()));
+            }
+            ManagedTransportActivityKind::Ingested => {
+                members.push(("relayUrl".to_owned(), self.relay_url.to_json()));
+                members.push(("result".to_owned(), self.result.to_json()));
+            }
+            ManagedTransportActivityKind::Synced => {
+                members.push(("relayUrl".to_owned(), self.relay_url.to_json()));
+                members.push(("subscriptionId".to_owned(), self.subscription_id.to_json()));
+                members.push(("events".to_owned(), self.events.to_json()));
+                members.push(("incompleteSeconds".to_owned(), self.incomplete_seconds.to_json()));
+            }
+            ManagedTransportActivityKind::Notice => {
+                members.push(("relayUrl".to_owned(), self.relay_url.to_json()));
+                members.push(("message".to_owned(), self.message.to_json()));
+            }
+            ManagedTransportActivityKind::ConnectionFailed => {
+                members.push(("relayUrl".to_owned(), self.relay_url.to_json()));
+                members.push(("message".to_owned(), self.message.to_json()));
+            }
+        }
+        Json::Object(members)
     }
 }
 
