@@ -17,8 +17,8 @@ public struct KotlinRenderer {
         "typealias", "val", "var", "when", "while",
     ]
 
-    public func render() -> [GeneratedFile] {
-        [renderContracts(), renderAPI(), renderCodecs(), renderNative(), renderJSON()]
+    public func render() throws(Templates.Failure) -> [GeneratedFile] {
+        [renderContracts(), renderAPI(), renderCodecs(), try renderNative(), try renderJSON()]
     }
 
     func header(_ w: inout SourceWriter) {
@@ -169,7 +169,7 @@ public struct KotlinRenderer {
         }.joined(separator: ", ")
     }
 
-    func renderNative() -> GeneratedFile {
+    func renderNative() throws(Templates.Failure) -> GeneratedFile {
         var w = SourceWriter()
         header(&w)
         w.line("import com.sun.jna.Library")
@@ -246,231 +246,25 @@ public struct KotlinRenderer {
             }
         }
         w.line()
-        for l in Self.cleaner { w.line(l) }
+        for l in try Self.cleaner { w.line(l) }
         return GeneratedFile(path: "\(Self.directory)/SoftchatNative.kt", contents: w.text)
     }
 
     /// Frees native handles of collected objects without `java.lang.ref.Cleaner` (Android API
     /// 33+): phantom references on a queue drained by one daemon thread, as JNA's own cleaner does.
-    static let cleaner: [String] = #"""
-        /** Runs a handle's free function once its owner is collected (phantom references, one daemon thread). */
-        internal object SoftchatCleaner {
-            private val queue = java.lang.ref.ReferenceQueue<Any>()
-            private val live = java.util.Collections.newSetFromMap(java.util.concurrent.ConcurrentHashMap<Ref, Boolean>())
+    static var cleaner: [String] { get throws(Templates.Failure) { try Templates.lines("kotlin/cleaner.kt") } }
 
-            private class Ref(owner: Any, val action: Runnable) : java.lang.ref.PhantomReference<Any>(owner, queue)
-
-            init {
-                val thread = Thread({
-                    while (true) {
-                        val ref = queue.remove() as Ref
-                        live.remove(ref)
-                        try { ref.action.run() } catch (t: Throwable) { t.printStackTrace() }
-                    }
-                }, "softchat-cleaner")
-                thread.isDaemon = true
-                thread.start()
-            }
-
-            fun register(owner: Any, action: Runnable) {
-                live.add(Ref(owner, action))
-            }
-        }
-        """#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-
-    func renderJSON() -> GeneratedFile {
+    func renderJSON() throws(Templates.Failure) -> GeneratedFile {
         var w = SourceWriter()
         header(&w)
         w.line("// A small strict JSON reader and writer for the values that cross the C ABI: objects as")
         w.line("// LinkedHashMap, arrays as List, integers as Long, other numbers as Double.")
         w.line()
-        for l in Self.jsonSource { w.line(l) }
+        for l in try Self.jsonSource { w.line(l) }
         return GeneratedFile(path: "\(Self.directory)/SoftchatJson.kt", contents: w.text)
     }
 
-    static let jsonSource: [String] = #"""
-        internal object SoftchatJson {
-            fun parse(text: String): Any? {
-                val r = Reader(text)
-                r.skip()
-                val v = r.value()
-                r.skip()
-                if (r.i != text.length) throw IllegalArgumentException("softchat: trailing data in JSON at ${r.i}")
-                return v
-            }
-
-            fun write(value: Any?): String = StringBuilder().also { write(value, it) }.toString()
-
-            private fun write(value: Any?, out: StringBuilder) {
-                when (value) {
-                    null -> out.append("null")
-                    is Boolean -> out.append(if (value) "true" else "false")
-                    is Long, is Int -> out.append(value.toString())
-                    is Double -> out.append(value.toString())
-                    is String -> {
-                        out.append('"')
-                        for (ch in value) {
-                            when {
-                                ch == '"' -> out.append("\\\"")
-                                ch == '\\' -> out.append("\\\\")
-                                ch == '\n' -> out.append("\\n")
-                                ch == '\r' -> out.append("\\r")
-                                ch == '\t' -> out.append("\\t")
-                                ch < ' ' -> out.append(String.format("\\u%04x", ch.toInt()))
-                                else -> out.append(ch)
-                            }
-                        }
-                        out.append('"')
-                    }
-                    is Map<*, *> -> {
-                        out.append('{')
-                        var first = true
-                        for ((k, v) in value) {
-                            if (!first) out.append(',')
-                            first = false
-                            write(k as String, out)
-                            out.append(':')
-                            write(v, out)
-                        }
-                        out.append('}')
-                    }
-                    is List<*> -> {
-                        out.append('[')
-                        value.forEachIndexed { i, v ->
-                            if (i > 0) out.append(',')
-                            write(v, out)
-                        }
-                        out.append(']')
-                    }
-                    else -> throw IllegalArgumentException("softchat: cannot encode ${value.javaClass} as JSON")
-                }
-            }
-
-            private class Reader(val s: String) {
-                var i = 0
-
-                fun skip() {
-                    while (i < s.length && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t')) i++
-                }
-
-                fun fail(what: String): Nothing = throw IllegalArgumentException("softchat: bad JSON at $i: $what")
-
-                fun value(): Any? {
-                    if (i >= s.length) fail("unexpected end")
-                    return when (s[i]) {
-                        '{' -> obj()
-                        '[' -> arr()
-                        '"' -> str()
-                        't' -> lit("true", true)
-                        'f' -> lit("false", false)
-                        'n' -> lit("null", null)
-                        else -> num()
-                    }
-                }
-
-                fun lit(word: String, v: Any?): Any? {
-                    if (!s.startsWith(word, i)) fail("expected $word")
-                    i += word.length
-                    return v
-                }
-
-                fun num(): Any {
-                    val start = i
-                    while (i < s.length && (s[i].isDigit() || s[i] == '-' || s[i] == '+' || s[i] == '.' || s[i] == 'e' || s[i] == 'E')) i++
-                    val t = s.substring(start, i)
-                    if (t.isEmpty()) fail("unexpected character")
-                    return t.toLongOrNull() ?: t.toDouble()
-                }
-
-                fun str(): String {
-                    i++
-                    val b = StringBuilder()
-                    while (true) {
-                        if (i >= s.length) fail("unterminated string")
-                        val c = s[i++]
-                        when (c) {
-                            '"' -> return b.toString()
-                            '\\' -> {
-                                val e = s[i++]
-                                when (e) {
-                                    '"' -> b.append('"')
-                                    '\\' -> b.append('\\')
-                                    '/' -> b.append('/')
-                                    'b' -> b.append('\b')
-                                    'f' -> b.append('\u000c')
-                                    'n' -> b.append('\n')
-                                    'r' -> b.append('\r')
-                                    't' -> b.append('\t')
-                                    'u' -> {
-                                        b.append(s.substring(i, i + 4).toInt(16).toChar())
-                                        i += 4
-                                    }
-                                    else -> fail("bad escape")
-                                }
-                            }
-                            else -> b.append(c)
-                        }
-                    }
-                }
-
-                fun obj(): Map<String, Any?> {
-                    i++
-                    val m = LinkedHashMap<String, Any?>()
-                    skip()
-                    if (s[i] == '}') {
-                        i++
-                        return m
-                    }
-                    while (true) {
-                        skip()
-                        val k = str()
-                        skip()
-                        if (s[i++] != ':') fail("expected :")
-                        skip()
-                        m[k] = value()
-                        skip()
-                        when (s[i++]) {
-                            ',' -> {}
-                            '}' -> return m
-                            else -> fail("expected , or }")
-                        }
-                    }
-                }
-
-                fun arr(): List<Any?> {
-                    i++
-                    val a = ArrayList<Any?>()
-                    skip()
-                    if (s[i] == ']') {
-                        i++
-                        return a
-                    }
-                    while (true) {
-                        skip()
-                        a.add(value())
-                        skip()
-                        when (s[i++]) {
-                            ',' -> {}
-                            ']' -> return a
-                            else -> fail("expected , or ]")
-                        }
-                    }
-                }
-            }
-        }
-
-        internal fun jsonField(v: Any?, key: String): Any? =
-            (v as? Map<*, *> ?: throw IllegalStateException("softchat: expected a JSON object for $key")).get(key)
-
-        internal fun jsonString(v: Any?): String = v as? String ?: throw IllegalStateException("softchat: expected a string, got $v")
-
-        internal fun jsonLong(v: Any?): Long = (v as? Long) ?: (v as? Int)?.toLong() ?: throw IllegalStateException("softchat: expected an integer, got $v")
-
-        internal fun jsonBool(v: Any?): Boolean = v as? Boolean ?: throw IllegalStateException("softchat: expected a boolean, got $v")
-
-        @Suppress("UNCHECKED_CAST")
-        internal fun jsonList(v: Any?): List<Any?> = v as? List<Any?> ?: throw IllegalStateException("softchat: expected an array, got $v")
-        """#.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    static var jsonSource: [String] { get throws(Templates.Failure) { try Templates.lines("kotlin/json.kt") } }
 
     // MARK: JSON codecs over the schema's types
 

@@ -130,7 +130,7 @@ public struct MarkdownRenderer {
         }
         w.line()
         for language in Language.allCases where c.symbols[language] != nil {
-            guard let note = language.unbuiltNote else { continue }
+            guard let note = language.bindingNote else { continue }
             w.line(note)
             w.line()
         }
@@ -177,7 +177,7 @@ public struct MarkdownRenderer {
                 guard let r = c.recipes.first(where: { $0.language == language }) else { continue }
                 w.line("### \(language.displayName)")
                 w.line()
-                if let note = language.unbuiltNote {
+                if let note = language.bindingNote {
                     w.line(note)
                     w.line()
                 }
@@ -216,7 +216,7 @@ public struct BindingsRenderer {
     public static let ignoredDirectories = ["generated/rust/target"]
 
     public func render() throws(Templates.Failure) -> [GeneratedFile] {
-        [CABIRenderer(set: set).renderHeader()] + KotlinRenderer(set: set).render() + TypeScriptRenderer(set: set).render()
+        [CABIRenderer(set: set).renderHeader()] + (try KotlinRenderer(set: set).render()) + (try TypeScriptRenderer(set: set).render())
             + (try RustRenderer(set: set).render()) + MarkdownRenderer(set: set).render()
     }
 }

@@ -26,4 +26,12 @@ public enum Templates {
         else { throw .missing(path) }
         return text
     }
+
+    /// The lines of `Templates/<path>`, without the file's final newline, as a renderer writes them
+    /// one by one at its current indentation.
+    public static func lines(_ path: String) throws(Failure) -> [String] {
+        var text = try text(path)
+        if text.hasSuffix("\n") { text.removeLast() }
+        return text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
 }

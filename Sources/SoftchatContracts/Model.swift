@@ -82,14 +82,14 @@ public enum Language: String, Sendable, Equatable, CaseIterable {
         }
     }
 
-    /// Why the language's symbols and recipes are shown though Softchat builds nothing for it, or
-    /// nil for the languages it ships. The product page specifies a Rust binding; Softchat's core
-    /// is Swift, and no Rust binding exists.
-    public var unbuiltNote: String? {
+    /// What the language's row means in this repository, shown beside its symbols and recipes,
+    /// or nil when it needs no word. The product page's Rust core is Softchat's Swift core: the
+    /// Rust row is a binding over its C ABI.
+    public var bindingNote: String? {
         switch self {
         case .rust:
-            "Rust: the product page's names for a Rust binding, which Softchat does not build (its core is Swift); "
-                + "shown as specified, not compiled."
+            "Rust: `generated/rust/softchat`, a safe crate over the Swift core's C ABI (`softchat-sys`), generated from this "
+                + "schema. Where this page says Rust owns something, the Swift core behind the C ABI owns it."
         case .android, .swift, .typescript: nil
         }
     }

@@ -22,7 +22,14 @@ public struct HTMLRenderer {
 
     /// Languages whose recipes this repository's test suite compiles (Swift: every recipe
     /// runs in Tests/SoftchatRecipeTests). The facades' tests will add Kotlin and TypeScript.
-    public static let compiledRecipeLanguages: [Language] = [.swift, .android, .typescript]
+    public static let compiledRecipeLanguages: [Language] = [.swift, .android, .typescript, .rust]
+
+    /// Plain text with `backquoted` spans as HTML: escaped, the spans in `<code>`.
+    static func codeSpans(_ text: String) -> String {
+        text.split(separator: "`", omittingEmptySubsequences: false).enumerated().map { i, part in
+            i % 2 == 1 ? "<code>\(escapeHTML(String(part)))</code>" : escapeHTML(String(part))
+        }.joined()
+    }
 
     public func render() -> [GeneratedFile] {
         [renderIndex(), renderErrors()] + set.contracts.map(renderContract)
@@ -228,13 +235,14 @@ public struct HTMLRenderer {
                 status.append(
                     "The \(compiled.map(\.displayName).joined(separator: ", ")) recipes compile and run as part of the "
                         + "test suite, verbatim from <code>Schema/\(escapeHTML(c.file))</code> (Swift: <code>Tests/SoftchatRecipeTests</code>; "
-                        + "Android and TypeScript: <code>scripts/test-facades</code>, over the C ABI).")
+                        + "Android, TypeScript and Rust: <code>scripts/test-facades</code>, over the C ABI).")
             }
             if !notCompiled.isEmpty {
                 status.append(
-                    notCompiled.map { $0.unbuiltNote ?? "\($0.displayName): shown as specified; not compiled in this repository yet." }
+                    notCompiled.map { "\($0.displayName): shown as specified; not compiled in this repository yet." }
                         .joined(separator: " "))
             }
+            for note in present.compactMap(\.bindingNote) { status.append(Self.codeSpans(note)) }
             h.line("<p class=\"recipe-status\">\(status.joined(separator: " "))</p>")
             for language in present {
                 let r = c.recipes.first { $0.language == language }!

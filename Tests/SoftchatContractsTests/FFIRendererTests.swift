@@ -15,7 +15,7 @@ import Testing
     }
 
     @Test func nodeAddonMatchesGolden() throws {
-        try expectMatchesGolden([NodeAddonRenderer(set: Fixture.mini()).render()])
+        try expectMatchesGolden([try NodeAddonRenderer(set: Fixture.mini()).render()])
     }
 
     /// The Kotlin cleaner may free a handle once its owner is unreachable, and a JVM may find an
@@ -23,7 +23,7 @@ import Testing
     /// keeps its receiver (and every handle argument) reachable until it returns.
     @Test func everyKotlinNativeCallKeepsItsHandlesReachable() throws {
         let set = try SchemaLoader().load(from: DirectorySchemaSource(directory: Fixture.repositorySchema))
-        let api = try #require(KotlinRenderer(set: set).render().first { $0.path.hasSuffix("SoftchatApi.kt") })
+        let api = try #require(try KotlinRenderer(set: set).render().first { $0.path.hasSuffix("SoftchatApi.kt") })
         let calls = api.contents.split(separator: "\n").filter { $0.contains("SoftchatNative.call(") }
         #expect(!calls.isEmpty)
         for line in calls where line.contains("(handle") || line.contains("(owner.handle") {
@@ -34,14 +34,14 @@ import Testing
             let names = line.matches(of: /([a-zA-Z]+)\??\.handle/).map { String($0.output.1) }.filter { $0 != "owner" }
             for name in names { #expect(line.contains(", \(name)"), "\(name) not kept: \(line)") }
         }
-        let native = try #require(KotlinRenderer(set: set).render().first { $0.path.hasSuffix("SoftchatNative.kt") })
+        let native = try #require(try KotlinRenderer(set: set).render().first { $0.path.hasSuffix("SoftchatNative.kt") })
         #expect(native.contents.contains("java.lang.ref.Reference.reachabilityFence(owner)"))
     }
 
     @Test func ffiRenderingIsDeterministic() throws {
         let set = try Fixture.mini()
         #expect(CABIRenderer(set: set).renderSwiftExports() == CABIRenderer(set: set).renderSwiftExports())
-        #expect(NodeAddonRenderer(set: set).render() == NodeAddonRenderer(set: set).render())
+        #expect(try NodeAddonRenderer(set: set).render() == NodeAddonRenderer(set: set).render())
     }
 
     /// The repository schema's C names are its `rust` symbols with a `softchat_` prefix.

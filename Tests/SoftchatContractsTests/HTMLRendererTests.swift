@@ -261,10 +261,10 @@ func brokenLinks(_ files: [GeneratedFile]) -> [String] {
         #expect(HTMLSite.resolveLink("picture.png", from: "guides/a.md") == .href("picture.png"))
     }
 
-    @Test func swiftRecipesAreMarkedCompiledAndEveryRecipeIsInThePage() throws {
+    @Test func swiftAndRustRecipesAreMarkedCompiledAndEveryRecipeIsInThePage() throws {
         let page = try #require(HTMLRenderer(set: try Fixture.mini()).render().first { $0.path == "reference/demo.echo.html" })
-        #expect(page.contents.contains("The Swift recipes compile and run as part of the test suite"))
-        #expect(page.contents.contains("Rust: the product page's names for a Rust binding, which Softchat does not build"))
+        #expect(page.contents.contains("The Rust, Swift recipes compile and run as part of the test suite"))
+        #expect(page.contents.contains("Rust: <code>generated/rust/softchat</code>, a safe crate over the Swift core's C ABI"))
         // Without JavaScript nothing is hidden: every recipe is in the page, none carries `hidden`.
         #expect(page.contents.contains(#"<section class="recipe" data-lang="rust">"#))
         #expect(page.contents.contains(#"<section class="recipe" data-lang="swift">"#))

@@ -54,11 +54,15 @@ func expectMatchesGolden(_ files: [GeneratedFile], sourceLocation: SourceLocatio
     }
 
     @Test func kotlinFacadeMatchesGolden() throws {
-        try expectMatchesGolden(KotlinRenderer(set: Fixture.mini()).render())
+        try expectMatchesGolden(try KotlinRenderer(set: Fixture.mini()).render())
     }
 
     @Test func typeScriptFacadeMatchesGolden() throws {
-        try expectMatchesGolden(TypeScriptRenderer(set: Fixture.mini()).render())
+        try expectMatchesGolden(try TypeScriptRenderer(set: Fixture.mini()).render())
+    }
+
+    @Test func rustCratesMatchGolden() throws {
+        try expectMatchesGolden(try RustRenderer(set: Fixture.mini()).render())
     }
 
     @Test func markdownDocsMatchGolden() throws {
