@@ -35,31 +35,16 @@ public struct CABIRenderer {
 
     // MARK: C header
 
-    func cType(_ ref: TypeRef) -> String {
-        if let n = model.handleName(ref) { return "\(FFIModel.cPrefix(n)) *" }
-        if let cb = model.callback(ref) { return FFIModel.cPrefix(cb.name) }
-        return "const char *"
-    }
-
     func cReturn(_ e: FFIModel.EntryPoint) -> String {
-        guard let r = e.returns else { return "void " }
-        if model.isHandle(r), case .named(let n) = r { return "\(FFIModel.cPrefix(n)) *" }
-        return "char *"
+        switch model.result(e) {
+        case .none: "void "
+        case .handle(let n): "\(FFIModel.cPrefix(n)) *"
+        case .json: "char *"
+        }
     }
 
     public func cArguments(_ e: FFIModel.EntryPoint) -> [(type: String, name: String)] {
-        var out: [(String, String)] = []
-        switch e.receiver {
-        case .none: break
-        case .handle(let t): out.append(("\(FFIModel.cPrefix(t)) *", FFIModel.receiverName(t)))
-        case .value(let t): out.append(("const char *", FFIModel.receiverName(t) + "_json"))
-        }
-        for p in e.params {
-            out.append((cType(p.type), FFIModel.cParam(p.name)))
-            if model.callback(p.type) != nil { out.append(("void *", FFIModel.cParam(p.name) + "_context")) }
-        }
-        if e.kind != .free { out.append(("softchat_error **", "error")) }
-        return out
+        model.arguments(e).map { ($0.cType, $0.name) }
     }
 
     public func renderHeader() -> GeneratedFile {

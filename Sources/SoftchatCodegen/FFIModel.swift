@@ -190,6 +190,90 @@ public struct FFIModel: Sendable {
         e.throwsCodes.first ?? set.errors.first?.code ?? "invalid_argument"
     }
 
+    // MARK: how values cross (the translate step every FFI renderer reads)
+
+    /// How one value crosses the C ABI. Every renderer of a layer over the ABI (the header, the
+    /// Swift exports, the Node-API addon, JNA, the Rust crates) branches on this, so none of them
+    /// re-derives from type names or C spellings whether a value is a pointer or text.
+    public enum Crossing: Sendable, Equatable {
+        /// An opaque handle pointer (NULL for none when `optional`).
+        case handle(String, optional: Bool)
+        /// A C function pointer and its context pointer (NULL for none when `optional`).
+        case callback(TypeDecl, optional: Bool)
+        /// UTF-8 text as is: `string`, `json` and identifiers. An optional one (`string?`) is
+        /// not text: it crosses as JSON, a string or null.
+        case text(TypeRef)
+        /// The value's JSON text (NULL is JSON null).
+        case json(TypeRef)
+    }
+
+    public func crossing(_ ref: TypeRef) -> Crossing {
+        let optional: Bool
+        if case .optional = ref { optional = true } else { optional = false }
+        if let n = handleName(ref) { return .handle(n, optional: optional) }
+        if let cb = callback(ref) { return .callback(cb, optional: optional) }
+        if isRawText(ref) { return .text(ref) }
+        return .json(ref)
+    }
+
+    /// One C argument of an entry point: its C name and type and what it carries.
+    public struct Argument: Sendable, Equatable {
+        public enum Role: Sendable, Equatable {
+            /// The handle the call is made on (for a view, its owner's).
+            case receiverHandle(String)
+            /// The JSON form of the value object the call is made on.
+            case receiverValue(String)
+            case parameter(Param, Crossing)
+            /// The context pointer that goes with a callback parameter.
+            case callbackContext(Param)
+            /// `softchat_error **error`.
+            case error
+        }
+        public var name: String
+        public var cType: String
+        public var role: Role
+    }
+
+    /// The C arguments of an entry point, in order.
+    public func arguments(_ e: EntryPoint) -> [Argument] {
+        var out: [Argument] = []
+        switch e.receiver {
+        case .none: break
+        case .handle(let t): out.append(Argument(name: Self.receiverName(t), cType: "\(Self.cPrefix(t)) *", role: .receiverHandle(t)))
+        case .value(let t): out.append(Argument(name: Self.receiverName(t) + "_json", cType: "const char *", role: .receiverValue(t)))
+        }
+        for p in e.params {
+            let crossing = crossing(p.type)
+            let cType: String
+            switch crossing {
+            case .handle(let n, _): cType = "\(Self.cPrefix(n)) *"
+            case .callback(let cb, _): cType = Self.cPrefix(cb.name)
+            case .text, .json: cType = "const char *"
+            }
+            out.append(Argument(name: Self.cParam(p.name), cType: cType, role: .parameter(p, crossing)))
+            if case .callback = crossing {
+                out.append(Argument(name: Self.cParam(p.name) + "_context", cType: "void *", role: .callbackContext(p)))
+            }
+        }
+        if e.kind != .free { out.append(Argument(name: "error", cType: "softchat_error **", role: .error)) }
+        return out
+    }
+
+    /// What an entry point returns across the ABI.
+    public enum ResultShape: Sendable, Equatable {
+        case none
+        /// A new handle (NULL on failure).
+        case handle(String)
+        /// JSON text the caller frees (NULL on failure).
+        case json(TypeRef)
+    }
+
+    public func result(_ e: EntryPoint) -> ResultShape {
+        guard let r = e.returns else { return .none }
+        if isHandle(r), case .named(let n) = r { return .handle(n) }
+        return .json(r)
+    }
+
     /// The C name of a parameter (`filtersJson` → `filters_json`).
     public static func cParam(_ name: String) -> String {
         let s = Naming.snake(name)

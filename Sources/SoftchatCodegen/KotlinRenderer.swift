@@ -153,17 +153,13 @@ public struct KotlinRenderer {
 
     /// The JNA parameter list of an entry point (handles as Pointer, text as String).
     func jnaParams(_ e: FFIModel.EntryPoint) -> String {
-        let c = CABIRenderer(set: set)
-        let callbacks = Dictionary(
-            uniqueKeysWithValues: e.params.compactMap { p in model.callback(p.type).map { (FFIModel.cParam(p.name), $0.name) } })
-        return c.cArguments(e).map { arg in
+        model.arguments(e).map { arg in
             let type: String
-            if arg.name == "error" {
-                type = "PointerByReference"
-            } else if let cb = callbacks[arg.name] {
-                type = "\(cb)Native?"
-            } else {
-                type = arg.type.hasPrefix("const char") ? "String?" : "Pointer?"
+            switch arg.role {
+            case .error: type = "PointerByReference"
+            case .parameter(_, .callback(let cb, _)): type = "\(cb.name)Native?"
+            case .receiverValue, .parameter(_, .text), .parameter(_, .json): type = "String?"
+            case .receiverHandle, .parameter(_, .handle), .callbackContext: type = "Pointer?"
             }
             return "\(arg.name): \(type)"
         }.joined(separator: ", ")
@@ -310,11 +306,12 @@ public struct KotlinRenderer {
 
     /// How an argument crosses: text as is, handles as their pointer, the rest as JSON text.
     func argument(_ p: Param) -> String {
-        if model.isHandle(p.type) { return "\(ident(p.name)).handle" }
-        if model.handleName(p.type) != nil { return "\(ident(p.name))?.handle" }
-        if FFIModel.isRaw(p.type) { return ident(p.name) }
-        if model.isRawText(p.type) { return encode(p.type, ident(p.name)) }
-        return "SoftchatJson.write(\(encode(p.type, ident(p.name))))"
+        switch model.crossing(p.type) {
+        case .handle(_, optional: false): return "\(ident(p.name)).handle"
+        case .handle(_, optional: true): return "\(ident(p.name))?.handle"
+        case .text(let t): return FFIModel.isRaw(t) ? ident(p.name) : encode(p.type, ident(p.name))
+        case .json, .callback: return "SoftchatJson.write(\(encode(p.type, ident(p.name))))"
+        }
     }
 
     /// The entry point's handle arguments, which a call keeps reachable until it returns.

@@ -62,13 +62,15 @@ public struct NodeAddonRenderer {
     }
 
     func renderFunction(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
-        let cArgs = abi.cArguments(e).filter { $0.name != "error" }
-        // What JavaScript passes: one value per C argument, except a callback's context, which
-        // is the thread-safe function the addon makes of the callback's JS function.
-        let callbackNames = Set(e.params.filter { model.callback($0.type) != nil }.map { FFIModel.cParam($0.name) })
-        let optionalHandles = Set(
-            e.params.filter { if case .optional = $0.type { model.handleName($0.type) != nil } else { false } }.map { FFIModel.cParam($0.name) })
-        let jsArgs = cArgs.filter { a in !(a.name.hasSuffix("_context") && callbackNames.contains(String(a.name.dropLast("_context".count)))) }
+        // What JavaScript passes: one value per C argument, except the error slot and a
+        // callback's context, which is the thread-safe function the addon makes of the callback's
+        // JS function.
+        let jsArgs = model.arguments(e).filter { a in
+            switch a.role {
+            case .error, .callbackContext: false
+            default: true
+            }
+        }
         w.block("static napi_value js_\(e.cName)(napi_env env, napi_callback_info info) {") { w in
             w.line("size_t argc = \(max(jsArgs.count, 1));")
             w.line("napi_value argv[\(max(jsArgs.count, 1))];")
@@ -93,14 +95,24 @@ public struct NodeAddonRenderer {
             var cleanup: String { owned.map(\.release).joined() }
             var callArgs: [String] = []
             for (i, a) in jsArgs.enumerated() {
-                if callbackNames.contains(a.name) {
+                let isCallback: Bool
+                let optionalHandle: Bool
+                switch a.role {
+                case .parameter(_, .callback):
+                    (isCallback, optionalHandle) = (true, false)
+                case .parameter(_, .handle(_, let optional)):
+                    (isCallback, optionalHandle) = (false, optional)
+                default:
+                    (isCallback, optionalHandle) = (false, false)
+                }
+                if isCallback {
                     w.line("callback_context *t\(i) = NULL;")
                     w.line(
                         "if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a function or null"))); }"
                     )
                     owned.append(.callback("t\(i)"))
                     callArgs += ["t\(i) != NULL ? callback_trampoline : NULL", "(void *)t\(i)"]
-                } else if a.type.hasPrefix("const char") {
+                } else if a.cType == "const char *" {
                     w.line("char *a\(i) = NULL;")
                     w.line(
                         "if (!get_text(env, argv[\(i)], &a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a string or null"))); }"
@@ -108,25 +120,21 @@ public struct NodeAddonRenderer {
                     owned.append(.text("a\(i)"))
                     callArgs.append("a\(i)")
                 } else {
-                    let type = a.type.replacingOccurrences(of: " *", with: "")
-                    let getter = optionalHandles.contains(a.name) ? "get_optional_handle" : "get_handle"
+                    let type = a.cType.replacingOccurrences(of: " *", with: "")
+                    let getter = optionalHandle ? "get_optional_handle" : "get_handle"
                     w.line("\(type) *a\(i) = NULL;")
                     w.line(
-                        "if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandles.contains(a.name) ? " or null" : "")"))); }"
+                        "if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandle ? " or null" : "")"))); }"
                     )
                     callArgs.append("a\(i)")
                 }
             }
             w.line("softchat_error *error = NULL;")
             let call = "\(e.cName)(\((callArgs + ["&error"]).joined(separator: ", ")))"
-            if let r = e.returns {
-                if model.isHandle(r), case .named(let n) = r {
-                    w.line("\(FFIModel.cPrefix(n)) *result = \(call);")
-                } else {
-                    w.line("char *result = \(call);")
-                }
-            } else {
-                w.line("\(call);")
+            switch model.result(e) {
+            case .none: w.line("\(call);")
+            case .handle(let n): w.line("\(FFIModel.cPrefix(n)) *result = \(call);")
+            case .json: w.line("char *result = \(call);")
             }
             for case .text(let v) in owned { w.line("free_text(\(v));") }
             let callbacks = owned.filter { if case .callback = $0 { true } else { false } }.map(\.release)
@@ -136,14 +144,10 @@ public struct NodeAddonRenderer {
                 // Nothing will call a callback of a call that failed: its JS function is let go.
                 w.line("if (error != NULL) { \(callbacks.joined())return throw_softchat_error(env, error); }")
             }
-            if let r = e.returns {
-                if model.isHandle(r), case .named(let n) = r {
-                    w.line("return wrap_handle(env, result, finalize_\(FFIModel.cPrefix(n)), &tag_\(FFIModel.cPrefix(n)));")
-                } else {
-                    w.line("return take_string(env, result);")
-                }
-            } else {
-                w.line("return undefined(env);")
+            switch model.result(e) {
+            case .none: w.line("return undefined(env);")
+            case .handle(let n): w.line("return wrap_handle(env, result, finalize_\(FFIModel.cPrefix(n)), &tag_\(FFIModel.cPrefix(n)));")
+            case .json: w.line("return take_string(env, result);")
             }
         }
     }

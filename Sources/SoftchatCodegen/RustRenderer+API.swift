@@ -229,8 +229,6 @@ extension RustRenderer {
         }
     }
 
-    var infallibleReturnsPlain: Bool { true }
-
     func isFallible(_ e: FFIModel.EntryPoint) -> Bool { !e.throwsCodes.isEmpty }
 
     func returnType(_ e: FFIModel.EntryPoint) -> String {
@@ -306,75 +304,61 @@ extension RustRenderer {
             for p in e.params {
                 let n = ident(p.name)
                 let a = "a_\(Naming.snake(p.name))"
-                let secret = p.secret
-                if let cb = model.callback(p.type) {
-                    let optional = p.type.isOptional
+                switch model.crossing(p.type) {
+                case .callback(let cb, let optional):
                     let boxed = optional ? "\(n).map(|listener| Box::into_raw(Box::new(listener)))" : "Some(Box::into_raw(Box::new(\(n))))"
                     w.line("let \(a): Option<*mut \(cb.name)> = \(boxed);")
                     cArgs.append("if \(a).is_some() { Some(trampoline_\(Naming.snake(cb.name))) } else { None }")
                     cArgs.append("\(a).map_or(ptr::null_mut(), |b| b as *mut c_void)")
-                    callbackFrees.append(
-                        "if let Some(b) = \(a) { drop(unsafe { Box::from_raw(b) }); }")
-                    continue
-                }
-                if let h = model.handleName(p.type) {
-                    _ = h
-                    if p.type.isOptional {
-                        cArgs.append("\(n).map_or(ptr::null_mut(), |h| h.raw.as_ptr())")
-                    } else {
-                        cArgs.append("\(n).raw.as_ptr()")
-                    }
-                    continue
-                }
-                switch p.type {
-                case .optional(let inner):
-                    let value: String
-                    if isText(inner) {
-                        value = "call.text(\(quoted(p.name)), v.as_ref())"
-                    } else {
-                        value = "call.json(\(quoted(p.name)), &\(jsonExpression(inner, "v")))"
-                    }
+                    callbackFrees.append("if let Some(b) = \(a) { drop(unsafe { Box::from_raw(b) }); }")
+                case .handle(_, optional: true):
+                    cArgs.append("\(n).map_or(ptr::null_mut(), |h| h.raw.as_ptr())")
+                case .handle(_, optional: false):
+                    cArgs.append("\(n).raw.as_ptr()")
+                case .text(let t):
+                    let source = t == .string || t == .json ? n : "\(n).as_ref()"
+                    w.line("let \(a) = \(q(e, "call.text(\(quoted(p.name)), \(source))"));")
+                    cArgs.append("\(a).as_ptr()")
+                    if p.secret { cleanups.append("runtime::wipe(\(a));") }
+                case .json(.optional(let inner)):
+                    // None crosses as NULL (JSON null); a value as its JSON text.
+                    let value = "call.json(\(quoted(p.name)), &\(jsonExpression(inner, "v")))"
                     w.line("let \(a) = match \(n) { Some(v) => Some(\(q(e, value))), None => None };")
                     cArgs.append("\(a).as_ref().map_or(ptr::null(), |s| s.as_ptr())")
-                default:
-                    if isText(p.type) {
-                        let source = p.type == .string || p.type == .json ? n : "\(n).as_ref()"
-                        w.line("let \(a) = \(q(e, "call.text(\(quoted(p.name)), \(source))"));")
-                    } else {
-                        w.line("let \(a) = \(q(e, "call.json(\(quoted(p.name)), &\(jsonExpression(p.type, n)))"));")
-                    }
+                case .json(let t):
+                    w.line("let \(a) = \(q(e, "call.json(\(quoted(p.name)), &\(jsonExpression(t, n)))"));")
                     cArgs.append("\(a).as_ptr()")
-                    if secret { cleanups.append("runtime::wipe(\(a));") }
                 }
             }
             cArgs.append("call.slot()")
             let invocation = "unsafe { sys::\(e.cName)(\(cArgs.joined(separator: ", "))) }"
             w.line("// SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.")
             let result: String
-            if let r = e.returns {
+            switch model.result(e) {
+            case .handle(let h):
                 w.line("let result = \(invocation);")
                 for c in cleanups { w.line(c) }
-                if let h = model.handleName(r) {
-                    if !callbackFrees.isEmpty {
-                        w.block("let raw = match call.finish_handle(result) {", closer: "};") { w in
-                            w.line("Ok(raw) => raw,")
-                            w.block("Err(error) => {") { w in
-                                w.line("// The library never saw the listeners start: they are ours to free.")
-                                for f in callbackFrees {
-                                    w.line("// SAFETY: boxes leaked above and never handed over.")
-                                    w.line(f)
-                                }
-                                w.line("return Err(error);")
-                            }
-                        }
-                        result = "\(h) { raw }"
-                    } else {
-                        result = "\(h) { raw: \(q(e, "call.finish_handle(result)")) }"
-                    }
+                if callbackFrees.isEmpty {
+                    result = "\(h) { raw: \(q(e, "call.finish_handle(result)")) }"
                 } else {
-                    result = q(e, "call.finish_value::<\(rustType(r))>(result)")
+                    w.block("let raw = match call.finish_handle(result) {", closer: "};") { w in
+                        w.line("Ok(raw) => raw,")
+                        w.block("Err(error) => {") { w in
+                            w.line("// The library never saw the listeners start: they are ours to free.")
+                            for f in callbackFrees {
+                                w.line("// SAFETY: boxes leaked above and never handed over.")
+                                w.line(f)
+                            }
+                            w.line("return Err(error);")
+                        }
+                    }
+                    result = "\(h) { raw }"
                 }
-            } else {
+            case .json(let r):
+                w.line("let result = \(invocation);")
+                for c in cleanups { w.line(c) }
+                result = q(e, "call.finish_value::<\(rustType(r))>(result)")
+            case .none:
                 w.line("\(invocation);")
                 for c in cleanups { w.line(c) }
                 result = q(e, "call.finish()")
@@ -396,6 +380,8 @@ extension RustRenderer {
     /// The ABI JSON of a parameter value.
     func jsonExpression(_ ref: TypeRef, _ name: String) -> String {
         switch ref {
+        case .string, .json: return "Json::text(\(name))"
+        case .named(let n) where kind(n) == .identifier: return "Json::text(\(name).as_str())"
         case .bool: return "Json::Bool(\(name))"
         case .int, .int64: return "Json::int(\(name))"
         case .list(let e) where isText(e): return "text_list(\(name))"

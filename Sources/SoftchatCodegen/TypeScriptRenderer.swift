@@ -150,11 +150,13 @@ public struct TypeScriptRenderer {
     /// How an argument crosses: text as is, handles as their external, the rest as JSON text.
     func argument(_ p: Param) -> String {
         let value = p.defaultValue.map { "(\(p.name) ?? \($0.jsonText))" } ?? p.name
-        if model.isHandle(p.type) { return "\(p.name).handle" }
-        if model.handleName(p.type) != nil { return "(\(p.name)?.handle ?? null)" }
-        if model.callback(p.type) != nil { return "\(p.name).sink" }
-        if model.isRawText(p.type) { return value }
-        return "encode(\(value))"
+        switch model.crossing(p.type) {
+        case .handle(_, optional: false): return "\(p.name).handle"
+        case .handle(_, optional: true): return "(\(p.name)?.handle ?? null)"
+        case .callback: return "\(p.name).sink"
+        case .text: return value
+        case .json: return "encode(\(value))"
+        }
     }
 
     func call(_ e: FFIModel.EntryPoint, receiver: String?) -> String {

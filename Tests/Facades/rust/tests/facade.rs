@@ -474,3 +474,28 @@ fn wire(e: &VerifiedEvent) -> String {
     let frame = ClientRelayFrame::Event { event: e.clone() }.to_json().unwrap();
     frame["[\"EVENT\",".len()..frame.len() - 1].to_owned()
 }
+
+fn temporary_account(name: &str) -> (SoftchatAccount, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("softchat-rust-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let account = SoftchatAccount::open(dir.join("account.db").to_str().unwrap()).unwrap();
+    (account, dir)
+}
+
+#[test]
+fn an_optional_relay_url_crosses_as_a_json_string() {
+    let (account, dir) = temporary_account("policy");
+    account.set_subscription_with("one-relay", [r#"{"kinds":[1]}"#], Some("wss://relay.example")).unwrap();
+    account.set_subscription("every-relay", [r#"{"kinds":[7]}"#]).unwrap();
+    let for_relay = account.subscriptions_with(Some("wss://relay.example")).unwrap();
+    let mut ids: Vec<&str> = for_relay.iter().map(|s| s.subscription_id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["every-relay", "one-relay"]);
+    let other = account.subscriptions_with(Some("wss://other.example")).unwrap();
+    assert_eq!(other.iter().map(|s| s.subscription_id.as_str()).collect::<Vec<_>>(), ["every-relay"]);
+    let one = for_relay.iter().find(|s| s.subscription_id == "one-relay").unwrap();
+    assert_eq!(one.relay_url.as_deref(), Some("wss://relay.example"));
+    account.close();
+    let _ = std::fs::remove_dir_all(dir);
+}

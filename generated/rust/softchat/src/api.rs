@@ -638,7 +638,7 @@ impl SoftchatAccount {
         let mut call = Call::begin("SoftchatAccount.setSubscription", "invalid_relay_filter")?;
         let a_id = call.text("id", id)?;
         let a_filters_json = call.json("filtersJson", &text_list(filters_json))?;
-        let a_relay_url = match relay_url { Some(v) => Some(call.text("relayUrl", v.as_ref())?), None => None };
+        let a_relay_url = match relay_url { Some(v) => Some(call.json("relayUrl", &Json::text(v))?), None => None };
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_account_set_subscription(self.raw.as_ptr(), a_id.as_ptr(), a_filters_json.as_ptr(), a_relay_url.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
         Ok(call.finish()?)
@@ -664,7 +664,7 @@ impl SoftchatAccount {
     /// Errors: `account_storage_failed`.
     pub fn subscriptions_with(&self, relay_url: Option<&str>) -> Result<Vec<SubscriptionPolicyEntry>, SoftchatError> {
         let mut call = Call::begin("SoftchatAccount.subscriptions", "account_storage_failed")?;
-        let a_relay_url = match relay_url { Some(v) => Some(call.text("relayUrl", v.as_ref())?), None => None };
+        let a_relay_url = match relay_url { Some(v) => Some(call.json("relayUrl", &Json::text(v))?), None => None };
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_account_subscriptions(self.raw.as_ptr(), a_relay_url.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
         Ok(call.finish_value::<Vec<SubscriptionPolicyEntry>>(result)?)
@@ -783,7 +783,7 @@ impl ManagedTransport {
     /// reconnects on the backoff schedule.
     pub fn drop_connection_with(&self, relay_url: Option<&str>) {
         let mut call = Call::begin_infallible("ManagedTransport.dropConnection", "invalid_relay_frame");
-        let a_relay_url = match relay_url { Some(v) => Some(runtime::infallible(call.text("relayUrl", v.as_ref()))), None => None };
+        let a_relay_url = match relay_url { Some(v) => Some(runtime::infallible(call.json("relayUrl", &Json::text(v)))), None => None };
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_managed_transport_drop_connection(self.raw.as_ptr(), a_relay_url.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
         runtime::infallible(call.finish())
