@@ -27,6 +27,8 @@ extension RustRenderer {
             case .union:
                 w.line()
                 renderUnion(t, &w)
+                w.line()
+                renderUnionVariants(t, &w)
             case .object where model.role(t.name) == .value:
                 w.line()
                 renderValueObject(t, &w)
@@ -195,7 +197,10 @@ extension RustRenderer {
         let variants = t.variants.map { v in
             "`\(v.name)`" + (t.fields(of: v).isEmpty ? "" : " (" + t.fields(of: v).map { ident($0.name) }.joined(separator: ", ") + ")")
         }
-        rustDoc(&w, t.doc + "\nVariants, by `\(ident(tag.name))`: " + variants.joined(separator: "; ") + ".")
+        rustDoc(
+            &w,
+            t.doc + "\nVariants, by `\(ident(tag.name))`: " + variants.joined(separator: "; ")
+                + ". `into_variant()` gives the same value as an enum with data (`\(t.name)Variant`).")
         w.line("#[derive(Clone, Debug, PartialEq, Eq)]")
         w.block("pub struct \(t.name) {") { w in
             rustDoc(&w, tag.doc)
@@ -233,6 +238,71 @@ extension RustRenderer {
                     }
                 }
                 w.line("Json::Object(members)")
+            }
+        }
+    }
+
+    /// The union as an enum with data, one variant per tag case with exactly its fields, for an
+    /// exhaustive `match`; `into_variant` and `From` convert between the two forms.
+    func renderUnionVariants(_ t: TypeDecl, _ w: inout SourceWriter) {
+        guard let tag = t.tag else { return }
+        let name = "\(t.name)Variant"
+        let kindType = rustType(tag.type)
+        rustDoc(&w, "`\(t.name)` as an enum with data: one variant per `\(kindType)`, carrying exactly that variant's fields.")
+        w.line("#[derive(Clone, Debug, PartialEq, Eq)]")
+        w.block("pub enum \(name) {") { w in
+            for v in t.variants {
+                rustDoc(&w, v.doc)
+                let fields = t.fields(of: v)
+                if fields.isEmpty {
+                    w.line("\(variantName(v.name)),")
+                } else {
+                    w.line("\(variantName(v.name)) { \(fields.map { "\(ident($0.name)): \(rustType($0.type))" }.joined(separator: ", ")) },")
+                }
+            }
+        }
+        w.line()
+        w.block("impl \(t.name) {") { w in
+            w.line("/// The variant with its fields; `None` when a field the variant requires is missing, which")
+            w.line("/// only a value built by hand can be.")
+            w.block("pub fn into_variant(self) -> Option<\(name)> {") { w in
+                w.block("Some(match self.\(ident(tag.name)) {", closer: "})") { w in
+                    for v in t.variants {
+                        let fields = t.fields(of: v)
+                        let pattern = "\(kindType)::\(variantName(v.name))"
+                        if fields.isEmpty {
+                            w.line("\(pattern) => \(name)::\(variantName(v.name)),")
+                        } else {
+                            let values = fields.map { f -> String in
+                                if case .optional = f.type { return "\(ident(f.name)): self.\(ident(f.name))" }
+                                return "\(ident(f.name)): self.\(ident(f.name))?"
+                            }
+                            w.line("\(pattern) => \(name)::\(variantName(v.name)) { \(values.joined(separator: ", ")) },")
+                        }
+                    }
+                }
+            }
+        }
+        w.line()
+        w.block("impl From<\(name)> for \(t.name) {") { w in
+            w.block("fn from(variant: \(name)) -> \(t.name) {") { w in
+                w.block("match variant {") { w in
+                    for v in t.variants {
+                        let fields = t.fields(of: v)
+                        let carried = Set(fields.map(\.name))
+                        var members = ["\(ident(tag.name)): \(kindType)::\(variantName(v.name))"]
+                        for f in t.fields {
+                            guard carried.contains(f.name) else {
+                                members.append("\(ident(f.name)): None")
+                                continue
+                            }
+                            let optional = fields.first { $0.name == f.name }.map { if case .optional = $0.type { true } else { false } } ?? false
+                            members.append(optional ? ident(f.name) : "\(ident(f.name)): Some(\(ident(f.name)))")
+                        }
+                        let binding = fields.isEmpty ? "" : " { \(fields.map { ident($0.name) }.joined(separator: ", ")) }"
+                        w.line("\(name)::\(variantName(v.name))\(binding) => \(t.name) { \(members.joined(separator: ", ")) },")
+                    }
+                }
             }
         }
     }

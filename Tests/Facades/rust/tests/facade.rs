@@ -270,6 +270,14 @@ fn the_pages_rust_recipes_over_the_recorded_conversation() {
     for frame in texts(at(&c, &["subscriptionFrames"])) {
         let actions = h.session.receive(&frame).unwrap();
         subscription_kinds.push(kinds(&actions));
+        // Each action is the same value as an enum with data, and back.
+        for a in &actions {
+            let variant = a.clone().into_variant().expect("the library's actions carry their variant's fields");
+            if let RelaySessionActionVariant::PersistEvent { event, .. } = &variant {
+                assert_eq!(Some(event), a.event.as_ref());
+            }
+            assert_eq!(RelaySessionAction::from(variant), *a);
+        }
         persisted.extend(actions.into_iter().filter(|a| a.kind == RelaySessionActionKind::PersistEvent).filter_map(|a| a.event));
     }
     let expected_kinds: Vec<Vec<String>> = items(at(expected, &["subscriptionActions"])).iter().map(texts).collect();
@@ -496,6 +504,60 @@ fn an_optional_relay_url_crosses_as_a_json_string() {
     assert_eq!(other.iter().map(|s| s.subscription_id.as_str()).collect::<Vec<_>>(), ["every-relay"]);
     let one = for_relay.iter().find(|s| s.subscription_id == "one-relay").unwrap();
     assert_eq!(one.relay_url.as_deref(), Some("wss://relay.example"));
+    account.close();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_hand_built_action_missing_a_required_field_has_no_variant() {
+    let action = RelaySessionAction::from(RelaySessionActionVariant::AuthenticationRequested { challenge: "c".into() });
+    assert_eq!(action.kind, RelaySessionActionKind::AuthenticationRequested);
+    assert_eq!(action.challenge.as_deref(), Some("c"));
+    let broken = RelaySessionAction { challenge: None, ..action };
+    assert_eq!(broken.into_variant(), None);
+}
+
+#[test]
+fn a_panicking_listener_is_caught_at_the_boundary_and_its_closure_freed_at_the_final_call() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (account, dir) = temporary_account("listener");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let held = calls.clone();
+    // Every call panics; the trampoline must catch each one and the library go on calling.
+    let states: ManagedTransportStateListener = Box::new(move |_change| {
+        held.fetch_add(1, Ordering::SeqCst);
+        panic!("a listener that panics");
+    });
+    // A relay that refuses connections: the transport fetches, connects, backs off.
+    let context = ManagedTransportContext { relay_urls: vec!["ws://127.0.0.1:9".into()], ..Default::default() };
+    let transport = account.start_managed_transport(&context, None, Some(states), None).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while calls.load(Ordering::SeqCst) < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(calls.load(Ordering::SeqCst) >= 3, "the library kept calling after a panic ({} calls)", calls.load(Ordering::SeqCst));
+    assert_eq!(Arc::strong_count(&calls), 2, "the closure is alive while the transport runs");
+    transport.stop();
+    assert_eq!(Arc::strong_count(&calls), 1, "stop's final call dropped the closure");
+    drop(transport);
+    account.close();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn listeners_of_a_transport_that_fails_to_start_are_freed() {
+    use std::sync::Arc;
+    let (account, dir) = temporary_account("refused");
+    let token = Arc::new(());
+    let held = token.clone();
+    let states: ManagedTransportStateListener = Box::new(move |_change| {
+        let _ = &held;
+    });
+    let bad = ManagedTransportContext { relay_urls: vec!["http://not-a-relay".into()], ..Default::default() };
+    let refused = account.start_managed_transport(&bad, None, Some(states), None).err().unwrap();
+    assert_eq!(refused.code.as_str(), "invalid_relay_url");
+    assert_eq!(Arc::strong_count(&token), 1, "the refused call's listener was dropped");
     account.close();
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -702,7 +702,8 @@ impl ToJson for RelaySessionActionKind {
 /// (subscription_id, event_id, prefix, message, reason); `countResult` (subscription_id, count);
 /// `authenticationRequested` (challenge); `authenticated` (event_id); `authenticationFailed`
 /// (event_id, prefix, message); `deliveryChanged` (decision); `scheduleReconnect`
-/// (delay_milliseconds, attempt).
+/// (delay_milliseconds, attempt). `into_variant()` gives the same value as an enum with data
+/// (`RelaySessionActionVariant`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RelaySessionAction {
     /// What the host must do.
@@ -811,6 +812,88 @@ impl ToJson for RelaySessionAction {
             }
         }
         Json::Object(members)
+    }
+}
+
+/// `RelaySessionAction` as an enum with data: one variant per `RelaySessionActionKind`, carrying
+/// exactly that variant's fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RelaySessionActionVariant {
+    /// Open the WebSocket to the relay, then call transportConnected.
+    OpenTransport,
+    /// Close the socket, which the session no longer uses.
+    CloseTransport,
+    /// Commit event for subscriptionId durably, then call confirmIngested with its id.
+    PersistEvent { subscription_id: String, event: VerifiedEvent },
+    /// An event for subscriptionId failed verification or matched none of its filters; eventId and
+    /// reason say which and why, and it must not be persisted.
+    EventRejected { subscription_id: String, event_id: String, reason: String },
+    /// The relay has sent every stored event for subscriptionId (EOSE); later events are live.
+    EndOfStoredEvents { subscription_id: String },
+    /// The relay closed subscriptionId with prefix and message; retryDelayMilliseconds is set when the
+    /// session sends the REQ again by itself (error: and rate-limited: on its backoff schedule,
+    /// auth-required: once after authentication).
+    SubscriptionClosed { subscription_id: String, prefix: Option<String>, message: String, retry_delay_milliseconds: Option<i64> },
+    /// Relay text in message, or a diagnostic for an acknowledgement that matched no event in flight
+    /// (eventId, prefix, reason); never applied to any event.
+    Notice { subscription_id: Option<String>, event_id: Option<String>, prefix: Option<String>, message: String, reason: Option<String> },
+    /// The NIP-45 answer to the COUNT for subscriptionId, in count.
+    CountResult { subscription_id: String, count: CountResult },
+    /// The relay sent challenge; sign it with createNip42Authentication for this relay URL and pass the
+    /// event to authenticate.
+    AuthenticationRequested { challenge: String },
+    /// The relay accepted the AUTH event, and work that failed with auth-required is sent again once.
+    Authenticated { event_id: String },
+    /// The relay rejected the AUTH event (prefix, message), and the same challenge is not answered
+    /// again.
+    AuthenticationFailed { event_id: String, prefix: Option<String>, message: String },
+    /// A published event's delivery state changed; commit decision durably before acting on any later
+    /// action.
+    DeliveryChanged { decision: DeliveryDecision },
+    /// Reconnect after delayMilliseconds by calling connect when the host's timer fires; attempt counts
+    /// from 1.
+    ScheduleReconnect { delay_milliseconds: i64, attempt: i64 },
+}
+
+impl RelaySessionAction {
+    /// The variant with its fields; `None` when a field the variant requires is missing, which
+    /// only a value built by hand can be.
+    pub fn into_variant(self) -> Option<RelaySessionActionVariant> {
+        Some(match self.kind {
+            RelaySessionActionKind::OpenTransport => RelaySessionActionVariant::OpenTransport,
+            RelaySessionActionKind::CloseTransport => RelaySessionActionVariant::CloseTransport,
+            RelaySessionActionKind::PersistEvent => RelaySessionActionVariant::PersistEvent { subscription_id: self.subscription_id?, event: self.event? },
+            RelaySessionActionKind::EventRejected => RelaySessionActionVariant::EventRejected { subscription_id: self.subscription_id?, event_id: self.event_id?, reason: self.reason? },
+            RelaySessionActionKind::EndOfStoredEvents => RelaySessionActionVariant::EndOfStoredEvents { subscription_id: self.subscription_id? },
+            RelaySessionActionKind::SubscriptionClosed => RelaySessionActionVariant::SubscriptionClosed { subscription_id: self.subscription_id?, prefix: self.prefix, message: self.message?, retry_delay_milliseconds: self.retry_delay_milliseconds },
+            RelaySessionActionKind::Notice => RelaySessionActionVariant::Notice { subscription_id: self.subscription_id, event_id: self.event_id, prefix: self.prefix, message: self.message?, reason: self.reason },
+            RelaySessionActionKind::CountResult => RelaySessionActionVariant::CountResult { subscription_id: self.subscription_id?, count: self.count? },
+            RelaySessionActionKind::AuthenticationRequested => RelaySessionActionVariant::AuthenticationRequested { challenge: self.challenge? },
+            RelaySessionActionKind::Authenticated => RelaySessionActionVariant::Authenticated { event_id: self.event_id? },
+            RelaySessionActionKind::AuthenticationFailed => RelaySessionActionVariant::AuthenticationFailed { event_id: self.event_id?, prefix: self.prefix, message: self.message? },
+            RelaySessionActionKind::DeliveryChanged => RelaySessionActionVariant::DeliveryChanged { decision: self.decision? },
+            RelaySessionActionKind::ScheduleReconnect => RelaySessionActionVariant::ScheduleReconnect { delay_milliseconds: self.delay_milliseconds?, attempt: self.attempt? },
+        })
+    }
+}
+
+impl From<RelaySessionActionVariant> for RelaySessionAction {
+    fn from(variant: RelaySessionActionVariant) -> RelaySessionAction {
+        match variant {
+            RelaySessionActionVariant::OpenTransport => RelaySessionAction { kind: RelaySessionActionKind::OpenTransport, subscription_id: None, event: None, event_id: None, reason: None, prefix: None, message: None, challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::CloseTransport => RelaySessionAction { kind: RelaySessionActionKind::CloseTransport, subscription_id: None, event: None, event_id: None, reason: None, prefix: None, message: None, challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::PersistEvent { subscription_id, event } => RelaySessionAction { kind: RelaySessionActionKind::PersistEvent, subscription_id: Some(subscription_id), event: Some(event), event_id: None, reason: None, prefix: None, message: None, challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::EventRejected { subscription_id, event_id, reason } => RelaySessionAction { kind: RelaySessionActionKind::EventRejected, subscription_id: Some(subscription_id), event: None, event_id: Some(event_id), reason: Some(reason), prefix: None, message: None, challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::EndOfStoredEvents { subscription_id } => RelaySessionAction { kind: RelaySessionActionKind::EndOfStoredEvents, subscription_id: Some(subscription_id), event: None, event_id: None, reason: None, prefix: None, message: None, challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::SubscriptionClosed { subscription_id, prefix, message, retry_delay_milliseconds } => RelaySessionAction { kind: RelaySessionActionKind::SubscriptionClosed, subscription_id: Some(subscription_id), event: None, event_id: None, reason: None, prefix, message: Some(message), challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds },
+            RelaySessionActionVariant::Notice { subscription_id, event_id, prefix, message, reason } => RelaySessionAction { kind: RelaySessionActionKind::Notice, subscription_id, event: None, event_id, reason, prefix, message: Some(message), challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::CountResult { subscription_id, count } => RelaySessionAction { kind: RelaySessionActionKind::CountResult, subscription_id: Some(subscription_id), event: None, event_id: None, reason: None, prefix: None, message: None, challenge: None, count: Some(count), decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::AuthenticationRequested { challenge } => RelaySessionAction { kind: RelaySessionActionKind::AuthenticationRequested, subscription_id: None, event: None, event_id: None, reason: None, prefix: None, message: None, challenge: Some(challenge), count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::Authenticated { event_id } => RelaySessionAction { kind: RelaySessionActionKind::Authenticated, subscription_id: None, event: None, event_id: Some(event_id), reason: None, prefix: None, message: None, challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::AuthenticationFailed { event_id, prefix, message } => RelaySessionAction { kind: RelaySessionActionKind::AuthenticationFailed, subscription_id: None, event: None, event_id: Some(event_id), reason: None, prefix, message: Some(message), challenge: None, count: None, decision: None, delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::DeliveryChanged { decision } => RelaySessionAction { kind: RelaySessionActionKind::DeliveryChanged, subscription_id: None, event: None, event_id: None, reason: None, prefix: None, message: None, challenge: None, count: None, decision: Some(decision), delay_milliseconds: None, attempt: None, retry_delay_milliseconds: None },
+            RelaySessionActionVariant::ScheduleReconnect { delay_milliseconds, attempt } => RelaySessionAction { kind: RelaySessionActionKind::ScheduleReconnect, subscription_id: None, event: None, event_id: None, reason: None, prefix: None, message: None, challenge: None, count: None, decision: None, delay_milliseconds: Some(delay_milliseconds), attempt: Some(attempt), retry_delay_milliseconds: None },
+        }
     }
 }
 
@@ -1879,7 +1962,8 @@ impl ToJson for ManagedTransportStateChangeKind {
 
 /// A state change of a managed transport, as its states listener receives it.
 /// Variants, by `kind`: `overall` (phase, delay_milliseconds, reason); `relay` (relay_url, phase,
-/// delay_milliseconds).
+/// delay_milliseconds). `into_variant()` gives the same value as an enum with data
+/// (`ManagedTransportStateChangeVariant`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManagedTransportStateChange {
     /// Whether the whole transport or one relay changed.
@@ -1923,6 +2007,36 @@ impl ToJson for ManagedTransportStateChange {
             }
         }
         Json::Object(members)
+    }
+}
+
+/// `ManagedTransportStateChange` as an enum with data: one variant per
+/// `ManagedTransportStateChangeKind`, carrying exactly that variant's fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ManagedTransportStateChangeVariant {
+    /// The transport as a whole: the least advanced of its relays (ready once every relay is ready).
+    Overall { phase: RelayPhase, delay_milliseconds: Option<i64>, reason: Option<String> },
+    /// One relay's connection.
+    Relay { relay_url: String, phase: RelayPhase, delay_milliseconds: Option<i64> },
+}
+
+impl ManagedTransportStateChange {
+    /// The variant with its fields; `None` when a field the variant requires is missing, which
+    /// only a value built by hand can be.
+    pub fn into_variant(self) -> Option<ManagedTransportStateChangeVariant> {
+        Some(match self.kind {
+            ManagedTransportStateChangeKind::Overall => ManagedTransportStateChangeVariant::Overall { phase: self.phase?, delay_milliseconds: self.delay_milliseconds, reason: self.reason },
+            ManagedTransportStateChangeKind::Relay => ManagedTransportStateChangeVariant::Relay { relay_url: self.relay_url?, phase: self.phase?, delay_milliseconds: self.delay_milliseconds },
+        })
+    }
+}
+
+impl From<ManagedTransportStateChangeVariant> for ManagedTransportStateChange {
+    fn from(variant: ManagedTransportStateChangeVariant) -> ManagedTransportStateChange {
+        match variant {
+            ManagedTransportStateChangeVariant::Overall { phase, delay_milliseconds, reason } => ManagedTransportStateChange { kind: ManagedTransportStateChangeKind::Overall, phase: Some(phase), relay_url: None, delay_milliseconds, reason },
+            ManagedTransportStateChangeVariant::Relay { relay_url, phase, delay_milliseconds } => ManagedTransportStateChange { kind: ManagedTransportStateChangeKind::Relay, phase: Some(phase), relay_url: Some(relay_url), delay_milliseconds, reason: None },
+        }
     }
 }
 
@@ -1986,7 +2100,8 @@ impl ToJson for ManagedTransportActivityKind {
 /// carries secrets or challenges.
 /// Variants, by `kind`: `delivery` (relay_url, intent_id, decision); `ingested` (relay_url,
 /// result); `synced` (relay_url, subscription_id, events, incomplete_seconds); `notice` (relay_url,
-/// message); `connectionFailed` (relay_url, message).
+/// message); `connectionFailed` (relay_url, message). `into_variant()` gives the same value as an
+/// enum with data (`ManagedTransportActivityVariant`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ManagedTransportActivity {
     /// What happened.
@@ -2057,6 +2172,49 @@ impl ToJson for ManagedTransportActivity {
             }
         }
         Json::Object(members)
+    }
+}
+
+/// `ManagedTransportActivity` as an enum with data: one variant per `ManagedTransportActivityKind`,
+/// carrying exactly that variant's fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ManagedTransportActivityVariant {
+    /// A relay's decision on one intent, committed to the account.
+    Delivery { relay_url: String, intent_id: String, decision: DeliveryDecision },
+    /// Events from a relay, committed to the account.
+    Ingested { relay_url: String, result: IngestionResult },
+    /// A subscription's whole window on a relay is in the account, and its cursor moved;
+    /// incompleteSeconds names any second paging could not reach past.
+    Synced { relay_url: String, subscription_id: String, events: i64, incomplete_seconds: Vec<i64> },
+    /// A relay's NOTICE.
+    Notice { relay_url: String, message: String },
+    /// A connection attempt or an open connection failed; it is retried on the backoff schedule.
+    ConnectionFailed { relay_url: String, message: String },
+}
+
+impl ManagedTransportActivity {
+    /// The variant with its fields; `None` when a field the variant requires is missing, which
+    /// only a value built by hand can be.
+    pub fn into_variant(self) -> Option<ManagedTransportActivityVariant> {
+        Some(match self.kind {
+            ManagedTransportActivityKind::Delivery => ManagedTransportActivityVariant::Delivery { relay_url: self.relay_url?, intent_id: self.intent_id?, decision: self.decision? },
+            ManagedTransportActivityKind::Ingested => ManagedTransportActivityVariant::Ingested { relay_url: self.relay_url?, result: self.result? },
+            ManagedTransportActivityKind::Synced => ManagedTransportActivityVariant::Synced { relay_url: self.relay_url?, subscription_id: self.subscription_id?, events: self.events?, incomplete_seconds: self.incomplete_seconds? },
+            ManagedTransportActivityKind::Notice => ManagedTransportActivityVariant::Notice { relay_url: self.relay_url?, message: self.message? },
+            ManagedTransportActivityKind::ConnectionFailed => ManagedTransportActivityVariant::ConnectionFailed { relay_url: self.relay_url?, message: self.message? },
+        })
+    }
+}
+
+impl From<ManagedTransportActivityVariant> for ManagedTransportActivity {
+    fn from(variant: ManagedTransportActivityVariant) -> ManagedTransportActivity {
+        match variant {
+            ManagedTransportActivityVariant::Delivery { relay_url, intent_id, decision } => ManagedTransportActivity { kind: ManagedTransportActivityKind::Delivery, relay_url: Some(relay_url), intent_id: Some(intent_id), decision: Some(decision), result: None, subscription_id: None, events: None, incomplete_seconds: None, message: None },
+            ManagedTransportActivityVariant::Ingested { relay_url, result } => ManagedTransportActivity { kind: ManagedTransportActivityKind::Ingested, relay_url: Some(relay_url), intent_id: None, decision: None, result: Some(result), subscription_id: None, events: None, incomplete_seconds: None, message: None },
+            ManagedTransportActivityVariant::Synced { relay_url, subscription_id, events, incomplete_seconds } => ManagedTransportActivity { kind: ManagedTransportActivityKind::Synced, relay_url: Some(relay_url), intent_id: None, decision: None, result: None, subscription_id: Some(subscription_id), events: Some(events), incomplete_seconds: Some(incomplete_seconds), message: None },
+            ManagedTransportActivityVariant::Notice { relay_url, message } => ManagedTransportActivity { kind: ManagedTransportActivityKind::Notice, relay_url: Some(relay_url), intent_id: None, decision: None, result: None, subscription_id: None, events: None, incomplete_seconds: None, message: Some(message) },
+            ManagedTransportActivityVariant::ConnectionFailed { relay_url, message } => ManagedTransportActivity { kind: ManagedTransportActivityKind::ConnectionFailed, relay_url: Some(relay_url), intent_id: None, decision: None, result: None, subscription_id: None, events: None, incomplete_seconds: None, message: Some(message) },
+        }
     }
 }
 
