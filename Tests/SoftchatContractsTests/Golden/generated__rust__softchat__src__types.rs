@@ -143,7 +143,8 @@ impl ToJson for EchoId {
 }
 
 /// What an echoer reports.
-/// Variants, by `kind`: `quiet` (text); `rateLimited` (text, echo_id, delay).
+/// Variants, by `kind`: `quiet` (text); `rateLimited` (text, echo_id, delay). `into_variant()`
+/// gives the same value as an enum with data (`EchoEventVariant`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EchoEvent {
     /// How loud.
@@ -182,5 +183,35 @@ impl ToJson for EchoEvent {
             }
         }
         Json::Object(members)
+    }
+}
+
+/// `EchoEvent` as an enum with data: one variant per `EchoKind`, carrying exactly that variant's
+/// fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EchoEventVariant {
+    /// Softly.
+    Quiet { text: String },
+    /// Slowed down.
+    RateLimited { text: Option<String>, echo_id: EchoId, delay: i64 },
+}
+
+impl EchoEvent {
+    /// The variant with its fields; `None` when a field the variant requires is missing, which
+    /// only a value built by hand can be.
+    pub fn into_variant(self) -> Option<EchoEventVariant> {
+        Some(match self.kind {
+            EchoKind::Quiet => EchoEventVariant::Quiet { text: self.text? },
+            EchoKind::RateLimited => EchoEventVariant::RateLimited { text: self.text, echo_id: self.echo_id?, delay: self.delay? },
+        })
+    }
+}
+
+impl From<EchoEventVariant> for EchoEvent {
+    fn from(variant: EchoEventVariant) -> EchoEvent {
+        match variant {
+            EchoEventVariant::Quiet { text } => EchoEvent { kind: EchoKind::Quiet, text: Some(text), echo_id: None, delay: None },
+            EchoEventVariant::RateLimited { text, echo_id, delay } => EchoEvent { kind: EchoKind::RateLimited, text, echo_id: Some(echo_id), delay: Some(delay) },
+        }
     }
 }
