@@ -60,6 +60,36 @@ import Testing
         #expect(try t.account.conversations(kind: 30_000, tag: "p", limit: 10, now: t0).isEmpty)
     }
 
+    @Test func anExpiredMessageIsNotUnreadWithOrWithoutAMarker() throws {
+        let t = try TestAccount()
+        let kept = signed(kind: 14, tags: [["p", bob]], content: "kept", createdAt: t0)
+        let expiring = signed(kind: 14, tags: [["p", bob], ["expiration", "\(t0 + 100)"]], content: "expires", createdAt: t0 + 1)
+        try t.account.incoming.ingest([kept, expiring], receivedAt: t0 + 2)
+        #expect(try t.account.conversations(kind: 14, tag: "p", limit: 10, now: t0 + 50).first?.unread == 2)
+        #expect(try t.account.conversations(kind: 14, tag: "p", limit: 10, now: t0 + 200).first?.unread == 1, "without a marker")
+        try t.account.markRead(kind: 14, tag: "p", value: bob, until: t0 - 1, now: t0 + 10)
+        #expect(try t.account.conversations(kind: 14, tag: "p", limit: 10, now: t0 + 50).first?.unread == 2)
+        #expect(try t.account.conversations(kind: 14, tag: "p", limit: 10, now: t0 + 200).first?.unread == 1, "with a marker")
+        try t.account.markRead(kind: 14, tag: "p", value: bob, until: t0, now: t0 + 11)
+        #expect(try t.account.conversations(kind: 14, tag: "p", limit: 10, now: t0 + 200).first?.unread == 0, "the expired one after the marker")
+        // The count is still the messages counted; only unread leaves the expired one out.
+        #expect(try t.account.conversations(kind: 14, tag: "p", limit: 10, now: t0 + 200).first?.messages == 2)
+    }
+
+    @Test func theKindClassesSQLFormMatchesTheClassificationOfEveryKind() throws {
+        let dir = TemporaryDirectory()
+        let db = try SQLiteConnection(path: dir.file("kinds.sqlite"))
+        for kindClass in [KindClass.regular, .replaceable, .ephemeral, .addressable] {
+            let select = try db.statement(
+                "WITH RECURSIVE k(kind) AS (SELECT 0 UNION ALL SELECT kind + 1 FROM k WHERE kind < 65535) SELECT kind FROM k WHERE \(KindClass.sql("kind", is: kindClass))"
+            )
+            var inSQL: Set<Int> = []
+            while try select.step() { inSQL.insert(Int(select.int64(0))) }
+            select.reset()
+            #expect(inSQL == Set((0...65_535).filter { KindClass($0) == kindClass }), "\(kindClass)")
+        }
+    }
+
     @Test func aReadMarkerCountsOnlyNewerMessagesAndNeverMovesBack() throws {
         let t = try TestAccount()
         let messages = (0..<5).map { signed(kind: 14, tags: [["p", bob]], content: "m\($0)", createdAt: t0 + Int64($0)) }

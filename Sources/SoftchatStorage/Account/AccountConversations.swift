@@ -21,9 +21,7 @@ public enum ConversationIndex {
     static func counts(kind: Int) -> Bool { KindClass(kind) == .regular }
 
     /// ``counts(kind:)`` as SQL over `column`.
-    static func kindsSQL(_ column: String) -> String {
-        "(\(column) NOT IN (0, 3) AND NOT (\(column) BETWEEN 10000 AND 39999))"
-    }
+    static func kindsSQL(_ column: String) -> String { KindClass.sql(column, is: .regular) }
 
     /// Counts one stored, served message under each of its conversation tags.
     static func count(_ db: SQLiteConnection, kind: Int, createdAt: Int64, tags: [(String, String)]) throws {
@@ -64,7 +62,8 @@ public struct ConversationSummary: Sendable, Hashable {
     public let latest: VerifiedEvent?
     /// The messages counted (see ``ConversationIndex``).
     public let messages: Int
-    /// The served messages newer than the read marker (all of them without a marker).
+    /// The served messages newer than the read marker (all of them without a marker): deleted
+    /// and expired (NIP-40, as of the read's `now`) messages are not unread.
     public let unread: Int
     /// The read marker: messages at or before this `created_at` are read; nil when never marked.
     public let readUntil: Int64?
@@ -103,18 +102,29 @@ extension SoftchatAccount {
             let after = try db.statement(
                 "SELECT COUNT(*) FROM event_tags d JOIN events e ON e.seq = d.event_seq WHERE d.name = ? AND d.value = ? AND d.created_at > ? AND +e.kind = ? AND e.deleted = 0"
             )
+            // The counted messages newer than the marker that have expired by `now`: a seek over
+            // the account's expired events (few), each joined to its tag rows. CROSS JOIN and
+            // INDEXED BY fix that order: from the conversation's side it would read every
+            // message of the conversation (124 ms for a list at 200,000 events, measured).
+            let expired = try db.statement(
+                "SELECT COUNT(*) FROM events e INDEXED BY events_expiry CROSS JOIN event_tags d ON d.event_seq = e.seq WHERE e.expires_at IS NOT NULL AND e.expires_at <= ? AND e.kind = ? AND e.deleted = 0 AND d.name = ? AND d.value = ? AND d.created_at > ?"
+            )
             return try rows.map { value, messages, readUntil in
                 try newest.bind(.text(tag), .text(value), .int(Int64(kind)), .int(now))
                 let latest = try newest.step() ? try VerifiedEvent(storedJSON: newest.text(0)) : nil
                 newest.reset()
-                var unread = messages
+                var counted = messages
                 if let readUntil {
                     try after.bind(.text(tag), .text(value), .int(readUntil), .int(Int64(kind)))
-                    unread = try after.step() ? Int(after.int64(0)) : 0
+                    counted = try after.step() ? Int(after.int64(0)) : 0
                     after.reset()
                 }
+                try expired.bind(.int(now), .int(Int64(kind)), .text(tag), .text(value), .int(readUntil ?? Int64.min))
+                let gone = try expired.step() ? Int(expired.int64(0)) : 0
+                expired.reset()
                 return ConversationSummary(
-                    kind: kind, tag: tag, value: value, latest: latest, messages: messages, unread: unread, readUntil: readUntil)
+                    kind: kind, tag: tag, value: value, latest: latest, messages: messages, unread: max(0, counted - gone),
+                    readUntil: readUntil)
             }
         }
     }

@@ -160,13 +160,27 @@ enum IngestInput {
 enum KindClass {
     case regular, replaceable, ephemeral, addressable
 
+    /// The kinds of each class but `regular` (every other kind): NIP-01's table, the one
+    /// definition both the classification and its SQL form (``sql(_:is:)``) read.
+    static let kinds: [(KindClass, [ClosedRange<Int>])] = [
+        (.replaceable, [0...0, 3...3, 10_000...19_999]),
+        (.ephemeral, [20_000...29_999]),
+        (.addressable, [30_000...39_999]),
+    ]
+
     init(_ kind: Int) {
-        switch kind {
-        case 0, 3, 10_000..<20_000: self = .replaceable
-        case 20_000..<30_000: self = .ephemeral
-        case 30_000..<40_000: self = .addressable
-        default: self = .regular
+        self = Self.kinds.first { _, ranges in ranges.contains { $0.contains(kind) } }?.0 ?? .regular
+    }
+
+    /// SQL that is true when `column` holds a kind of class `kind`.
+    static func sql(_ column: String, is kind: KindClass) -> String {
+        func any(_ ranges: [ClosedRange<Int>]) -> String {
+            "("
+                + ranges.map { r in r.count == 1 ? "\(column) = \(r.lowerBound)" : "\(column) BETWEEN \(r.lowerBound) AND \(r.upperBound)" }
+                .joined(separator: " OR ") + ")"
         }
+        if kind == .regular { return "NOT " + any(kinds.flatMap(\.1)) }
+        return any(kinds.first { $0.0 == kind }?.1 ?? [])
     }
 }
 

@@ -229,6 +229,11 @@ enum Migrations {
             PRIMARY KEY (kind, tag, value)
         ) WITHOUT ROWID;
         """,
+        // 10: the events that expire (NIP-40), by when, so the conversation list's unread counts
+        // leave out the expired ones with one seek over the few that have expired.
+        """
+        CREATE INDEX events_expiry ON events (expires_at) WHERE expires_at IS NOT NULL;
+        """,
     ]
 
     /// Steps that rebuild tables: run with `PRAGMA foreign_keys = OFF` (a rebuild drops and
