@@ -9,7 +9,6 @@ extension RustRenderer {
         w.line()
         w.line("//! The handles (`RelaySession`, `SoftchatIdentity`, `SoftchatAccount`, `ManagedTransport`),")
         w.line("//! their views, and the free functions of the operation contracts.")
-        w.line("#![allow(clippy::all)]")
         w.line()
         w.line("use crate::json::Json;")
         w.line("use crate::runtime::{self, text_list, Call, FromJson, ToJson};")
@@ -66,6 +65,13 @@ extension RustRenderer {
         }
         w.line()
         renderMethods(of: t, &w)
+        if let new = points(of: t).first(where: { $0.kind == .constructor && $0.params.isEmpty && !isFallible($0) }) {
+            w.line()
+            w.block("impl Default for \(t.name) {") { w in
+                w.line("/// `\(t.name)::\(rustName(new))()`.")
+                w.block("fn default() -> \(t.name) {") { w in w.line("\(t.name)::\(rustName(new))()") }
+            }
+        }
     }
 
     func renderView(_ t: TypeDecl, owner: String, _ w: inout SourceWriter) {
@@ -322,8 +328,8 @@ extension RustRenderer {
                     if p.secret { cleanups.append("runtime::wipe(\(a));") }
                 case .json(.optional(let inner)):
                     // None crosses as NULL (JSON null); a value as its JSON text.
-                    let value = "call.json(\(quoted(p.name)), &\(jsonExpression(inner, "v")))"
-                    w.line("let \(a) = match \(n) { Some(v) => Some(\(q(e, value))), None => None };")
+                    let value = "\(n).map(|v| call.json(\(quoted(p.name)), &\(jsonExpression(inner, "v")))).transpose()"
+                    w.line("let \(a) = \(q(e, value));")
                     cArgs.append("\(a).as_ref().map_or(ptr::null(), |s| s.as_ptr())")
                 case .json(let t):
                     w.line("let \(a) = \(q(e, "call.json(\(quoted(p.name)), &\(jsonExpression(t, n)))"));")
@@ -363,8 +369,11 @@ extension RustRenderer {
                 for c in cleanups { w.line(c) }
                 result = q(e, "call.finish()")
             }
-            if isFallible(e) {
-                w.line(result == "()" ? "Ok(())" : "Ok(\(result))")
+            if isFallible(e), result.hasSuffix("?") {
+                // The call's own Result is the function's: no `Ok(…?)` around it.
+                w.line(String(result.dropLast()))
+            } else if isFallible(e) {
+                w.line("Ok(\(result))")
             } else {
                 w.line(result)
             }

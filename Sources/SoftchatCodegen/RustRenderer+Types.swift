@@ -8,7 +8,6 @@ extension RustRenderer {
         header(&w)
         w.line()
         w.line("//! The schema's value types: identifiers, enums, records and unions.")
-        w.line("#![allow(clippy::all)]")
         w.line()
         w.line("use crate::json::Json;")
         w.line("use crate::runtime::{field, FromJson, ToJson};")

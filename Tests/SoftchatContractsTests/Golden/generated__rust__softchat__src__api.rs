@@ -3,7 +3,6 @@
 
 //! The handles (`RelaySession`, `SoftchatIdentity`, `SoftchatAccount`, `ManagedTransport`),
 //! their views, and the free functions of the operation contracts.
-#![allow(clippy::all)]
 
 use crate::json::Json;
 use crate::runtime::{self, text_list, Call, FromJson, ToJson};
@@ -53,7 +52,7 @@ impl Echoer {
         let a_max = call.json("max", &Json::int(max))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_echoer_echo_text(self.raw.as_ptr(), a_text.as_ptr(), a_max.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<Echo>(result)?)
+        call.finish_value::<Echo>(result)
     }
 
     /// Release.
@@ -81,6 +80,13 @@ impl Echoer {
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_echoer_last_event(self.raw.as_ptr(), a_echo_id.as_ptr(), call.slot()) };
         runtime::infallible(call.finish_value::<Option<EchoEvent>>(result))
+    }
+}
+
+impl Default for Echoer {
+    /// `Echoer::new()`.
+    fn default() -> Echoer {
+        Echoer::new()
     }
 }
 

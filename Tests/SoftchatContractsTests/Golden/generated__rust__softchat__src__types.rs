@@ -2,7 +2,6 @@
 // edit Schema/*.json and run `swift package --allow-writing-to-package-directory generate-bindings`.
 
 //! The schema's value types: identifiers, enums, records and unions.
-#![allow(clippy::all)]
 
 use crate::json::Json;
 use crate::runtime::{field, FromJson, ToJson};

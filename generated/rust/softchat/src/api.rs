@@ -3,7 +3,6 @@
 
 //! The handles (`RelaySession`, `SoftchatIdentity`, `SoftchatAccount`, `ManagedTransport`),
 //! their views, and the free functions of the operation contracts.
-#![allow(clippy::all)]
 
 use crate::json::Json;
 use crate::runtime::{self, text_list, Call, FromJson, ToJson};
@@ -87,7 +86,7 @@ impl SignedNostrEvent {
         let a_json = call.text("json", json)?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_signed_nostr_event_parse(a_json.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<VerifiedEvent>(result)?)
+        call.finish_value::<VerifiedEvent>(result)
     }
 }
 
@@ -144,7 +143,7 @@ impl SoftchatIdentity {
         let a_event = call.json("event", &event.to_json())?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_identity_sign(self.raw.as_ptr(), a_event.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<VerifiedEvent>(result)?)
+        call.finish_value::<VerifiedEvent>(result)
     }
 
     /// Signs the kind-22242 NIP-42 event for exactly this relay URL and challenge, which must not be
@@ -157,7 +156,7 @@ impl SoftchatIdentity {
         let a_created_at = call.json("createdAt", &Json::int(created_at))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_identity_create_nip42_authentication(self.raw.as_ptr(), a_challenge.as_ptr(), a_relay_url.as_ptr(), a_created_at.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<VerifiedEvent>(result)?)
+        call.finish_value::<VerifiedEvent>(result)
     }
 
     /// Zeroes the secret key at the host's authority boundary, after which signing fails with
@@ -178,7 +177,7 @@ impl RelayFilter {
         let a_json = call.text("json", json)?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_filter_from_json(a_json.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<RelayFilter>(result)?)
+        call.finish_value::<RelayFilter>(result)
     }
 
     /// Encodes the filter back to JSON with its values kept exactly, so parse and encode round-trip.
@@ -244,7 +243,7 @@ impl RelaySession {
         let mut call = Call::begin("RelaySession.connect", "invalid_relay_session")?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_connect(self.raw.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<Vec<RelaySessionAction>>(result)?)
+        call.finish_value::<Vec<RelaySessionAction>>(result)
     }
 
     /// Reports that the socket is open, so queued subscriptions and publishes become ready to drain.
@@ -258,10 +257,10 @@ impl RelaySession {
     /// Errors: `invalid_relay_session`, `relay_session_queue_full`.
     pub fn transport_connected_with(&mut self, now: Option<i64>) -> Result<Vec<RelaySessionAction>, SoftchatError> {
         let mut call = Call::begin("RelaySession.transportConnected", "invalid_relay_session")?;
-        let a_now = match now { Some(v) => Some(call.json("now", &Json::int(v))?), None => None };
+        let a_now = now.map(|v| call.json("now", &Json::int(v))).transpose()?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_transport_connected(self.raw.as_ptr(), a_now.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
-        Ok(call.finish_value::<Vec<RelaySessionAction>>(result)?)
+        call.finish_value::<Vec<RelaySessionAction>>(result)
     }
 
     /// Adds or replaces the subscription with this id and queues its REQ, which is sent again after
@@ -274,7 +273,7 @@ impl RelaySession {
         let a_filters_json = call.json("filtersJson", &text_list(filters_json))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_relay_session_subscribe(self.raw.as_ptr(), a_id.as_ptr(), a_filters_json.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Removes the subscription with this id and queues its CLOSE.
@@ -284,7 +283,7 @@ impl RelaySession {
         let a_id = call.text("id", id)?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_relay_session_unsubscribe(self.raw.as_ptr(), a_id.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Queues a NIP-45 COUNT under this id, answered by a countResult action; an undrained COUNT under
@@ -297,7 +296,7 @@ impl RelaySession {
         let a_filters_json = call.json("filtersJson", &text_list(filters_json))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_relay_session_count(self.raw.as_ptr(), a_id.as_ptr(), a_filters_json.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Cancels the pending COUNT with this id; queues its CLOSE when the COUNT already went out, after
@@ -308,7 +307,7 @@ impl RelaySession {
         let a_id = call.text("id", id)?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_relay_session_cancel_count(self.raw.as_ptr(), a_id.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Queues 1 to 256 unique verified events as pending deliveries, packed into EVENT or EVENTS frames
@@ -321,7 +320,7 @@ impl RelaySession {
         let a_events = call.json("events", &events.as_ref().to_json())?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_relay_session_publish(self.raw.as_ptr(), a_events.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Hands out up to max queued frames for the socket; draining is not writing, so unconfirmed frames
@@ -332,7 +331,7 @@ impl RelaySession {
         let a_max = call.json("max", &Json::int(max))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_drain_outbound(self.raw.as_ptr(), a_max.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<Vec<OutboundRelayFrame>>(result)?)
+        call.finish_value::<Vec<OutboundRelayFrame>>(result)
     }
 
     /// Reports that a drained frame was written to the socket, moving its published events to inFlight;
@@ -349,10 +348,10 @@ impl RelaySession {
     pub fn confirm_sent_with(&mut self, delivery_event_ids: impl IntoIterator<Item = impl AsRef<str>>, now: Option<i64>) -> Result<(), SoftchatError> {
         let mut call = Call::begin("RelaySession.confirmSent", "invalid_relay_session")?;
         let a_delivery_event_ids = call.json("deliveryEventIds", &text_list(delivery_event_ids))?;
-        let a_now = match now { Some(v) => Some(call.json("now", &Json::int(v))?), None => None };
+        let a_now = now.map(|v| call.json("now", &Json::int(v))).transpose()?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_relay_session_confirm_sent(self.raw.as_ptr(), a_delivery_event_ids.as_ptr(), a_now.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Validates one complete relay frame and returns its actions in order; an invalid frame or a full
@@ -372,10 +371,10 @@ impl RelaySession {
     pub fn receive_with(&mut self, text: &str, now: Option<i64>) -> Result<Vec<RelaySessionAction>, SoftchatError> {
         let mut call = Call::begin("RelaySession.receive", "invalid_relay_frame")?;
         let a_text = call.text("text", text)?;
-        let a_now = match now { Some(v) => Some(call.json("now", &Json::int(v))?), None => None };
+        let a_now = now.map(|v| call.json("now", &Json::int(v))).transpose()?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_receive(self.raw.as_ptr(), a_text.as_ptr(), a_now.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
-        Ok(call.finish_value::<Vec<RelaySessionAction>>(result)?)
+        call.finish_value::<Vec<RelaySessionAction>>(result)
     }
 
     /// Reports that the event handed out by persistEvent is durably committed, releasing its
@@ -386,7 +385,7 @@ impl RelaySession {
         let a_event_id = call.text("eventId", event_id.as_ref())?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_relay_session_confirm_ingested(self.raw.as_ptr(), a_event_id.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Sends the host-signed NIP-42 event for the current challenge of this connection; refuses an
@@ -405,10 +404,10 @@ impl RelaySession {
     pub fn authenticate_with(&mut self, event: &VerifiedEvent, now: Option<i64>) -> Result<Vec<RelaySessionAction>, SoftchatError> {
         let mut call = Call::begin("RelaySession.authenticate", "invalid_relay_authentication")?;
         let a_event = call.json("event", &event.to_json())?;
-        let a_now = match now { Some(v) => Some(call.json("now", &Json::int(v))?), None => None };
+        let a_now = now.map(|v| call.json("now", &Json::int(v))).transpose()?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_authenticate(self.raw.as_ptr(), a_event.as_ptr(), a_now.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
-        Ok(call.finish_value::<Vec<RelaySessionAction>>(result)?)
+        call.finish_value::<Vec<RelaySessionAction>>(result)
     }
 
     /// Runs every session timer due at now (seconds): events past their own acknowledgement deadline
@@ -420,7 +419,7 @@ impl RelaySession {
         let a_now = call.json("now", &Json::int(now))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_handle_timeout(self.raw.as_ptr(), a_now.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<Vec<RelaySessionAction>>(result)?)
+        call.finish_value::<Vec<RelaySessionAction>>(result)
     }
 
     /// The earliest time (seconds, on the host's clock) at which handleTimeout has work, or nil when no
@@ -444,10 +443,10 @@ impl RelaySession {
     /// Errors: `invalid_relay_session`.
     pub fn transport_lost_with(&mut self, now: Option<i64>) -> Result<Vec<RelaySessionAction>, SoftchatError> {
         let mut call = Call::begin("RelaySession.transportLost", "invalid_relay_session")?;
-        let a_now = match now { Some(v) => Some(call.json("now", &Json::int(v))?), None => None };
+        let a_now = now.map(|v| call.json("now", &Json::int(v))).transpose()?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_transport_lost(self.raw.as_ptr(), a_now.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
-        Ok(call.finish_value::<Vec<RelaySessionAction>>(result)?)
+        call.finish_value::<Vec<RelaySessionAction>>(result)
     }
 
     /// Stops the connection: every delivery the session holds becomes retryable (one deliveryChanged
@@ -458,7 +457,7 @@ impl RelaySession {
         let mut call = Call::begin("RelaySession.cancel", "invalid_relay_session")?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_cancel(self.raw.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<Vec<RelaySessionAction>>(result)?)
+        call.finish_value::<Vec<RelaySessionAction>>(result)
     }
 
     /// Releases the session; refuses with invalid_relay_session while it still holds deliveries (call
@@ -469,7 +468,7 @@ impl RelaySession {
         let mut call = Call::begin("RelaySession.close", "invalid_relay_session")?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_relay_session_close(self.raw.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Returns the redacted diagnostic snapshot, valid in every state including after close.
@@ -478,6 +477,13 @@ impl RelaySession {
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_relay_session_snapshot(self.raw.as_ptr(), call.slot()) };
         runtime::infallible(call.finish_value::<RelaySessionSnapshot>(result))
+    }
+}
+
+impl Default for RelaySession {
+    /// `RelaySession::new()`.
+    fn default() -> RelaySession {
+        RelaySession::new()
     }
 }
 
@@ -501,7 +507,7 @@ impl<'a> AccountOutgoing<'a> {
         let a_now = call.json("now", &Json::int(now))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_account_outgoing_enqueue_signed(self.owner.raw.as_ptr(), a_operation_id.as_ptr(), a_events.as_ptr(), a_relay_urls.as_ptr(), a_now.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<Vec<String>>(result)?)
+        call.finish_value::<Vec<String>>(result)
     }
 }
 
@@ -525,7 +531,7 @@ impl<'a> AccountDelivery<'a> {
         let a_max = call.json("max", &Json::int(max))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_account_delivery_claim(self.owner.raw.as_ptr(), a_lease_id.as_ptr(), a_relay_url.as_ptr(), a_now.as_ptr(), a_max.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<Option<DeliveryClaimResult>>(result)?)
+        call.finish_value::<Option<DeliveryClaimResult>>(result)
     }
 
     /// Moves claimed intents to inFlight after their frame was written to the socket.
@@ -536,7 +542,7 @@ impl<'a> AccountDelivery<'a> {
         let a_intent_ids = call.json("intentIds", &text_list(intent_ids))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_account_delivery_mark_socket_written(self.owner.raw.as_ptr(), a_claim.as_ptr(), a_intent_ids.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Commits correlated relay decisions for claimed intents in one transaction, the only call that
@@ -548,7 +554,7 @@ impl<'a> AccountDelivery<'a> {
         let a_results = call.json("results", &results.as_ref().to_json())?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_account_delivery_apply_results(self.owner.raw.as_ptr(), a_claim.as_ptr(), a_results.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Returns a claim's unfinished intents to pending and ends its lease, for example after transport
@@ -559,7 +565,7 @@ impl<'a> AccountDelivery<'a> {
         let a_claim = call.json("claim", &claim.to_json())?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_account_delivery_release(self.owner.raw.as_ptr(), a_claim.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// The intents of one publish operation, in publish order (then by relay): each event's delivery
@@ -570,7 +576,7 @@ impl<'a> AccountDelivery<'a> {
         let a_operation_id = call.text("operationId", operation_id)?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_account_delivery_intents(self.owner.raw.as_ptr(), a_operation_id.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<Vec<PublishIntentStatus>>(result)?)
+        call.finish_value::<Vec<PublishIntentStatus>>(result)
     }
 }
 
@@ -638,10 +644,10 @@ impl SoftchatAccount {
         let mut call = Call::begin("SoftchatAccount.setSubscription", "invalid_relay_filter")?;
         let a_id = call.text("id", id)?;
         let a_filters_json = call.json("filtersJson", &text_list(filters_json))?;
-        let a_relay_url = match relay_url { Some(v) => Some(call.json("relayUrl", &Json::text(v))?), None => None };
+        let a_relay_url = relay_url.map(|v| call.json("relayUrl", &Json::text(v))).transpose()?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_account_set_subscription(self.raw.as_ptr(), a_id.as_ptr(), a_filters_json.as_ptr(), a_relay_url.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// Removes a subscription from the policy (nothing when it is not there).
@@ -651,7 +657,7 @@ impl SoftchatAccount {
         let a_id = call.text("id", id)?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_account_remove_subscription(self.raw.as_ptr(), a_id.as_ptr(), call.slot()) };
-        Ok(call.finish()?)
+        call.finish()
     }
 
     /// The subscription policy, by id: every entry, or (relayUrl given) those that apply to that relay.
@@ -664,10 +670,10 @@ impl SoftchatAccount {
     /// Errors: `account_storage_failed`.
     pub fn subscriptions_with(&self, relay_url: Option<&str>) -> Result<Vec<SubscriptionPolicyEntry>, SoftchatError> {
         let mut call = Call::begin("SoftchatAccount.subscriptions", "account_storage_failed")?;
-        let a_relay_url = match relay_url { Some(v) => Some(call.json("relayUrl", &Json::text(v))?), None => None };
+        let a_relay_url = relay_url.map(|v| call.json("relayUrl", &Json::text(v))).transpose()?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_account_subscriptions(self.raw.as_ptr(), a_relay_url.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
-        Ok(call.finish_value::<Vec<SubscriptionPolicyEntry>>(result)?)
+        call.finish_value::<Vec<SubscriptionPolicyEntry>>(result)
     }
 
     /// A page of the stored events matching any of the filters (a conversation's history), newest first
@@ -681,10 +687,10 @@ impl SoftchatAccount {
         let a_filters_json = call.json("filtersJson", &text_list(filters_json))?;
         let a_limit = call.json("limit", &Json::int(limit))?;
         let a_now = call.json("now", &Json::int(now))?;
-        let a_before = match before { Some(v) => Some(call.json("before", &v.to_json())?), None => None };
+        let a_before = before.map(|v| call.json("before", &v.to_json())).transpose()?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_account_query_events(self.raw.as_ptr(), a_filters_json.as_ptr(), a_limit.as_ptr(), a_now.as_ptr(), a_before.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
-        Ok(call.finish_value::<EventPage>(result)?)
+        call.finish_value::<EventPage>(result)
     }
 
     /// Checks the database and the account's invariants (read-only) and reports what it holds.
@@ -694,7 +700,7 @@ impl SoftchatAccount {
         let a_now = call.json("now", &Json::int(now))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_account_check(self.raw.as_ptr(), a_now.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<AccountCheckReport>(result)?)
+        call.finish_value::<AccountCheckReport>(result)
     }
 
     /// Starts the managed transport: one native I/O thread keeps this account in sync with
@@ -742,7 +748,7 @@ impl<'a> AccountIncoming<'a> {
         let a_received_at = call.json("receivedAt", &Json::int(received_at))?;
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         let result = unsafe { sys::softchat_account_incoming_ingest(self.owner.raw.as_ptr(), a_events.as_ptr(), a_received_at.as_ptr(), call.slot()) };
-        Ok(call.finish_value::<IngestionOutcome>(result)?)
+        call.finish_value::<IngestionOutcome>(result)
     }
 }
 
@@ -783,7 +789,7 @@ impl ManagedTransport {
     /// reconnects on the backoff schedule.
     pub fn drop_connection_with(&self, relay_url: Option<&str>) {
         let mut call = Call::begin_infallible("ManagedTransport.dropConnection", "invalid_relay_frame");
-        let a_relay_url = match relay_url { Some(v) => Some(runtime::infallible(call.json("relayUrl", &Json::text(v)))), None => None };
+        let a_relay_url = runtime::infallible(relay_url.map(|v| call.json("relayUrl", &Json::text(v))).transpose());
         // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
         unsafe { sys::softchat_managed_transport_drop_connection(self.raw.as_ptr(), a_relay_url.as_ref().map_or(ptr::null(), |s| s.as_ptr()), call.slot()) };
         runtime::infallible(call.finish())
@@ -820,7 +826,7 @@ pub fn parse_client_relay_frame(text: &str) -> Result<ClientRelayFrame, Softchat
     let a_text = call.text("text", text)?;
     // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
     let result = unsafe { sys::softchat_parse_client_relay_frame(a_text.as_ptr(), call.slot()) };
-    Ok(call.finish_value::<ClientRelayFrame>(result)?)
+    call.finish_value::<ClientRelayFrame>(result)
 }
 
 /// Validates relay-to-client frame text (size first, then structure and every event) so untrusted
@@ -831,7 +837,7 @@ pub fn parse_relay_response_frame(text: &str) -> Result<RelayResponseFrame, Soft
     let a_text = call.text("text", text)?;
     // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
     let result = unsafe { sys::softchat_parse_relay_response_frame(a_text.as_ptr(), call.slot()) };
-    Ok(call.finish_value::<RelayResponseFrame>(result)?)
+    call.finish_value::<RelayResponseFrame>(result)
 }
 
 /// Builds the signed NIP-42 event for an identity, relay URL and challenge, the function form of
@@ -844,7 +850,7 @@ pub fn plan_nip42_authentication(identity: &SoftchatIdentity, challenge: &str, r
     let a_created_at = call.json("createdAt", &Json::int(created_at))?;
     // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
     let result = unsafe { sys::softchat_plan_nip42_authentication(identity.raw.as_ptr(), a_challenge.as_ptr(), a_relay_url.as_ptr(), a_created_at.as_ptr(), call.slot()) };
-    Ok(call.finish_value::<VerifiedEvent>(result)?)
+    call.finish_value::<VerifiedEvent>(result)
 }
 
 /// Maps a relay OK frame to a delivery decision from its accepted flag and machine-readable prefix,
@@ -855,7 +861,7 @@ pub fn classify_delivery_acknowledgement(ok: &RelayResponseFrame) -> Result<Deli
     let a_ok = call.json("ok", &ok.to_json())?;
     // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
     let result = unsafe { sys::softchat_classify_delivery_acknowledgement(a_ok.as_ptr(), call.slot()) };
-    Ok(call.finish_value::<DeliveryDecision>(result)?)
+    call.finish_value::<DeliveryDecision>(result)
 }
 
 /// Rejects a host ingestion result that is not total and disjoint over its batch before any session
@@ -867,5 +873,5 @@ pub fn validate_ingestion_result(batch: &IngestionBatch, result: &IngestionResul
     let a_result = call.json("result", &result.to_json())?;
     // SAFETY: live handles, NUL-terminated arguments that outlive the call, an error slot.
     unsafe { sys::softchat_validate_ingestion_result(a_batch.as_ptr(), a_result.as_ptr(), call.slot()) };
-    Ok(call.finish()?)
+    call.finish()
 }
