@@ -396,8 +396,13 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
             case .recordNegentropySupport(let record):
                 try account.recordNegentropySupport(record)
                 return .done
+            case .group(let requests):
+                // One transaction: each member a savepoint answered as if alone, the whole
+                // committed before any reply reaches the engine (which reports only after).
+                return .group(try account.writeGroup("engine writes") { requests.map(execute) })
             }
         } catch {
+            if case .group(let requests) = request { return .group(requests.map { _ in .failed(error) }) }
             return .failed(error)
         }
     }

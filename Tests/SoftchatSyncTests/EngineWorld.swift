@@ -31,6 +31,10 @@ final class MemoryAccount {
     var leaseSeconds: Int64 = 60
     var failNextCommits = 0
     var commits = 0
+    /// `.group` requests answered (each member is answered as if alone).
+    var groups = 0
+    /// Groups to answer with one failure (their transaction could not commit), from now on.
+    var failNextGroups = 0
     /// Received events committed again although the account held them (verified twice).
     var duplicateCommits = 0
     /// Ids a commit carried more than once across commits (an event committed twice).
@@ -63,6 +67,14 @@ final class MemoryAccount {
 
     func answer(_ request: AccountRequest, now: Int64) -> AccountReply {
         switch request {
+        case .group(let requests):
+            groups += 1
+            if failNextGroups > 0 {
+                // The transaction could not commit: none of its members happened.
+                failNextGroups -= 1
+                return .failed(SoftchatError(.accountStorageFailed, "injected group commit failure", operation: .relayIngestion))
+            }
+            return .group(requests.map { answer($0, now: now) })
         case .loadSubscriptions(let urls):
             var out: [String: [EngineSubscription]] = [:]
             for url in urls {

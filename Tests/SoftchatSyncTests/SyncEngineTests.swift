@@ -228,6 +228,39 @@ import Testing
         #expect(intent.failures == 0, "a timeout spends no retry budget (\(intent.attempts) sends)")
     }
 
+    /// Group commit: the account writes queued in one I/O round (here the three relays' delivery
+    /// results, and the socket-written marks) go to the account as one `.group`, one transaction,
+    /// instead of one transaction each; every decision is still exactly the relay's.
+    @Test func theWritesOfOneRoundGoToTheAccountAsOneGroup() {
+        let w = EngineWorld(relayCount: 3)
+        let events = (0..<3).map { Fixtures.event(w.unix, content: "to relay \($0)") }
+        let ids = (0..<3).flatMap { w.account.enqueue(events[$0], relays: [w.urls[$0]]) }
+        w.relays[1].okRule = { _, _ in .reject("blocked: not here") }
+        w.start()
+        w.run(for: 3_000)
+        #expect(ids.map { w.account.intents[$0]!.state } == [.accepted, .rejected, .accepted])
+        #expect(w.account.groups > 0, "no group was sent")
+        #expect(w.engine.groupsSent == w.account.groups)
+        #expect(w.engine.groupedWrites >= 2 * w.engine.groupsSent)
+    }
+
+    /// A group whose transaction could not commit fails every member, as each would fail alone:
+    /// nothing of it is decided or reported, and the work is done again until it commits.
+    @Test func aGroupThatCannotCommitFailsEveryMemberAndTheWorkIsDoneAgain() {
+        let w = EngineWorld(relayCount: 2)
+        let ids = (0..<2).flatMap { w.account.enqueue(Fixtures.event(w.unix, content: "g\($0)"), relays: [w.urls[$0]]) }
+        w.account.failNextGroups = 3
+        w.start()
+        // Results not applied stay with their claim; its lease (60 s here) runs out and the
+        // intents are claimed and published again.
+        w.run(for: 150_000)
+        #expect(w.account.failNextGroups == 0, "the injected failures were not all reached")
+        #expect(ids.map { w.account.intents[$0]!.state } == [.accepted, .accepted])
+        #expect(ids.allSatisfy { w.account.intents[$0]!.failures == 0 }, "a failed commit spends no retry budget")
+        let decided = w.reports.filter { if case .delivery = $0 { true } else { false } }.count
+        #expect(decided == 2, "each delivery reported once, after its commit (\(decided))")
+    }
+
     @Test func aRelayRejectionIsTheOnlyWayToRejectedAndAcceptanceNeedsAnOK() {
         let w = EngineWorld()
         let good = Fixtures.event(w.unix, content: "good")

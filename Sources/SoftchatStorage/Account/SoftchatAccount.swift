@@ -114,6 +114,23 @@ public final class SoftchatAccount: Sendable {
     /// The schema version this build migrates every account to when it opens it.
     public static var latestSchemaVersion: Int { Migrations.latestVersion }
 
+    /// Runs `body` with every write it makes on the calling thread (ingestion, delivery marks and
+    /// results, releases, NIP-77 records) in one transaction, committed once when `body`
+    /// returns: one fsync for an I/O round's writes instead of one each. Each write is a
+    /// savepoint: one that fails throws to `body` and rolls back only itself. When the
+    /// transaction cannot commit, nothing of `body` happened and this throws. Writes from other
+    /// threads wait for the group to end; reads see what it wrote only once it has committed.
+    ///
+    /// - Parameters:
+    ///   - call: What the group is, for errors.
+    ///   - body: The writes.
+    /// - Returns: What `body` returned.
+    /// - Throws: `SoftchatError` with code `account_storage_failed` when the group's transaction
+    ///   cannot begin or commit; `invalid_persistence_result` once the account is closed.
+    public func writeGroup<R>(_ call: String, _ body: () -> R) throws(SoftchatError) -> R {
+        try store.group(call, body)
+    }
+
     /// Calls `handler` after every successful
     /// ``AccountOutgoing/enqueueSigned(operationID:events:relayURLs:now:)`` (an idempotent
     /// repeat included), on the committing thread (keep it quick: a managed transport only wakes
@@ -152,6 +169,19 @@ final class AccountStore: Sendable {
     let policy: AccountPolicy
     private let writer: SerialConnection
     private let reader: SerialConnection
+    /// The thread running a write group (``group(_:_:)``), 0 when none: its writes join the
+    /// group's transaction as savepoints instead of taking the writer's lock again.
+    private let groupThread = Atomic<UInt>(0)
+    /// The group's connection, written and read only by the thread in `groupThread`.
+    private let groupSlot = GroupSlot()
+
+    final class GroupSlot: @unchecked Sendable {
+        // @unchecked: `db` is set, read and cleared only by the thread that holds the writer's
+        // lock for the group, the one `groupThread` names.
+        var db: SQLiteConnection?
+    }
+
+    static var currentThread: UInt { UInt(bitPattern: Int(bitPattern: UInt(pthread_self()))) }
 
     init(path: String, policy: AccountPolicy, migrateTo version: Int) throws(SoftchatError) {
         self.path = path
@@ -247,20 +277,51 @@ final class AccountStore: Sendable {
     }
 
     /// Runs `body` on the writer inside one transaction; any failure rolls everything back.
+    /// Inside a write group on this thread, the transaction is a savepoint of the group's.
     func write<R>(_ call: String, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
+        if groupThread.load(ordering: .acquiring) == Self.currentThread, let db = groupSlot.db {
+            return try Self.mapped(call) { try db.savepoint { try body(db) } }.get()
+        }
         let result: Result<R, SoftchatError> = writer.with { db in
             guard let db else { return .failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)) }
-            do {
-                return .success(try db.transaction(call) { try body(db) })
-            } catch let e as SoftchatError {
-                return .failure(e)
-            } catch let e as SQLiteError {
-                return .failure(Self.storageError(e, call))
-            } catch {
-                return .failure(.invalidPersistenceResult("\(call): \(error)", operation: .relayIngestion))
+            return Self.mapped(call) { try db.transaction(call) { try body(db) } }
+        }
+        return try result.get()
+    }
+
+    /// Runs `body` so that every write it makes on this thread is a savepoint of one
+    /// transaction, committed once when `body` returns: a write that fails rolls back only
+    /// itself (and throws to `body` as it would alone); a commit that fails rolls back them all.
+    /// Other threads' writes wait for the group as for any write.
+    func group<R>(_ call: String, _ body: () -> R) throws(SoftchatError) -> R {
+        let result: Result<R, SoftchatError> = writer.with { db in
+            guard let db else { return .failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)) }
+            return Self.mapped(call) {
+                try db.transaction(call) {
+                    groupSlot.db = db
+                    groupThread.store(Self.currentThread, ordering: .releasing)
+                    defer {
+                        groupThread.store(0, ordering: .releasing)
+                        groupSlot.db = nil
+                    }
+                    return body()
+                }
             }
         }
         return try result.get()
+    }
+
+    /// `body`'s outcome with every failure as the `SoftchatError` the account reports.
+    static func mapped<R>(_ call: String, _ body: () throws -> R) -> Result<R, SoftchatError> {
+        do {
+            return .success(try body())
+        } catch let e as SoftchatError {
+            return .failure(e)
+        } catch let e as SQLiteError {
+            return .failure(Self.storageError(e, call))
+        } catch {
+            return .failure(.invalidPersistenceResult("\(call): \(error)", operation: .relayIngestion))
+        }
     }
 
     /// Runs `body` on the reader connection inside one read transaction, so every statement

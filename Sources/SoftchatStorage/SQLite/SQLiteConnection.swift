@@ -125,6 +125,23 @@ final class SQLiteConnection {
         }
     }
 
+    /// Runs `body` as a savepoint inside the open transaction: released if it returns, rolled
+    /// back to where it began if it throws (the rest of the transaction stays).
+    func savepoint<R>(_ body: () throws -> R) throws -> R {
+        try execute("SAVEPOINT member")
+        do {
+            let result = try body()
+            resetStatements()
+            try execute("RELEASE member")
+            return result
+        } catch {
+            resetStatements()
+            try? execute("ROLLBACK TO member")
+            try? execute("RELEASE member")
+            throw error
+        }
+    }
+
     var changes: Int { Int(sqlite3_changes(handle)) }
 
     /// The rowid of the last row this connection inserted.

@@ -98,6 +98,12 @@ public final class SyncEngine {
     var queue: [Step] = []
     var queueStart = 0
     var awaiting: Context?
+    /// The members' contexts while a `.group` awaits its reply (`awaiting` is the first).
+    var awaitingGroup: [Context] = []
+    /// The `.group` requests returned so far (statistics and tests).
+    public private(set) var groupsSent = 0
+    /// The writes those groups carried, members counted one by one.
+    public private(set) var groupedWrites = 0
     var now: EngineTime
     var loaded = false
     var stopping = false
@@ -165,7 +171,21 @@ public final class SyncEngine {
         case .account(let reply):
             guard let context = awaiting else { return }
             awaiting = nil
-            accountReplied(reply, context)
+            let members = awaitingGroup
+            awaitingGroup = []
+            if members.isEmpty {
+                accountReplied(reply, context)
+            } else if case .group(let replies) = reply, replies.count == members.count {
+                for (memberReply, memberContext) in zip(replies, members) { accountReplied(memberReply, memberContext) }
+            } else {
+                // A group answered with one reply: a failure applies to every member; anything
+                // else is not an answer to it.
+                let error: SoftchatError =
+                    if case .failed(let e) = reply { e } else {
+                        .invalidPersistenceResult("a group of \(members.count) writes was answered with \(reply)", operation: .relayRecovery)
+                    }
+                for memberContext in members { accountReplied(.failed(error), memberContext) }
+            }
         case .relayInformation(let relay, let limits):
             guard relays.indices.contains(relay), !stopping else { return }
             relays[relay].informationPending = false
@@ -221,7 +241,20 @@ public final class SyncEngine {
                 return action
             case .account(let request, let context):
                 awaiting = context
-                return .account(request)
+                // Writes queued one after another go to the account as one transaction.
+                guard request.joinsGroups else { return .account(request) }
+                var requests = [request]
+                var contexts = [context]
+                while queueStart < queue.count, case .account(let next, let nextContext) = queue[queueStart], next.joinsGroups {
+                    requests.append(next)
+                    contexts.append(nextContext)
+                    queueStart += 1
+                }
+                guard requests.count > 1 else { return .account(request) }
+                awaitingGroup = contexts
+                groupsSent += 1
+                groupedWrites += requests.count
+                return .account(.group(requests))
             case .flushIngest:
                 ingestQueued = false
                 flushIngest()

@@ -155,6 +155,21 @@ public enum AccountRequest: Sendable, Hashable {
     case reconciliationItems(relayURL: String, subscriptionID: String, filtersJSON: [String])
     /// Remember what the relay did with NEG-OPEN (answer: `.done`).
     case recordNegentropySupport(NegentropySupportRecord)
+    /// Several writes queued one after another (socket-written marks, delivery results,
+    /// releases, commits of received events with their sync states, NIP-77 records), done in one
+    /// transaction: each member as if alone (a member that fails changes nothing of its own and
+    /// is answered `.failed`; the others still apply), the whole committed once before the
+    /// answer (answer: `.group`, one reply per member, in order). When the transaction itself
+    /// cannot commit, every member is answered `.failed`.
+    case group([AccountRequest])
+
+    /// Whether the request only writes and may join a `.group` with the writes queued beside it.
+    public var joinsGroups: Bool {
+        switch self {
+        case .markWritten, .applyResults, .release, .commit, .recordNegentropySupport: true
+        case .loadSubscriptions, .claim, .renew, .loadNegentropySupport, .reconciliationItems, .group: false
+        }
+    }
 }
 
 /// The host's answer to the last `AccountRequest`.
@@ -179,6 +194,8 @@ public enum AccountReply: Sendable {
     case reconciliationItems([[NegentropyItem]])
     /// The request failed; nothing of it happened.
     case failed(SoftchatError)
+    /// One reply per member of a `.group`, in order.
+    case group([AccountReply])
 }
 
 /// One relay connection's state, as the host shows it.
