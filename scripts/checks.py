@@ -3,6 +3,7 @@ failures and, verbosely, its passes; the summary line "NAME: N passed, M failed"
 with exit status 1 if anything failed), running the softchat binary, the third-party relays
 (`peers`: scripts/peerslib.py, e.g. peers.start("local") -> its URL, peers.stop("local")),
 building the TypeScript facade's Node-API addon, and the docs' code blocks."""
+import glob
 import json
 import os
 import re
@@ -91,7 +92,6 @@ def replay_differences(root, command, env=None, prepare=None):
     `command + [script]` (a binding's replayer; `prepare(script)` gives the path it reads when it
     needs the script in another form) and compares them line by line. Returns (scripts identical,
     scripts, the first difference or None)."""
-    import glob
     swift = os.path.join(root, ".build/debug/softchat")
     scripts = sorted(glob.glob(os.path.join(root, "Tests/SessionRegressions/*.jsonl")))
     same, problem = 0, None

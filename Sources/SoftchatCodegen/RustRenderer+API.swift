@@ -36,7 +36,7 @@ extension RustRenderer {
         }
         for e in model.entryPoints where e.kind == .function {
             w.line()
-            renderFunction(e, &w)
+            renderEntryPoint(e, &w)
         }
         return w.text
     }
@@ -108,10 +108,6 @@ extension RustRenderer {
                 renderEntryPoint(e, &w)
             }
         }
-    }
-
-    func renderFunction(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
-        renderEntryPoint(e, &w)
     }
 
     func renderCallback(_ t: TypeDecl, _ w: inout SourceWriter) {

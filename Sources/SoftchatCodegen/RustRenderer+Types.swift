@@ -60,20 +60,24 @@ extension RustRenderer {
         w.block("impl AsRef<str> for \(t.name) {") { w in
             w.block("fn as_ref(&self) -> &str {") { w in w.line("&self.0") }
         }
+        textValueImpls(t.name, text: "&self.0", owned: "self.0.clone()", parse: "from_hex", &w)
+    }
+
+    /// `Display` and the JSON codec of a type whose value is one text (an identifier, an enum):
+    /// `text` borrows it, `owned` copies it, `parse` is the constructor that checks it.
+    func textValueImpls(_ name: String, text: String, owned: String, parse: String, _ w: inout SourceWriter) {
         w.line()
-        w.block("impl fmt::Display for \(t.name) {") { w in
-            w.block("fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {") { w in w.line("f.write_str(&self.0)") }
-        }
+        fmtImpl("Display", for: name, "f.write_str(\(text))", &w)
         w.line()
-        w.block("impl FromJson for \(t.name) {") { w in
+        w.block("impl FromJson for \(name) {") { w in
             w.block("fn from_json(value: &Json) -> Result<Self, String> {") { w in
                 w.line("let text = String::from_json(value)?;")
-                w.line("\(t.name)::from_hex(&text).ok_or_else(|| format!(\"not a \(t.name): {text}\"))")
+                w.line("\(name)::\(parse)(&text).ok_or_else(|| format!(\"not a \(name): {text}\"))")
             }
         }
         w.line()
-        w.block("impl ToJson for \(t.name) {") { w in
-            w.block("fn to_json(&self) -> Json {") { w in w.line("Json::String(self.0.clone())") }
+        w.block("impl ToJson for \(name) {") { w in
+            w.block("fn to_json(&self) -> Json {") { w in w.line("Json::String(\(owned))") }
         }
     }
 
@@ -103,21 +107,7 @@ extension RustRenderer {
                 w.line("\(t.name)::ALL.iter().copied().find(|c| c.as_str() == text)")
             }
         }
-        w.line()
-        w.block("impl fmt::Display for \(t.name) {") { w in
-            w.block("fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {") { w in w.line("f.write_str(self.as_str())") }
-        }
-        w.line()
-        w.block("impl FromJson for \(t.name) {") { w in
-            w.block("fn from_json(value: &Json) -> Result<Self, String> {") { w in
-                w.line("let text = String::from_json(value)?;")
-                w.line("\(t.name)::from_text(&text).ok_or_else(|| format!(\"not a \(t.name): {text}\"))")
-            }
-        }
-        w.line()
-        w.block("impl ToJson for \(t.name) {") { w in
-            w.block("fn to_json(&self) -> Json {") { w in w.line("Json::String(self.as_str().to_owned())") }
-        }
+        textValueImpls(t.name, text: "self.as_str()", owned: "self.as_str().to_owned()", parse: "from_text", &w)
     }
 
     /// The accessor of a field: by value for copies, borrowed otherwise (`event.id()`, the form

@@ -330,13 +330,9 @@ public struct RustRenderer {
             }
         }
         w.line()
-        w.block("impl fmt::Debug for SoftchatErrorCode {") { w in
-            w.block("fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {") { w in w.line("f.write_str(&self.0)") }
-        }
+        fmtImpl("Debug", for: "SoftchatErrorCode", "f.write_str(&self.0)", &w)
         w.line()
-        w.block("impl fmt::Display for SoftchatErrorCode {") { w in
-            w.block("fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {") { w in w.line("f.write_str(&self.0)") }
-        }
+        fmtImpl("Display", for: "SoftchatErrorCode", "f.write_str(&self.0)", &w)
         w.line()
         w.line("/// A Softchat error: the stable `code`, a message saying what and where, and the operation")
         w.line("/// (`RelaySession.subscribe`). Messages never contain secrets.")
@@ -353,11 +349,7 @@ public struct RustRenderer {
             }
         }
         w.line()
-        w.block("impl fmt::Display for SoftchatError {") { w in
-            w.block("fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {") { w in
-                w.line("write!(f, \"{}: {} ({})\", self.code, self.message, self.operation)")
-            }
-        }
+        fmtImpl("Display", for: "SoftchatError", "write!(f, \"{}: {} ({})\", self.code, self.message, self.operation)", &w)
         w.line()
         w.line("impl std::error::Error for SoftchatError {}")
         w.line()
@@ -423,6 +415,13 @@ public struct RustRenderer {
 
     /// Whether a value of this type is text in Rust (`string`, `json`, an identifier).
     func isText(_ ref: TypeRef) -> Bool { model.isRawText(ref) }
+
+    /// `impl fmt::<trait> for <name>` whose `fmt` is `body`.
+    func fmtImpl(_ trait: String, for name: String, _ body: String, _ w: inout SourceWriter) {
+        w.block("impl fmt::\(trait) for \(name) {") { w in
+            w.block("fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {") { w in w.line(body) }
+        }
+    }
 
     func rustDoc(_ w: inout SourceWriter, _ text: String, inner: Bool = false) {
         guard !text.isEmpty else { return }

@@ -181,7 +181,7 @@ final class AccountStore: Sendable {
         var db: SQLiteConnection?
     }
 
-    static var currentThread: UInt { UInt(bitPattern: Int(bitPattern: UInt(pthread_self()))) }
+    static var currentThread: UInt { UInt(pthread_self()) }
 
     init(path: String, policy: AccountPolicy, migrateTo version: Int) throws(SoftchatError) {
         self.path = path
@@ -343,15 +343,7 @@ final class AccountStore: Sendable {
             guard let db else { return .failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)) }
             // End the read transaction with the call, so the next read sees the latest commit.
             defer { db.resetStatements() }
-            do {
-                return .success(try body(db))
-            } catch let e as SoftchatError {
-                return .failure(e)
-            } catch let e as SQLiteError {
-                return .failure(Self.storageError(e, call))
-            } catch {
-                return .failure(.invalidPersistenceResult("\(call): \(error)", operation: .relayIngestion))
-            }
+            return Self.mapped(call) { try body(db) }
         }
         return try result.get()
     }
