@@ -11,9 +11,14 @@ import Testing
 
     /// How many times `masked` (the pattern with every byte XOR `mask`, so the pattern itself is
     /// never in memory) occurs in the process's private writable memory, read through
-    /// /proc/self/mem (a region unmapped meanwhile reads as an error and is skipped).
-    static func occurrences(ofMasked masked: [UInt8]) -> Int {
-        guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8) else { return -1 }
+    /// /proc/self/mem. `maps` is the map the scan walks, /proc/self/maps read now unless given.
+    /// The map is stale as soon as it is read: other tests map and unmap memory meanwhile, and a
+    /// page unmapped since reads as an error. Only that page is skipped: the scan goes on at the
+    /// next page of the same line (a line can be several mappings the kernel merged, and giving
+    /// up on the rest of it once missed the host's own buffer in a full parallel run).
+    static func occurrences(ofMasked masked: [UInt8], maps given: String? = nil) -> Int {
+        guard let maps = given ?? processMaps() else { return -1 }
+        let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
         let fd = open("/proc/self/mem", O_RDONLY)
         guard fd >= 0 else { return -1 }
         defer { close(fd) }
@@ -48,7 +53,10 @@ import Testing
                 var want = min(UInt(chunk), range[1] - offset)
                 if offset < own.lowerBound && offset + want > own.lowerBound { want = own.lowerBound - offset }
                 let n = pread(fd, buffer.baseAddress, Int(want), off_t(Int64(bitPattern: UInt64(offset))))
-                guard n > 0 else { break }
+                guard n > 0 else {
+                    offset = (offset / page + 1) * page
+                    continue
+                }
                 var at = 0
                 while at + masked.count <= n, let hit = memchr(buffer.baseAddress! + at, first, n - at - masked.count + 1) {
                     let i = hit - buffer.baseAddress!
@@ -60,6 +68,66 @@ import Testing
             }
         }
         return found
+    }
+
+    /// /proc/self/maps read to its end. Foundation's `String(contentsOfFile:)` stops after one
+    /// read of a file whose size reads as zero, the first 4 KiB of the map, which left the scan
+    /// blind to every mapping past it (a thread's malloc arena among them).
+    static func processMaps() -> String? {
+        let fd = open("/proc/self/maps", O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var block = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = block.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n >= 0 else { return nil }
+            if n == 0 { return String(decoding: bytes, as: UTF8.self) }
+            bytes += block[..<n]
+        }
+    }
+
+    @Test func theMapIsReadToItsEnd() throws {
+        let maps = try #require(Self.processMaps())
+        // The stack is the map's last line but for [vvar], [vdso] and [vsyscall], past the first
+        // 4 KiB in any process that loads Foundation.
+        #expect(maps.utf8.count > 4096)
+        #expect(maps.contains("[stack]"))
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard let region = mmap(nil, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), region != MAP_FAILED else {
+            Issue.record("mmap failed")
+            return
+        }
+        defer { munmap(region, page) }
+        let start = UInt(bitPattern: region)
+        let covered = try #require(Self.processMaps()).split(separator: "\n").contains { line in
+            let range = line.prefix { $0 != " " }.split(separator: "-").compactMap { UInt(String($0), radix: 16) }
+            return range.count == 2 && range[0] <= start && start < range[1]
+        }
+        #expect(covered, "a fresh mapping is missing from the map")
+    }
+
+    @Test func theScanReadsOnPastAPageUnmappedAfterTheMapWasRead() throws {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard let region = mmap(nil, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), region != MAP_FAILED
+        else {
+            Issue.record("mmap failed")
+            return
+        }
+        let third = region + 2 * page
+        defer {
+            memset(third, 0, page)
+            munmap(region, page)
+            munmap(third, page)
+        }
+        // A random pattern, written unmasked only into the third page.
+        var rng = SystemRandomNumberGenerator()
+        let masked = (0..<64).map { _ in UInt8.random(in: 0x20...0x7E, using: &rng) ^ Self.mask }
+        for (i, byte) in masked.enumerated() { third.storeBytes(of: byte ^ Self.mask, toByteOffset: i, as: UInt8.self) }
+        let maps = try #require(Self.processMaps())
+        // The middle page goes after the map was read, as another test's memory would.
+        munmap(region + page, page)
+        #expect(Self.occurrences(ofMasked: masked, maps: maps) == 1, "the scan gave up on the rest of a line at its hole")
     }
 
     @Test func aSecretKeyImportedThroughTheCABILeavesNoCopyOfItsTextBehind() throws {
