@@ -229,8 +229,10 @@ public enum NegentropyBenchmarks {
         account.close()
     }
 
-    /// A copy of a closed account file.
+    /// A copy of a closed account file. A closed account is that file alone (its log is
+    /// checkpointed into it); a log beside it would hold commits the copy lacks.
     static func copy(_ from: String, _ to: String) -> String {
+        precondition(access(from + "-wal", F_OK) != 0, "\(from) was not closed: its write-ahead log is beside it")
         let input = open(from, O_RDONLY)
         let output = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         precondition(input >= 0 && output >= 0, "cannot copy \(from)")

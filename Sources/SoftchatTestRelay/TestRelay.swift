@@ -291,44 +291,51 @@ public final class TestRelay: @unchecked Sendable {
         if let kept = lock.with({ negentropyStorages[key].flatMap { $0.count == events.count ? $0.storage : nil } }) {
             return Negentropy(storage: kept, frameSizeLimit: limit)
         }
-        let held = lock.with { events.count }
-        // The whole set: the REQ cap is a page size, not a bound on what the relay holds.
-        let items = query([filter], capped: false).compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+        let snapshot = lock.with { events }
+        // The whole set: the REQ cap is a page size, not a bound on what the relay holds. The
+        // store holds each event once, so one filter's matches need no merging: their items go
+        // straight into the storage, oldest first.
+        var items: [NegentropyItem] = []
+        Self.eachMatch(filter, in: snapshot) { event in
+            if let item = NegentropyItem(createdAt: event.createdAt, idHex: event.id) { items.append(item) }
+        }
+        items.reverse()
         let storage = NegentropyStorage(items: items)
-        lock.with { if events.count == held { negentropyStorages[key] = (held, storage) } }
+        lock.with { if events.count == snapshot.count { negentropyStorages[key] = (snapshot.count, storage) } }
         return Negentropy(storage: storage, frameSizeLimit: limit)
     }
 
     /// Stored events matching the filters, newest first, each filter's limit applied.
+    /// Each event of `snapshot` (newest first) that `f` matches, newest first, `f.limit` of them
+    /// at most: from the first event at or before `until` until `since` is passed, an index
+    /// walk as a real relay answers, not a sort per REQ.
+    private static func eachMatch(_ f: RelayFilter, in snapshot: [VerifiedEvent], _ body: (VerifiedEvent) -> Void) {
+        var lo = 0
+        var hi = snapshot.count
+        if let until = f.until {
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if snapshot[mid].createdAt > until { lo = mid + 1 } else { hi = mid }
+            }
+        }
+        let limit = f.limit.map { Int($0) } ?? Int.max
+        var matched = 0
+        var i = lo
+        while i < snapshot.count, matched < limit {
+            let e = snapshot[i]
+            if let since = f.since, e.createdAt < since { break }
+            if f.matches(e) {
+                body(e)
+                matched += 1
+            }
+            i += 1
+        }
+    }
+
     fileprivate func query(_ filters: [RelayFilter], capped: Bool = true) -> [VerifiedEvent] {
         let snapshot = lock.with { events }  // newest first
         var out: [String: VerifiedEvent] = [:]
-        for f in filters {
-            // From the first event at or before `until`, newest first, until `limit` matched or
-            // `since` passed: an index walk, as a real relay answers, not a sort per REQ.
-            var lo = 0
-            var hi = snapshot.count
-            if let until = f.until {
-                while lo < hi {
-                    let mid = (lo + hi) / 2
-                    if snapshot[mid].createdAt > until { lo = mid + 1 } else { hi = mid }
-                }
-            } else {
-                lo = 0
-            }
-            let limit = f.limit.map { Int($0) } ?? Int.max
-            var matched = 0
-            var i = lo
-            while i < snapshot.count, matched < limit {
-                let e = snapshot[i]
-                if let since = f.since, e.createdAt < since { break }
-                if f.matches(e) {
-                    out[e.id] = e
-                    matched += 1
-                }
-                i += 1
-            }
-        }
+        for f in filters { Self.eachMatch(f, in: snapshot) { out[$0.id] = $0 } }
         var all = Array(out.values)
         all.sort { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
         if capped, let cap = options.reqCap { all = Array(all.prefix(cap)) }

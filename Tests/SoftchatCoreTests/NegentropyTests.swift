@@ -77,6 +77,22 @@ func reconcile(
 @Suite struct NegentropyTests {
     // MARK: Encoding
 
+    @Test func anIdIsReadFromItsHexTextInPlaceAndOnlyFromLowercaseHexOf64Characters() throws {
+        let hex = "00ff10a9b8c7d6e5f4031221304f5e6d7c8b9aa0b1c2d3e4f5061728394a5b6c"
+        let id = try #require(NegentropyID(hex: hex))
+        #expect(id == NegentropyID(prefix: try #require(Hex.decodeLowercase(hex))))
+        #expect(id.hex == hex)
+        #expect(Array(hex.utf8).withUnsafeBytes { NegentropyID(hexUTF8: $0) } == id)
+        for bad in [
+            "", String(hex.dropLast()), hex + "0", hex.uppercased(), "g" + hex.dropFirst(),
+            String(hex.dropLast()) + " ", String(hex.dropLast()) + "/", String(hex.dropLast()) + ":",
+            String(hex.dropLast()) + "`",
+        ] {
+            #expect(NegentropyID(hex: bad) == nil, "\(bad)")
+            #expect(Array(bad.utf8).withUnsafeBytes { NegentropyID(hexUTF8: $0) } == nil, "\(bad)")
+        }
+    }
+
     @Test func varintsAreBase128MostSignificantDigitFirstWithTheHighBitOnAllButTheLast() throws {
         func encoded(_ v: UInt64) -> [UInt8] {
             var out: [UInt8] = []

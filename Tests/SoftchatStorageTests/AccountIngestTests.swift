@@ -55,6 +55,30 @@ import Testing
         #expect(try t.served() == [e.id])
     }
 
+    // MARK: Closing
+
+    /// A closed account is one file holding every commit: the last connection to close
+    /// checkpoints the write-ahead log into the database and removes it. (The reader connection
+    /// is read-only and cannot checkpoint; closed last, it left the log behind, and a copy of the
+    /// database file, as a backup or the negentropy benchmark takes, lacked the newest events.)
+    @Test func aClosedAccountIsOneFileWithEveryCommitInIt() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.file("me.db")
+        let account = try SoftchatAccount.open(path: path)
+        let notes = (0..<300).map { signed(content: "note \($0)", createdAt: t0 + Int64($0)) }
+        try account.incoming.ingest(notes, receivedAt: t0)
+        // A read, so the reader connection is open too.
+        #expect(try account.events(matching: [RelayFilter.fromJSON("{}")], now: t0).count == 300)
+        account.close()
+        #expect(access(path + "-wal", F_OK) != 0, "the write-ahead log outlived the account")
+        // The database file alone, copied elsewhere, holds all 300.
+        let copy = dir.file("copy.db")
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        let reopened = try SoftchatAccount.open(path: copy)
+        defer { reopened.close() }
+        #expect(try reopened.events(matching: [RelayFilter.fromJSON("{}")], now: t0).count == 300)
+    }
+
     // MARK: Replaceable and addressable kinds
 
     @Test(arguments: [0, 3, 10_000, 10_002, 19_999])

@@ -63,22 +63,41 @@ extension SoftchatAccount {
             var sql = "SELECT e.created_at, e.id FROM events e WHERE 1"
             var args: [SQLValue] = []
             narrow(filter, timeColumn: "e.created_at", sql: &sql, args: &args)
-            sql += " ORDER BY e.created_at, e.id"
+            sql += " ORDER BY e.created_at"
             let statement = try db.statement(sql).bind(args)
             items = []
             while try statement.step() {
-                if let item = NegentropyItem(createdAt: statement.int64(0), idHex: statement.text(1)) { items.append(item) }
+                if let item = item(statement) { items.append(item) }
             }
         }
         // Events stored past the tag index's bound (rare), decided by the filter itself.
         if !filter.tagConditions.isEmpty {
             let overflow = try overflowEvents(db, filter.withoutLimit(), now: nil)
-            if !overflow.isEmpty {
-                items += overflow.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
-                items.sort()
-            }
+            items += overflow.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
         }
-        return items
+        return sortedOnce(items)
+    }
+
+    /// `items` sorted by time, then id, each once. SQL orders the rows by the time index alone
+    /// (ordering by the id too made SQLite sort every second's rows in a temporary B-tree,
+    /// half the read's time), so the ids of one second, an event reached through two tag values
+    /// and the overflow events are put in order here: a check in one pass, and a sort only when
+    /// it finds rows out of order.
+    static func sortedOnce(_ items: [NegentropyItem]) -> [NegentropyItem] {
+        var i = 1
+        while i < items.count, items[i - 1] < items[i] { i += 1 }
+        guard i < items.count else { return items }
+        var unique: [NegentropyItem] = []
+        unique.reserveCapacity(items.count)
+        for item in items.sorted() where unique.last != item { unique.append(item) }
+        return unique
+    }
+
+    /// The item of a row whose columns are `created_at` and the id's text, read in place.
+    static func item(_ statement: Statement) -> NegentropyItem? {
+        let createdAt = statement.int64(0)
+        guard createdAt >= 0, let id = statement.withText(1, { NegentropyID(hexUTF8: $0) }) else { return nil }
+        return NegentropyItem(timestamp: UInt64(createdAt), id: id)
     }
 
     /// A filter of tags (and kinds, times): driven by the tag's time index, which holds each
@@ -103,13 +122,13 @@ extension SoftchatAccount {
             args += kinds.map { .int(Int64($0)) }
         }
         for condition in filter.tagConditions.dropFirst() { narrow(seq: "d.event_seq", by: condition, sql: &sql, args: &args) }
-        sql += " ORDER BY d.created_at, e.id"
+        sql += " ORDER BY d.created_at"
         let statement = try db.statement(sql).bind(args)
         var items: [NegentropyItem] = []
         while try statement.step() {
-            // An event carrying the value twice, or two of the values, gives a row each.
-            guard let item = NegentropyItem(createdAt: statement.int64(0), idHex: statement.text(1)), items.last != item else { continue }
-            items.append(item)
+            // An event carrying the value twice, or two of the values, gives a row each: the
+            // caller's sortedOnce keeps one.
+            if let item = item(statement) { items.append(item) }
         }
         return items
     }

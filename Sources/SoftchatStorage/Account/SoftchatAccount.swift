@@ -266,9 +266,13 @@ final class AccountStore: Sendable {
         for handler in observers.withLock({ Array($0.handlers.values) }) { handler() }
     }
 
+    /// Closes the reader, then the writer. The order matters: the last connection to close
+    /// checkpoints the write-ahead log into the database and deletes it, and the reader is
+    /// read-only, so it cannot. Closed last, it left the log beside the file, and the file alone
+    /// (a copy, a backup) lacked the newest commits.
     func close() {
-        writer.close()
         reader.close()
+        writer.close()
     }
 
     /// The SQL each connection has prepared so far, writer's then reader's (for query-plan tests).
