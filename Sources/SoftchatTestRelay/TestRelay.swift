@@ -293,8 +293,9 @@ public final class TestRelay: @unchecked Sendable {
         }
         let snapshot = lock.with { events }
         // The whole set: the REQ cap is a page size, not a bound on what the relay holds. The
-        // store holds each event once, so one filter's matches need no merging: their items go
-        // straight into the storage, oldest first.
+        // store holds each event once, so one filter's matches need no merging: reversed, they
+        // are oldest first (the ids of one second the other way round, which the storage puts
+        // in order).
         var items: [NegentropyItem] = []
         Self.eachMatch(filter, in: snapshot) { event in
             if let item = NegentropyItem(createdAt: event.createdAt, idHex: event.id) { items.append(item) }
@@ -305,7 +306,6 @@ public final class TestRelay: @unchecked Sendable {
         return Negentropy(storage: storage, frameSizeLimit: limit)
     }
 
-    /// Stored events matching the filters, newest first, each filter's limit applied.
     /// Each event of `snapshot` (newest first) that `f` matches, newest first, `f.limit` of them
     /// at most: from the first event at or before `until` until `since` is passed, an index
     /// walk as a real relay answers, not a sort per REQ.
@@ -332,6 +332,7 @@ public final class TestRelay: @unchecked Sendable {
         }
     }
 
+    /// Stored events matching the filters, newest first, each filter's limit applied.
     fileprivate func query(_ filters: [RelayFilter], capped: Bool = true) -> [VerifiedEvent] {
         let snapshot = lock.with { events }  // newest first
         var out: [String: VerifiedEvent] = [:]

@@ -83,11 +83,13 @@ func reconcile(
         #expect(id == NegentropyID(prefix: try #require(Hex.decodeLowercase(hex))))
         #expect(id.hex == hex)
         #expect(Array(hex.utf8).withUnsafeBytes { NegentropyID(hexUTF8: $0) } == id)
-        for bad in [
-            "", String(hex.dropLast()), hex + "0", hex.uppercased(), "g" + hex.dropFirst(),
-            String(hex.dropLast()) + " ", String(hex.dropLast()) + "/", String(hex.dropLast()) + ":",
-            String(hex.dropLast()) + "`",
-        ] {
+        let body = String(hex.dropLast())
+        let refused: [String] = [
+            "", body, hex + "0", hex.uppercased(), "g" + hex.dropFirst(), body + " ", body + "/", body + ":", body + "`",
+            body + "G", body + "@",
+            String(hex.dropLast(2)) + "é",  // 64 bytes, two of them past ASCII
+        ]
+        for bad in refused {
             #expect(NegentropyID(hex: bad) == nil, "\(bad)")
             #expect(Array(bad.utf8).withUnsafeBytes { NegentropyID(hexUTF8: $0) } == nil, "\(bad)")
         }

@@ -79,6 +79,17 @@ import Testing
         #expect(try reopened.events(matching: [RelayFilter.fromJSON("{}")], now: t0).count == 300)
     }
 
+    @Test func anAccountLetGoWithoutClosingIsOneFileToo() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.file("me.db")
+        do {
+            let account = try SoftchatAccount.open(path: path)
+            try account.incoming.ingest((0..<50).map { signed(content: "note \($0)", createdAt: t0 + Int64($0)) }, receivedAt: t0)
+            #expect(try account.events(matching: [RelayFilter.fromJSON("{}")], now: t0).count == 50)
+        }
+        #expect(access(path + "-wal", F_OK) != 0, "the write-ahead log outlived the account")
+    }
+
     // MARK: Replaceable and addressable kinds
 
     @Test(arguments: [0, 3, 10_000, 10_002, 19_999])

@@ -80,16 +80,34 @@ extension SoftchatAccount {
 
     /// `items` sorted by time, then id, each once. SQL orders the rows by the time index alone
     /// (ordering by the id too made SQLite sort every second's rows in a temporary B-tree,
-    /// half the read's time), so the ids of one second, an event reached through two tag values
-    /// and the overflow events are put in order here: a check in one pass, and a sort only when
-    /// it finds rows out of order.
+    /// half the read's time). So here, in one pass, each run of rows from one second is put in
+    /// id order and an event reached through two tag values is kept once; only rows out of time
+    /// order (the overflow events, appended after the index's) make the whole list sorted.
     static func sortedOnce(_ items: [NegentropyItem]) -> [NegentropyItem] {
+        var sorted = items
+        var byTime = true
         var i = 1
-        while i < items.count, items[i - 1] < items[i] { i += 1 }
-        guard i < items.count else { return items }
+        while i < sorted.count {
+            if sorted[i].timestamp < sorted[i - 1].timestamp {
+                byTime = false
+                break
+            }
+            i += 1
+        }
+        if byTime {
+            var start = 0
+            while start < sorted.count {
+                var end = start + 1
+                while end < sorted.count, sorted[end].timestamp == sorted[start].timestamp { end += 1 }
+                if end - start > 1 { sorted[start..<end].sort() }
+                start = end
+            }
+        } else {
+            sorted.sort()
+        }
         var unique: [NegentropyItem] = []
-        unique.reserveCapacity(items.count)
-        for item in items.sorted() where unique.last != item { unique.append(item) }
+        unique.reserveCapacity(sorted.count)
+        for item in sorted where unique.last != item { unique.append(item) }
         return unique
     }
 

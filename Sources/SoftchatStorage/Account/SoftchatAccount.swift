@@ -266,6 +266,10 @@ final class AccountStore: Sendable {
         for handler in observers.withLock({ Array($0.handlers.values) }) { handler() }
     }
 
+    /// An account let go without ``close()`` closes the same way (stored properties would go in
+    /// declaration order, the writer first).
+    deinit { close() }
+
     /// Closes the reader, then the writer. The order matters: the last connection to close
     /// checkpoints the write-ahead log into the database and deletes it, and the reader is
     /// read-only, so it cannot. Closed last, it left the log beside the file, and the file alone

@@ -235,13 +235,13 @@ final class Statement {
     }
     func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
     func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
-    /// A blob column's bytes, read in place by `body` (valid only during the call).
     /// The column's text as UTF-8 bytes, valid only inside `body` (no string is made of it).
     func withText<R>(_ column: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         let start = sqlite3_column_text(raw, column)
         let count = Int(sqlite3_column_bytes(raw, column))
         return body(UnsafeRawBufferPointer(start: start, count: start == nil ? 0 : count))
     }
+    /// A blob column's bytes, read in place by `body` (valid only during the call).
     func withBlob<R>(_ column: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         let count = Int(sqlite3_column_bytes(raw, column))
         return body(UnsafeRawBufferPointer(start: sqlite3_column_blob(raw, column), count: count))
