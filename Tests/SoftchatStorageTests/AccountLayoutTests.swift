@@ -236,7 +236,7 @@ extension Array {
         return events
     }
 
-    @Test func anUnchangedSetIsReadBackAndAnyStoreMovesTheMark() throws {
+    @Test func anUnchangedSetIsReadBackAndEventsStoredSinceAreAddedToIt() throws {
         let t = try TestAccount()
         let events = try Self.fill(t.account, count: ReconciliationCache.minimumItems)
         let filter = try RelayFilter.fromJSON(Self.topic)
@@ -246,9 +246,70 @@ extension Array {
         // Behind the account's back the tag rows go: the kept copy answers while the mark holds.
         try t.account.store.write("drop tags") { db in try db.execute("DELETE FROM event_tags") }
         #expect(try t.account.reconciliationItems(matching: filter) == first)
-        // A store moves the mark: the indexes answer again (now without the dropped rows).
-        try t.account.incoming.ingest([signed(content: "unrelated")], receivedAt: t0)
-        #expect(try t.account.reconciliationItems(matching: filter).isEmpty)
+        // Stores move the mark: the kept copy answers with the matches stored since added (one
+        // of the two, older than every kept item, so it sorts first), and is kept at the new mark.
+        let match = signed(tags: [["t", "chat"]], content: "new", createdAt: t0 - 5)
+        try t.account.incoming.ingest([signed(content: "unrelated"), match], receivedAt: t0)
+        let added = try t.account.reconciliationItems(matching: filter)
+        #expect(added == [try #require(NegentropyItem(createdAt: match.createdAt, idHex: match.id))] + first)
+        #expect(try t.scalar("SELECT high_water FROM negentropy_items") == t.scalar("SELECT MAX(seq) FROM events"))
+        #expect(try t.account.reconciliationItems(matching: filter) == added)
+        // More stored since than a quarter of the set (at least minimumItems): the indexes
+        // answer, which lost the dropped tag rows, so only the events stored after the drop.
+        let many = (0...ReconciliationCache.minimumItems).map { signed(content: "other \($0)", createdAt: t0 + 1_000 + Int64($0)) }
+        try t.account.incoming.ingest(many, receivedAt: t0)
+        #expect(try t.account.reconciliationItems(matching: filter) == [try #require(NegentropyItem(createdAt: match.createdAt, idHex: match.id))])
+    }
+
+    /// Stores (new matches, others, replacements that delete rows) between reads: every read,
+    /// served from a kept set or not, is the set the indexes give at that moment.
+    @Test func everyReadBetweenStoresIsTheSetTheIndexesGive() throws {
+        let t = try TestAccount()
+        _ = try Self.fill(t.account, count: ReconciliationCache.minimumItems + 200)
+        let filters = try [Self.topic, #"{"kinds":[0,1]}"#, "{\"kinds\":[1],\"#t\":[\"chat\"],\"since\":\(t0 + 10)}"].map(RelayFilter.fromJSON)
+        var rng = StorageRNG(seed: 34)
+        var served = 0
+        for round in 0..<40 {
+            var batch: [VerifiedEvent] = []
+            for i in 0..<rng.below(30) {
+                let at = t0 + Int64(rng.below(200))
+                switch rng.below(10) {
+                case 0: batch.append(signed(rng.pick([StorageKeys.alice, StorageKeys.bob]), kind: 0, content: "p\(round).\(i)", createdAt: at))
+                case 1...5: batch.append(signed(tags: [["t", "chat"]], content: "m\(round).\(i)", createdAt: at))
+                default: batch.append(signed(content: "o\(round).\(i)", createdAt: at))
+                }
+            }
+            try t.account.incoming.ingest(batch, receivedAt: t0)
+            let kept = try t.scalar("SELECT COUNT(*) FROM negentropy_items")
+            let got = try t.account.reconciliationItems(matching: filters)
+            let want = try t.account.store.read("fresh") { db in try filters.map { try SoftchatAccount.reconciliationItems(db, $0) } }
+            #expect(got == want, "round \(round)")
+            if kept > 0 { served += 1 }
+        }
+        #expect(served > 20, "kept sets answered \(served) of 40 rounds")
+    }
+
+    @Test func aRowThatGoesForgetsEveryKeptSet() throws {
+        let t = try TestAccount()
+        _ = try Self.fill(t.account, count: ReconciliationCache.minimumItems)
+        let profile = signed(kind: 0, content: "v1", createdAt: t0)
+        try t.account.incoming.ingest([profile], receivedAt: t0)
+        let all = try RelayFilter.fromJSON(#"{"kinds":[0,1]}"#)
+        let topic = try RelayFilter.fromJSON(Self.topic)
+        _ = try t.account.reconciliationItems(matching: [all, topic])
+        #expect(try t.scalar("SELECT COUNT(*) FROM negentropy_items") == 2)
+        // Kept sets added to (two new matches, stored after the sets were kept) are what the
+        // indexes give, and check says so.
+        try t.account.incoming.ingest([signed(tags: [["t", "chat"]], content: "late", createdAt: t0 + 50)], receivedAt: t0)
+        #expect(try t.account.check(now: t0).ok)
+        let grown = try t.account.reconciliationItems(matching: [all, topic])
+        #expect(grown[1].count == ReconciliationCache.minimumItems + 1)
+        #expect(try t.account.check(now: t0).ok)
+        // The profile's row goes: both kept sets are forgotten with it, the one that held it and
+        // the one that did not, in the same transaction.
+        try t.account.incoming.ingest([signed(kind: 0, content: "v2", createdAt: t0 + 1)], receivedAt: t0 + 1)
+        #expect(try t.scalar("SELECT COUNT(*) FROM negentropy_items") == 0)
+        #expect(try !t.account.reconciliationItems(matching: all).contains { $0 == NegentropyItem(createdAt: profile.createdAt, idHex: profile.id) })
     }
 
     @Test func aReplacedNewestEventMovesTheMarkThoughItsRowIsGone() throws {

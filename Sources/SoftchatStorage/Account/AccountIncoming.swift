@@ -255,6 +255,8 @@ struct EventWriter {
                     receipt.duplicateEventIDs.append(event.id)
                     return false
                 }
+                // A kept reconciliation set may hold the item of a row going now.
+                if layout == .byArrival { try ReconciliationCache.forgetAll(db) }
                 try db.statement(
                     "DELETE FROM events WHERE pubkey = ? AND kind = ? AND d_tag IS ? AND id NOT IN (SELECT event_id FROM publish_intents)"
                 )

@@ -23,23 +23,25 @@ extension SoftchatAccount {
     ///
     /// A set of at least ``ReconciliationCache/minimumItems`` items is kept with the high-water
     /// mark it covers (see ``ReconciliationCache``): while no event has been stored since, the
-    /// next call for the same filter reads those bytes back instead of the indexes.
+    /// next call for the same filter reads those bytes back instead of the indexes; after a few
+    /// stores, it reads back the kept set and adds the matches among the events stored since.
     public func reconciliationItems(matching filters: [RelayFilter]) throws(SoftchatError) -> [[NegentropyItem]] {
-        let (mark, lists, read) = try store.snapshot("reconciliationItems") { db in
+        let (mark, lists, moved) = try store.snapshot("reconciliationItems") { db in
             let mark = try ReconciliationCache.highWater(db)
-            var read: [Int] = []
+            var moved: [Int] = []
             var lists: [[NegentropyItem]] = []
             for (i, filter) in filters.enumerated() {
-                if let kept = try ReconciliationCache.items(db, filter, at: mark) {
-                    lists.append(kept)
+                if let (items, current) = try ReconciliationCache.items(db, filter, at: mark) {
+                    lists.append(items)
+                    if !current { moved.append(i) }
                 } else {
                     lists.append(try Self.reconciliationItems(db, filter))
-                    read.append(i)
+                    moved.append(i)
                 }
             }
-            return (mark, lists, read)
+            return (mark, lists, moved)
         }
-        let worth = read.filter { lists[$0].count >= ReconciliationCache.minimumItems }
+        let worth = moved.filter { lists[$0].count >= ReconciliationCache.minimumItems }
         if !worth.isEmpty {
             // The cache only saves work: a failure to keep it (a full disk) is not the caller's
             // failure, and the next call reads the indexes again.
@@ -190,11 +192,17 @@ extension SoftchatAccount {
 /// The reconciliation items of a filter kept between syncs, with the high-water mark they cover.
 ///
 /// Events get their `seq` from `AUTOINCREMENT`, so it is never reused: every store of an event
-/// (a replaceable event replacing another included, which deletes one row and inserts one) moves
-/// `MAX(seq)` past every earlier value. A set read at mark M is therefore the set while the mark
-/// is still M, and a call for the same filter reads 40 bytes an item from one row instead of
+/// moves `MAX(seq)` past every earlier value. A set read at mark M is therefore the set while the
+/// mark is still M, and a call for the same filter reads 40 bytes an item from one row instead of
 /// walking the indexes (a chat's 50,000 items: one blob of 2 MB). The items are kept sorted, so
 /// building the negentropy storage from them sorts nothing.
+///
+/// Once the mark has moved, the set at the new mark is the kept set and the matches among the
+/// events stored since (rows past M, read by `seq`, each decided by the filter itself), as long
+/// as no row has gone. The one place the account deletes event rows (a replaceable or
+/// addressable event replacing another) forgets every kept set in the same transaction, so a
+/// kept set never holds an item whose event is gone. When more events were stored since than a
+/// quarter of the set (at least ``minimumItems``), the indexes answer instead.
 public enum ReconciliationCache {
     /// Sets smaller than this are read from the indexes every time (cheap already), not kept.
     public static let minimumItems = 1_000
@@ -205,13 +213,57 @@ public enum ReconciliationCache {
 
     static func key(_ filter: RelayFilter) -> String { filter.withoutLimit().toJSON() }
 
-    /// The kept items of `filter` when they cover `mark`, else nil.
-    static func items(_ db: SQLiteConnection, _ filter: RelayFilter, at mark: Int64) throws -> [NegentropyItem]? {
-        let row = try db.statement("SELECT items FROM negentropy_items WHERE filter_json = ? AND high_water = ?").bind(
-            .text(key(filter)), .int(mark))
+    /// The items of `filter` at `mark` from its kept set: `current` when the set covers `mark`
+    /// itself, false when the events stored since were added to it. Nil when there is no kept
+    /// set, a damaged one, or more stored since than is worth reading event by event.
+    static func items(_ db: SQLiteConnection, _ filter: RelayFilter, at mark: Int64) throws -> (items: [NegentropyItem], current: Bool)? {
+        let row = try db.statement("SELECT high_water, items FROM negentropy_items WHERE filter_json = ?").bind(.text(key(filter)))
         guard try row.step() else { return nil }
-        defer { row.reset() }
-        return row.withBlob(0) { decode($0) }
+        let keptMark = row.int64(0)
+        let kept = row.withBlob(1) { decode($0) }
+        row.reset()
+        guard let kept, keptMark <= mark else { return nil }
+        if keptMark == mark { return (kept, true) }
+        guard mark - keptMark <= Int64(max(minimumItems, kept.count / 4)) else { return nil }
+        return (merged(kept, try added(db, filter, after: keptMark)), false)
+    }
+
+    /// The items of the events stored after `mark` that `filter` matches (its limit aside).
+    static func added(_ db: SQLiteConnection, _ filter: RelayFilter, after mark: Int64) throws -> [NegentropyItem] {
+        let unlimited = filter.withoutLimit()
+        let rows = try db.statement("SELECT json FROM events NOT INDEXED WHERE seq > ? ORDER BY seq").bind(.int(mark))
+        var items: [NegentropyItem] = []
+        while try rows.step() {
+            let event = try VerifiedEvent(storedJSON: rows.text(0))
+            if unlimited.matches(event), let item = NegentropyItem(createdAt: event.createdAt, idHex: event.id) { items.append(item) }
+        }
+        return items.sorted()
+    }
+
+    /// Two sorted item lists as one, sorted, each item once.
+    static func merged(_ a: [NegentropyItem], _ b: [NegentropyItem]) -> [NegentropyItem] {
+        guard !b.isEmpty else { return a }
+        var out: [NegentropyItem] = []
+        out.reserveCapacity(a.count + b.count)
+        var i = 0
+        var j = 0
+        while i < a.count || j < b.count {
+            let next: NegentropyItem
+            if j == b.count || (i < a.count && a[i] < b[j]) {
+                next = a[i]
+                i += 1
+            } else {
+                next = b[j]
+                j += 1
+            }
+            if out.last != next { out.append(next) }
+        }
+        return out
+    }
+
+    /// Forgets every kept set: an event row is about to go, and a kept set may hold its item.
+    static func forgetAll(_ db: SQLiteConnection) throws {
+        try db.execute("DELETE FROM negentropy_items")
     }
 
     static func keep(_ db: SQLiteConnection, _ filter: RelayFilter, _ items: [NegentropyItem], at mark: Int64) throws {
