@@ -22,8 +22,10 @@ import SoftchatSync
 ///   scratch (the full resync that finds an old gap without negentropy); bytes on the wire
 ///   (read + written by the client) and seconds. Then identical sets of half the corpus: a
 ///   negentropy sync beside a REQ sync of the 300-second horizon (which costs little and
-///   finds nothing older, whatever is missing), and the same negentropy sync again with nothing
-///   stored since (the account's kept items and the relay's kept storage answer).
+///   finds nothing older, whatever is missing), the same negentropy sync again with nothing
+///   stored since (the account's kept items and the relay's kept storage answer), and once
+///   more after ten events outside the set were stored (the kept items, with the events stored
+///   since read and matched).
 public enum NegentropyBenchmarks {
     public struct Options: Sendable {
         public var quick = false
@@ -103,6 +105,12 @@ public enum NegentropyBenchmarks {
         let identical = sync(samePath, url: url, filter: halfFilter.toJSON(), negentropy: true, cursorAge: nil)
         // Nothing changed since: the account's kept items and the relay's kept storage answer.
         let again = sync(samePath, url: url, filter: halfFilter.toJSON(), negentropy: true, cursorAge: nil)
+        // Ten events outside the set stored since (messages of other conversations): the kept
+        // items answer with the events stored after their mark read and matched.
+        let others = try! SoftchatAccount.open(path: samePath)
+        _ = try! others.incoming.ingest(Array(corpus.filter { $0.createdAt > halfUntil }.prefix(10)), receivedAt: Int64(time(nil)))
+        others.close()
+        let afterOthers = sync(samePath, url: url, filter: halfFilter.toJSON(), negentropy: true, cursorAge: nil)
         let horizon = sync(copy(whole, "\(directory)/horizon-run.db"), url: url, filter: halfFilter.toJSON(), negentropy: false, cursorAge: 3_600)
         figures.append(
             ManagedFigure(
@@ -114,6 +122,12 @@ public enum NegentropyBenchmarks {
             ManagedFigure(
                 name: "the same identical sets synced again, nothing stored since (\(again.method)): milliseconds, \(again.bytes) B",
                 value: again.seconds * 1000, unit: "ms",
+                baselineName: "the first sync of them, ms", baselineValue: identical.seconds * 1000))
+        figures.append(
+            ManagedFigure(
+                name:
+                    "the same identical sets synced again after 10 events outside them were stored (\(afterOthers.method)): milliseconds, \(afterOthers.bytes) B",
+                value: afterOthers.seconds * 1000, unit: "ms",
                 baselineName: "the first sync of them, ms", baselineValue: identical.seconds * 1000))
         for name in ["neg-partial", "neg-half", "neg-run", "page-run", "same-run", "horizon-run"] {
             for suffix in [".db", ".db-wal", ".db-shm"] { unlink("\(directory)/\(name)\(suffix)") }
