@@ -16,6 +16,25 @@ import Testing
         }
     }
 
+    /// Tag values are bytes to SQL and to filters: two values Swift calls equal ("é" composed and
+    /// decomposed) are two values, each indexed and each found.
+    @Test func twoTagValuesThatDifferOnlyInTheirUnicodeFormAreEachIndexed() throws {
+        let t = try TestAccount()
+        let composed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        #expect(composed == decomposed && Array(composed.utf8) != Array(decomposed.utf8))
+        let event = signed(tags: [["t", composed], ["t", decomposed]], content: "both")
+        try t.account.incoming.ingest([event], receivedAt: t0)
+        #expect(try t.scalar("SELECT COUNT(*) FROM event_tags") == 2)
+        for value in [composed, decomposed] {
+            let filter = try RelayFilter.fromJSON("{\"#t\":[\"\(value)\"]}")
+            #expect(filter.tagConditions.first.map { Array($0.values[0].utf8) } == Array(value.utf8))
+            #expect(filter.matches(event))
+            #expect(try t.account.events(matching: [filter], now: t0).map(\.id) == [event.id], "\(Array(value.utf8))")
+            #expect(try t.account.reconciliationItems(matching: filter).count == 1)
+        }
+    }
+
     @Test func anEventOfManySmallTagsAddsOneIndexRowNotOnePerTag() throws {
         let t = try TestAccount()
         let before = try Self.bytes(t)

@@ -34,7 +34,9 @@ extension SoftchatAccount {
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
     ///   `invalid_persistence_result` once the account is closed.
     public func check(now: Int64) throws(SoftchatError) -> AccountCheckReport {
-        try store.read("check") { db in
+        // One snapshot: the mark, the kept sets and the indexes they are compared with must be
+        // read at the same commit.
+        try store.snapshot("check") { db in
             var report = AccountCheckReport()
             let integrity = try db.statement("PRAGMA integrity_check")
             while try integrity.step() {

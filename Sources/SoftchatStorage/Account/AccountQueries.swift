@@ -107,9 +107,13 @@ extension SoftchatAccount {
     /// The events stored with the tag index's overflow marker that `filter` matches, decided by
     /// `RelayFilter.matches` (SQL narrows by everything but tags); served ones only (not deleted,
     /// not expired as of `now`) unless `now` is nil.
-    static func overflowEvents(_ db: SQLiteConnection, _ filter: RelayFilter, now: Int64?) throws -> [VerifiedEvent] {
+    static func overflowEvents(_ db: SQLiteConnection, _ filter: RelayFilter, now: Int64?, after mark: Int64? = nil) throws -> [VerifiedEvent] {
         var sql = "SELECT e.json FROM event_tags o JOIN events e ON e.seq = o.event_seq WHERE o.name = ? AND o.value = ''"
         var args: [SQLValue] = [.text(TagIndex.overflowName)]
+        if let mark {
+            sql += " AND o.event_seq > ?"
+            args.append(.int(mark))
+        }
         if let now {
             sql += " AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
             args.append(.int(now))

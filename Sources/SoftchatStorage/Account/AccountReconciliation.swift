@@ -2,7 +2,8 @@ public import SoftchatCore
 
 extension SoftchatAccount {
     /// The negentropy items (created_at, id) of every stored event `filter` matches, sorted:
-    /// one indexed SQL read of two columns, no event decoded. Hidden events (deleted by NIP-09,
+    /// one indexed SQL read of two columns, no event decoded (but those whose tags pass the tag
+    /// index's bound). Hidden events (deleted by NIP-09,
     /// expired) are included: the account holds them, and fetching them again would change
     /// nothing. A `limit` in the filter is ignored (reconciliation is over the whole set).
     ///
@@ -46,18 +47,24 @@ extension SoftchatAccount {
             // The cache only saves work: a failure to keep it (a full disk) is not the caller's
             // failure, and the next call reads the indexes again.
             try? store.write("keep reconciliation items") { db in
+                // Only while nothing was stored since the read. A store in between moved the
+                // mark, and may have deleted a row whose item the lists hold (a replaced event:
+                // the kept sets it forgot would come back wrong).
+                guard try ReconciliationCache.highWater(db) == mark else { return }
                 for i in worth { try ReconciliationCache.keep(db, filters[i], lists[i], at: mark) }
             }
         }
         return lists
     }
 
-    static func reconciliationItems(_ db: SQLiteConnection, _ filter: RelayFilter) throws -> [NegentropyItem] {
-        if filter.ids?.isEmpty == true || filter.authors?.isEmpty == true || filter.kinds?.isEmpty == true
+    /// True when a list of the filter is empty (`"kinds":[]`): it matches no event.
+    static func matchesNothing(_ filter: RelayFilter) -> Bool {
+        filter.ids?.isEmpty == true || filter.authors?.isEmpty == true || filter.kinds?.isEmpty == true
             || filter.tagConditions.contains(where: { $0.values.isEmpty })
-        {
-            return []
-        }
+    }
+
+    static func reconciliationItems(_ db: SQLiteConnection, _ filter: RelayFilter) throws -> [NegentropyItem] {
+        if matchesNothing(filter) { return [] }
         var items: [NegentropyItem]
         if filter.ids == nil, filter.authors == nil, let driving = filter.tagConditions.first {
             items = try taggedItems(db, filter, driving)
@@ -198,11 +205,12 @@ extension SoftchatAccount {
 /// building the negentropy storage from them sorts nothing.
 ///
 /// Once the mark has moved, the set at the new mark is the kept set and the matches among the
-/// events stored since (rows past M, read by `seq`, each decided by the filter itself), as long
-/// as no row has gone. The one place the account deletes event rows (a replaceable or
-/// addressable event replacing another) forgets every kept set in the same transaction, so a
-/// kept set never holds an item whose event is gone. When more events were stored since than a
-/// quarter of the set (at least ``minimumItems``), the indexes answer instead.
+/// events stored since (rows past M, read by `seq` under the cold read's own conditions), as
+/// long as no row has gone. The one place the account deletes event rows (a replaceable or
+/// addressable event replacing another) forgets every kept set in the same transaction, and a
+/// set is kept only by a write that finds the mark where its read found it, so a kept set never
+/// holds an item whose event is gone. When more than a quarter of the set's size (and more than
+/// ``minimumItems``) was stored since, the indexes answer instead.
 public enum ReconciliationCache {
     /// Sets smaller than this are read from the indexes every time (cheap already), not kept.
     public static let minimumItems = 1_000
@@ -228,16 +236,32 @@ public enum ReconciliationCache {
         return (merged(kept, try added(db, filter, after: keptMark)), false)
     }
 
-    /// The items of the events stored after `mark` that `filter` matches (its limit aside).
+    /// The items of the events stored after `mark` that `filter` matches (its limit aside), by
+    /// the cold read's own conditions: over the rows past the mark, read by `seq` (`NOT INDEXED`
+    /// keeps SQLite on the rowid range rather than a kind or time index), each tag condition a
+    /// probe of the row's own tag rows; and the tag-overflow events among them decided by the
+    /// filter, as the cold read decides them. No event is decoded but those.
     static func added(_ db: SQLiteConnection, _ filter: RelayFilter, after mark: Int64) throws -> [NegentropyItem] {
-        let unlimited = filter.withoutLimit()
-        let rows = try db.statement("SELECT json FROM events NOT INDEXED WHERE seq > ? ORDER BY seq").bind(.int(mark))
-        var items: [NegentropyItem] = []
-        while try rows.step() {
-            let event = try VerifiedEvent(storedJSON: rows.text(0))
-            if unlimited.matches(event), let item = NegentropyItem(createdAt: event.createdAt, idHex: event.id) { items.append(item) }
+        if SoftchatAccount.matchesNothing(filter) { return [] }
+        var sql = "SELECT e.created_at, e.id FROM events e NOT INDEXED WHERE e.seq > ?"
+        var args: [SQLValue] = [.int(mark)]
+        SoftchatAccount.narrow(filter, timeColumn: "e.created_at", tags: false, sql: &sql, args: &args)
+        for condition in filter.tagConditions {
+            sql +=
+                " AND EXISTS (SELECT 1 FROM event_tags t WHERE t.event_seq = e.seq AND t.name = ? AND t.value IN (\(SoftchatAccount.marks(condition.values.count))))"
+            args.append(.text(String(condition.letter)))
+            args += condition.values.map(SQLValue.text)
         }
-        return items.sorted()
+        let statement = try db.statement(sql).bind(args)
+        var items: [NegentropyItem] = []
+        while try statement.step() {
+            if let item = SoftchatAccount.item(statement) { items.append(item) }
+        }
+        if !filter.tagConditions.isEmpty {
+            let overflow = try SoftchatAccount.overflowEvents(db, filter.withoutLimit(), now: nil, after: mark)
+            items += overflow.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+        }
+        return SoftchatAccount.sortedOnce(items)
     }
 
     /// Two sorted item lists as one, sorted, each item once.

@@ -30,11 +30,13 @@ public enum TagIndex {
     /// just the overflow marker when they pass the bound.
     static func rows(of event: VerifiedEvent) -> [(String, String)] {
         var rows: [(String, String)] = []
-        var seen: Set<String> = []
+        var seen: Set<[UInt8]> = []
         for tag in event.tags where tag.count >= 2 && tag[0].unicodeScalars.count == 1 {
             let (name, value) = (tag[0], tag[1])
-            // The name is one scalar, so name, NUL, value names the pair unambiguously.
-            guard seen.insert(name + "\u{0}" + value).inserted else { continue }
+            // The name is one scalar, so name, NUL, value names the pair unambiguously. Compared
+            // as bytes, as SQL and filters compare them: Swift's string equality calls "é" and
+            // "e\u{301}" equal, and the second of such a pair went unindexed.
+            guard seen.insert(Array((name + "\u{0}" + value).utf8)).inserted else { continue }
             if rows.count == maxIndexedTagsPerEvent || value.utf8.count > maxIndexedTagValueBytes {
                 return [(overflowName, "")]
             }
