@@ -315,6 +315,31 @@ extension Array {
         #expect(try t.account.check(now: t0).ok)
     }
 
+    /// The events stored since a kept mark are read by `seq`, and each one's tags through the
+    /// tag rows' `event_seq` index, never by walking a tag value's whole range (SQLite's own
+    /// choice, which cost seconds at a chat's size).
+    @Test func theEventsStoredSinceAKeptMarkAreReadByRowAndTheirTagsByTheirRow() throws {
+        let t = try TestAccount()
+        _ = try Self.fill(t.account, count: ReconciliationCache.minimumItems)
+        let topic = try RelayFilter.fromJSON(Self.topic)
+        _ = try t.account.reconciliationItems(matching: topic)
+        try t.account.incoming.ingest([signed(tags: [["t", "chat"]], content: "late")], receivedAt: t0)
+        #expect(try t.account.reconciliationItems(matching: topic).count == ReconciliationCache.minimumItems + 1)
+        let incremental = t.account.store.preparedSQL().reader.filter { $0.contains("NOT INDEXED WHERE e.seq > ?") }
+        #expect(!incremental.isEmpty, "the read added to the kept set")
+        for sql in incremental {
+            let plan = try t.account.store.write("plan") { db in
+                let s = try db.statement("EXPLAIN QUERY PLAN " + sql)
+                var out: [String] = []
+                while try s.step() { out.append(s.text(3)) }
+                return out
+            }
+            #expect(plan.contains { $0.contains("INTEGER PRIMARY KEY") }, "\(plan)")
+            #expect(plan.allSatisfy { !$0.contains("event_tags_time") }, "\(plan)")
+            #expect(plan.contains { $0.contains("event_tags_event") }, "\(plan)")
+        }
+    }
+
     @Test func aRowThatGoesForgetsEveryKeptSet() throws {
         let t = try TestAccount()
         _ = try Self.fill(t.account, count: ReconciliationCache.minimumItems)

@@ -239,8 +239,10 @@ public enum ReconciliationCache {
     /// The items of the events stored after `mark` that `filter` matches (its limit aside), by
     /// the cold read's own conditions: over the rows past the mark, read by `seq` (`NOT INDEXED`
     /// keeps SQLite on the rowid range rather than a kind or time index), each tag condition a
-    /// probe of the row's own tag rows; and the tag-overflow events among them decided by the
-    /// filter, as the cold read decides them. No event is decoded but those.
+    /// probe of the row's own tag rows (through their `event_seq` index: left to itself, SQLite
+    /// walks the tag value's whole range in the time index for every row, seconds for a chat);
+    /// and the tag-overflow events among them decided by the filter, as the cold read decides
+    /// them. No event is decoded but those.
     static func added(_ db: SQLiteConnection, _ filter: RelayFilter, after mark: Int64) throws -> [NegentropyItem] {
         if SoftchatAccount.matchesNothing(filter) { return [] }
         var sql = "SELECT e.created_at, e.id FROM events e NOT INDEXED WHERE e.seq > ?"
@@ -248,7 +250,7 @@ public enum ReconciliationCache {
         SoftchatAccount.narrow(filter, timeColumn: "e.created_at", tags: false, sql: &sql, args: &args)
         for condition in filter.tagConditions {
             sql +=
-                " AND EXISTS (SELECT 1 FROM event_tags t WHERE t.event_seq = e.seq AND t.name = ? AND t.value IN (\(SoftchatAccount.marks(condition.values.count))))"
+                " AND EXISTS (SELECT 1 FROM event_tags t INDEXED BY event_tags_event WHERE t.event_seq = e.seq AND t.name = ? AND t.value IN (\(SoftchatAccount.marks(condition.values.count))))"
             args.append(.text(String(condition.letter)))
             args += condition.values.map(SQLValue.text)
         }
