@@ -145,12 +145,7 @@ import Testing
         #expect(writer.count + reader.count > 30, "the workload prepares the account's statements")
         var offenders: [String] = []
         for sql in Set(writer + reader) where sql.contains("events") || sql.contains("event_tags") {
-            let plan = try t.account.store.write("plan") { db in
-                let s = try db.statement("EXPLAIN QUERY PLAN " + sql)
-                var out: [String] = []
-                while try s.step() { out.append(s.text(3)) }
-                return out
-            }
+            let plan = try t.plan(sql)
             // A full scan of the events or their tags, or a sort of a chat's history.
             let walks = plan.filter { $0.range(of: #"^SCAN (events|event_tags|e|d|t|o|k)\b"#, options: .regularExpression) != nil }
             let sorts = sql.contains("ORDER BY d.created_at DESC") && plan.contains { $0.contains("TEMP B-TREE") }
@@ -328,12 +323,7 @@ extension Array {
         let incremental = t.account.store.preparedSQL().reader.filter { $0.contains("NOT INDEXED WHERE e.seq > ?") }
         #expect(!incremental.isEmpty, "the read added to the kept set")
         for sql in incremental {
-            let plan = try t.account.store.write("plan") { db in
-                let s = try db.statement("EXPLAIN QUERY PLAN " + sql)
-                var out: [String] = []
-                while try s.step() { out.append(s.text(3)) }
-                return out
-            }
+            let plan = try t.plan(sql)
             #expect(plan.contains { $0.contains("INTEGER PRIMARY KEY") }, "\(plan)")
             #expect(plan.allSatisfy { !$0.contains("event_tags_time") }, "\(plan)")
             #expect(plan.contains { $0.contains("event_tags_event") }, "\(plan)")

@@ -54,6 +54,16 @@ final class TestAccount {
         try account.store.write("test scalar") { db in try db.scalarInt(sql) }
     }
 
+    /// The detail lines of SQLite's `EXPLAIN QUERY PLAN` for `sql` (parameters unbound).
+    func plan(_ sql: String) throws -> [String] {
+        try account.store.write("plan") { db in
+            let s = try db.statement("EXPLAIN QUERY PLAN " + sql)
+            var out: [String] = []
+            while try s.step() { out.append(s.text(3)) }
+            return out
+        }
+    }
+
     /// Row counts of every account table, for "nothing changed" checks.
     func tableCounts() throws -> [String: Int64] {
         var out: [String: Int64] = [:]

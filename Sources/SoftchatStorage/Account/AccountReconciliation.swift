@@ -79,12 +79,17 @@ extension SoftchatAccount {
                 if let item = item(statement) { items.append(item) }
             }
         }
-        // Events stored past the tag index's bound (rare), decided by the filter itself.
-        if !filter.tagConditions.isEmpty {
-            let overflow = try overflowEvents(db, filter.withoutLimit(), now: nil)
-            items += overflow.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
+        return sortedOnce(items + (try overflowItems(db, filter)))
+    }
+
+    /// The items of the events stored past the tag index's bound (rare) that `filter` matches,
+    /// decided by the filter itself; only those stored after `mark` when one is given. None for
+    /// a filter without tag conditions: the SQL that reads the other events decides it whole.
+    static func overflowItems(_ db: SQLiteConnection, _ filter: RelayFilter, after mark: Int64? = nil) throws -> [NegentropyItem] {
+        guard !filter.tagConditions.isEmpty else { return [] }
+        return try overflowEvents(db, filter.withoutLimit(), now: nil, after: mark).compactMap {
+            NegentropyItem(createdAt: $0.createdAt, idHex: $0.id)
         }
-        return sortedOnce(items)
     }
 
     /// `items` sorted by time, then id, each once. SQL orders the rows by the time index alone
@@ -259,11 +264,7 @@ public enum ReconciliationCache {
         while try statement.step() {
             if let item = SoftchatAccount.item(statement) { items.append(item) }
         }
-        if !filter.tagConditions.isEmpty {
-            let overflow = try SoftchatAccount.overflowEvents(db, filter.withoutLimit(), now: nil, after: mark)
-            items += overflow.compactMap { NegentropyItem(createdAt: $0.createdAt, idHex: $0.id) }
-        }
-        return SoftchatAccount.sortedOnce(items)
+        return SoftchatAccount.sortedOnce(items + (try SoftchatAccount.overflowItems(db, filter, after: mark)))
     }
 
     /// Two sorted item lists as one, sorted, each item once.
