@@ -24,7 +24,8 @@ extension SoftchatAccount {
     /// total, every intent in exactly one known state, no lease without an expiry, every leased
     /// intent's lease known, no terminal intent still leased, every intent's event stored, each
     /// event's id key its id's, each id stored once, each tag row carrying its event's time, each
-    /// kept set of reconciliation items equal to what the indexes give; and
+    /// kept set of reconciliation items equal to what the indexes give, each conversation's count
+    /// its served messages', each event's tag rows the index rows of its tags (``TagIndex``); and
     /// every stored event's id and BIP-340 signature verified again, so a tampered or imported
     /// file cannot pass for an account of verified events (reads recompute each event's id, not
     /// its signature; this is the full check, about 40 µs an event).
@@ -98,19 +99,55 @@ extension SoftchatAccount {
                 }
             }
             report.liveLeases = Int(try db.scalarInt("SELECT COUNT(*) FROM delivery_leases WHERE released = 0 AND expires_at > \(now)"))
-            let stored = try db.statement("SELECT id, json FROM events")
-            var forged: [String] = []
-            var forgedCount = 0
+            // Each conversation's count is its served messages' rows (``ConversationIndex``), both
+            // ways: a count without rows, and rows without their count.
+            let counted = """
+                SELECT e.kind, t.name, t.value, COUNT(*) FROM event_tags t JOIN events e ON e.seq = t.event_seq
+                WHERE t.name IN \(ConversationIndex.tagsSQL) AND e.deleted = 0 AND \(ConversationIndex.kindsSQL("e.kind"))
+                GROUP BY e.kind, t.name, t.value
+                """
+            let listed = "SELECT kind, tag, value, messages FROM conversations WHERE messages > 0"
+            let miscounted = try db.scalarInt(
+                """
+                SELECT COUNT(*) FROM (SELECT kind, name, value FROM (\(counted) EXCEPT \(listed))
+                UNION SELECT kind, tag, value FROM (\(listed) EXCEPT \(counted)))
+                """)
+            if miscounted > 0 { report.problems.append("\(miscounted) conversation counts are not their served messages") }
+            // Every stored event verified again, and its tag rows compared with its tags.
+            let stored = try db.statement("SELECT seq, id, json FROM events")
+            let tagRows = try db.statement("SELECT name, value FROM event_tags WHERE event_seq = ?")
+            var forged = Sample()
+            var misindexed = Sample()
             while try stored.step() {
-                guard (try? VerifiedEvent(text: stored.text(1))).map({ $0.id == stored.text(0) }) != true else { continue }
-                forgedCount += 1
-                if forged.count < 3 { forged.append(String(stored.text(0).prefix(64))) }
+                let id = stored.text(1)
+                guard let event = try? VerifiedEvent(text: stored.text(2)), event.id == id else {
+                    forged.add(id)
+                    continue
+                }
+                try tagRows.bind(.int(stored.int64(0)))
+                var rows: Set<[UInt8]> = []
+                while try tagRows.step() { rows.insert(TagIndex.key(tagRows.text(0), tagRows.text(1))) }
+                tagRows.reset()
+                if rows != Set(TagIndex.rows(of: event).map(TagIndex.key)) { misindexed.add(id) }
             }
-            if forgedCount > 0 {
-                report.problems.append(
-                    "\(forgedCount) stored events fail id or signature verification (first: \(forged.joined(separator: ", ")))")
+            if forged.count > 0 {
+                report.problems.append("\(forged.count) stored events fail id or signature verification (first: \(forged.first))")
+            }
+            if misindexed.count > 0 {
+                report.problems.append("\(misindexed.count) events have tag rows that are not their tags (first: \(misindexed.first))")
             }
             return report
         }
     }
+}
+
+/// How many of something a check found, and the first three of them, for its one line.
+private struct Sample {
+    var count = 0
+    private var names: [String] = []
+    mutating func add(_ name: String) {
+        count += 1
+        if names.count < 3 { names.append(String(name.prefix(64))) }
+    }
+    var first: String { names.joined(separator: ", ") }
 }

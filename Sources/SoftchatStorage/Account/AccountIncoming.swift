@@ -233,7 +233,7 @@ struct EventWriter {
             receipt.duplicateEventIDs.append(event.id)
             return false
         }
-        let expiration = event.firstTagValue("expiration").flatMap { Int64($0) }
+        let (dTag, expiration) = Self.slot(of: event)
         if let expiration, expiration <= receivedAt {
             try quarantine(
                 key: event.id, eventID: event.id, raw: event.jsonText,
@@ -241,7 +241,6 @@ struct EventWriter {
             return false
         }
         let kindClass = KindClass(event.kind)
-        let dTag = kindClass == .addressable ? (event.firstTagValue("d") ?? "") : nil
         if kindClass == .replaceable || kindClass == .addressable {
             // Keep only the newest per (pubkey, kind[, d]); ties keep the lowest id (NIP-01).
             let current = try db.statement(
@@ -265,7 +264,29 @@ struct EventWriter {
                     .bind(.text(event.pubkey), .int(Int64(event.kind)), .optional(dTag)).run()
             }
         }
-        let hidden = try isDeleted(event, dTag: dTag)
+        try store(event, dTag: dTag, expiration: expiration, hidden: try isDeleted(event, dTag: dTag))
+        if event.kind == 5 { try applyDeletion(event) }
+        receipt.insertedEventIDs.append(event.id)
+        return true
+    }
+
+    /// The event's `d_tag` column (its `d` value for an addressable kind, else nil) and its
+    /// NIP-40 expiry.
+    static func slot(of event: VerifiedEvent) -> (dTag: String?, expiration: Int64?) {
+        let dTag = KindClass(event.kind) == .addressable ? (event.firstTagValue("d") ?? "") : nil
+        return (dTag, event.firstTagValue("expiration").flatMap { Int64($0) })
+    }
+
+    /// Stores our own event hidden: a version that lost its slot but that an intent still needs.
+    /// It is indexed like any stored event, so the reconciliation sets that match it hold it.
+    func storeHidden(_ event: VerifiedEvent) throws {
+        let (dTag, expiration) = Self.slot(of: event)
+        try store(event, dTag: dTag, expiration: expiration, hidden: true)
+    }
+
+    /// Inserts the event's row and its tag rows (``TagIndex``); a served message is counted in
+    /// its conversations (``ConversationIndex``).
+    private func store(_ event: VerifiedEvent, dTag: String?, expiration: Int64?, hidden: Bool) throws {
         let row = try insertRow(event, dTag: dTag, expiration: expiration, hidden: hidden)
         let tagInsert: Statement
         switch layout {
@@ -283,14 +304,10 @@ struct EventWriter {
             tagInsert.reset()
         }
         if layout == .byArrival, !hidden { try ConversationIndex.count(db, kind: event.kind, createdAt: event.createdAt, tags: tags) }
-        if event.kind == 5 { try applyDeletion(event) }
-        receipt.insertedEventIDs.append(event.id)
-        return true
     }
 
     /// Inserts the event's row (no tags) and returns its rowid (its `seq` from schema 9).
-    @discardableResult
-    func insertRow(_ event: VerifiedEvent, dTag: String?, expiration: Int64?, hidden: Bool) throws -> Int64 {
+    private func insertRow(_ event: VerifiedEvent, dTag: String?, expiration: Int64?, hidden: Bool) throws -> Int64 {
         let values: [SQLValue] = [
             .text(event.id), .text(event.pubkey), .int(event.createdAt), .int(Int64(event.kind)), .optional(dTag),
             .optional(expiration), .int(hidden ? 1 : 0), .int(receivedAt), .text(event.jsonText),

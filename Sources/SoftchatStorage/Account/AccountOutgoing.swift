@@ -143,9 +143,7 @@ public struct AccountOutgoing: Sendable {
         for e in events where !(try writer.contains(e.id)) { try writer.add(e) }
         // Our own replaceable event may lose to a newer stored one — or to a newer version
         // later in this same batch, which removes its row; the intent still needs its row.
-        for e in events where !(try writer.contains(e.id)) {
-            try writer.insertRow(e, dTag: nil, expiration: nil, hidden: true)
-        }
+        for e in events where !(try writer.contains(e.id)) { try writer.storeHidden(e) }
         let insert = try db.statement(
             "INSERT OR IGNORE INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at) VALUES (?, ?, ?, ?, \(DeliveryState.pending.sql), 0, ?, ?)"
         )

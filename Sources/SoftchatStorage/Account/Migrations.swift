@@ -234,7 +234,24 @@ enum Migrations {
         """
         CREATE INDEX events_expiry ON events (expires_at) WHERE expires_at IS NOT NULL;
         """,
+        // 11: the tag rows of the events an earlier build indexed short, read again from their
+        // tags by code (``code(after:)``): nothing in the tables' shape changes.
+        """
+        SELECT 1;
+        """,
     ]
+
+    /// The work a step does in code after its SQL, in the same transaction.
+    static func code(after version: Int, _ db: SQLiteConnection) throws {
+        switch version {
+        case 11:
+            // Builds before it deduplicated tag values by Swift string equality: of two values
+            // that differ only in Unicode form, the second was never indexed (``TagIndex``).
+            try TagIndex.reindex(db)
+        default:
+            break
+        }
+    }
 
     /// Steps that rebuild tables: run with `PRAGMA foreign_keys = OFF` (a rebuild drops and
     /// renames tables other tables refer to), and `PRAGMA foreign_key_check` must find nothing
@@ -283,6 +300,7 @@ enum Migrations {
             defer { if rebuild { try? db.execute("PRAGMA foreign_keys = ON") } }
             try db.transaction("migrate to version \(version)") {
                 try db.execute(steps[version - 1])
+                try code(after: version, db)
                 if rebuild {
                     let violations = try db.statement("PRAGMA foreign_key_check")
                     if try violations.step() {

@@ -210,7 +210,8 @@ final class AccountStore: Sendable {
             try w.execute("PRAGMA wal_autocheckpoint = \(walBytes / pageSize)")
             try w.execute("PRAGMA journal_size_limit = \(2 * walBytes)")
             try Migrations.migrate(w, upTo: version)
-            w.resetStatements()
+            // A migration's statements (a re-index's scan of every event) run once: not kept.
+            w.finalizeStatements()
             let r = try SQLiteConnection(path: path, readOnly: true)
             try r.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
             try r.execute("PRAGMA cache_size = -\(max(1, policy.cacheMebibytes) * 1024)")

@@ -33,15 +33,67 @@ public enum TagIndex {
         var seen: Set<[UInt8]> = []
         for tag in event.tags where tag.count >= 2 && tag[0].unicodeScalars.count == 1 {
             let (name, value) = (tag[0], tag[1])
-            // The name is one scalar, so name, NUL, value names the pair unambiguously. Compared
-            // as bytes, as SQL and filters compare them: Swift's string equality calls "é" and
-            // "e\u{301}" equal, and the second of such a pair went unindexed.
-            guard seen.insert(Array((name + "\u{0}" + value).utf8)).inserted else { continue }
+            // Compared as bytes (``key(_:_:)``), as SQL and filters compare them: Swift's string
+            // equality calls "é" and "e\u{301}" equal, and the second of such a pair went
+            // unindexed (``reindex(_:)`` mends accounts written then).
+            guard seen.insert(key(name, value)).inserted else { continue }
             if rows.count == maxIndexedTagsPerEvent || value.utf8.count > maxIndexedTagValueBytes {
                 return [(overflowName, "")]
             }
             rows.append((name, value))
         }
         return rows
+    }
+}
+
+extension TagIndex {
+    /// Reads the tags of every stored event that may have been indexed short and writes its rows
+    /// again where they are not ``rows(of:)``; returns how many events changed.
+    ///
+    /// Builds before schema 11 deduplicated an event's tag values by Swift string equality, so
+    /// of two values that differ only in Unicode form the second had no row: a filter for it
+    /// missed the event, and its conversation did not count it. They also stored our own version
+    /// of a replaceable event that lost its slot (kept for its intent) with no tag rows, so the
+    /// reconciliation sets that match it lacked it. Only an event whose text holds a byte past
+    /// ASCII or a `\u` escape can hold such a pair, and only a hidden event was stored without
+    /// rows, so SQL picks those and the event's own tags decide. A served message's conversation counts move with its rows
+    /// (``ConversationIndex``), and kept reconciliation sets, read from the short rows, are
+    /// forgotten. A row that no longer decodes is left for `account check` to name.
+    @discardableResult
+    static func reindex(_ db: SQLiteConnection) throws -> Int {
+        let candidates = try db.statement(
+            """
+            SELECT seq, kind, deleted, json FROM events WHERE length(json) != length(CAST(json AS BLOB)) OR instr(json, '\\u') > 0
+            OR (deleted = 1 AND NOT EXISTS (SELECT 1 FROM event_tags t WHERE t.event_seq = events.seq))
+            """)
+        let stored = try db.statement("SELECT name, value FROM event_tags WHERE event_seq = ?")
+        let insert = try db.statement("INSERT INTO event_tags (event_seq, name, value, created_at) VALUES (?, ?, ?, ?)")
+        var changed = 0
+        while try candidates.step() {
+            let (seq, kind, served) = (candidates.int64(0), Int(candidates.int64(1)), candidates.int64(2) == 0)
+            guard let event = try? VerifiedEvent(storedJSON: candidates.text(3)) else { continue }
+            let rows = rows(of: event)
+            try stored.bind(.int(seq))
+            var have: Set<[UInt8]> = []
+            while try stored.step() { have.insert(key(stored.text(0), stored.text(1))) }
+            stored.reset()
+            guard have != Set(rows.map(key)) else { continue }
+            if served { try ConversationIndex.forget(db, seq: seq, kind: kind) }
+            try db.statement("DELETE FROM event_tags WHERE event_seq = ?").bind(.int(seq)).run()
+            for (name, value) in rows {
+                try insert.bind(.int(seq), .text(name), .text(value), .int(event.createdAt)).run()
+                insert.reset()
+            }
+            if served { try ConversationIndex.count(db, kind: kind, createdAt: event.createdAt, tags: rows) }
+            changed += 1
+        }
+        if changed > 0 { try ReconciliationCache.forgetAll(db) }
+        return changed
+    }
+
+    /// A (name, value) pair as the bytes SQL and filters compare: the name is one scalar, so name,
+    /// NUL, value names the pair unambiguously.
+    static func key(_ name: String, _ value: String) -> [UInt8] {
+        Array((name + "\u{0}" + value).utf8)
     }
 }

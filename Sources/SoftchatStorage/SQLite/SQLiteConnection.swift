@@ -90,6 +90,11 @@ final class SQLiteConnection {
     /// The SQL of every statement this connection has prepared and cached (for query-plan tests).
     var preparedSQL: [String] { Array(cache.keys) }
 
+    /// Finalizes every cached statement: the next `statement(_:)` of each SQL prepares it again.
+    func finalizeStatements() {
+        cache.removeAll()
+    }
+
     /// Resets every statement of this connection that is still mid-result (stepped to a row and
     /// left there, as `step()`-then-return and `scalarInt` do). Such a statement keeps a read
     /// transaction open after the call: the connection would keep reading an old snapshot, a
