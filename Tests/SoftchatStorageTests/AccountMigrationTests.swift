@@ -15,6 +15,21 @@ import Testing
         #expect(SoftchatAccount.latestSchemaVersion >= 3)
     }
 
+    /// A step that has shipped runs on every account still below it, so its SQL never changes:
+    /// a later build must upgrade from it exactly as the build that wrote it. Steps read some
+    /// definitions at run time (the id key, the conversation tags, the kind classes); a change
+    /// there shows here, and the old text then goes into the step.
+    @Test func theStepsAlreadyShippedNeverChange() {
+        let digests = Migrations.steps.map { Hex.encode(SHA256.hash(Array($0.utf8))).prefix(16) }
+        #expect(digests == Self.shipped, "\(digests)")
+    }
+
+    /// The first 16 hex digits of each step's SHA-256, steps 1 to 11.
+    static let shipped: [Substring] = [
+        "8807cf8bc5d0df9d", "b1928d6101f78b91", "1e2ae84c77dad12e", "0908939bdc12d1a7", "922f7abe738a28ea", "9b2a082f95ed83f7",
+        "10a3f411105083a2", "c1c154acca519510", "32fdebf0e3e4b3d9", "da58a1ca476a4934", "17db4fd369edb924",
+    ]
+
     @Test(arguments: 0..<SoftchatAccount.latestSchemaVersion)
     func anAccountAtAnEarlierVersionUpgradesWithItsDataIntact(from version: Int) throws {
         let dir = TemporaryDirectory()

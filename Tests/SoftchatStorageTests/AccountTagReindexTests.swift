@@ -146,4 +146,44 @@ import Testing
         #expect(try account.events(matching: [post], now: t0 + 2).map(\.id) == [v2.id])
         #expect(try account.check(now: t0 + 2).ok)
     }
+
+    /// Builds before the tag index had its bound wrote a row for every single-letter tag: an
+    /// ASCII contact list of 100 follows had 100 rows, and a pair given twice had two rows and
+    /// counted its message twice in the conversation.
+    @Test func rowsWrittenBeforeTheIndexHadItsBoundAreBoundedOnceUpgraded() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.file("old.sqlite")
+        let follows = (0..<100).map { i -> [String] in
+            let hex = String(i, radix: 16)
+            return ["p", String(repeating: "0", count: 64 - hex.count) + hex]
+        }
+        let contacts = signed(kind: 3, tags: follows, content: "", createdAt: t0)
+        let twice = signed(kind: 14, tags: [["h", "room"], ["h", "room"]], content: "once", createdAt: t0 + 1)
+        let old = try SoftchatAccount.open(path: path, version: 10)
+        try old.incoming.ingest([contacts, twice], receivedAt: t0 + 2)
+        try old.store.write("unbounded") { db in
+            try db.statement("DELETE FROM event_tags WHERE event_seq = (SELECT seq FROM events WHERE id = ?)").bind(.text(contacts.id)).run()
+            let insert = try db.statement(
+                "INSERT INTO event_tags (event_seq, name, value, created_at) SELECT seq, ?, ?, created_at FROM events WHERE id = ?")
+            for tag in follows {
+                try insert.bind(.text("p"), .text(tag[1]), .text(contacts.id)).run()
+                insert.reset()
+            }
+            try insert.bind(.text("h"), .text("room"), .text(twice.id)).run()
+            try db.execute("UPDATE conversations SET messages = 2 WHERE value = 'room'")
+        }
+        let damaged = try old.check(now: t0 + 2).problems
+        #expect(damaged.contains { $0.contains("2 events have tag rows that are not their tags") }, "\(damaged)")
+        old.close()
+
+        let account = try SoftchatAccount.open(path: path)
+        defer { account.close() }
+        // The contact list's overflow marker and one `room` row.
+        #expect(try account.store.write("rows") { db in try db.scalarInt("SELECT COUNT(*) FROM event_tags") } == 2)
+        #expect(try account.conversations(kind: 14, tag: "h", limit: 10, now: t0 + 2).map(\.messages) == [1])
+        let lastFollow = try RelayFilter.fromJSON("{\"#p\":[\"\(follows[99][1])\"]}")
+        #expect(try account.events(matching: [lastFollow], now: t0 + 2).map(\.id) == [contacts.id])
+        let report = try account.check(now: t0 + 2)
+        #expect(report.ok, "\(report.problems)")
+    }
 }

@@ -125,10 +125,10 @@ extension SoftchatAccount {
                     continue
                 }
                 try tagRows.bind(.int(stored.int64(0)))
-                var rows: Set<[UInt8]> = []
-                while try tagRows.step() { rows.insert(TagIndex.key(tagRows.text(0), tagRows.text(1))) }
+                var rows: [[UInt8]] = []
+                while try tagRows.step() { rows.append(TagIndex.key(tagRows.text(0), tagRows.text(1))) }
                 tagRows.reset()
-                if rows != Set(TagIndex.rows(of: event).map(TagIndex.key)) { misindexed.add(id) }
+                if !TagIndex.same(rows, TagIndex.rows(of: event)) { misindexed.add(id) }
             }
             if forged.count > 0 {
                 report.problems.append("\(forged.count) stored events fail id or signature verification (first: \(forged.first))")

@@ -277,11 +277,12 @@ struct EventWriter {
         return (dTag, event.firstTagValue("expiration").flatMap { Int64($0) })
     }
 
-    /// Stores our own event hidden: a version that lost its slot but that an intent still needs.
-    /// It is indexed like any stored event, so the reconciliation sets that match it hold it.
+    /// Stores our own event hidden: a version that lost its slot (or expired) but that an intent
+    /// still needs. Its tags are indexed like any stored event's, so the reconciliation sets that
+    /// match it hold it. Its row has no `d_tag` and no expiry, as it always had: an addressable
+    /// version of ours that expired stays out of its slot, where it would stand as the newest.
     func storeHidden(_ event: VerifiedEvent) throws {
-        let (dTag, expiration) = Self.slot(of: event)
-        try store(event, dTag: dTag, expiration: expiration, hidden: true)
+        try store(event, dTag: nil, expiration: nil, hidden: true)
     }
 
     /// Inserts the event's row and its tag rows (``TagIndex``); a served message is counted in

@@ -50,13 +50,17 @@ extension TagIndex {
     /// Reads the tags of every stored event that may have been indexed short and writes its rows
     /// again where they are not ``rows(of:)``; returns how many events changed.
     ///
-    /// Builds before schema 11 deduplicated an event's tag values by Swift string equality, so
-    /// of two values that differ only in Unicode form the second had no row: a filter for it
-    /// missed the event, and its conversation did not count it. They also stored our own version
-    /// of a replaceable event that lost its slot (kept for its intent) with no tag rows, so the
-    /// reconciliation sets that match it lacked it. Only an event whose text holds a byte past
-    /// ASCII or a `\u` escape can hold such a pair, and only a hidden event was stored without
-    /// rows, so SQL picks those and the event's own tags decide. A served message's conversation counts move with its rows
+    /// Earlier builds left three kinds of short or long rows:
+    /// - Builds before schema 11 deduplicated an event's tag values by Swift string equality, so
+    ///   of two values that differ only in Unicode form the second had no row: a filter for it
+    ///   missed the event, and its conversation did not count it. Only an event whose text holds
+    ///   a byte past ASCII or a `\u` escape can hold such a pair.
+    /// - They stored our own version of a replaceable event that lost its slot (kept hidden for
+    ///   its intent) with no tag rows, so the reconciliation sets that match it lacked it.
+    /// - Builds before the index had its bound wrote a row for every single-letter tag: past
+    ///   the bound, and a repeated pair twice (its conversation counted the message twice).
+    ///
+    /// SQL picks those events, and each one's own tags decide. A served message's conversation counts move with its rows
     /// (``ConversationIndex``), and kept reconciliation sets, read from the short rows, are
     /// forgotten. A row that no longer decodes is left for `account check` to name.
     @discardableResult
@@ -65,6 +69,10 @@ extension TagIndex {
             """
             SELECT seq, kind, deleted, json FROM events WHERE length(json) != length(CAST(json AS BLOB)) OR instr(json, '\\u') > 0
             OR (deleted = 1 AND NOT EXISTS (SELECT 1 FROM event_tags t WHERE t.event_seq = events.seq))
+            OR seq IN (
+                SELECT event_seq FROM event_tags GROUP BY event_seq
+                HAVING COUNT(*) > \(maxIndexedTagsPerEvent) OR MAX(length(CAST(value AS BLOB))) > \(maxIndexedTagValueBytes)
+                    OR COUNT(*) > COUNT(DISTINCT name || ':' || value))
             """)
         let stored = try db.statement("SELECT name, value FROM event_tags WHERE event_seq = ?")
         let insert = try db.statement("INSERT INTO event_tags (event_seq, name, value, created_at) VALUES (?, ?, ?, ?)")
@@ -74,10 +82,10 @@ extension TagIndex {
             guard let event = try? VerifiedEvent(storedJSON: candidates.text(3)) else { continue }
             let rows = rows(of: event)
             try stored.bind(.int(seq))
-            var have: Set<[UInt8]> = []
-            while try stored.step() { have.insert(key(stored.text(0), stored.text(1))) }
+            var have: [[UInt8]] = []
+            while try stored.step() { have.append(key(stored.text(0), stored.text(1))) }
             stored.reset()
-            guard have != Set(rows.map(key)) else { continue }
+            guard !same(have, rows) else { continue }
             if served { try ConversationIndex.forget(db, seq: seq, kind: kind) }
             try db.statement("DELETE FROM event_tags WHERE event_seq = ?").bind(.int(seq)).run()
             for (name, value) in rows {
@@ -90,6 +98,13 @@ extension TagIndex {
         if changed > 0 { try ReconciliationCache.forgetAll(db) }
         return changed
     }
+
+    /// Whether stored rows (as ``key(_:_:)``, any order, repeats counted) are exactly `rows`.
+    static func same(_ stored: [[UInt8]], _ rows: [(String, String)]) -> Bool {
+        stored.count == rows.count && stored.sorted(by: bytesBefore) == rows.map(key).sorted(by: bytesBefore)
+    }
+
+    private static func bytesBefore(_ a: [UInt8], _ b: [UInt8]) -> Bool { a.lexicographicallyPrecedes(b) }
 
     /// A (name, value) pair as the bytes SQL and filters compare: the name is one scalar, so name,
     /// NUL, value names the pair unambiguously.
