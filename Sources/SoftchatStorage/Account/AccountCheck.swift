@@ -115,7 +115,6 @@ extension SoftchatAccount {
             if miscounted > 0 { report.problems.append("\(miscounted) conversation counts are not their served messages") }
             // Every stored event verified again, and its tag rows compared with its tags.
             let stored = try db.statement("SELECT seq, id, json FROM events")
-            let tagRows = try db.statement("SELECT name, value FROM event_tags WHERE event_seq = ?")
             var forged = Sample()
             var misindexed = Sample()
             while try stored.step() {
@@ -124,11 +123,7 @@ extension SoftchatAccount {
                     forged.add(id)
                     continue
                 }
-                try tagRows.bind(.int(stored.int64(0)))
-                var rows: [[UInt8]] = []
-                while try tagRows.step() { rows.append(TagIndex.key(tagRows.text(0), tagRows.text(1))) }
-                tagRows.reset()
-                if !TagIndex.same(rows, TagIndex.rows(of: event)) { misindexed.add(id) }
+                if !TagIndex.same(try TagIndex.storedKeys(db, seq: stored.int64(0)), TagIndex.rows(of: event)) { misindexed.add(id) }
             }
             if forged.count > 0 {
                 report.problems.append("\(forged.count) stored events fail id or signature verification (first: \(forged.first))")

@@ -233,7 +233,7 @@ struct EventWriter {
             receipt.duplicateEventIDs.append(event.id)
             return false
         }
-        let (dTag, expiration) = Self.slot(of: event)
+        let expiration = event.firstTagValue("expiration").flatMap { Int64($0) }
         if let expiration, expiration <= receivedAt {
             try quarantine(
                 key: event.id, eventID: event.id, raw: event.jsonText,
@@ -241,6 +241,7 @@ struct EventWriter {
             return false
         }
         let kindClass = KindClass(event.kind)
+        let dTag = kindClass == .addressable ? (event.firstTagValue("d") ?? "") : nil
         if kindClass == .replaceable || kindClass == .addressable {
             // Keep only the newest per (pubkey, kind[, d]); ties keep the lowest id (NIP-01).
             let current = try db.statement(
@@ -268,13 +269,6 @@ struct EventWriter {
         if event.kind == 5 { try applyDeletion(event) }
         receipt.insertedEventIDs.append(event.id)
         return true
-    }
-
-    /// The event's `d_tag` column (its `d` value for an addressable kind, else nil) and its
-    /// NIP-40 expiry.
-    static func slot(of event: VerifiedEvent) -> (dTag: String?, expiration: Int64?) {
-        let dTag = KindClass(event.kind) == .addressable ? (event.firstTagValue("d") ?? "") : nil
-        return (dTag, event.firstTagValue("expiration").flatMap { Int64($0) })
     }
 
     /// Stores our own event hidden: a version that lost its slot (or expired) but that an intent

@@ -234,7 +234,7 @@ enum Migrations {
         """
         CREATE INDEX events_expiry ON events (expires_at) WHERE expires_at IS NOT NULL;
         """,
-        // 11: the tag rows of the events an earlier build indexed short, read again from their
+        // 11: the tag rows of the events an earlier build indexed wrongly, read again from their
         // tags by code (``code(after:)``): nothing in the tables' shape changes.
         """
         SELECT 1;
@@ -245,8 +245,7 @@ enum Migrations {
     static func code(after version: Int, _ db: SQLiteConnection) throws {
         switch version {
         case 11:
-            // Builds before it deduplicated tag values by Swift string equality: of two values
-            // that differ only in Unicode form, the second was never indexed (``TagIndex``).
+            // The tag rows earlier builds wrote short or long (``TagIndex/reindex(_:)``).
             try TagIndex.reindex(db)
         default:
             break

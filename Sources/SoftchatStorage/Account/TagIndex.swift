@@ -60,9 +60,10 @@ extension TagIndex {
     /// - Builds before the index had its bound wrote a row for every single-letter tag: past
     ///   the bound, and a repeated pair twice (its conversation counted the message twice).
     ///
-    /// SQL picks those events, and each one's own tags decide. A served message's conversation counts move with its rows
-    /// (``ConversationIndex``), and kept reconciliation sets, read from the short rows, are
-    /// forgotten. A row that no longer decodes is left for `account check` to name.
+    /// SQL picks those events, and each one's own tags decide. A served message's conversation
+    /// counts move with its rows (``ConversationIndex``), and kept reconciliation sets, read
+    /// from the wrong rows, are forgotten. A row that no longer decodes is left for
+    /// `account check` to name.
     @discardableResult
     static func reindex(_ db: SQLiteConnection) throws -> Int {
         let candidates = try db.statement(
@@ -74,18 +75,13 @@ extension TagIndex {
                 HAVING COUNT(*) > \(maxIndexedTagsPerEvent) OR MAX(length(CAST(value AS BLOB))) > \(maxIndexedTagValueBytes)
                     OR COUNT(*) > COUNT(DISTINCT name || ':' || value))
             """)
-        let stored = try db.statement("SELECT name, value FROM event_tags WHERE event_seq = ?")
         let insert = try db.statement("INSERT INTO event_tags (event_seq, name, value, created_at) VALUES (?, ?, ?, ?)")
         var changed = 0
         while try candidates.step() {
             let (seq, kind, served) = (candidates.int64(0), Int(candidates.int64(1)), candidates.int64(2) == 0)
             guard let event = try? VerifiedEvent(storedJSON: candidates.text(3)) else { continue }
             let rows = rows(of: event)
-            try stored.bind(.int(seq))
-            var have: [[UInt8]] = []
-            while try stored.step() { have.append(key(stored.text(0), stored.text(1))) }
-            stored.reset()
-            guard !same(have, rows) else { continue }
+            guard !same(try storedKeys(db, seq: seq), rows) else { continue }
             if served { try ConversationIndex.forget(db, seq: seq, kind: kind) }
             try db.statement("DELETE FROM event_tags WHERE event_seq = ?").bind(.int(seq)).run()
             for (name, value) in rows {
@@ -97,6 +93,15 @@ extension TagIndex {
         }
         if changed > 0 { try ReconciliationCache.forgetAll(db) }
         return changed
+    }
+
+    /// The tag rows stored for the event in row `seq`, as ``key(_:_:)``, in no set order.
+    static func storedKeys(_ db: SQLiteConnection, seq: Int64) throws -> [[UInt8]] {
+        let stored = try db.statement("SELECT name, value FROM event_tags WHERE event_seq = ?").bind(.int(seq))
+        var keys: [[UInt8]] = []
+        while try stored.step() { keys.append(key(stored.text(0), stored.text(1))) }
+        stored.reset()
+        return keys
     }
 
     /// Whether stored rows (as ``key(_:_:)``, any order, repeats counted) are exactly `rows`.
