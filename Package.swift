@@ -89,7 +89,7 @@ let package = Package(
             plugins: ["SoftchatContractPlugin"]),
 
         // MARK: Sync: the sans-IO SyncEngine over many relays and the per-subscription planner (no I/O, no storage)
-        .target(name: "SoftchatSync", dependencies: ["SoftchatCore", "SoftchatJSON"], swiftSettings: strictSwift),
+        .target(name: "SoftchatSync", dependencies: ["SoftchatCore", "SoftchatJSON"], swiftSettings: fuzzedSwift),
 
         // MARK: Storage: the durable SoftchatAccount on SQLite
         .target(
@@ -134,7 +134,7 @@ let package = Package(
         // MARK: libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer; normally a replay runner)
         .target(name: "CFuzzerDriver"),
         .executableTarget(
-            name: "softchat-fuzz", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatTransport", "CFuzzerDriver"],
+            name: "softchat-fuzz", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatTransport", "SoftchatSync", "SoftchatClient", "CFuzzerDriver"],
             path: "Sources/SoftchatFuzz", swiftSettings: fuzzedSwift, linkerSettings: fuzzLinker),
 
         // MARK: The thin CLIs: `softchat` for users (the demo and its relay included), `softchat-dev` for us

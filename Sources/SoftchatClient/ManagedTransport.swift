@@ -69,7 +69,8 @@ public final class ManagedTransport: Sendable {
     /// `.stopped`; a reader that falls behind loses all but the newest 1,024 states.
     public let states: AsyncStream<ManagedTransportState>
     /// What happened, per relay, finishing when the transport stops; a reader that falls
-    /// behind loses all but the newest 16,384 events.
+    /// behind loses all but the newest `ManagedTransportPolicy.eventBufferLimit` events (16,384
+    /// by default; none are kept when it is 0).
     public let events: AsyncStream<ManagedTransportEvent>
     let shared: Shared
     private let driver: IODriver
@@ -102,7 +103,7 @@ public final class ManagedTransport: Sendable {
 
     init(account: SoftchatAccount, endpoints: [RelayEndpoint], identity: SoftchatIdentity?, policy: ManagedTransportPolicy) {
         let (states, s) = AsyncStream<ManagedTransportState>.makeStream(bufferingPolicy: .bufferingNewest(1_024))
-        let (events, e) = AsyncStream<ManagedTransportEvent>.makeStream(bufferingPolicy: .bufferingNewest(16_384))
+        let (events, e) = AsyncStream<ManagedTransportEvent>.makeStream(bufferingPolicy: .bufferingNewest(max(0, policy.eventBufferLimit)))
         self.states = states
         self.events = events
         let shared = Shared(s, e)
@@ -290,15 +291,7 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         return engine.pollTimeout()
     }
 
-    static func limits(_ info: RelayInformation) -> RelayLimits {
-        RelayLimits(
-            maxMessageLength: info.maxMessageLength, maxLimit: info.maxLimit, acceptsEventsBatch: info.acceptsEventsBatch,
-            supportsAuthentication: info.supportedNIPs.contains(42), authenticationRequired: info.authRequired,
-            software: info.document["software"]?.stringValue,
-            // Listing 77 says so; not listing it proves nothing (the engine asks).
-            supportsNegentropy: info.supportedNIPs.contains(77) ? true : nil,
-            maxSubscriptions: info.maxSubscriptions, maxFilters: info.maxFilters, name: info.name)
-    }
+    static func limits(_ info: RelayInformation) -> RelayLimits { RelayLimits(information: info) }
 
     // MARK: Actions
 

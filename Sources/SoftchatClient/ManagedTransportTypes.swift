@@ -54,7 +54,29 @@ public struct ManagedTransportPolicy: Sendable {
     public var publishes = true
     /// Receives progress events on the transport's I/O thread; keep it quick.
     public var observer: (@Sendable (ManagedTransportEvent) -> Void)?
+    /// The most events `ManagedTransport.events` keeps for a reader that falls behind (the
+    /// newest are kept); 0 keeps none, for a host that reads `observer` only and never iterates
+    /// `events` (what no one reads is not buffered). Each event's relay text is at most
+    /// `maxReportTextBytes`, so the default holds at most about 16 MiB.
+    public var eventBufferLimit = 16_384
 
     /// The default policy: publish and sync, NIP-11 and negentropy on.
     public init() {}
+}
+
+extension RelayLimits {
+    /// What the engine takes from a relay's NIP-11 document, as the managed transport reads it:
+    /// the `limitation` numbers (each only from 1 to 2^31 − 1), NIP-42 and NIP-77 from
+    /// `supported_nips` (listing 77 says so; not listing it proves nothing, the engine asks),
+    /// `software` for known quirks, `name` for display (both cut to `maxReportTextBytes`).
+    ///
+    /// - Parameter information: The relay's document.
+    public init(information info: RelayInformation) {
+        self.init(
+            maxMessageLength: info.maxMessageLength, maxLimit: info.maxLimit, acceptsEventsBatch: info.acceptsEventsBatch,
+            supportsAuthentication: info.supportedNIPs.contains(42), authenticationRequired: info.authRequired,
+            software: info.document["software"]?.stringValue,
+            supportsNegentropy: info.supportedNIPs.contains(77) ? true : nil,
+            maxSubscriptions: info.maxSubscriptions, maxFilters: info.maxFilters, name: info.name)
+    }
 }

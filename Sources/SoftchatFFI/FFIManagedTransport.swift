@@ -110,6 +110,8 @@ final class ManagedTransportHandle: Sendable {
     }
     private let states: FFICallback<ManagedTransportStateChange>?
     private let events: FFICallback<ManagedTransportActivity>?
+    /// What waits for the host's callbacks, bounded in count and bytes.
+    private let updates: FFIUpdateQueue
     /// Which handle's delivery queue the current thread runs (each handle has its own token),
     /// so a callback of one transport that stops another still waits for that one's queue.
     private static let onDelivery = DispatchSpecificKey<UInt64>()
@@ -147,6 +149,9 @@ final class ManagedTransportHandle: Sendable {
             case .activity(let activity): events?.call(activity)
             }
         }
+        self.updates = updates
+        // The host reads the callbacks, never `ManagedTransport.events`: nothing is kept there.
+        policy.eventBufferLimit = 0
         // Called on the I/O thread: translate, and queue for the host; never call it here.
         policy.observer = { event in
             let update = Self.translate(event)
@@ -208,6 +213,8 @@ final class ManagedTransportHandle: Sendable {
     /// which cannot wait for the queue it runs on: then the rest follows once that call returns.
     func stop() {
         transport.stop()
+        // A relay's flood of notices still queued is not worth the host's wait.
+        updates.discardNotices()
         if closed.set() {
             let (states, events) = (self.states, self.events)
             delivery.async {

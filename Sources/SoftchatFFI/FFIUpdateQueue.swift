@@ -7,7 +7,8 @@ import Synchronization
 /// paused in a debugger) must not make the library's memory grow without end, and must never
 /// stall the I/O thread (its keepalives would fail).
 ///
-/// Past `bound` queued updates:
+/// Past `bound` queued updates, or `maxBytes` of them (`Update.bytes`: a relay's text is bounded
+/// by the engine, but 4,096 of them still add up):
 /// - a state change replaces the one still queued for the same relay (or for the transport as a
 ///   whole), so the host always ends up with every relay's latest phase;
 /// - an activity is dropped and counted; once the queue has drained, one `notice` activity
@@ -17,15 +18,35 @@ final class FFIUpdateQueue: Sendable {
     enum Update: Sendable {
         case state(ManagedTransportStateChange)
         case activity(ManagedTransportActivity)
+
+        /// About what the update holds in memory: its texts' bytes and 8 per number or id slot,
+        /// plus a fixed 64.
+        var bytes: Int {
+            switch self {
+            case .state(.relay(let url, _, _)): 64 + url.utf8.count
+            case .state(.overall(_, _, let reason)): 64 + (reason?.utf8.count ?? 0)
+            case .activity(.delivery(let url, let intent, let decision)):
+                64 + url.utf8.count + intent.utf8.count + decision.eventID.utf8.count + decision.message.utf8.count
+            case .activity(.ingested(let url, let result)):
+                64 + url.utf8.count + 72 * (result.accepted.count + result.alreadyPresent.count + result.rejected.count)
+            case .activity(.synced(let url, let id, _, let seconds)): 64 + url.utf8.count + id.utf8.count + 8 * seconds.count
+            case .activity(.notice(let url, let message)), .activity(.connectionFailed(let url, let message)):
+                64 + url.utf8.count + message.utf8.count
+            }
+        }
     }
 
     /// The default bound: far above what a host that keeps up ever has queued.
     static let defaultBound = 4_096
+    /// The default byte bound of what is queued: 4 MiB.
+    static let defaultMaxBytes = 4 << 20
 
     struct Pending {
         var updates: [Update] = []
         var head = 0
         var dropped = 0
+        /// `Update.bytes` of what is queued.
+        var bytes = 0
         var draining = false
         /// The most updates queued at once.
         var peak = 0
@@ -34,27 +55,35 @@ final class FFIUpdateQueue: Sendable {
     }
 
     let bound: Int
+    let maxBytes: Int
     private let pending = Mutex(Pending())
     private let queue: DispatchQueue
     private let deliver: @Sendable (Update) -> Void
 
     /// - Parameters:
     ///   - bound: The most updates queued before activities are dropped (at least 1).
+    ///   - maxBytes: The most `Update.bytes` queued before activities are dropped.
     ///   - queue: The serial queue the host's callbacks run on.
     ///   - deliver: Calls the host's callback; runs on `queue`.
-    init(bound: Int = defaultBound, queue: DispatchQueue, deliver: @escaping @Sendable (Update) -> Void) {
+    init(
+        bound: Int = defaultBound, maxBytes: Int = defaultMaxBytes, queue: DispatchQueue,
+        deliver: @escaping @Sendable (Update) -> Void
+    ) {
         self.bound = max(1, bound)
+        self.maxBytes = max(1, maxBytes)
         self.queue = queue
         self.deliver = deliver
     }
 
-    /// The most updates that were queued at once, and activities dropped and not yet reported.
-    var statistics: (peak: Int, dropped: Int) { pending.withLock { ($0.peak, $0.dropped) } }
+    /// The most updates that were queued at once, activities dropped and not yet reported, and
+    /// the bytes queued now.
+    var statistics: (peak: Int, dropped: Int, bytes: Int) { pending.withLock { ($0.peak, $0.dropped, $0.bytes) } }
 
     /// Queues an update; never blocks.
     func push(_ update: Update) {
+        let size = update.bytes
         let start = pending.withLock { p -> Bool in
-            if p.count >= bound {
+            if p.count >= bound || p.bytes + size > maxBytes {
                 switch update {
                 case .activity:
                     p.dropped += 1
@@ -62,11 +91,13 @@ final class FFIUpdateQueue: Sendable {
                 case .state(let change):
                     let key = Self.key(change)
                     if let i = p.updates[p.head...].lastIndex(where: { if case .state(let c) = $0 { Self.key(c) == key } else { false } }) {
+                        p.bytes += size - p.updates[i].bytes
                         p.updates[i] = update
                         return false
                     }
                 }
             }
+            p.bytes += size
             p.updates.append(update)
             p.peak = max(p.peak, p.count)
             guard !p.draining else { return false }
@@ -87,6 +118,7 @@ final class FFIUpdateQueue: Sendable {
             if p.head < p.updates.count {
                 let update = p.updates[p.head]
                 p.head += 1
+                p.bytes -= update.bytes
                 if p.head >= 1_024 && p.head * 2 >= p.updates.count {
                     p.updates.removeFirst(p.head)
                     p.head = 0
@@ -106,6 +138,19 @@ final class FFIUpdateQueue: Sendable {
             }
             p.draining = false
             return nil
+        }
+    }
+
+    /// Drops the notices still queued, counting them as dropped: at stop, a host must not wait
+    /// for a slow listener to read a relay's flood of text. States and the other activities
+    /// stay, in order.
+    func discardNotices() {
+        pending.withLock { p in
+            let kept = p.updates[p.head...].filter { if case .activity(.notice) = $0 { false } else { true } }
+            p.dropped += p.count - kept.count
+            p.updates = Array(kept)
+            p.head = 0
+            p.bytes = kept.reduce(0) { $0 + $1.bytes }
         }
     }
 

@@ -18,6 +18,8 @@ enum FuzzTarget: String, CaseIterable {
     case clientFrame = "client-frame"
     case relayFrame = "relay-frame"
     case nip11, websocket, session, negentropy
+    /// A hostile relay against the whole engine (`HostileRelayRun`).
+    case relay
 
     /// The responder's and initiator's set for the negentropy target: 300 items, runs of equal
     /// timestamps, ids sharing prefixes.
@@ -87,6 +89,8 @@ enum FuzzTarget: String, CaseIterable {
             }
             let snapshot = session.snapshot()
             precondition(snapshot.awaitingPersistence <= RelayIngestionContract.maxAwaitingPersistence.value)
+        case .relay:
+            HostileRelayRun().run(bytes)
         case .negentropy:
             // The bytes are a negentropy message from the other side.
             if let message = try? NegentropyMessage.decode(bytes) {

@@ -189,6 +189,11 @@ struct SessionModel {
     var challenge: String?, answeredPairs: Set<String> = [], answeredChallenges: Set<String> = []
     /// authWaitEnded: the wait for our AUTH's OK ran out and the connection works unauthenticated.
     var authEventID: String?, authenticated = false, authWaitUntil: Int64?, authWaitEnded = false
+    /// The AUTH policy: a challenge that came while our answer was in flight or within the
+    /// interval after the last answer waits here (a newer one replaces it).
+    var waitingChallenge: String?, lastAnswerAt: Int64?
+    static let answerInterval = Int64(RelaySessionContract.authenticationIntervalSeconds.value)
+    var answerInFlight: Bool { authEventID != nil && !authenticated && !authWaitEnded }
     var attempt = 0, readySince: Int64?, nominalDelay: Int64 = 0
     /// How often the rules were reached (for the test's coverage check), and challenges
     /// answered on any connection.
@@ -271,6 +276,7 @@ struct SessionModel {
         correlationLost = false
         timedOut = []
         (challenge, authEventID, authenticated, authWaitUntil, authWaitEnded) = (nil, nil, false, nil, false)
+        (waitingChallenge, lastAnswerAt) = (nil, nil)
         answeredPairs = []
         answeredChallenges = []
         for id in awaiting.keys { awaiting[id]!.reofferable = true }
@@ -462,6 +468,7 @@ struct SessionModel {
             $0.sentAt.map { $0 + config.acknowledgementTimeoutSeconds } ?? lastNow ?? 0
         }
         if holding, let until = authWaitUntil { times.append(until) }
+        if waitingChallenge != nil, conn == .connected, !answerInFlight, let last = lastAnswerAt { times.append(last + Self.answerInterval) }
         if conn == .connected { times += subOrder.compactMap { subs[$0]!.retryAt } }
         return times.min()
     }
@@ -507,7 +514,18 @@ struct SessionModel {
                 tally["retriedREQ"] += 1
             }
         }
-        return .ok(out)
+        return .ok(out + offerWaitingChallenge(now))
+    }
+
+    /// The waiting challenge is asked for once no answer is in flight and the interval since the
+    /// last answer (on this connection) has passed.
+    mutating func offerWaitingChallenge(_ clock: Int64?) -> [String] {
+        guard let c = waitingChallenge, conn == .connected, !answerInFlight else { return [] }
+        if let last = lastAnswerAt, let t = clock ?? lastNow, t < last + Self.answerInterval { return [] }
+        waitingChallenge = nil
+        challenge = c
+        if everAnswered.contains(c) { tally["challengeAgainOnNewConnection"] += 1 }
+        return [modelSummary("authenticationRequested", challenge: c)]
     }
 
     /// The oldest publish call's pending, undrained events, as many (in publish order) as fit
@@ -643,7 +661,7 @@ struct SessionModel {
             awaiting[e.id] = Awaiting(event: e, sub: sub, filters: s.filters)
             return .ok([modelSummary("persistEvent", sub: sub, id: e.id)])
         case .ok(let named, let accepted, let message):
-            return .ok(receiveOK(named, accepted: accepted, message: message))
+            return .ok(receiveOK(named, accepted: accepted, message: message, clock: clock))
         case .eose(let s):
             subs[s]?.closes = 0
             return .ok([modelSummary("endOfStoredEvents", sub: s)])
@@ -651,10 +669,11 @@ struct SessionModel {
             return .ok([receiveClosed(s, prefix: RelayMessage(message).prefix, clock: clock)])
         case .notice(let m): return .ok([modelSummary("notice", prefix: RelayMessage(m).prefix)])
         case .auth(let c):
-            if c == challenge || answeredChallenges.contains(c) { return .ok([]) }
-            challenge = c
-            if everAnswered.contains(c) { tally["challengeAgainOnNewConnection"] += 1 }
-            return .ok([modelSummary("authenticationRequested", challenge: c)])
+            if c.utf8.count > RelaySessionContract.maxChallengeBytes.value { return .ok([modelSummary("notice")]) }
+            if c == challenge || c == waitingChallenge || answeredChallenges.contains(c) { return .ok([]) }
+            if answerInFlight { tally["challengeWaitsForAnswer"] += 1 }
+            waitingChallenge = c
+            return .ok(offerWaitingChallenge(clock))
         case .count(let s, let n):
             if closedCounts.contains(s) { tally["closedCountAnswer"] += 1 }
             guard !closedCounts.contains(s), counts.removeValue(forKey: s) != nil else { return .ok([modelSummary("notice", sub: s)]) }
@@ -663,9 +682,9 @@ struct SessionModel {
         }
     }
 
-    mutating func receiveOK(_ named: String?, accepted: Bool, message: String) -> [String] {
+    mutating func receiveOK(_ named: String?, accepted: Bool, message: String, clock: Int64?) -> [String] {
         let prefix = RelayMessage(message).prefix
-        if let named, named == authEventID { return receiveAuthOK(named, accepted: accepted, prefix: prefix) }
+        if let named, named == authEventID { return receiveAuthOK(named, accepted: accepted, prefix: prefix) + offerWaitingChallenge(clock) }
         var target = named
         if let named {
             if let i = unanswered.firstIndex(of: named) { unanswered.remove(at: i) }
@@ -813,6 +832,7 @@ struct SessionModel {
         answeredPairs.insert(answer.event.pubkey + "|" + challenge)
         answeredChallenges.insert(challenge)
         everAnswered.insert(challenge)
+        lastAnswerAt = clock
         (authEventID, authenticated) = (answer.event.id, false)
         authWaitUntil = clock.map { $0 + config.authenticationWaitSeconds }
         authWaitEnded = false

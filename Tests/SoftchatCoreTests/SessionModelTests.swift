@@ -777,7 +777,7 @@ enum ModelOp: CustomStringConvertible {
             "batchFrames", "split", "tooLarge", "decision.cancelled", "decision.timeout", "decision.transport-lost",
             "decision.auth-required", "lateDecision", "okNotice", "okBeforeConfirm", "authHeld", "authWaitEnded", "authResend",
             "authResendAtOnce", "closedRetryScheduled", "closedReplayAtOnce", "retriedREQ", "cancelCount", "countIDRefused",
-            "correlated", "closeRefused", "authOutsideWindow", "authWrongRelay", "challengeAgainOnNewConnection",
+            "correlated", "closeRefused", "authOutsideWindow", "authWrongRelay", "challengeAgainOnNewConnection", "challengeWaitsForAnswer",
             "reqTooLarge", "countTooLarge", "authTooLarge", "countWentOut", "closeOverReplacement", "closedBehindReplacement",
             "confirmedStale", "confirmedAwaitingAuth", "deadlineStarted", "authWaitReplay", "authResendAfterWait",
             "closedReplayAfterWait", "correlatedBeforeConfirm", "replayBounded", "retryPostponed",

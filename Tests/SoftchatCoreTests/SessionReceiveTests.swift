@@ -318,9 +318,13 @@ struct SessionInvalidFrameCase: Sendable, CustomTestStringConvertible {
         // a relay reusing its challenge on a new connection is answered again there, once
         try session.reconnect()
         #expect(try session.receive(F.authChallenge("c2")).kinds == [.authenticationRequested])
-        try session.authenticate(F.auth("c2"))
+        let again = F.auth("c2")
+        try session.authenticate(again)
         #expect(try session.receive(F.authChallenge("c2")).isEmpty)
-        #expect(try session.receive(F.authChallenge("c3")).kinds == [.authenticationRequested])
+        // A new challenge while that answer is in flight waits for its OK (one answer in flight).
+        #expect(try session.receive(F.authChallenge("c3")).isEmpty)
+        _ = try session.sendAll()
+        #expect(try session.receive(F.ok(again.id, true)).kinds == [.authenticated, .authenticationRequested])
     }
 
     /// The answered challenges are remembered in a bounded window (the latest 256), so a relay

@@ -71,4 +71,35 @@ import Testing
         #expect(got == (0..<5_000).map { "n\($0)" })
         #expect(updates.statistics.peak <= 100)
     }
+
+    /// A relay's flood of notices, each as long as a report carries, against a stalled
+    /// listener: the queue holds at most its byte bound, counts what it dropped, and a stop
+    /// does not wait for the listener to read the notices still queued.
+    @Test func aStalledListenerHoldsAtMostTheByteBoundAndStopDiscardsQueuedNotices() {
+        let received = Received()
+        let queue = DispatchQueue(label: "test.delivery.bytes")
+        let maxBytes = 64 * 1024
+        let updates = FFIUpdateQueue(bound: 100_000, maxBytes: maxBytes, queue: queue) { update in
+            received.gate.wait()
+            received.updates.withLock { $0.append(update) }
+        }
+        let text = String(repeating: "N", count: RelayText.maxReportBytes)
+        for _ in 0..<10_000 { updates.push(.activity(.notice(relayURL: "wss://a", message: text))) }
+        updates.push(.activity(.synced(relayURL: "wss://a", subscriptionID: "s", events: 1, incompleteSeconds: [])))
+        let held = updates.statistics
+        #expect(held.bytes <= maxBytes)
+        #expect(held.peak < 10_000 * text.utf8.count / maxBytes + 200)
+        #expect(held.dropped > 9_000)
+        updates.discardNotices()
+        #expect(updates.statistics.bytes < 1_024, "only the synced activity (and the one in the listener) stay")
+        for _ in 0..<1_000 { received.gate.signal() }
+        queue.sync {}
+        queue.sync {}
+        let got = received.updates.withLock { $0 }
+        #expect(got.contains { if case .activity(.synced) = $0 { true } else { false } })
+        let notices = got.compactMap { u -> String? in if case .activity(.notice(_, let m)) = u { m } else { nil } }
+        // The one already handed to the listener, then the drop count: every notice is accounted for.
+        let dropped = notices.last.flatMap { $0.split(separator: " ").first.flatMap { Int($0) } } ?? 0
+        #expect(notices.count - 1 + dropped == 10_000)
+    }
 }

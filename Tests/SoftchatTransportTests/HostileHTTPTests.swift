@@ -31,6 +31,28 @@ import Testing
     }
 }
 
+/// A NIP-11 document's numbers are the relay's: each `limitation` is taken only from 1 to
+/// 2^31 − 1 (`RelayStatedNumber`), so `-9223372036854775808` states nothing instead of reaching
+/// the engine's frame arithmetic as `Int.min`.
+@Suite struct RelayInformationBoundsTests {
+    static func limits(_ value: String) throws -> RelayInformation {
+        let text = #"{"limitation":{"max_message_length":\#(value),"max_subscriptions":\#(value),"max_filters":\#(value),"max_limit":\#(value)}}"#
+        return try RelayInformation.decode(Array(text.utf8))
+    }
+
+    @Test(arguments: ["-9223372036854775808", "9223372036854775807", "-1", "0", "2147483648", "\"16384\"", "1.5e3", "null", "true"])
+    func aLimitationOutsideTheStatedRangeIsNotStated(value: String) throws {
+        let info = try Self.limits(value)
+        #expect(info.maxMessageLength == nil && info.maxSubscriptions == nil && info.maxFilters == nil && info.maxLimit == nil)
+    }
+
+    @Test func aLimitationInsideTheStatedRangeIsTaken() throws {
+        let info = try Self.limits("16384")
+        #expect(info.maxMessageLength == 16_384 && info.maxSubscriptions == 16_384 && info.maxFilters == 16_384 && info.maxLimit == 16_384)
+        #expect(try Self.limits("2147483647").maxMessageLength == 2_147_483_647)
+    }
+}
+
 /// The reader itself, without a socket: every framing, every limit, bytes fed in any split.
 @Suite struct HTTPMessageReaderTests {
     static func document(maxBytes: Int = 1024) -> HTTPMessageReader {

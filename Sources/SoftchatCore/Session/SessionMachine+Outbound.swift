@@ -124,8 +124,8 @@ extension SessionMachine {
 
     // MARK: Timers
 
-    /// Each held event's acknowledgement deadline (from its own write), the AUTH wait, and
-    /// closed subscriptions' retries: the earliest, or nil when none is armed. An event written
+    /// Each held event's acknowledgement deadline (from its own write), the AUTH wait, a waiting
+    /// challenge's turn, and closed subscriptions' retries: the earliest, or nil when none is armed. An event written
     /// without a time makes the timer due at once (`lastNow`, or 0 before any time was given):
     /// the next `handleTimeout(now:)` starts its deadline from that `now`.
     func pollTimeout() -> Int64? {
@@ -136,6 +136,7 @@ extension SessionMachine {
             consider(d.sentAt.map { $0 + config.acknowledgementTimeoutSeconds } ?? lastNow ?? 0)
         }
         if holdingForAuthentication, let until = authWaitUntil { consider(until) }
+        if let due = deferredChallengeDue { consider(due) }
         if connection == .connected {
             for id in subscriptionOrder { if let at = subscriptions[id]!.retryAt { consider(at) } }
         }
@@ -186,6 +187,8 @@ extension SessionMachine {
                 queue.append(reqEntry(id, filters: subscriptions[id]!.filters, newestConfirmed: subscriptions[id]!.newestConfirmed))
             }
         }
+        // A challenge that waited for an answer in flight or for the interval.
+        actions += offerDeferredChallenge(clock: now)
         return actions
     }
 }

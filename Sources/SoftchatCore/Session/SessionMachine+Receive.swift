@@ -26,21 +26,17 @@ extension SessionMachine {
         case .event:
             preconditionFailure("EVENT frames are read by IncomingFrame and take receiveEvent")
         case .ok(let eventID, let accepted, let message):
-            return receiveOK(eventID: eventID, accepted: accepted, message: message)
+            return receiveOK(eventID: eventID, accepted: accepted, message: message.bounded, clock: clock)
         case .eose(let id):
             if subscriptions[id] != nil { subscriptions[id]!.closedRetries = 0 }
             return [.endOfStoredEvents(subscriptionID: id)]
         case .closed(let id, let message):
-            return receiveClosed(id: id, message: message, clock: clock)
+            return receiveClosed(id: id, message: message.bounded, clock: clock)
         case .notice(let message):
+            let message = message.bounded
             return [.notice(subscriptionID: nil, eventID: nil, prefix: message.prefix, message: message.message, reason: nil)]
         case .auth(let challenge):
-            // Each challenge is asked for once and answered once per connection: a relay
-            // repeating it cannot start an auth loop, and one reusing it on a new connection
-            // is answered again.
-            if challenge == self.challenge || answeredChallengeTexts.contains(challenge) { return [] }
-            self.challenge = challenge
-            return [.authenticationRequested(challenge: challenge)]
+            return receiveChallenge(challenge, clock: clock)
         case .count(let id, let result):
             guard !closedCounts.contains(id), pendingCounts.removeValue(forKey: id) != nil else {
                 return [
@@ -97,6 +93,47 @@ extension SessionMachine {
         return [.persistEvent(subscriptionID: subscriptionID, event: event)]
     }
 
+    /// A NIP-42 challenge, under the session's AUTH policy: one over `maxChallengeBytes` is
+    /// refused with a notice; each is asked for once and answered once per connection (a relay
+    /// repeating it cannot start an auth loop, one reusing it on a new connection is answered
+    /// again); and at most one is asked for at a time: while our answer is in flight, or sooner
+    /// than `authenticationIntervalSeconds` after the last answer, the newest challenge waits
+    /// (replacing any older one waiting) and is asked for when the answer settles or the interval
+    /// has passed. A relay flooding challenges gets at most one signature per interval.
+    mutating func receiveChallenge(_ challenge: String, clock: Int64?) -> [RelaySessionAction] {
+        let bound = RelaySessionContract.maxChallengeBytes.value
+        guard challenge.utf8.count <= bound else {
+            return [
+                .notice(
+                    subscriptionID: nil, eventID: nil, prefix: nil,
+                    message: "AUTH challenge of \(challenge.utf8.count) bytes refused: over the \(bound)-byte bound, not answered",
+                    reason: nil)
+            ]
+        }
+        if challenge == self.challenge || challenge == deferredChallenge || answeredChallengeTexts.contains(challenge) { return [] }
+        deferredChallenge = challenge
+        return offerDeferredChallenge(clock: clock)
+    }
+
+    /// Our AUTH went out and neither its OK nor the end of its wait has come.
+    var answerInFlight: Bool { authEventID != nil && !authenticated && !authWaitEnded }
+
+    /// When the waiting challenge may be asked for (nil: at once, or none waits).
+    var deferredChallengeDue: Int64? {
+        guard deferredChallenge != nil, connection == .connected, !answerInFlight, let last = lastAnswerAt else { return nil }
+        return last + Int64(RelaySessionContract.authenticationIntervalSeconds.value)
+    }
+
+    /// Asks the host to answer the waiting challenge, when no answer is in flight and the
+    /// interval since the last answer has passed (`pollTimeout` arms the rest).
+    mutating func offerDeferredChallenge(clock: Int64?) -> [RelaySessionAction] {
+        guard let next = deferredChallenge, connection == .connected, !answerInFlight else { return [] }
+        if let due = deferredChallengeDue, let now = clock ?? lastNow, now < due { return [] }
+        deferredChallenge = nil
+        challenge = next
+        return [.authenticationRequested(challenge: next)]
+    }
+
     /// A CLOSED: a pending COUNT ends; a subscription closed with `auth-required:` is sent
     /// again once after authenticating (at once when we already are); `error:` and
     /// `rate-limited:` are retried on the backoff schedule; `blocked:`, `restricted:`,
@@ -149,9 +186,9 @@ extension SessionMachine {
     /// relays, the oldest unanswered write) is settled if the session holds it or timed it out
     /// on this connection. An OK arriving before `confirmSent` settles its event too. Terminal
     /// answers are final: a later answer for a settled event is only a notice.
-    mutating func receiveOK(eventID: String?, accepted: Bool, message: RelayMessage) -> [RelaySessionAction] {
+    mutating func receiveOK(eventID: String?, accepted: Bool, message: RelayMessage, clock: Int64?) -> [RelaySessionAction] {
         if let eventID, eventID == authEventID {
-            return receiveAuthenticationOK(eventID: eventID, accepted: accepted, message: message)
+            return receiveAuthenticationOK(eventID: eventID, accepted: accepted, message: message, clock: clock)
         }
         var eventID = eventID
         if let named = eventID {
@@ -193,7 +230,7 @@ extension SessionMachine {
         return notice(settled.contains(eventID) ? "OK for an event already settled" : "OK for an event that is not in flight")
     }
 
-    mutating func receiveAuthenticationOK(eventID: String, accepted: Bool, message: RelayMessage) -> [RelaySessionAction] {
+    mutating func receiveAuthenticationOK(eventID: String, accepted: Bool, message: RelayMessage, clock: Int64?) -> [RelaySessionAction] {
         authWaitUntil = nil
         authEventID = nil
         guard accepted else {
@@ -209,11 +246,12 @@ extension SessionMachine {
                         decision: DeliveryDecision(
                             eventID: id, state: .retryable, category: .authRequired, message: "the relay refused our authentication")))
             }
-            return actions
+            // A challenge that came while this answer was in flight gets its turn now.
+            return actions + offerDeferredChallenge(clock: clock)
         }
         authenticated = true
         replayAfterAuthentication()
-        return [.authenticated(eventID: eventID)]
+        return [.authenticated(eventID: eventID)] + offerDeferredChallenge(clock: clock)
     }
 
     /// After the relay accepts our AUTH: subscriptions it closed with auth-required are sent
@@ -280,6 +318,7 @@ extension SessionMachine {
         observe(now)
         answeredChallenges.insert(pair)
         answeredChallengeTexts.insert(challenge)
+        lastAnswerAt = clock
         authEventID = event.id
         authenticated = false
         authWaitUntil = clock.map { $0 + config.authenticationWaitSeconds }

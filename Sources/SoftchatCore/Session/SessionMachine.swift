@@ -137,6 +137,11 @@ struct SessionMachine {
     /// issuing challenge after challenge cannot grow them.
     var answeredChallenges = RecentIDs(capacity: 256)
     var answeredChallengeTexts = RecentIDs(capacity: 256)
+    /// A challenge not yet asked for: it came while our answer was in flight or sooner than
+    /// `authenticationIntervalSeconds` after the last answer; a later challenge replaces it.
+    var deferredChallenge: String?
+    /// When this connection's last AUTH answer was queued (session clock).
+    var lastAnswerAt: Int64?
     var authEventID: String?
     var authenticated = false
     /// Frames behind our AUTH wait for its OK until this time (a bounded wait for relays that
@@ -348,6 +353,8 @@ struct SessionMachine {
         challenge = nil
         answeredChallenges = RecentIDs(capacity: answeredChallenges.capacity)
         answeredChallengeTexts = RecentIDs(capacity: answeredChallengeTexts.capacity)
+        deferredChallenge = nil
+        lastAnswerAt = nil
         authEventID = nil
         authenticated = false
         authWaitUntil = nil

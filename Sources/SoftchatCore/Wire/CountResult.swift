@@ -61,7 +61,8 @@ public struct CountResult: Sendable, Hashable {
     }
 
     /// Combines answers for the same query from several relays: with every answer carrying
-    /// registers, the merged HyperLogLog estimate (approximate); otherwise the largest count,
+    /// registers, the merged HyperLogLog estimate (approximate, at most `Int64.max` whatever the
+    /// registers say); otherwise the largest count,
     /// a lower bound (approximate when the answers disagree or any was approximate).
     ///
     /// - Parameter results: The relays' answers.
@@ -71,11 +72,19 @@ public struct CountResult: Sendable, Hashable {
         if results.allSatisfy({ $0.hll != nil }) {
             var merged = first.hll!
             for r in results.dropFirst() { merged.merge(r.hll!) }
-            return CountResult(count: Int64(merged.estimate().rounded()), approximate: true, hll: merged)
+            return CountResult(count: Self.saturatingCount(merged.estimate()), approximate: true, hll: merged)
         }
         let maximum = results.map { $0.count }.max()!
         let exact = results.allSatisfy { !$0.approximate } && Set(results.map { $0.count }).count == 1
         return CountResult(count: maximum, approximate: !exact)
+    }
+
+    /// An estimate as a count: rounded, and held to 0…`Int64.max`. A relay chooses the
+    /// registers, and 256 registers of 255 estimate about 10^79, which `Int64(_:)` would trap on.
+    static func saturatingCount(_ estimate: Double) -> Int64 {
+        let rounded = estimate.rounded()
+        guard rounded.isFinite, rounded < Double(Int64.max) else { return rounded.isNaN ? 0 : .max }
+        return rounded <= 0 ? 0 : Int64(rounded)
     }
 }
 

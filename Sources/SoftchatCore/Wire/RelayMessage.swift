@@ -32,4 +32,24 @@ public struct RelayMessage: Sendable, Hashable, CustomStringConvertible {
 
     /// The text exactly as the relay sent it.
     public var description: String { text }
+
+    /// The longest prefix kept by ``bounded``: every prefix NIP-01 names is far shorter.
+    public static let maxPrefixBytes = 64
+
+    private init(text: String, prefix: String?, message: String) {
+        self.text = text
+        self.prefix = prefix
+        self.message = message
+    }
+
+    /// The message as reports carry it: a prefix longer than ``maxPrefixBytes`` dropped (it
+    /// names nothing Softchat knows), `message` through `RelayText.forReport` (control and bidi
+    /// characters replaced), and `text` the two joined, at most `maxReportTextBytes` in all.
+    /// A relay's text is whole up to here; the session bounds it before any action carries it.
+    public var bounded: RelayMessage {
+        let keptPrefix = prefix.flatMap { $0.utf8.count <= Self.maxPrefixBytes ? $0 : nil }
+        let body = RelayText.forReport(message, maxBytes: RelayText.maxReportBytes - (keptPrefix.map { $0.utf8.count + 2 } ?? 0))
+        if keptPrefix == prefix && body == message && text.utf8.count <= RelayText.maxReportBytes { return self }
+        return RelayMessage(text: keptPrefix.map { $0 + ": " + body } ?? body, prefix: keptPrefix, message: body)
+    }
 }

@@ -38,9 +38,11 @@ struct RequestBudget {
     mutating func enqueue(_ request: QueuedRequest) { queue.append(request) }
 
     /// The next queued REQ when a slot is free, taken off the queue; the engine sends it and
-    /// calls `opened(_:)` when the session took it.
+    /// calls `opened(_:)` when the session took it. One one-shot always has a slot beside the
+    /// live REQs, whatever the relay stated (a `max_subscriptions` of 1 would otherwise leave
+    /// no page ever asked for), as `refused` never lowers the limit below that either.
     mutating func nextToSend(negotiations: Int) -> QueuedRequest? {
-        guard !queue.isEmpty, inUse(negotiations: negotiations) < limit else { return nil }
+        guard !queue.isEmpty, inUse(negotiations: negotiations) < max(limit, liveChunks.count + 1) else { return nil }
         return queue.removeFirst()
     }
 

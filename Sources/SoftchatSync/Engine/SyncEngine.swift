@@ -313,7 +313,8 @@ public final class SyncEngine {
 
     func push(_ step: Step) { queue.append(step) }
 
-    func report(_ event: ManagedTransportEvent) { push(.action(.report(event))) }
+    /// Queues a report for the host, its relay text bounded (`ManagedTransportEvent.bounded`).
+    func report(_ event: ManagedTransportEvent) { push(.action(.report(event.bounded))) }
 
     /// Why the engine's relays all stopped, as the overall `stopped` state says.
     static let stopReason = "stopped by the host"

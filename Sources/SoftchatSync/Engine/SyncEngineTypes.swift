@@ -19,12 +19,14 @@ public struct EngineTime: Sendable, Hashable {
     }
 }
 
-/// What a relay's NIP-11 document says that the engine uses.
+/// What a relay's NIP-11 document says that the engine uses. Its numbers are the relay's
+/// choice, so each holds only a value in `RelayStatedNumber.statedRange` (1 to 2^31 − 1): any
+/// other, given to the initializer or assigned, reads as nil ("not stated").
 public struct RelayLimits: Sendable, Hashable {
     /// `limitation.max_message_length`: the largest frame the relay takes.
-    public var maxMessageLength: Int?
+    public var maxMessageLength: Int? { didSet { maxMessageLength = RelayStatedNumber.limit(maxMessageLength) } }
     /// `limitation.max_limit`: the most events it sends for one filter (a page).
-    public var maxLimit: Int?
+    public var maxLimit: Int? { didSet { maxLimit = RelayStatedNumber.limit(maxLimit) } }
     /// It takes NIP-01 EVENTS batches.
     public var acceptsEventsBatch: Bool
     /// It speaks NIP-42 (it may challenge at once).
@@ -33,7 +35,7 @@ public struct RelayLimits: Sendable, Hashable {
     public var authenticationRequired: Bool
     /// `software`, for known quirks (nostr-relay answers EVENTs in order with empty ids, and
     /// never answers a good AUTH).
-    public var software: String?
+    public var software: String? { didSet { software = software.map { RelayText.forReport($0) } } }
     /// How the relay reads `until`, when known (nil: the engine's configured convention).
     public var untilConvention: RelayPaging.UntilConvention?
     /// NIP-77: true when the document lists 77, false when it is known not to speak it, nil
@@ -41,11 +43,11 @@ public struct RelayLimits: Sendable, Hashable {
     public var supportsNegentropy: Bool?
     /// `limitation.max_subscriptions`: the most REQs the relay holds open per connection (nil:
     /// not stated; the engine then starts at `SyncEngine.defaultREQBudget` and learns).
-    public var maxSubscriptions: Int?
+    public var maxSubscriptions: Int? { didSet { maxSubscriptions = RelayStatedNumber.limit(maxSubscriptions) } }
     /// `limitation.max_filters`: the most filters one REQ may carry.
-    public var maxFilters: Int?
+    public var maxFilters: Int? { didSet { maxFilters = RelayStatedNumber.limit(maxFilters) } }
     /// The document's `name`, for display only.
-    public var name: String?
+    public var name: String? { didSet { name = name.map { RelayText.forReport($0) } } }
 
     /// Creates limits; every value defaults to "not stated".
     ///
@@ -67,17 +69,17 @@ public struct RelayLimits: Sendable, Hashable {
         untilConvention: RelayPaging.UntilConvention? = nil, supportsNegentropy: Bool? = nil,
         maxSubscriptions: Int? = nil, maxFilters: Int? = nil, name: String? = nil
     ) {
-        self.name = name
-        self.maxSubscriptions = maxSubscriptions
-        self.maxFilters = maxFilters
+        self.name = name.map { RelayText.forReport($0) }
+        self.maxSubscriptions = RelayStatedNumber.limit(maxSubscriptions)
+        self.maxFilters = RelayStatedNumber.limit(maxFilters)
         self.untilConvention = untilConvention
         self.supportsNegentropy = supportsNegentropy
-        self.maxMessageLength = maxMessageLength
-        self.maxLimit = maxLimit
+        self.maxMessageLength = RelayStatedNumber.limit(maxMessageLength)
+        self.maxLimit = RelayStatedNumber.limit(maxLimit)
         self.acceptsEventsBatch = acceptsEventsBatch
         self.supportsAuthentication = supportsAuthentication
         self.authenticationRequired = authenticationRequired
-        self.software = software
+        self.software = software.map { RelayText.forReport($0) }
     }
 }
 
@@ -332,6 +334,27 @@ public enum ManagedTransportEvent: Sendable, Hashable {
     /// This relay's connection failed to open or was lost, with the transport's description; a
     /// reconnect follows on the session's backoff schedule.
     case connectionFailed(relayURL: String, String)
+}
+
+extension ManagedTransportEvent {
+    /// The report as the engine gives it to the host: every text in it through
+    /// `RelayText.forReport` (at most `maxReportTextBytes`, control and bidi characters
+    /// replaced). Notices and connection failures quote relay text (a NOTICE, a NEG-ERR, an
+    /// HTTP status line); a relay sending 512 KiB of it back to back must not fill the host's
+    /// queues, logs or screen.
+    public var bounded: ManagedTransportEvent {
+        switch self {
+        case .notice(let url, let text): .notice(relayURL: url, RelayText.forReport(text))
+        case .connectionFailed(let url, let text): .connectionFailed(relayURL: url, RelayText.forReport(text))
+        case .delivery(let url, let intentID, let decision):
+            .delivery(
+                relayURL: url, intentID: intentID,
+                decision: DeliveryDecision(
+                    eventID: decision.eventID, state: decision.state, category: decision.category,
+                    message: RelayText.forReport(decision.message)))
+        case .state, .relayState, .relayInformation, .ingested, .synced: self
+        }
+    }
 }
 
 /// What the host must do.

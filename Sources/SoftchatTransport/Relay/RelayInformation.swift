@@ -1,4 +1,5 @@
 public import SoftchatJSON
+import SoftchatCore
 
 /// A relay's NIP-11 information document, with the `limitation` fields Softchat respects.
 public struct RelayInformation: Sendable, Hashable {
@@ -8,7 +9,8 @@ public struct RelayInformation: Sendable, Hashable {
     public var name: String? { document["name"]?.stringValue }
     /// The integers of `supported_nips` (other entries are skipped); empty when it is absent.
     public var supportedNIPs: [Int64] { document["supported_nips"]?.arrayValue?.compactMap(\.int64Value) ?? [] }
-    /// `limitation.max_message_length`: the longest message the relay accepts, in bytes.
+    /// `limitation.max_message_length`: the longest message the relay accepts, in bytes. Like
+    /// every `limitation` number, nil unless it is 1 to 2^31 − 1.
     public var maxMessageLength: Int? { limitation("max_message_length") }
     /// `limitation.max_subscriptions`: the most subscriptions one connection may hold open.
     public var maxSubscriptions: Int? { limitation("max_subscriptions") }
@@ -22,8 +24,10 @@ public struct RelayInformation: Sendable, Hashable {
     /// Softchat's own extension: the relay accepts the EVENTS batch frame.
     public var acceptsEventsBatch: Bool { document["softchat"]?["events_batch"]?.boolValue ?? false }
 
+    /// A `limitation` number within `RelayStatedNumber.statedRange`; nil when absent, not an
+    /// integer, or out of that range (a relay's `-9223372036854775808` states nothing).
     private func limitation(_ key: String) -> Int? {
-        document["limitation"]?[key]?.int64Value.map { Int(clamping: $0) }
+        RelayStatedNumber.limit(document["limitation"]?[key]?.int64Value)
     }
 
     /// Wraps a parsed NIP-11 document.
