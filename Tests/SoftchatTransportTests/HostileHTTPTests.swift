@@ -31,6 +31,63 @@ import Testing
     }
 }
 
+/// A relay that trickles its answer a byte at a time, each just inside a read's timeout, held the
+/// blocking `RelayInformation.fetch` and `WebSocketClient.connect` for hours: their timeout was
+/// per read. It is per exchange now (`Deadline`).
+@Suite struct TrickleTests {
+    /// Accepts one connection, reads the request head, then sends `answer` one byte every 40 ms
+    /// (300 bytes: 12 s) and holds the connection until the test ends.
+    static func trickle(_ answer: String, _ body: (Int) throws -> Void) throws {
+        let listener = try TCPListener()
+        defer { listener.close() }
+        let done = DispatchSemaphore(value: 0)
+        let bytes = Array(answer.utf8)
+        let port = listener.port
+        Thread.detachNewThread {
+            guard let tcp = try? listener.accept(timeoutMilliseconds: 5_000) else { return }
+            defer { tcp.close() }
+            _ = try? WebSocketClient.readHead(tcp, timeoutMilliseconds: 3_000)
+            for byte in bytes {
+                if done.wait(timeout: .now() + .milliseconds(40)) == .success { return }
+                guard (try? tcp.write([byte])) != nil else { return }
+            }
+            _ = done.wait(timeout: .now() + .seconds(30))
+        }
+        defer { done.signal() }
+        try body(Int(port))
+    }
+
+    static let head = "HTTP/1.1 200 OK\r\nX-Padding: " + String(repeating: "p", count: 280) + "\r\n\r\n{}"
+
+    @Test func aNIP11AnswerTrickledAByteAtATimeTimesOutWithinTheConnectTimeout() throws {
+        try Self.trickle(Self.head) { port in
+            var options = ConnectionOptions()
+            options.connectTimeoutMilliseconds = 500
+            let started = IODriver.monotonicMilliseconds()
+            #expect(throws: TransportError.self) { _ = try RelayInformation.fetch(try RelayEndpoint("ws://127.0.0.1:\(port)"), options: options) }
+            let took = IODriver.monotonicMilliseconds() - started
+            // Per read, it would have lasted the whole trickle (12 s).
+            #expect(took < 4_000, "\(took) ms")
+        }
+    }
+
+    @Test func aWebSocketUpgradeTrickledAByteAtATimeTimesOutWithinTheConnectTimeout() throws {
+        try Self.trickle(Self.head.replacingOccurrences(of: "200 OK", with: "101 Switching Protocols")) { port in
+            var options = ConnectionOptions()
+            options.connectTimeoutMilliseconds = 500
+            let started = IODriver.monotonicMilliseconds()
+            do throws(TransportError) {
+                _ = try WebSocketClient.connect(try RelayEndpoint("ws://127.0.0.1:\(port)"), options: options)
+                Issue.record("the upgrade completed")
+            } catch {
+                #expect(error.kind == .timeout, "\(error)")
+            }
+            let took = IODriver.monotonicMilliseconds() - started
+            #expect(took < 4_000, "\(took) ms")
+        }
+    }
+}
+
 /// A NIP-11 document's numbers are the relay's: each `limitation` is taken only from 1 to
 /// 2^31 − 1 (`RelayStatedNumber`), so `-9223372036854775808` states nothing instead of reaching
 /// the engine's frame arithmetic as `Int.min`.

@@ -85,7 +85,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     ///   - pattern: The handshake pattern, one of ``NoiseStream/streamPatterns``.
     ///   - localStatic: This client's static key pair, for patterns that send it.
     ///   - remoteStatic: The relay's static public key, required in advance or pinned.
-    ///   - timeoutMilliseconds: The longest wait for each read of a handshake message.
+    ///   - timeoutMilliseconds: The longest wait for the whole handshake.
     ///   - rekeyAfterMessages: Transport messages per key in each direction before a rekey;
     ///     0 for never. The relay must use the same interval.
     /// - Throws: ``TransportError``: `.handshake` when the pattern is not available, a key is
@@ -101,6 +101,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         underlying = stream
         isInitiator = true
         self.rekeyAfterMessages = rekeyAfterMessages
+        let deadline = Deadline(afterMilliseconds: timeoutMilliseconds)
         do throws(TransportError) {
             let hs = try NoiseTransportMessages.clientHandshake(pattern: pattern, localStatic: localStatic, remoteStatic: remoteStatic)
             var reader = FrameReader()
@@ -110,7 +111,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
                     try Self.writeFrame(stream, try Self.handshake(pattern) { () throws(NoiseError) in try hs.writeMessage() })
                 } else {
                     let frame = try reader.next(
-                        stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise \(pattern.name) handshake with the relay",
+                        stream, deadline: deadline, during: "the Noise \(pattern.name) handshake with the relay",
                         closedHint: hint)
                     try NoiseTransportMessages.clientRead(hs, frame, pinned: remoteStatic)
                 }
@@ -138,7 +139,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     ///   - patterns: The patterns accepted, in order of preference, each one of
     ///     ``NoiseStream/streamPatterns``.
     ///   - localStatic: The relay's static key pair.
-    ///   - timeoutMilliseconds: The longest wait for each read of a handshake message.
+    ///   - timeoutMilliseconds: The longest wait for the whole handshake.
     ///   - rekeyAfterMessages: Transport messages per key in each direction before a rekey;
     ///     0 for never. The client must use the same interval.
     /// - Throws: ``TransportError``: `.handshake` when `patterns` is empty or holds one that is
@@ -153,12 +154,13 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         underlying = stream
         isInitiator = false
         self.rekeyAfterMessages = rekeyAfterMessages
+        let deadline = Deadline(afterMilliseconds: timeoutMilliseconds)
         do throws(TransportError) {
             guard !patterns.isEmpty else { throw TransportError(.handshake, "no Noise pattern is accepted") }
             for p in patterns { try Self.checkStreamPattern(p) }
             var reader = FrameReader()
             let first = try reader.next(
-                stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise handshake with the client", closedHint: "")
+                stream, deadline: deadline, during: "the Noise handshake with the client", closedHint: "")
             var chosen: NoiseHandshakeState?
             var errors: [String] = []
             for p in patterns {
@@ -190,7 +192,7 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
                     try Self.writeFrame(stream, try Self.handshake(pattern) { () throws(NoiseError) in try hs.writeMessage() })
                 } else {
                     let frame = try reader.next(
-                        stream, timeoutMilliseconds: timeoutMilliseconds, during: "the Noise \(pattern.name) handshake with the client",
+                        stream, deadline: deadline, during: "the Noise \(pattern.name) handshake with the client",
                         closedHint: "")
                     try Self.checkEmpty(try Self.handshake(pattern) { () throws(NoiseError) in try hs.readMessage(frame) }, pattern)
                 }
@@ -226,8 +228,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
         var buffer: [UInt8] = []
         var leftover: [UInt8] { buffer }
 
-        mutating func next(_ stream: any ByteStream, timeoutMilliseconds: Int32, during: String, closedHint: String) throws(TransportError) -> [UInt8]
-        {
+        /// The next handshake message, read before `deadline`.
+        mutating func next(_ stream: any ByteStream, deadline: Deadline, during: String, closedHint: String) throws(TransportError) -> [UInt8] {
             var chunk = [UInt8](repeating: 0, count: 4096)
             while true {
                 if buffer.count >= 2 {
@@ -239,10 +241,11 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
                     }
                 }
                 let n: Int
-                do {
-                    n = try readChunk(stream, &chunk, timeoutMilliseconds: timeoutMilliseconds)
+                do throws(TransportError) {
+                    if deadline.hasPassed { throw TransportError(.timeout, "no time left") }
+                    n = try readChunk(stream, &chunk, timeoutMilliseconds: deadline.remaining)
                 } catch {
-                    if error.kind == .timeout { throw TransportError(.timeout, "\(during) timed out after \(timeoutMilliseconds) ms") }
+                    if error.kind == .timeout { throw TransportError(.timeout, "\(during) did not complete in time") }
                     throw TransportError(.handshake, "\(during) failed: \(error.message)\(closedHint)")
                 }
                 if n == 0 { throw TransportError(.handshake, "the connection closed during \(during)\(closedHint)") }

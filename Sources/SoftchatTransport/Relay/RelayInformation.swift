@@ -39,22 +39,23 @@ public struct RelayInformation: Sendable, Hashable {
     /// noise:// inside the Noise channel). Blocks the calling thread.
     /// - Parameters:
     ///   - endpoint: The relay whose document to fetch.
-    ///   - options: TLS, Noise and timeout settings; `connectTimeoutMilliseconds` also bounds
-    ///     each read of the answer.
+    ///   - options: TLS, Noise and timeout settings; `connectTimeoutMilliseconds` bounds the
+    ///     whole exchange (connect, TLS or Noise, request and answer), however the relay
+    ///     trickles its bytes.
     /// - Returns: The relay's document.
     /// - Throws: ``TransportError``: the failures of opening a connection (`.resolve`,
     ///   `.connect`, `.timeout`, `.tls`, `.certificate`, `.handshake`); `.http` for an answer
     ///   that is malformed or over a limit (see `HTTPMessageReader`: the head, a bad
     ///   `Content-Length`, a chunked body), cut short, with a status other than 200, a document
-    ///   over 256 KiB or one that is not JSON; `.timeout` when the answer stalls.
+    ///   over 256 KiB or one that is not JSON; `.timeout` when the exchange outlasts
+    ///   `connectTimeoutMilliseconds`.
     public static func fetch(_ endpoint: RelayEndpoint, options: ConnectionOptions = ConnectionOptions()) throws(TransportError) -> RelayInformation {
-        let stream = try WebSocketClient.openStream(endpoint, options: options)
+        let deadline = Deadline(afterMilliseconds: options.connectTimeoutMilliseconds)
+        let stream = try WebSocketClient.openStream(endpoint, options: options, deadline: deadline)
         defer { stream.close() }
         try stream.write(request(endpoint))
         var reader = answerReader()
-        guard
-            case .message(let head, let body) = try WebSocketClient.read(
-                stream, with: &reader, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+        guard case .message(let head, let body) = try WebSocketClient.read(stream, with: &reader, deadline: deadline)
         else { throw TransportError(.http, "the NIP-11 answer: no message") }  // a body framing yields messages only
         try checkStatus(head)
         return try decode(body)

@@ -33,7 +33,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     ///   - tcp: The connected TCP stream to run TLS over; closing the TLS stream closes it.
     ///   - host: The name (sent as SNI) or IP literal the certificate must carry.
     ///   - options: Which CAs to trust.
-    ///   - timeoutMilliseconds: The longest wait for each step of the handshake.
+    ///   - timeoutMilliseconds: The longest wait for the whole handshake.
     /// - Throws: ``TransportError``: `.certificate` when the chain or the name fails
     ///   verification, `.timeout` when the handshake stalls, `.tls` for any other OpenSSL
     ///   failure (including a CA file that cannot be loaded).
@@ -128,7 +128,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     ///   - tcp: The accepted TCP stream to run TLS over; closing the TLS stream closes it.
     ///   - certificateFile: A PEM file holding the certificate chain, leaf first.
     ///   - keyFile: A PEM file holding the certificate's private key.
-    ///   - timeoutMilliseconds: The longest wait for each step of the handshake.
+    ///   - timeoutMilliseconds: The longest wait for the whole handshake.
     /// - Throws: ``TransportError``: `.tls` when the certificate or key cannot be loaded or the
     ///   handshake fails, `.timeout` when the handshake stalls.
     public init(server tcp: TCPStream, certificateFile: String, keyFile: String, timeoutMilliseconds: Int32) throws(TransportError) {
@@ -174,14 +174,16 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
         return TransportError(kind, "\(fallback): \(text)")
     }
 
+    /// The whole handshake within `timeoutMilliseconds`, however the peer trickles its records.
     private func handshake(connect: Bool, timeoutMilliseconds: Int32, host: String) throws(TransportError) {
+        let deadline = Deadline(afterMilliseconds: timeoutMilliseconds)
         while true {
             let rc = withoutSIGPIPE { connect ? SSL_connect(ssl) : SSL_accept(ssl) }
             if rc == 1 { return }
             let e = SSL_get_error(ssl, rc)
             if e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE {
                 var p = pollfd(fd: tcp.fd, events: Int16(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), revents: 0)
-                if poll(&p, 1, timeoutMilliseconds) <= 0 {
+                if deadline.hasPassed || poll(&p, 1, deadline.remaining) <= 0 {
                     throw TransportError(.timeout, "TLS handshake with \(host) timed out")
                 }
                 continue

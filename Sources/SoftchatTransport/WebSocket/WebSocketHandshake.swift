@@ -117,16 +117,18 @@ public enum WebSocketClient {
     ///   - options: TLS, Noise, timeout and message-size settings.
     /// - Returns: The open WebSocket, in the client role.
     /// - Throws: ``TransportError``: `.resolve` or `.connect` when no TCP connection is made;
-    ///   `.timeout` when a step takes longer than `options.connectTimeoutMilliseconds`;
+    ///   `.timeout` when the whole of it (TCP, TLS or Noise, the upgrade) takes longer than
+    ///   `options.connectTimeoutMilliseconds`;
     ///   `.tls` or `.certificate` for wss; `.handshake` when the Noise handshake fails (or the
     ///   static key file cannot be used) or the HTTP upgrade does (a status other than 101, or
     ///   a wrong Sec-WebSocket-Accept). The connection is closed on every failure.
     public static func connect(_ endpoint: RelayEndpoint, options: ConnectionOptions = ConnectionOptions()) throws(TransportError) -> WebSocket {
-        let stream = try openStream(endpoint, options: options)
+        let deadline = Deadline(afterMilliseconds: options.connectTimeoutMilliseconds)
+        let stream = try openStream(endpoint, options: options, deadline: deadline)
         let key = HandshakeCrypto.randomKey()
         do throws(TransportError) {
             try stream.write(upgradeRequest(endpoint, key: key))
-            let (head, leftover) = try readHead(stream, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+            let (head, leftover) = try readHead(stream, deadline: deadline)
             try checkUpgradeResponse(head, key: key)
             return WebSocket(stream: stream, role: .client, leftover: leftover, maxMessageBytes: options.maxMessageBytes)
         } catch {
@@ -158,15 +160,15 @@ public enum WebSocketClient {
         }
     }
 
-    /// TCP, then TLS for wss:// or the Noise handshake for noise://.
-    static func openStream(_ endpoint: RelayEndpoint, options: ConnectionOptions) throws(TransportError) -> any ByteStream {
-        let tcp = try TCPStream.connect(host: endpoint.host, port: endpoint.port, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+    /// TCP, then TLS for wss:// or the Noise handshake for noise://, all before `deadline`.
+    static func openStream(_ endpoint: RelayEndpoint, options: ConnectionOptions, deadline: Deadline) throws(TransportError) -> any ByteStream {
+        let tcp = try TCPStream.connect(host: endpoint.host, port: endpoint.port, timeoutMilliseconds: deadline.remaining)
         if let noise = endpoint.noise {
             do {
                 let localStatic = noise.pattern.initiatorSendsStatic ? try options.noiseStaticKey() : nil
                 return try NoiseStream(
                     client: tcp, pattern: noise.pattern, localStatic: localStatic,
-                    remoteStatic: noise.relayStaticKey, timeoutMilliseconds: options.connectTimeoutMilliseconds,
+                    remoteStatic: noise.relayStaticKey, timeoutMilliseconds: deadline.remaining,
                     rekeyAfterMessages: options.noiseRekeyAfterMessages)
             } catch {
                 tcp.close()
@@ -175,7 +177,7 @@ public enum WebSocketClient {
         }
         guard endpoint.secure else { return tcp }
         do {
-            return try TLSStream(client: tcp, host: endpoint.host, options: options.tls, timeoutMilliseconds: options.connectTimeoutMilliseconds)
+            return try TLSStream(client: tcp, host: endpoint.host, options: options.tls, timeoutMilliseconds: deadline.remaining)
         } catch {
             tcp.close()
             throw error
@@ -188,25 +190,33 @@ public enum WebSocketClient {
         HTTPMessageReader(framing: .headOnly, kind: .handshake, what: "the WebSocket upgrade answer")
     }
 
-    /// Reads an HTTP head (at most 16 KiB, strictly parsed) and whatever followed it.
+    /// Reads an HTTP head (at most 16 KiB, strictly parsed) and whatever followed it, within
+    /// `timeoutMilliseconds` in all.
     static func readHead(_ stream: any ByteStream, timeoutMilliseconds: Int32) throws(TransportError) -> (HTTPHead, [UInt8]) {
+        try readHead(stream, deadline: Deadline(afterMilliseconds: timeoutMilliseconds))
+    }
+
+    /// Reads an HTTP head (at most 16 KiB, strictly parsed) and whatever followed it, before
+    /// `deadline`.
+    static func readHead(_ stream: any ByteStream, deadline: Deadline) throws(TransportError) -> (HTTPHead, [UInt8]) {
         var reader = HTTPMessageReader(framing: .headOnly, kind: .handshake, what: "the HTTP head")
-        guard case .head(let head, let rest) = try read(stream, with: &reader, timeoutMilliseconds: timeoutMilliseconds) else {
+        guard case .head(let head, let rest) = try read(stream, with: &reader, deadline: deadline) else {
             throw TransportError(.handshake, "the HTTP head: no head")  // .headOnly yields heads only
         }
         return (head, rest)
     }
 
-    /// Feeds `reader` from `stream` until it produces a head or a message (blocking; each read
-    /// waits at most `timeoutMilliseconds`).
+    /// Feeds `reader` from `stream` until it produces a head or a message (blocking, until
+    /// `deadline` at most: a peer trickling bytes cannot hold it longer).
     static func read(
-        _ stream: any ByteStream, with reader: inout HTTPMessageReader, timeoutMilliseconds: Int32
+        _ stream: any ByteStream, with reader: inout HTTPMessageReader, deadline: Deadline
     ) throws(TransportError) -> HTTPMessageReader.Progress {
         var chunk = [UInt8](repeating: 0, count: 16384)
         while true {
             let n: Int
+            if deadline.hasPassed { throw TransportError(.timeout, "the HTTP exchange did not complete in time") }
             do {
-                n = try readChunk(stream, &chunk, timeoutMilliseconds: timeoutMilliseconds)
+                n = try readChunk(stream, &chunk, timeoutMilliseconds: deadline.remaining)
             } catch  where error.kind == .closed {
                 n = 0
             }
@@ -231,7 +241,7 @@ public enum ServerHandshake {
     /// upgrade or returns a plain GET for the caller to answer.
     /// - Parameters:
     ///   - stream: The accepted connection (TCP, TLS or Noise).
-    ///   - timeoutMilliseconds: The longest wait for each read of the request head.
+    ///   - timeoutMilliseconds: The longest wait for the whole request head.
     ///   - maxMessageBytes: The largest message the resulting WebSocket accepts.
     /// - Returns: ``ServerHandshake/websocket(_:)`` after a successful upgrade, or
     ///   ``ServerHandshake/http(path:accept:stream:)`` for a GET without one.
