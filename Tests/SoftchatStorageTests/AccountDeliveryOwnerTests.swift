@@ -44,6 +44,45 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: file))
     }
 
+    /// `<account>.owners/` was trusted as found: another user's 0777 folder, or a symlink, was
+    /// used, and that user could delete live lock files so that another process of the account
+    /// took a live owner's work and delivered it twice.
+    @Test func anOwnersFolderOthersCanWriteOrASymlinkIsRefusedAndProvesNoDeath() throws {
+        let t = try TestAccount()
+        let folder = t.path + ".owners"
+        #expect(mkdir(folder, 0o777) == 0 && chmod(folder, 0o777) == 0)
+        expectSoftchatError(.accountStorageFailed, mentioning: ["not trusted", "mode 777"]) {
+            _ = try t.account.delivery.registerOwner(id: "run-1")
+        }
+        // A lock file nobody holds, in a folder others can write: not taken as a death.
+        FileManager.default.createFile(atPath: folder + "/run-0", contents: nil)
+        #expect(DeliveryOwner.isAlive(id: "run-0", accountPath: t.path))
+        #expect(FileManager.default.fileExists(atPath: folder + "/run-0"), "nothing removed from a folder not ours")
+        // A symlink to a private folder elsewhere is not followed.
+        try FileManager.default.removeItem(atPath: folder)
+        let elsewhere = t.path + ".elsewhere"
+        #expect(mkdir(elsewhere, 0o700) == 0)
+        #expect(symlink(elsewhere, folder) == 0)
+        expectSoftchatError(.accountStorageFailed, mentioning: ["cannot open the folder"]) {
+            _ = try t.account.delivery.registerOwner(id: "run-1")
+        }
+        #expect(DeliveryOwner.isAlive(id: "run-0", accountPath: t.path))
+        try FileManager.default.removeItem(atPath: folder)
+        // Another user's private folder (only root can make one here).
+        if geteuid() == 0 {
+            #expect(mkdir(folder, 0o700) == 0 && chown(folder, 65534, 65534) == 0)
+            expectSoftchatError(.accountStorageFailed, mentioning: ["belongs to user 65534"]) {
+                _ = try t.account.delivery.registerOwner(id: "run-1")
+            }
+            try FileManager.default.removeItem(atPath: folder)
+        }
+        // Its own folder again: registered, and a live owner is seen alive.
+        let owner = try t.account.delivery.registerOwner(id: "run-1")
+        #expect(DeliveryOwner.isAlive(id: "run-1", accountPath: t.path))
+        owner.close()
+        #expect(!DeliveryOwner.isAlive(id: "run-1", accountPath: t.path))
+    }
+
     @Test func aDeadOwnersUnexpiredLeaseIsTakenAtOnceAndItsLostAnswerCounted() throws {
         let t = try TestAccount()
         let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(3), relayURLs: [relayA], now: t0)

@@ -18,6 +18,14 @@ import Synchronization
 /// an unexpired lease asks whether its owner still holds the lock; when not, the owner's leases
 /// are expired at once and their work claimed. The managed transport registers one owner per run.
 ///
+/// The folder is trusted only as this user's own: a real directory (not a symlink), owned by
+/// the effective user, with no permission for group or others; every lock file is opened and
+/// removed relative to the folder's descriptor (`openat`, `unlinkat`), so no path swapped in
+/// between the check and the use is followed. A folder another user can write could have live
+/// lock files deleted, making another process of the account take a live owner's work and
+/// deliver it twice: such a folder fails `register`, and `isAlive` takes every owner in it as
+/// alive (its leases then end with time).
+///
 /// `flock` locks belong to an open file, not to a process, so a second owner in the same process
 /// is told apart too. An in-memory account has no file beside it: its owners are never found dead
 /// (their leases expire with time, as before).
@@ -25,13 +33,12 @@ public final class DeliveryOwner: Sendable {
     /// The owner's id: letters, digits, `-`, `_` and `.`, at most 64 bytes; recorded on each
     /// lease it claims.
     public let id: String
-    private let lockPath: String?
-    private let descriptor: Mutex<Int32>
+    /// The lock file's descriptor and its folder's (-1 for an account that is not a file).
+    private let descriptors: Mutex<(file: Int32, folder: Int32)>
 
-    init(id: String, lockPath: String?, descriptor: Int32) {
+    init(id: String, descriptor: Int32, folder: Int32) {
         self.id = id
-        self.lockPath = lockPath
-        self.descriptor = Mutex(descriptor)
+        self.descriptors = Mutex((descriptor, folder))
     }
 
     deinit { close() }
@@ -39,13 +46,48 @@ public final class DeliveryOwner: Sendable {
     /// Gives the hold up (also done when the owner is released): its leases then expire with
     /// time, or at once when another process's claim finds the lock file gone. Idempotent.
     public func close() {
-        descriptor.withLock { fd in
-            guard fd >= 0 else { return }
-            if let lockPath { unlink(lockPath) }
-            _ = flock(fd, LOCK_UN)
-            _ = Glibc.close(fd)
-            fd = -1
+        descriptors.withLock { d in
+            guard d.file >= 0 else { return }
+            unlinkat(d.folder, id, 0)
+            _ = flock(d.file, LOCK_UN)
+            _ = Glibc.close(d.file)
+            _ = Glibc.close(d.folder)
+            d = (-1, -1)
         }
+    }
+
+    /// Why a folder cannot be trusted with lock files, or nil when it can.
+    enum FolderRefusal: Error {
+        case cannotOpen(Int32)
+        case notPrivate(String)
+    }
+
+    /// Opens the owners folder (creating it 0700 when absent) and checks it is this user's own:
+    /// a directory reached without following a symlink, owned by the effective user, no
+    /// permission for group or others. Returns its descriptor.
+    static func openFolder(_ folder: String, create: Bool) -> Result<Int32, FolderRefusal> {
+        if create && mkdir(folder, 0o700) != 0 && errno != EEXIST { return .failure(.cannotOpen(errno)) }
+        let fd = Glibc.open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(.cannotOpen(errno)) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let e = errno
+            _ = Glibc.close(fd)
+            return .failure(.cannotOpen(e))
+        }
+        var why: String?
+        if info.st_mode & S_IFMT != S_IFDIR {
+            why = "it is not a directory"
+        } else if info.st_uid != geteuid() {
+            why = "it belongs to user \(info.st_uid), not to this user (\(geteuid()))"
+        } else if info.st_mode & 0o077 != 0 {
+            why = "its mode \(String(info.st_mode & 0o777, radix: 8)) lets others in (0700 expected)"
+        }
+        if let why {
+            _ = Glibc.close(fd)
+            return .failure(.notPrivate(why))
+        }
+        return .success(fd)
     }
 
     /// The folder of the account's owner lock files, or nil for an account that is not a file.
@@ -65,35 +107,50 @@ public final class DeliveryOwner: Sendable {
             throw .invalidDeliveryState(
                 "delivery owner id must be 1 to 64 letters, digits, '-', '_' or '.'", operation: .relayPublish)
         }
-        guard let folder = folder(forAccount: accountPath) else { return DeliveryOwner(id: id, lockPath: nil, descriptor: -1) }
-        if mkdir(folder, 0o700) != 0 && errno != EEXIST {
-            throw SoftchatError(.accountStorageFailed, "delivery owner: cannot create \(folder) (errno \(errno))", operation: .relayPublish)
+        guard let folder = folder(forAccount: accountPath) else { return DeliveryOwner(id: id, descriptor: -1, folder: -1) }
+        let dir: Int32
+        switch openFolder(folder, create: true) {
+        case .success(let fd): dir = fd
+        case .failure(.cannotOpen(let e)):
+            throw SoftchatError(.accountStorageFailed, "delivery owner: cannot open the folder \(folder) (errno \(e))", operation: .relayPublish)
+        case .failure(.notPrivate(let why)):
+            throw SoftchatError(.accountStorageFailed, "delivery owner: \(folder) is not trusted: \(why)", operation: .relayPublish)
         }
-        let path = folder + "/" + id
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let fd = openat(dir, id, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
-            throw SoftchatError(.accountStorageFailed, "delivery owner: cannot open \(path) (errno \(errno))", operation: .relayPublish)
+            let e = errno
+            _ = Glibc.close(dir)
+            throw SoftchatError(.accountStorageFailed, "delivery owner: cannot open \(folder)/\(id) (errno \(e))", operation: .relayPublish)
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             _ = Glibc.close(fd)
+            _ = Glibc.close(dir)
             throw .invalidDeliveryState("delivery owner \(id) is already registered by a live process", operation: .relayPublish)
         }
-        return DeliveryOwner(id: id, lockPath: path, descriptor: fd)
+        return DeliveryOwner(id: id, descriptor: fd, folder: dir)
     }
 
     /// Whether the owner `id` of the account at `accountPath` is alive: its lock file exists and
     /// someone holds its lock. A dead owner's file is removed. Unknown for an account that is not a
-    /// file (treated as alive).
+    /// file, and for a folder that is not this user's own (both treated as alive).
     static func isAlive(id: String, accountPath: String) -> Bool {
         guard let folder = folder(forAccount: accountPath) else { return true }
         guard isValidID(id) else { return false }
-        let path = folder + "/" + id
-        let fd = Glibc.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        let dir: Int32
+        switch openFolder(folder, create: false) {
+        case .success(let fd): dir = fd
+        // No folder: no owner's lock file, as before the folder was checked.
+        case .failure(.cannotOpen(let e)) where e == ENOENT: return false
+        // Someone else's, or unreadable: nothing in it proves a death.
+        case .failure: return true
+        }
+        defer { _ = Glibc.close(dir) }
+        let fd = openat(dir, id, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return errno != ENOENT }
         defer { _ = Glibc.close(fd) }
         if flock(fd, LOCK_EX | LOCK_NB) == 0 {
             // Nobody holds it: the owner is gone. Remove its file while holding the lock.
-            unlink(path)
+            unlinkat(dir, id, 0)
             _ = flock(fd, LOCK_UN)
             return false
         }
