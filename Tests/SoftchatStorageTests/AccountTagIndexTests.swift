@@ -66,6 +66,31 @@ import Testing
         #expect(try t.scalar("SELECT COUNT(*) FROM event_tags WHERE name = '' AND event_seq = (SELECT seq FROM events WHERE id = '\(one.id)')") == 1)
     }
 
+    /// 400 spam events past the bound, each with a `p` tag for the user: a `limit: 1` read
+    /// decoded and held every one of them (233 MB and 0.68 s at 65 tags each). Now the marked
+    /// events are read newest first, only as far as the limit and its second's ties.
+    @Test func aLimitedTagReadReadsOnlyAsManyMarkedEventsAsItsLimitNeeds() throws {
+        let t = try TestAccount()
+        let me = StorageKeys.bob.publicKeyHex
+        let spam = (0..<400).map { i in
+            signed(kind: 1, tags: (0..<65).map { ["t", "s\(i)-\($0)"] } + [["p", me]], content: "spam \(i)", createdAt: t0 + Int64(i))
+        }
+        let ties = (0..<3).map { i in
+            signed(kind: 1, tags: (0..<65).map { ["t", "tie\(i)-\($0)"] } + [["p", me]], content: "tie \(i)", createdAt: t0 + 1_000)
+        }
+        _ = try t.account.incoming.ingest(spam + ties, receivedAt: t0)
+        #expect(try t.scalar("SELECT COUNT(*) FROM event_tags WHERE name = ''") == 403)
+        let filter = try RelayFilter.fromJSON(##"{"#p":["\##(me)"]}"##)
+        let read = try t.account.store.write("read") { db in try SoftchatAccount.overflowEvents(db, filter, now: t0, limit: 1) }
+        #expect(Set(read.map(\.id)) == Set(ties.map(\.id)), "the limit's second, read to its end; nothing older")
+        let lowest = ties.map(\.id).min()!
+        #expect(try t.served([##"{"#p":["\##(me)"]}"##], limit: 1) == [lowest])
+        #expect(try t.served([##"{"#p":["\##(me)"],"limit":5}"##]) == ties.map(\.id).sorted() + [spam[399].id, spam[398].id])
+        // Without a limit every match is read, as before.
+        let all = try t.account.store.write("read") { db in try SoftchatAccount.overflowEvents(db, filter, now: t0) }
+        #expect(all.count == 403)
+    }
+
     @Test func anEventPastTheBoundIsFoundByEveryTagFilterAndOnlyByMatchingOnes() throws {
         let t = try TestAccount()
         let many = signed(

@@ -92,6 +92,7 @@ final class HostileRelayRun {
         var input = FuzzInput(bytes)
         hostileLimits = RelayLimits(information: RelayInformation(document: Self.information(&input)))
         pump()
+        completeOpens()
         var moves = 0
         while !input.isExhausted && moves < Self.maxMoves {
             moves += 1

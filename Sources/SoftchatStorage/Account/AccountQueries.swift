@@ -99,15 +99,37 @@ extension SoftchatAccount {
         throws -> [VerifiedEvent]
     {
         guard !filter.tagConditions.isEmpty else { return indexed }
-        let overflow = try overflowEvents(db, filter, now: now)
+        let overflow = try overflowEvents(db, filter, now: now, limit: limit.map { Int(clamping: $0) })
         guard !overflow.isEmpty else { return indexed }
         return newestFirst(indexed + overflow, limit: limit.map { Int(clamping: $0) })
     }
 
     /// The events stored with the tag index's overflow marker that `filter` matches, decided by
     /// `RelayFilter.matches` (SQL narrows by everything but tags); served ones only (not deleted,
-    /// not expired as of `now`) unless `now` is nil.
-    static func overflowEvents(_ db: SQLiteConnection, _ filter: RelayFilter, now: Int64?, after mark: Int64? = nil) throws -> [VerifiedEvent] {
+    /// not expired as of `now`) unless `now` is nil. With a `limit`, read newest first and only
+    /// as far as the `limit`-th match and its second's other matches (the caller cuts by NIP-01's
+    /// order): a relay's spam of marked events no longer makes a read that wants one event
+    /// decode and hold all of them.
+    static func overflowEvents(
+        _ db: SQLiteConnection, _ filter: RelayFilter, now: Int64?, after mark: Int64? = nil, limit: Int? = nil
+    ) throws -> [VerifiedEvent] {
+        var out: [VerifiedEvent] = []
+        var boundary: Int64?
+        try forEachOverflowEvent(db, filter, now: now, after: mark, newestFirst: limit != nil) { event in
+            if let boundary, event.createdAt < boundary { return false }
+            out.append(event)
+            if out.count == limit { boundary = event.createdAt }
+            return true
+        }
+        return out
+    }
+
+    /// Calls `body` with each marked event `filter` matches (newest first when asked) until it
+    /// returns false; one event decoded at a time, none kept.
+    static func forEachOverflowEvent(
+        _ db: SQLiteConnection, _ filter: RelayFilter, now: Int64?, after mark: Int64?, newestFirst: Bool,
+        _ body: (VerifiedEvent) throws -> Bool
+    ) throws {
         var sql = "SELECT e.json FROM event_tags o JOIN events e ON e.seq = o.event_seq WHERE o.name = ? AND o.value = ''"
         var args: [SQLValue] = [.text(TagIndex.overflowName)]
         if let mark {
@@ -119,13 +141,14 @@ extension SoftchatAccount {
             args.append(.int(now))
         }
         narrow(filter, timeColumn: "e.created_at", tags: false, sql: &sql, args: &args)
+        if newestFirst { sql += " ORDER BY e.created_at DESC" }
         let statement = try db.statement(sql).bind(args)
-        var out: [VerifiedEvent] = []
+        defer { statement.reset() }
         while try statement.step() {
             let event = try VerifiedEvent(storedJSON: statement.text(0))
-            if filter.matches(event) { out.append(event) }
+            guard filter.matches(event) else { continue }
+            guard try body(event) else { break }
         }
-        return out
     }
 
     /// Appends the SQL conditions that select exactly the events `filter` matches (ids and

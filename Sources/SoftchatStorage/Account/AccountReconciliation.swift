@@ -87,9 +87,12 @@ extension SoftchatAccount {
     /// a filter without tag conditions: the SQL that reads the other events decides it whole.
     static func overflowItems(_ db: SQLiteConnection, _ filter: RelayFilter, after mark: Int64? = nil) throws -> [NegentropyItem] {
         guard !filter.tagConditions.isEmpty else { return [] }
-        return try overflowEvents(db, filter.withoutLimit(), now: nil, after: mark).compactMap {
-            NegentropyItem(createdAt: $0.createdAt, idHex: $0.id)
+        var items: [NegentropyItem] = []
+        try forEachOverflowEvent(db, filter.withoutLimit(), now: nil, after: mark, newestFirst: false) { event in
+            if let item = NegentropyItem(createdAt: event.createdAt, idHex: event.id) { items.append(item) }
+            return true
         }
+        return items
     }
 
     /// `items` sorted by time, then id, each once. SQL orders the rows by the time index alone
