@@ -18,6 +18,7 @@ Prints "interop-noise: N passed, M failed"; exits non-zero on any failure.
 Usage (from the repository root; run with the peers venv's python, which has `noise`):
   ./.peers/venv/bin/python scripts/interop_noise.py [SOFTCHAT_BINARY] [--events N]
 """
+import hashlib, hmac
 import json
 import os
 import socket
@@ -219,8 +220,13 @@ def run_round(pattern, work):
     check(ok and mode == 0o600 and size == 32, f"{pattern}: the client's Noise static key sits beside the account (mode {oct(mode or 0)}, {size} bytes)")
     if pattern == "IK" and ok:
         with open(noise_key, "rb") as f:
-            client_public = x25519_public(f.read()).hex()
-        check(client_public in proxy.client_keys, f"{pattern}: the responder saw that static key ({client_public[:16]}…)")
+            secret = f.read()
+        # Each relay is shown a key of its own, derived from the file's secret for its host:port
+        # (NoiseKeyPair.forRelay); the file's own key is never shown.
+        derived = hmac.new(secret, f"softchat noise static key v1 127.0.0.1:{proxy.port}".encode(), hashlib.sha256).digest()
+        client_public = x25519_public(derived).hex()
+        check(client_public in proxy.client_keys, f"{pattern}: the responder saw the key derived for it ({client_public[:16]}…)")
+        check(x25519_public(secret).hex() not in proxy.client_keys, f"{pattern}: the file's own static key was never shown")
 
     sdb = os.path.join(work, f"{pattern}-b.db")
     r = softchat(["sync", "--relay", url, "--db", sdb, "--filter", json.dumps({"kinds": [1], "#t": [tag]}), "--json", "--timeout", "120"])

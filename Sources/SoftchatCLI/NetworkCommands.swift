@@ -25,6 +25,8 @@ enum NetworkOptions {
             }
             policy.connection.noiseStaticKeyFile = noiseKey
         }
+        // A relay without a pinned key: only on the user's word, never the URL's.
+        if parsed.has("--unauthenticated-noise") { policy.connection.allowsUnauthenticatedNoise = true }
         if parsed.has("--no-events-batch") { policy.eventsBatch = .never }
         if parsed.has("--no-negentropy") { policy.negentropy = false }
         return policy
@@ -70,7 +72,8 @@ enum NetworkOptions {
 enum PublishCommand {
     static let help = """
         usage: softchat publish --relay URL[,URL…] --key FILE --db FILE [--message TEXT] [--json]
-                                [--ca-file PEM] [--noise-key FILE] [--no-events-batch] [--timeout SECONDS]
+                                [--ca-file PEM] [--noise-key FILE] [--unauthenticated-noise] [--no-events-batch]
+                                [--timeout SECONDS]
 
         Publishes through the durable account: the signed events given one per line on stdin
         (or one public kind-1 note signed from --message: not a kind-14 chat message, which NIP-17
@@ -82,13 +85,15 @@ enum PublishCommand {
         Progress goes to standard error, and only when it is a terminal.
         URL is ws://, wss:// or noise://host:port?pattern=IK&key=<relay static key, 64 hex>
         (pattern XX when absent; with XX a key pins the relay's key). For noise://, --noise-key
-        is this client's X25519 static key file (default <db>.noise-key, created mode 0600).
+        is this client's X25519 static key file (default <db>.noise-key, created mode 0600);
+        each relay is shown a key derived for it from that one. A noise:// URL without a pinned
+        key (unauthenticated=yes) is dialled only with --unauthenticated-noise.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(
             args, valued: ["--relay", "--key", "--db", "--message", "--ca-file", "--noise-key", "--timeout"],
-            switches: ["--json", "--no-events-batch", "--help", "-h"])
+            switches: ["--json", "--no-events-batch", "--unauthenticated-noise", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -153,7 +158,8 @@ enum PublishCommand {
 enum SyncCommand {
     static let help = """
         usage: softchat sync --relay URL[,URL…] --db FILE --filter JSON [--key FILE] [--follow] [--json]
-                             [--ca-file PEM] [--noise-key FILE] [--timeout SECONDS] [--no-negentropy] [--each]
+                             [--ca-file PEM] [--noise-key FILE] [--unauthenticated-noise] [--timeout SECONDS]
+                             [--no-negentropy] [--each]
 
         Syncs events matching FILTER (one filter object or an array) from each relay into the
         account until every relay's whole window is synced: by NIP-77 negentropy where the relay
@@ -170,7 +176,7 @@ enum SyncCommand {
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(
             args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--noise-key", "--timeout"],
-            switches: ["--json", "--follow", "--help", "-h", "--no-negentropy", "--each"])
+            switches: ["--json", "--follow", "--help", "-h", "--no-negentropy", "--each", "--unauthenticated-noise"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success

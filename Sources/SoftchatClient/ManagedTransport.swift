@@ -218,6 +218,7 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         config.keepaliveIntervalMilliseconds = policy.keepaliveIntervalMilliseconds
         config.readDeadlineMilliseconds = policy.readDeadlineMilliseconds
         config.publishes = policy.publishes
+        config.authenticatesOverCleartext = policy.authenticatesOverCleartext
         engine = SyncEngine(configuration: config, now: Self.now())
         shared.state.withLock { s in
             s.relays = endpoints.map { ManagedRelayStatus(relayURL: $0.url, state: .connecting, statistics: RelayStatistics()) }

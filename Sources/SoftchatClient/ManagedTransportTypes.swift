@@ -59,6 +59,10 @@ public struct ManagedTransportPolicy: Sendable {
     /// `events` (what no one reads is not buffered). Each event's relay text is at most
     /// `maxReportTextBytes`, so the default holds at most about 16 MiB.
     public var eventBufferLimit = 16_384
+    /// Whether NIP-42 challenges are answered over `ws://` or unauthenticated `noise://` to a
+    /// host other than this machine (`SyncEngineConfiguration.authenticatesOverCleartext`);
+    /// false by default.
+    public var authenticatesOverCleartext = false
 
     /// The default policy: publish and sync, NIP-11 and negentropy on.
     public init() {}

@@ -6,7 +6,10 @@ public import SoftchatContracts
 /// where another is expected, whose finalizer calls the handle's free function; text arguments
 /// are JS strings (null/undefined → NULL), copied into buffers that are zeroed before they are
 /// freed (a secret key passes through them); results are JSON strings, and a `softchat_error`
-/// is thrown as an `Error` with `code` set.
+/// is thrown as an `Error` with `code` set. A callback becomes a thread-safe function whose
+/// queue is bounded (the prelude's CALLBACK_QUEUE_BOUND); calls on a handle returned with
+/// callbacks, and its finalizer, are bracketed so the bound cannot deadlock a JS thread waiting
+/// in one of them for the handle's delivery thread (`callback_wait_begin`/`callback_wait_end`).
 public struct NodeAddonRenderer {
     public let set: ContractSet
     let model: FFIModel
@@ -28,6 +31,7 @@ public struct NodeAddonRenderer {
         w.line(" *   gcc -shared -fPIC -I/usr/include/node -Igenerated/c softchat_addon.c -lSoftchatFFI -o softchat_addon.node")
         w.line(" */")
         w.line("#include <node_api.h>")
+        w.line("#include <pthread.h>")
         w.line("#include <stdlib.h>")
         w.line("#include <string.h>")
         w.line("#include \"softchat.h\"")
@@ -41,7 +45,14 @@ public struct NodeAddonRenderer {
             w.block("static void finalize_\(p)(napi_env env, void *data, void *hint) {") { w in
                 w.line("(void)env;")
                 w.line("(void)hint;")
-                w.line("\(p)_free((\(p) *)data);")
+                if callbackOwners.contains(p) {
+                    // Freeing the last reference stops the handle, which waits for its delivery thread.
+                    w.line("callback_wait_begin();")
+                    w.line("\(p)_free((\(p) *)data);")
+                    w.line("callback_wait_end();")
+                } else {
+                    w.line("\(p)_free((\(p) *)data);")
+                }
             }
         }
         for e in model.entryPoints where e.kind != .free {
@@ -59,6 +70,21 @@ public struct NodeAddonRenderer {
         w.line()
         w.line("NAPI_MODULE(NODE_GYP_MODULE_NAME, init)")
         return GeneratedFile(path: Self.path, contents: w.text)
+    }
+
+    /// The C prefixes of the handle types a call with callbacks returns (the managed transport):
+    /// the library calls those callbacks on the handle's delivery thread, and a call on such a
+    /// handle or its free may wait for that thread (stop() does), so the addon brackets them with
+    /// `callback_wait_begin`/`callback_wait_end` (see the prelude's `callback_waiters`).
+    var callbackOwners: Set<String> {
+        Set(
+            model.entryPoints.compactMap { e -> String? in
+                let takesCallback = model.arguments(e).contains { a in
+                    if case .parameter(_, .callback) = a.role { true } else { false }
+                }
+                guard takesCallback, case .handle(let n) = model.result(e) else { return nil }
+                return FFIModel.cPrefix(n)
+            })
     }
 
     func renderFunction(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
@@ -94,6 +120,7 @@ public struct NodeAddonRenderer {
             var owned: [Owned] = []
             var cleanup: String { owned.map(\.release).joined() }
             var callArgs: [String] = []
+            var waitsForDelivery = false
             for (i, a) in jsArgs.enumerated() {
                 let isCallback: Bool
                 let optionalHandle: Bool
@@ -122,6 +149,7 @@ public struct NodeAddonRenderer {
                 } else {
                     let type = a.cType.replacingOccurrences(of: " *", with: "")
                     let getter = optionalHandle ? "get_optional_handle" : "get_handle"
+                    if callbackOwners.contains(type) { waitsForDelivery = true }
                     w.line("\(type) *a\(i) = NULL;")
                     w.line(
                         "if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandle ? " or null" : "")"))); }"
@@ -131,11 +159,13 @@ public struct NodeAddonRenderer {
             }
             w.line("softchat_error *error = NULL;")
             let call = "\(e.cName)(\((callArgs + ["&error"]).joined(separator: ", ")))"
+            if waitsForDelivery { w.line("callback_wait_begin();") }
             switch model.result(e) {
             case .none: w.line("\(call);")
             case .handle(let n): w.line("\(FFIModel.cPrefix(n)) *result = \(call);")
             case .json: w.line("char *result = \(call);")
             }
+            if waitsForDelivery { w.line("callback_wait_end();") }
             for case .text(let v) in owned { w.line("free_text(\(v));") }
             let callbacks = owned.filter { if case .callback = $0 { true } else { false } }.map(\.release)
             if callbacks.isEmpty {

@@ -116,33 +116,35 @@ extension RustRenderer {
         rustDoc(
             &w,
             t.doc
-                + " Called on the library's delivery thread, in order, one call at a time. A panic is caught at the boundary (unwinding into C is undefined) and skips that one update; the closure is dropped after the final call."
+                + " Called on the library's delivery thread, in order, one call at a time. A panic is caught at the boundary (unwinding into C is undefined) and skips that one update; the closure is dropped after the final call, and a panic in its `Drop` is caught too."
         )
         w.line("pub type \(t.name) = Box<dyn FnMut(\(payloadType)) + Send + 'static>;")
         w.line()
         let trampoline = "trampoline_\(Naming.snake(t.name))"
         w.line("/// The C side of `\(t.name)`: the context is the boxed closure; JSON NULL is the final call.")
+        w.line("/// All of it runs inside `runtime::contain`, so no panic (the listener's, its closure's `Drop`'s,")
+        w.line("/// its payload's) unwinds into the library.")
         w.block("extern \"C\" fn \(trampoline)(context: *mut c_void, json: *const c_char) {") { w in
-            w.line("let slot = context as *mut \(t.name);")
-            w.block("if json.is_null() {") { w in
-                w.line("// SAFETY: the final call; the box was leaked for this listener and is freed once.")
-                w.line("drop(unsafe { Box::from_raw(slot) });")
-                w.line("return;")
-            }
-            w.line("// SAFETY: the library passes NUL-terminated JSON valid during the call.")
-            w.line("let text = unsafe { CStr::from_ptr(json) }.to_string_lossy();")
-            w.block("let value = match Json::parse(&text).and_then(|json| \(payloadType)::from_json(&json)) {", closer: "};") { w in
-                w.line("Ok(value) => value,")
-                w.block("Err(why) => {") { w in
-                    w.line("eprintln!(\"softchat: a malformed \(payloadType) from the library was skipped: {why}\");")
+            w.block("runtime::contain(|| {", closer: "});") { w in
+                w.line("let slot = context as *mut \(t.name);")
+                w.block("if json.is_null() {") { w in
+                    w.line("// SAFETY: the final call; the box was leaked for this listener and is freed once.")
+                    w.line("drop(unsafe { Box::from_raw(slot) });")
                     w.line("return;")
                 }
+                w.line("// SAFETY: the library passes NUL-terminated JSON valid during the call.")
+                w.line("let text = unsafe { CStr::from_ptr(json) }.to_string_lossy();")
+                w.block("let value = match Json::parse(&text).and_then(|json| \(payloadType)::from_json(&json)) {", closer: "};") { w in
+                    w.line("Ok(value) => value,")
+                    w.block("Err(why) => {") { w in
+                        w.line("runtime::warn(format_args!(\"softchat: a malformed \(payloadType) from the library was skipped: {why}\"));")
+                        w.line("return;")
+                    }
+                }
+                w.line("// SAFETY: calls come one at a time, so this is the only reference to the closure.")
+                w.line("let listener = unsafe { &mut *slot };")
+                w.line("listener(value);")
             }
-            w.line("let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {")
-            w.line("    // SAFETY: calls come one at a time, so this is the only reference to the closure.")
-            w.line("    let listener = unsafe { &mut *slot };")
-            w.line("    listener(value)")
-            w.line("}));")
         }
     }
 

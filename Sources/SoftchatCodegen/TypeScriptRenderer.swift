@@ -208,7 +208,7 @@ public struct TypeScriptRenderer {
         w.line("// that calls the C ABI (generated/c/softchat.h). Records are plain objects in the schema's")
         w.line("// names; handle classes free their native handle when collected; errors are SoftchatError.")
         w.line()
-        w.line("import { call, encode, native, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native.js\";")
+        w.line("import { call, encode, native, setHandle, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native.js\";")
         let inputOnly = inputOnlyRecords
         for t in set.allTypes {
             w.line()
@@ -335,8 +335,9 @@ public struct TypeScriptRenderer {
         switch model.role(t.name) ?? .handle {
         case .handle:
             w.block("export class \(t.name) {") { w in
+                // Read-only (setHandle): a handle cannot be swapped for another object's.
                 w.line("/** @internal */")
-                w.line("handle!: Handle;")
+                w.line("declare readonly handle: Handle;")
                 if !streams(of: t).isEmpty {
                     w.line("/** @internal */")
                     w.line("streams!: Record<string, unknown>;")
@@ -357,9 +358,9 @@ public struct TypeScriptRenderer {
                                 c.params.isEmpty ? "arguments.length === 0" : c.params.map { "\($0.name) !== undefined" }.joined(separator: " && ")
                             let invoke = "call(\(quoted(t.name)), () => native().\(e.cName)(\(c.params.map(argument).joined(separator: ", "))))"
                             if t.constructors.count == 1 {
-                                w.line("this.handle = \(invoke);")
+                                w.line("setHandle(this, \(invoke));")
                             } else {
-                                w.block("\(i == 0 ? "" : "} else ")if (\(test)) {", closer: "") { w in w.line("this.handle = \(invoke);") }
+                                w.block("\(i == 0 ? "" : "} else ")if (\(test)) {", closer: "") { w in w.line("setHandle(this, \(invoke));") }
                             }
                         }
                         if t.constructors.count > 1 {
@@ -514,10 +515,18 @@ public struct TypeScriptRenderer {
             w.line("    && Object.keys(v).length === 1 ? JSON.parse((v as { json: string }).json) : v);")
         }
         w.line()
+        w.line("/** Gives an instance of a handle class its handle, once: read-only and not configurable, so")
+        w.line(" * `identity.handle = session.handle` throws a TypeError (in strict code; sloppy code's write is")
+        w.line(" * ignored) instead of handing one object's handle to another's methods. Every attribute is")
+        w.line(" * spelled out: on a property that exists already, defineProperty keeps those left out. */")
+        w.block("export function setHandle(o: object, handle: unknown): void {") { w in
+            w.line("Object.defineProperty(o, \"handle\", { value: handle, writable: false, enumerable: true, configurable: false });")
+        }
+        w.line()
         w.line("/** An instance of a handle class around a handle returned by a factory. */")
         w.block("export function wrap<T extends object>(cls: { prototype: T }, handle: unknown): T {") { w in
-            w.line("const o = Object.create(cls.prototype) as T & { handle: unknown };")
-            w.line("o.handle = handle;")
+            w.line("const o = Object.create(cls.prototype) as T;")
+            w.line("setHandle(o, handle);")
             w.line("return o;")
         }
         w.line()

@@ -5,8 +5,9 @@ public import SoftchatContracts
 /// the core, the portable C ABI exports and libsecp256k1 as Embedded Swift and C for wasm32).
 ///
 /// One table per portable entry point (`FFIModel.isPortable`) says what each C argument is —
-/// text (a UTF-8 string copied into wasm memory, zeroed and freed after the call), a handle,
-/// an optional handle — and what comes back: text, a handle and its free function, or nothing.
+/// text (a UTF-8 string copied into wasm memory, zeroed and freed after the call), a handle or
+/// an optional handle of a named type (checked at the call: a handle of another type is refused)
+/// — and what comes back: text, a handle (its type and free function), or nothing.
 /// A small runtime walks the table, so the marshalling is written once. The native-only entry
 /// points (the account, the managed transport) are listed too, and calling one throws an
 /// Error that says it needs the Node backend. Also renders `browser.ts`, the browser build's
@@ -30,12 +31,12 @@ public struct WasmBackendRenderer {
         var kinds: [String] = []
         switch e.receiver {
         case .none: break
-        case .handle: kinds.append("handle")
+        case .handle(let n): kinds.append("handle:\(FFIModel.cPrefix(n))")
         case .value: kinds.append("text")
         }
         for p in e.params {
-            if model.handleName(p.type) != nil {
-                if case .optional = p.type { kinds.append("handle?") } else { kinds.append("handle") }
+            if let n = model.handleName(p.type) {
+                if case .optional = p.type { kinds.append("handle?:\(FFIModel.cPrefix(n))") } else { kinds.append("handle:\(FFIModel.cPrefix(n))") }
             } else {
                 kinds.append("text")
             }
@@ -46,7 +47,7 @@ public struct WasmBackendRenderer {
     func resultKind(_ e: FFIModel.EntryPoint) -> String {
         guard let r = e.returns else { return "{ kind: \"none\" }" }
         if model.isHandle(r), case .named(let n) = r {
-            return "{ kind: \"handle\", free: \(quoted(FFIModel.cPrefix(n) + "_free")) }"
+            return "{ kind: \"handle\", type: \(quoted(FFIModel.cPrefix(n))), free: \(quoted(FFIModel.cPrefix(n) + "_free")) }"
         }
         return "{ kind: \"text\" }"
     }

@@ -103,4 +103,24 @@ import Testing
         #expect(events.allSatisfy { w.account.events[$0.id] != nil }, "the relay's events still arrive")
         #expect(!w.runaway)
     }
+
+    /// NIP-42 was answered over plain ws:// and unauthenticated Noise, so anyone on the path
+    /// could relay the real relay's challenge and take the user's signed answer.
+    @Test func authenticationOverCleartextToARemoteHostIsAnsweredOnlyWhenTheHostOptsIn() {
+        let (w, _) = world(count: 1)
+        w.start { $0.identity = SoftchatIdentity.generate() }
+        let answered = [
+            "wss://relay.example", "ws://127.0.0.1:7000", "ws://localhost:7000", "ws://[::1]:7000",
+            "noise://relay.example:7000?pattern=IK&key=\(String(repeating: "ab", count: 32))",
+        ]
+        let refused = ["ws://relay.example", "ws://10.0.0.1:7000", "ws://0x7f.1:7000", "noise://relay.example:7000?pattern=NN&unauthenticated=yes"]
+        for url in answered { #expect(w.engine.answersAuthentication(on: url), "\(url)") }
+        for url in refused { #expect(!w.engine.answersAuthentication(on: url), "\(url)") }
+        let (optedIn, _) = world(count: 1)
+        optedIn.start {
+            $0.identity = SoftchatIdentity.generate()
+            $0.authenticatesOverCleartext = true
+        }
+        for url in refused { #expect(optedIn.engine.answersAuthentication(on: url), "\(url) once the host opts in") }
+    }
 }

@@ -238,10 +238,12 @@ func exerciseLargeMessage(_ f: DriverFixture, _ id: Int, sourceLocation: SourceL
         try f.openAndWait(
             1, relay.noiseURL(pattern: .IK),
             options: ConnectionOptions(connectTimeoutMilliseconds: 5000, noiseStaticKeyFile: keyFile))
-        // The driver created the key file exactly as the blocking path would, and reuses it.
+        // The driver created the key file exactly as the blocking path would, and derives the
+        // same key for this relay from it.
         let stored = try NoiseKeyPair.loadOrCreate(path: keyFile)
-        let again = try ConnectionOptions(noiseStaticKeyFile: keyFile).noiseStaticKey()
-        #expect(stored.publicKey == again.publicKey)
+        let endpoint = try RelayEndpoint(relay.noiseURL(pattern: .IK))
+        let again = try ConnectionOptions(noiseStaticKeyFile: keyFile).noiseStaticKey(for: endpoint)
+        #expect(try stored.forRelay(host: endpoint.host, port: endpoint.port).publicKey == again.publicKey)
         try exerciseRelay(f, 1)
     }
 

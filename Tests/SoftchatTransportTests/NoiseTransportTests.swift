@@ -203,10 +203,16 @@ func noiseRelay(patterns: [NoiseHandshakePattern] = [.IK, .XX]) throws -> TestRe
     return try TestRelay(options: options)
 }
 
-func connectNoise(_ url: String, keyFile: String? = nil, maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value) throws -> WebSocket {
+/// Connects over Noise; the tests' relays use every pattern, unauthenticated ones (NN, XN, IN)
+/// among them, so the app's opt-in is on here unless a test says otherwise.
+func connectNoise(
+    _ url: String, keyFile: String? = nil, maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, allowsUnauthenticated: Bool = true
+) throws -> WebSocket {
     try WebSocketClient.connect(
         try RelayEndpoint(url),
-        options: ConnectionOptions(connectTimeoutMilliseconds: 3000, maxMessageBytes: maxMessageBytes, noiseStaticKeyFile: keyFile))
+        options: ConnectionOptions(
+            connectTimeoutMilliseconds: 3000, maxMessageBytes: maxMessageBytes, noiseStaticKeyFile: keyFile,
+            allowsUnauthenticatedNoise: allowsUnauthenticated))
 }
 
 /// Collects the managed transport's connection failures.
@@ -466,6 +472,39 @@ final class FailureLog: @unchecked Sendable {
         try ws.send(text: #"["REQ","s",{"kinds":[1]}]"#)
         #expect(try ws.receive(timeoutMilliseconds: 3000) == .text(#"["EOSE","s"]"#))
         ws.close()
+    }
+
+    /// `unauthenticated=yes` in a URL decided whether an unauthenticated relay was dialled, and
+    /// relay lists come from other people's events: only the app's configuration opts in now.
+    @Test func aURLSayingUnauthenticatedIsRefusedUnlessTheAppOptsIn() throws {
+        let relay = try noiseRelay(patterns: [.NN])
+        defer { relay.stop() }
+        let url = relay.noiseURL(pattern: .NN)
+        #expect(url.contains("unauthenticated=yes"))
+        do throws(TransportError) {
+            _ = try WebSocketClient.connect(try RelayEndpoint(url), options: ConnectionOptions(connectTimeoutMilliseconds: 3000))
+            Issue.record("an unauthenticated relay was dialled on the URL's word")
+        } catch {
+            #expect(error.kind == .connect && error.message.contains("allowsUnauthenticatedNoise"), "\(error)")
+        }
+        let ws = try connectNoise(url, allowsUnauthenticated: true)
+        ws.close()
+    }
+
+    /// One static key went to every Noise relay, so relays could link the user by it. Each relay
+    /// now gets a key derived for it from the one secret: stable per relay, different across.
+    @Test func eachRelayGetsAStaticKeyOfItsOwnFromTheOneSecret() throws {
+        let scratch = Scratch()
+        let keyFile = "\(scratch.dir)/client.noise-key"
+        let options = ConnectionOptions(noiseStaticKeyFile: keyFile)
+        let a = try options.noiseStaticKey(for: RelayEndpoint("noise://relay-a.example:7000?pattern=IK&key=\(String(repeating: "ab", count: 32))"))
+        let b = try options.noiseStaticKey(for: RelayEndpoint("noise://relay-b.example:7000?pattern=IK&key=\(String(repeating: "ab", count: 32))"))
+        let aAgain = try options.noiseStaticKey(for: RelayEndpoint("noise://RELAY-A.example:7000?pattern=XX&key=\(String(repeating: "cd", count: 32))"))
+        let file = try NoiseKeyPair.load(path: keyFile)
+        #expect(a.publicKey != b.publicKey)
+        #expect(a.publicKey == aAgain.publicKey, "the same relay sees the same key on every connection")
+        #expect(a.publicKey != file.publicKey && b.publicKey != file.publicKey, "the file's own key is never shown")
+        #expect(a.publicKey == (try file.forRelay(host: "relay-a.example", port: 7000)).publicKey)
     }
 
     @Test func theRelayTellsIKFromXXByTheFirstMessage() throws {

@@ -99,6 +99,29 @@ public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
     /// True for `wss`, the one scheme carried over TLS (`noise` encrypts with its own handshake).
     public var isSecure: Bool { scheme == "wss" }
 
+    /// True when nothing authenticates the relay's end of the connection: `ws`, and `noise` with
+    /// `unauthenticated=yes` (no pinned key). Anyone on the path can read such a connection or
+    /// answer in the relay's name.
+    public var isCleartext: Bool {
+        switch scheme {
+        case "ws": true
+        case "noise": path.contains("unauthenticated=yes")
+        default: false
+        }
+    }
+
+    /// True when the host names this machine as written: `localhost`, an IPv4 address in
+    /// 127.0.0.0/8 in dotted decimal, or `[::1]`. (Other spellings that resolve to it, such as
+    /// `0x7f.1`, are not recognised here, so they count as remote: the careful side.)
+    public var isLoopback: Bool {
+        if host == "localhost" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "127" else { return false }
+        return parts.allSatisfy { part in
+            !part.isEmpty && part.count <= 3 && part.allSatisfy({ $0.isASCIIDigit }) && (Int(part) ?? 256) <= 255
+        }
+    }
+
     /// The normalized URL, leaving out the scheme's default port and an empty path, so equal URLs
     /// print alike.
     public var description: String {

@@ -55,7 +55,7 @@ extension SyncEngine {
         // in the managed transport) mixed with the relay URL, so neither the clients of one relay
         // nor one client's relays reconnect in lockstep.
         config.jitterSeed = Self.jitterSeed(configuration.session.jitterSeed, relayURL: relays[r].url)
-        config.answersAuthentication = configuration.identity != nil
+        config.answersAuthentication = configuration.identity != nil && answersAuthentication(on: relays[r].url)
         config.acknowledgementTimeoutSeconds = configuration.acknowledgementTimeoutSeconds
         if let limit = limits?.maxMessageLength, Int64(limit) >= RelaySessionConfig.minimumMessageBytes {
             config.maxMessageBytes = Int64(limit)
@@ -454,8 +454,24 @@ extension SyncEngine {
         }
     }
 
+    /// The NIP-42 policy for a relay: answered unless the connection is cleartext
+    /// (`RelayURL.isCleartext`) to a host other than this machine and the host did not opt in
+    /// (`authenticatesOverCleartext`).
+    func answersAuthentication(on url: String) -> Bool {
+        guard let parsed = try? RelayURL(url) else { return false }
+        return !parsed.isCleartext || parsed.isLoopback || configuration.authenticatesOverCleartext
+    }
+
     func authenticate(_ r: Int, _ challenge: String) {
         guard let identity = configuration.identity, let session = relays[r].session else { return }
+        guard answersAuthentication(on: relays[r].url) else {
+            report(
+                .notice(
+                    relayURL: relays[r].url,
+                    "AUTH not answered: the connection is cleartext to a remote host, where anyone on the path could take the "
+                        + "signed answer (SyncEngineConfiguration.authenticatesOverCleartext opts in)"))
+            return
+        }
         do {
             let auth = try identity.createNip42Authentication(challenge: challenge, relayURL: relays[r].url, createdAt: now.unixSeconds)
             process(r, try session.authenticate(auth, now: now.unixSeconds))

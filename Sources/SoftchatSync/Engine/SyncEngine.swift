@@ -38,6 +38,12 @@ public struct SyncEngineConfiguration: Sendable {
     public var authenticationGraceMilliseconds: Int64 = 300
     /// Claim and publish the account's intents (false: receive only).
     public var publishes = true
+    /// Whether NIP-42 challenges are answered over a connection nothing authenticates (`ws://`,
+    /// or `noise://` with `unauthenticated=yes`) to a host other than this machine. False by
+    /// default: anyone on such a path can relay the real relay's challenge and take the signed
+    /// answer for it. Loopback hosts and `wss://` or pinned `noise://` relays are answered
+    /// either way (when an identity is set).
+    public var authenticatesOverCleartext = false
     /// Unique per process run: lease ids are `<prefix>-<n>`.
     public var leasePrefix: String
     /// Per subscription id, the late-arrival horizon in seconds (default: `SubscriptionSync.defaultHorizon`).

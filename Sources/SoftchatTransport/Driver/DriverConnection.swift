@@ -123,7 +123,8 @@ final class DriverConnection {
         do throws(TransportError) {
             if let parameters = endpoint.noise {
                 stage = .securing
-                let localStatic = parameters.pattern.initiatorSendsStatic ? try options.noiseStaticKey() : nil
+                try options.checkNoiseAuthentication(parameters)
+                let localStatic = parameters.pattern.initiatorSendsStatic ? try options.noiseStaticKey(for: endpoint) : nil
                 let channel = try NoiseChannel(
                     pattern: parameters.pattern, localStatic: localStatic, remoteStatic: parameters.relayStaticKey,
                     rekeyAfterMessages: options.noiseRekeyAfterMessages)

@@ -318,6 +318,21 @@ public final class NoiseKeyPair: @unchecked Sendable, CustomStringConvertible, C
         return try! NoiseKeyPair(privateKey: &bytes)
     }
 
+    /// The static key this client shows one relay: X25519 of HMAC-SHA256(this secret,
+    /// "softchat noise static key v1 " + the relay's lowercased host + ":" + port). Each relay
+    /// sees a key of its own, so relays comparing the keys they saw cannot link the user; a
+    /// relay still sees the same key on every connection (an allowlist of clients keeps
+    /// working). The derived secret lives in erased-on-release memory like this one.
+    /// - Parameters:
+    ///   - host: The relay's host, as its URL names it.
+    ///   - port: The relay's port.
+    /// - Returns: The key pair for that relay.
+    public func forRelay(host: String, port: Int) throws(NoiseError) -> NoiseKeyPair {
+        let label = Array("softchat noise static key v1 \(host.lowercased()):\(port)".utf8)
+        var derived = label.withUnsafeBytes { NoiseCrypto.hmacSHA256(key: privateKey.bytes, $0) }
+        return try NoiseKeyPair(privateKey: &derived)
+    }
+
     /// The public key as 64 lowercase hex characters, as the `key=` of a noise:// URL takes it.
     public var publicKeyHex: String { NoiseHex.encode(publicKey) }
 

@@ -122,14 +122,26 @@ public struct NoiseRelayParameters: Sendable, Hashable, CustomStringConvertible 
 }
 
 extension ConnectionOptions {
-    /// The client's Noise static key: loaded (or created, mode 0600) from
-    /// `noiseStaticKeyFile`, or a fresh key for this connection when no file is set.
-    func noiseStaticKey() throws(TransportError) -> NoiseKeyPair {
+    /// The client's Noise static key for `endpoint`: derived for that relay
+    /// (`NoiseKeyPair.forRelay`) from the secret in `noiseStaticKeyFile` (loaded, or created
+    /// mode 0600), or a fresh key for this connection when no file is set.
+    func noiseStaticKey(for endpoint: RelayEndpoint) throws(TransportError) -> NoiseKeyPair {
         guard let path = noiseStaticKeyFile else { return NoiseKeyPair.generate() }
         do {
-            return try NoiseKeyPair.loadOrCreate(path: path)
+            return try NoiseKeyPair.loadOrCreate(path: path).forRelay(host: endpoint.host, port: endpoint.port)
         } catch {
             throw TransportError(.handshake, error.message)
         }
+    }
+
+    /// Refuses a relay without a pinned key unless the app opted in
+    /// (``ConnectionOptions/allowsUnauthenticatedNoise``): the URL's `unauthenticated=yes` is
+    /// somebody else's word.
+    func checkNoiseAuthentication(_ noise: NoiseRelayParameters) throws(TransportError) {
+        guard noise.unauthenticated, !allowsUnauthenticatedNoise else { return }
+        throw TransportError(
+            .connect,
+            "this Noise relay has no pinned key (unauthenticated=yes): anyone on the path could answer it; "
+                + "dialling one takes the app's ConnectionOptions.allowsUnauthenticatedNoise, never the URL alone")
     }
 }

@@ -74,9 +74,16 @@ public struct ConnectionOptions: Sendable, Hashable {
     public var maxMessageBytes: Int
     /// For noise:// relays: the file holding this client's 32-byte X25519 static secret,
     /// created (mode 0600) on first use — by default `<account database>.noise-key` beside the
-    /// account (the managed transport fills it in). Never the Nostr secret. When nil, each
-    /// connection uses a fresh static key.
+    /// account (the managed transport fills it in). Never the Nostr secret, and never sent as it
+    /// is: each relay gets a static key of its own derived from it (`NoiseKeyPair.forRelay`), so
+    /// two relays cannot link the user by the key. When nil, each connection uses a fresh static
+    /// key.
     public var noiseStaticKeyFile: String?
+    /// Whether a `noise://` URL without a pinned relay key (`unauthenticated=yes`) may be dialled.
+    /// False by default: such a relay is not authenticated (anyone on the path can answer it),
+    /// and relay URLs come from other people's events, so the URL alone never opts in — only
+    /// the app's own configuration does.
+    public var allowsUnauthenticatedNoise: Bool
     /// For noise:// relays: transport messages per key in each direction before the Noise
     /// `Rekey()` (noise.md §11.3; see `NoiseStream.defaultRekeyAfterMessages`), 0 for never.
     /// The relay must rekey on the same schedule: softchat's relay side does with the same
@@ -92,11 +99,14 @@ public struct ConnectionOptions: Sendable, Hashable {
     ///     secret; nil for a fresh key per connection.
     ///   - noiseRekeyAfterMessages: For noise:// relays, transport messages per key in each
     ///     direction before a rekey; 0 (the default) never rekeys by count.
+    ///   - allowsUnauthenticatedNoise: Whether `noise://` URLs without a pinned key may be dialled
+    ///     (false by default).
     public init(
         tls: TLSOptions = TLSOptions(), connectTimeoutMilliseconds: Int32 = 10_000,
         maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, noiseStaticKeyFile: String? = nil,
-        noiseRekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages
+        noiseRekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages, allowsUnauthenticatedNoise: Bool = false
     ) {
+        self.allowsUnauthenticatedNoise = allowsUnauthenticatedNoise
         self.tls = tls
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.maxMessageBytes = maxMessageBytes
@@ -165,7 +175,8 @@ public enum WebSocketClient {
         let tcp = try TCPStream.connect(host: endpoint.host, port: endpoint.port, timeoutMilliseconds: deadline.remaining)
         if let noise = endpoint.noise {
             do {
-                let localStatic = noise.pattern.initiatorSendsStatic ? try options.noiseStaticKey() : nil
+                try options.checkNoiseAuthentication(noise)
+                let localStatic = noise.pattern.initiatorSendsStatic ? try options.noiseStaticKey(for: endpoint) : nil
                 return try NoiseStream(
                     client: tcp, pattern: noise.pattern, localStatic: localStatic,
                     remoteStatic: noise.relayStaticKey, timeoutMilliseconds: deadline.remaining,

@@ -266,3 +266,41 @@ if (!process.env.SOFTCHAT_WASM) test("the addon refuses a handle of another type
   assert.match(addon.softchat_identity_public_key_hex(identity), /[0-9a-f]{64}/);
   assert.equal(typeof addon.softchat_relay_session_snapshot(session), "string");
 });
+
+// Both backends (test-wasm runs this file on softchat.wasm, in Node and in a browser Worker).
+test("a handle cannot be swapped for another object's: the field is read-only and the backend checks its type", () => {
+  const identity = SoftchatIdentity.generate();
+  const session = new RelaySession();
+  const key = identity.publicKeyHex;
+  const thrown = (body: () => unknown): any => {
+    try {
+      body();
+    } catch (e) {
+      return e;
+    }
+    return null;
+  };
+  // The facade's field is read-only: the write throws (this module is strict) and changes nothing.
+  const write = thrown(() => { (identity as any).handle = (session as any).handle; });
+  assert.ok(write instanceof TypeError, `the write was not refused: ${write}`);
+  assert.equal(identity.publicKeyHex, key);
+  // Below the field, the backend refuses a handle of another type (an identity made around the
+  // session's handle) and anything it did not make, with the addon's argument code. Before, the
+  // WebAssembly backend checked `instanceof WasmHandle` only and read the session as an identity.
+  const around = (handle: unknown): SoftchatIdentity => {
+    const o = Object.create(SoftchatIdentity.prototype);
+    Object.defineProperty(o, "handle", { value: handle });
+    return o;
+  };
+  for (const [what, handle] of [["a session's handle", (session as any).handle], ["a look-alike", { pointer: 8, type: "softchat_identity" }], ["{}", {}]]) {
+    const e = thrown(() => around(handle).publicKeyHex);
+    assert.ok(e?.code === "softchat_argument" && e instanceof TypeError, `${what} was not refused: ${e}`);
+  }
+  if (process.env.SOFTCHAT_WASM) {
+    const e = thrown(() => around((session as any).handle).publicKeyHex);
+    assert.ok(/must be a softchat_identity handle, not a softchat_relay_session/.test(e.message), e.message);
+  }
+  // The right handles still work (assert.ok: the browser Worker's assert has no match or throws).
+  assert.ok(/^[0-9a-f]{64}$/.test(identity.publicKeyHex));
+  assert.equal(typeof session.snapshot(), "object");
+});

@@ -180,6 +180,27 @@ pub(crate) fn infallible<T>(result: Result<T, SoftchatError>) -> T {
     }
 }
 
+/// Runs the whole body of an `extern "C"` callback trampoline (the listener, the drop of its
+/// closure at the final call, any logging) so that no panic unwinds into the library: unwinding
+/// out of an `extern "C"` function is undefined behaviour before Rust 1.81 (this crate's
+/// rust-version is 1.70) and aborts the host since. A caught panic's payload is dropped inside a
+/// second guard, as its own `Drop` may panic too; the payload of that second panic is leaked
+/// (forgotten) rather than dropped unguarded.
+pub(crate) fn contain(body: impl FnOnce()) {
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(again);
+        }
+    }
+}
+
+/// Writes one line to stderr, ignoring a failed write (`eprintln!` panics on one). Called
+/// inside `contain` only.
+pub(crate) fn warn(message: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{message}");
+}
+
 /// # Safety
 /// `p` is null or a NUL-terminated string.
 unsafe fn take_c(p: &*mut c_char) -> String {

@@ -61,10 +61,18 @@ export function encode(value: unknown): string {
       && Object.keys(v).length === 1 ? JSON.parse((v as { json: string }).json) : v);
 }
 
+/** Gives an instance of a handle class its handle, once: read-only and not configurable, so
+ * `identity.handle = session.handle` throws a TypeError (in strict code; sloppy code's write is
+ * ignored) instead of handing one object's handle to another's methods. Every attribute is
+ * spelled out: on a property that exists already, defineProperty keeps those left out. */
+export function setHandle(o: object, handle: unknown): void {
+  Object.defineProperty(o, "handle", { value: handle, writable: false, enumerable: true, configurable: false });
+}
+
 /** An instance of a handle class around a handle returned by a factory. */
 export function wrap<T extends object>(cls: { prototype: T }, handle: unknown): T {
-  const o = Object.create(cls.prototype) as T & { handle: unknown };
-  o.handle = handle;
+  const o = Object.create(cls.prototype) as T;
+  setHandle(o, handle);
   return o;
 }
 

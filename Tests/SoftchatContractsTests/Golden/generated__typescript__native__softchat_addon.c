@@ -5,6 +5,7 @@
  *   gcc -shared -fPIC -I/usr/include/node -Igenerated/c softchat_addon.c -lSoftchatFFI -o softchat_addon.node
  */
 #include <node_api.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "softchat.h"
@@ -57,14 +58,77 @@ static int get_text(napi_env env, napi_value value, char **out) {
 }
 
 
+/* The most updates of one callback queued for the JS thread and not yet run. A listener slower
+ * than the relays is absorbed by the library's own bounded queue (FFIUpdateQueue: 4,096; state
+ * changes coalesced per relay, activities dropped with a count and then one notice): once this
+ * many are queued, the library's delivery thread waits here for the JS thread, so the
+ * back-pressure reaches that queue instead of copies piling up in the addon without end (a relay
+ * flooding NOTICEs grew the host by 645 MB in 100 s when this queue was unbounded). The I/O
+ * thread never waits: it only pushes into the library's queue. */
+#define CALLBACK_QUEUE_BOUND 256
+
+/* One lock for every callback context's fields and for callback_waiters (a few threads, short
+ * critical sections). callback_room is broadcast when a queue drops below the bound, a context
+ * closes, or a call that may wait for a delivery thread begins. */
+static pthread_mutex_t callback_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t callback_room = PTHREAD_COND_INITIALIZER;
+
+/* How many calls from JS are inside a library function that may wait for a delivery thread: a
+ * call on a handle returned with callbacks (the managed transport: its stop(), close() and free
+ * wait until its delivery thread has handed over what is queued and made the final call). While
+ * one runs, the JS thread cannot run the queued updates, so a delivery thread waiting for room
+ * would never get it: a deadlock. Then delivery threads queue past the bound without waiting.
+ * What they add is bounded: a stop hands over at most what the library's own queue holds (no
+ * update is queued after it), and the transport's other calls (relays(), dropConnection())
+ * return at once. */
+static int callback_waiters = 0;
+
+/* Brackets a library call that may wait for a delivery thread (see callback_waiters). */
+static void callback_wait_begin(void) {
+    pthread_mutex_lock(&callback_lock);
+    callback_waiters++;
+    pthread_cond_broadcast(&callback_room);
+    pthread_mutex_unlock(&callback_lock);
+}
+
+static void callback_wait_end(void) {
+    pthread_mutex_lock(&callback_lock);
+    callback_waiters--;
+    pthread_mutex_unlock(&callback_lock);
+}
+
+/* What the library's callback context points at: the thread-safe function, how many of its
+ * calls are queued and not yet run, and whether it is closing (the final call was made, Node
+ * refused a call, or Node finalized the function as the environment was torn down: nothing more
+ * is queued). Two references keep it: the library's, until its final call (or until the call
+ * that would have taken the callback failed), and the thread-safe function's, until Node
+ * finalizes it; the last one frees it. Every field is read and written under callback_lock. */
+typedef struct callback_context {
+    napi_threadsafe_function fn;
+    size_t queued;
+    int closing;
+    int references;
+} callback_context;
+
+/* Drops one of the context's two references; the last frees it. Under callback_lock. */
+static void callback_context_release(callback_context *c) {
+    if (--c->references == 0) free(c);
+}
+
 /* Runs on the JS thread for each update the library's delivery thread queued: calls the JS
- * function with the update's JSON, or with null for the final call. */
+ * function with the update's JSON, or with null for the final call, after counting it off the
+ * queue (a delivery thread waiting for room may go on). */
 static void callback_call_js(napi_env env, napi_value js_callback, void *context, void *data) {
-    (void)context;
     if (env == NULL) {
+        /* The environment is being torn down: Node empties the queue after it finalized the
+         * function, when the context may be gone already; nothing is counted any more. */
         free(data);
         return;
     }
+    callback_context *c = (callback_context *)context;
+    pthread_mutex_lock(&callback_lock);
+    if (c->queued-- == CALLBACK_QUEUE_BOUND) pthread_cond_broadcast(&callback_room);
+    pthread_mutex_unlock(&callback_lock);
     napi_value argument, receiver;
     if (data != NULL) {
         napi_create_string_utf8(env, (const char *)data, NAPI_AUTO_LENGTH, &argument);
@@ -76,34 +140,56 @@ static void callback_call_js(napi_env env, napi_value js_callback, void *context
     napi_call_function(env, receiver, js_callback, 1, &argument, NULL);
 }
 
-/* What the library's callback context points at: the thread-safe function, and whether Node
- * said it is closing (the environment is being torn down). Only the library's delivery thread,
- * one call at a time, reads or writes it after creation; the final call frees it. */
-typedef struct callback_context {
-    napi_threadsafe_function fn;
-    int closing;
-} callback_context;
+/* Node is done with the thread-safe function: after the final call ran, or as the environment
+ * is torn down (a worker ends, the process exits) while the library may still call. Nothing is
+ * queued on it any more, and a delivery thread waiting for room stops waiting. */
+static void callback_finalize(napi_env env, void *data, void *hint) {
+    (void)env;
+    (void)hint;
+    callback_context *c = (callback_context *)data;
+    pthread_mutex_lock(&callback_lock);
+    c->closing = 1;
+    pthread_cond_broadcast(&callback_room);
+    callback_context_release(c);
+    pthread_mutex_unlock(&callback_lock);
+}
 
-/* The C callback the library calls (on its delivery thread): queues a copy of the JSON for the
- * JS thread without blocking (the queue is unbounded); the final call (NULL) lets the JS
- * function go once everything queued before it has run. Once Node reports the function
- * closing, nothing more is queued. */
+/* The C callback the library calls (on its delivery thread, one call at a time): queues a copy
+ * of the JSON for the JS thread, first waiting while CALLBACK_QUEUE_BOUND are queued, unless a
+ * call from JS may be waiting for a delivery thread (callback_waiters). The final call (NULL)
+ * never waits: it lets the JS function go once everything queued before it has run.
+ * The bound is kept here, not as the thread-safe function's max_queue_size (0, unbounded):
+ * stop() waits on the JS thread for the final call, so that call can neither wait for room nor
+ * be refused for the lack of it (napi_queue_full), and N-API's blocking mode cannot be woken when
+ * a call from JS begins to wait for this thread. callback_lock is held across each N-API call,
+ * so callback_finalize cannot let Node delete the function while one runs. */
 static void callback_trampoline(void *context, const char *json) {
     callback_context *c = (callback_context *)context;
+    char *copy = NULL;
+    if (json != NULL && (copy = strdup(json)) == NULL) return;
+    pthread_mutex_lock(&callback_lock);
     if (json == NULL) {
         if (!c->closing && napi_call_threadsafe_function(c->fn, NULL, napi_tsfn_nonblocking) == napi_ok) {
+            c->queued++;
             napi_release_threadsafe_function(c->fn, napi_tsfn_release);
         }
-        free(c);
+        c->closing = 1;
+        callback_context_release(c);
+        pthread_mutex_unlock(&callback_lock);
         return;
     }
-    if (c->closing) return;
-    char *copy = strdup(json);
-    if (copy == NULL) return;
-    if (napi_call_threadsafe_function(c->fn, copy, napi_tsfn_nonblocking) != napi_ok) {
+    while (!c->closing && c->queued >= CALLBACK_QUEUE_BOUND && callback_waiters == 0) {
+        pthread_cond_wait(&callback_room, &callback_lock);
+    }
+    if (c->closing) {
+        free(copy);
+    } else if (napi_call_threadsafe_function(c->fn, copy, napi_tsfn_nonblocking) == napi_ok) {
+        c->queued++;
+    } else {
         free(copy);
         c->closing = 1;
     }
+    pthread_mutex_unlock(&callback_lock);
 }
 
 /* A JS function (or null) as a thread-safe function the library's thread can call; it keeps
@@ -116,9 +202,10 @@ static int get_callback(napi_env env, napi_value value, const char *name, callba
     if (type != napi_function) return 0;
     callback_context *c = calloc(1, sizeof(callback_context));
     if (c == NULL) return 0;
+    c->references = 2;
     napi_value resource_name;
     napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource_name);
-    if (napi_create_threadsafe_function(env, value, NULL, resource_name, 0, 1, NULL, NULL, NULL, callback_call_js, &c->fn) != napi_ok) {
+    if (napi_create_threadsafe_function(env, value, NULL, resource_name, 0, 1, c, callback_finalize, c, callback_call_js, &c->fn) != napi_ok) {
         free(c);
         return 0;
     }
@@ -126,11 +213,15 @@ static int get_callback(napi_env env, napi_value value, const char *name, callba
     return 1;
 }
 
-/* A callback of a call that failed: nothing will call it, so its JS function is let go. */
+/* A callback of a call that failed: nothing will call it, so its JS function is let go (the
+ * library's reference with it; Node's goes when it finalizes the function). */
 static void release_callback(callback_context *c) {
     if (c == NULL) return;
+    pthread_mutex_lock(&callback_lock);
     napi_release_threadsafe_function(c->fn, napi_tsfn_release);
-    free(c);
+    c->closing = 1;
+    callback_context_release(c);
+    pthread_mutex_unlock(&callback_lock);
 }
 
 /* A handle of the type `tag` names: an external this addon made and tagged with that

@@ -9,9 +9,20 @@ interface Exports {
   [name: string]: unknown;
 }
 
-/** A handle into the module's memory; freed by the garbage collector, or at once by `free()`. */
+/** A handle into the module's memory, freed by the garbage collector: an opaque, frozen token.
+ * Its pointer and type live in the backend that made it (`made` in backend()), not in a field a
+ * caller could overwrite, so only a handle that backend returned, of the type the argument takes,
+ * reaches the module; a session passed as an identity is refused as the Node-API addon refuses
+ * an external of another type tag. */
 class WasmHandle {
-  constructor(readonly pointer: number, readonly type: string) {}
+  constructor(readonly type: string) {
+    Object.freeze(this);
+  }
+}
+
+/** A TypeError with the code the Node-API addon gives a refused argument. */
+function argumentError(message: string): TypeError {
+  return Object.assign(new TypeError(message), { code: "softchat_argument" });
 }
 
 /** Instantiates an already compiled softchat.wasm (synchronously) and installs it as the facade's
@@ -58,6 +69,9 @@ function backend(x: Exports): Addon {
   const freeing = new Registry<{ pointer: number; free: string }>((held) => {
     (x[held.free] as (p: number) => void)(held.pointer);
   });
+  // Every handle this backend made and not yet collected: its pointer into this module's memory
+  // and its type. A handle of another backend (another instantiation) is not in it.
+  const made = new WeakMap<object, { pointer: number; type: string }>();
   const memory = () => new Uint8Array(x.memory.buffer);
   const readText = (pointer: number): string => {
     const m = memory();
@@ -73,7 +87,7 @@ function backend(x: Exports): Addon {
     const fn = x[name] as ((...args: number[]) => number) | undefined;
     if (typeof fn !== "function") throw new Error(`softchat.wasm has no export ${name}`);
     addon[name] = (...args: unknown[]): unknown => {
-      if (args.length < entry.args.length) throw new TypeError(`${name} takes ${entry.args.length} arguments`);
+      if (args.length < entry.args.length) throw argumentError(`${name} takes ${entry.args.length} arguments`);
       const texts: { pointer: number; count: number }[] = [];
       const errorSlot = x.softchat_wasm_alloc(4);
       try {
@@ -81,7 +95,7 @@ function backend(x: Exports): Addon {
           const value = args[i];
           if (kind === "text") {
             if (value === null || value === undefined) return 0;
-            if (typeof value !== "string") throw new TypeError(`${name}: argument ${i} must be a string or null`);
+            if (typeof value !== "string") throw argumentError(`${name}: argument ${i} must be a string or null`);
             const utf8 = encoder.encode(value);
             const pointer = x.softchat_wasm_alloc(utf8.length + 1);
             memory().set(utf8, pointer);
@@ -89,9 +103,13 @@ function backend(x: Exports): Addon {
             texts.push({ pointer, count: utf8.length + 1 });
             return pointer;
           }
-          if (kind === "handle?" && (value === null || value === undefined)) return 0;
-          if (!(value instanceof WasmHandle)) throw new TypeError(`${name}: argument ${i} must be a Softchat handle`);
-          return value.pointer;
+          const optional = kind.startsWith("handle?:");
+          const type = kind.slice(kind.indexOf(":") + 1);
+          if (optional && (value === null || value === undefined)) return 0;
+          const held = typeof value === "object" && value !== null ? made.get(value) : undefined;
+          if (held === undefined) throw argumentError(`${name}: argument ${i} must be a Softchat handle (${type})`);
+          if (held.type !== type) throw argumentError(`${name}: argument ${i} must be a ${type} handle, not a ${held.type}`);
+          return held.pointer;
         });
         new DataView(x.memory.buffer).setUint32(errorSlot, 0, true);
         const result = fn(...cArgs, errorSlot);
@@ -112,7 +130,8 @@ function backend(x: Exports): Addon {
             return text;
           }
           case "handle": {
-            const handle = new WasmHandle(result, entry.result.free);
+            const handle = new WasmHandle(entry.result.type);
+            made.set(handle, { pointer: result, type: entry.result.type });
             freeing.register(handle, { pointer: result, free: entry.result.free });
             return handle;
           }

@@ -561,3 +561,49 @@ fn listeners_of_a_transport_that_fails_to_start_are_freed() {
     account.close();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Panics when dropped: a value a listener's closure captures, or a panic's payload.
+struct PanicsOnDrop(&'static str);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("{} panicked in Drop", self.0);
+    }
+}
+
+#[test]
+fn a_panic_in_a_listeners_drop_or_in_its_panic_payloads_drop_does_not_abort_the_host() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (account, dir) = temporary_account("drop-panics");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let held = calls.clone();
+    let captured = PanicsOnDrop("the states closure's captured value");
+    // Every call panics with a payload whose Drop panics again; the final call drops the
+    // closure, whose captured value panics in Drop. Before each was contained, the first
+    // unwound into the library (undefined behaviour; an abort, rc 134, since Rust 1.81).
+    let states: ManagedTransportStateListener = Box::new(move |_change| {
+        let _ = &captured;
+        held.fetch_add(1, Ordering::SeqCst);
+        std::panic::panic_any(PanicsOnDrop("a panic payload"));
+    });
+    let bomb = PanicsOnDrop("the events closure's captured value");
+    let events: ManagedTransportActivityListener = Box::new(move |_activity| {
+        let _ = &bomb;
+    });
+    // A relay that refuses connections: the transport fetches, connects, backs off.
+    let context = ManagedTransportContext { relay_urls: vec!["ws://127.0.0.1:9".into()], ..Default::default() };
+    let transport = account.start_managed_transport(&context, None, Some(states), Some(events)).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while calls.load(Ordering::SeqCst) < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(calls.load(Ordering::SeqCst) >= 3, "the library kept calling after a panic ({} calls)", calls.load(Ordering::SeqCst));
+    transport.stop();
+    // The closure was dropped at the final call although a captured value panicked in Drop: the
+    // unwinding dropped its other captures, this Arc among them.
+    assert_eq!(Arc::strong_count(&calls), 1, "stop's final call dropped the closure");
+    drop(transport);
+    account.close();
+    let _ = std::fs::remove_dir_all(dir);
+}
