@@ -133,6 +133,35 @@ import Testing
         #expect(Self.occurrences(ofMasked: masked, maps: maps) == 1, "the scan gave up on the rest of a line at its hole")
     }
 
+    /// Loading a key file made a Swift `String` of its text, which the allocator freed without
+    /// wiping: a copy of the secret stayed in the process.
+    @Test func aKeyFileLoadedLeavesNoCopyOfItsTextBehind() throws {
+        let digits = Array("0123456789abcdef".utf8)
+        let text = UnsafeMutablePointer<UInt8>.allocate(capacity: 65)
+        var masked = [UInt8](repeating: 0, count: 64)
+        var rng = SystemRandomNumberGenerator()
+        for i in 0..<32 {
+            let byte = UInt8.random(in: 1...0x7F, using: &rng)
+            for (j, d) in [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]].enumerated() {
+                text[2 * i + j] = d
+                masked[2 * i + j] = d ^ Self.mask
+            }
+        }
+        text[64] = 0x0A
+        let path = NSTemporaryDirectory() + "softchat-keyfile-\(UInt64.random(in: 0...UInt64.max, using: &rng)).key"
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        #expect(fd >= 0)
+        #expect(write(fd, text, 65) == 65)
+        close(fd)
+        defer { unlink(path) }
+        text.update(repeating: 0, count: 65)
+        text.deallocate()
+        #expect(Self.occurrences(ofMasked: masked) == 0, "the file's text is not in memory before loading")
+        let identity = try SoftchatIdentity.loadSecretKeyFile(path: path)
+        #expect(identity.publicKeyHex.count == 64)
+        #expect(Self.occurrences(ofMasked: masked) == 0, "loading the key file left a copy of its text in memory")
+    }
+
     @Test func aSecretKeyImportedThroughTheCABILeavesNoCopyOfItsTextBehind() throws {
         // The key's hex text, written digit by digit into a buffer of ours (never a String),
         // and its masked form to search with.

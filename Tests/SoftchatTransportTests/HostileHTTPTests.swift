@@ -1,5 +1,6 @@
 import Foundation
 import SoftchatCore
+import SoftchatTestRelay
 import Testing
 
 @testable import SoftchatTransport
@@ -85,6 +86,54 @@ import Testing
             let took = IODriver.monotonicMilliseconds() - started
             #expect(took < 4_000, "\(took) ms")
         }
+    }
+}
+
+/// `ws://0x7f.1:PORT` reached 127.0.0.1, and nothing let an app that dials relay URLs from
+/// other people's events keep them off its own machine and network. `allowsPrivateAddresses`
+/// is that policy, checked on the resolved addresses however the URL spells the host.
+@Suite struct PrivateAddressTests {
+    static func address(_ host: String) -> SocketAddress? {
+        guard case .success(let list)? = SocketAddress.resolve(host: host, port: 80, numericOnly: true) else { return nil }
+        return list.first
+    }
+
+    @Test func loopbackAndPrivateNetworksArePrivateAndPublicAddressesAreNot() throws {
+        for host in [
+            "127.0.0.1", "127.255.0.9", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.0.1", "100.64.0.1",
+            "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fc00::1", "fd12::1", "fe80::1", "ff02::1", "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1", "0x7f.1", "2130706433",
+        ] {
+            let address = try #require(Self.address(host), "\(host) did not parse")
+            #expect(address.isPrivate, "\(host)")
+        }
+        for host in ["1.1.1.1", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:1.1.1.1"] {
+            let address = try #require(Self.address(host), "\(host) did not parse")
+            #expect(!address.isPrivate, "\(host)")
+        }
+    }
+
+    @Test(arguments: ["127.0.0.1", "0x7f.1", "localhost"])
+    func aRelayOnThisMachineIsRefusedWhenTheAppKeepsToPublicAddresses(host: String) throws {
+        let relay = try TestRelay()
+        defer { relay.stop() }
+        let url = "ws://\(host):\(relay.port)"
+        var options = ConnectionOptions(connectTimeoutMilliseconds: 3_000)
+        options.allowsPrivateAddresses = false
+        do throws(TransportError) {
+            _ = try WebSocketClient.connect(try RelayEndpoint(url), options: options)
+            Issue.record("\(url) was dialled")
+        } catch {
+            #expect(error.kind == .connect && error.message.contains("allowsPrivateAddresses"), "\(error)")
+        }
+        // The event-driven driver keeps the same policy.
+        let f = DriverFixture()
+        try f.open(1, url, options: options)
+        #expect(f.probe.wait { $0.closed(ConnectionID(1)) != nil })
+        #expect(f.probe.events.closed(ConnectionID(1))?.message.contains("allowsPrivateAddresses") == true)
+        // Allowed (the default), the same relay is reached.
+        let ws = try WebSocketClient.connect(try RelayEndpoint(url), options: ConnectionOptions(connectTimeoutMilliseconds: 3_000))
+        ws.close()
     }
 }
 

@@ -105,9 +105,17 @@ public struct RelayURL: Sendable, Hashable, CustomStringConvertible {
     public var isCleartext: Bool {
         switch scheme {
         case "ws": true
-        case "noise": path.contains("unauthenticated=yes")
+        case "noise": Self.holds(path, "unauthenticated=yes")
         default: false
         }
+    }
+
+    /// Whether `part` occurs in `text`, byte for byte (the portable core has no substring search).
+    static func holds(_ text: String, _ part: String) -> Bool {
+        let (a, b) = (Array(text.utf8), Array(part.utf8))
+        guard !b.isEmpty, b.count <= a.count else { return b.isEmpty }
+        for i in 0...(a.count - b.count) where a[i..<(i + b.count)].elementsEqual(b) { return true }
+        return false
     }
 
     /// True when the host names this machine as written: `localhost`, an IPv4 address in

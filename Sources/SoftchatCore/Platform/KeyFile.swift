@@ -77,6 +77,10 @@ extension SoftchatIdentity {
         defer { buffer.withUnsafeMutableBytes { secureZero($0) } }
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard n >= 0 else { throw KeyFileError.cannotRead(path, errno: errno) }
-        return try importSecretHex(String(decoding: buffer[0..<n], as: UTF8.self))
+        // Read in place: a String of the text would leave a copy of the secret the allocator
+        // frees without wiping.
+        return try buffer.withUnsafeBytes { bytes in
+            try importSecretHex(utf8: UnsafeRawBufferPointer(rebasing: bytes[0..<n]))
+        }
     }
 }

@@ -94,7 +94,11 @@ final class DriverConnection {
         guard stage == .resolving, !reported else { return }
         switch result {
         case .success(let list):
-            addresses = list
+            addresses = options.allowsPrivateAddresses ? list : list.filter { !$0.isPrivate }
+            guard !addresses.isEmpty else {
+                fail(TransportError(.connect, SocketAddress.privateRefusal(endpoint.host)))
+                return
+            }
             stage = .connecting
             connectNext()
         case .failure(let error):

@@ -18,6 +18,45 @@ struct SocketAddress: Sendable, Hashable {
         bytes = Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(address), count: Int(length)))
     }
 
+    /// Whether this is an address of this machine or of a private network, which an app dialling
+    /// relay URLs from other people's events must not be made to reach
+    /// (`ConnectionOptions.allowsPrivateAddresses`).
+    var isPrivate: Bool { Self.isPrivate(family: family, bytes) }
+
+    /// IPv4: 0/8, 10/8, 100.64/10 (shared), 127/8, 169.254/16, 172.16/12, 192.168/16, 224/4 and
+    /// above (multicast, reserved, broadcast). IPv6: `::`, `::1`, fc00::/7, fe80::/10, ff00::/8,
+    /// and an IPv4-mapped or -compatible address by its IPv4 part. Read from a `sockaddr_in`
+    /// (address at byte 4) or `sockaddr_in6` (address at byte 8), however the name was spelled
+    /// (`0x7f.1` resolves to 127.0.0.1 and is private here).
+    static func isPrivate(family: Int32, _ bytes: [UInt8]) -> Bool {
+        if family == AF_INET, bytes.count >= 8 { return isPrivateIPv4(Array(bytes[4..<8])) }
+        guard family == AF_INET6, bytes.count >= 24 else { return false }
+        let a = Array(bytes[8..<24])
+        if a[0..<10].allSatisfy({ $0 == 0 }) && ((a[10] == 0xFF && a[11] == 0xFF) || (a[10] == 0 && a[11] == 0)) {
+            // ::ffff:a.b.c.d and ::a.b.c.d (:: and ::1 among them).
+            return isPrivateIPv4(Array(a[12..<16])) || a[0..<15].allSatisfy({ $0 == 0 })
+        }
+        return a[0] & 0xFE == 0xFC || (a[0] == 0xFE && a[1] & 0xC0 == 0x80) || a[0] == 0xFF
+    }
+
+    /// Why `host` was not dialled when `ConnectionOptions.allowsPrivateAddresses` is false.
+    static func privateRefusal(_ host: String) -> String {
+        "\(host) resolves only to addresses of this machine or a private network, "
+            + "which this app's ConnectionOptions.allowsPrivateAddresses refuses"
+    }
+
+    static func isPrivateIPv4(_ a: [UInt8]) -> Bool {
+        switch (a[0], a[1]) {
+        case (0, _), (10, _), (127, _): true
+        case (100, 64...127): true
+        case (169, 254): true
+        case (172, 16...31): true
+        case (192, 168): true
+        case (224..., _): true
+        default: false
+        }
+    }
+
     /// Every address of `host:port` for a TCP connection. With `numericOnly` only IP
     /// literals are accepted and nothing is looked up (safe on the driver thread); nil then
     /// means "a name: resolve it elsewhere".

@@ -44,6 +44,13 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
     /// - Throws: ``TransportError``: `.resolve` when the host does not resolve; otherwise the
     ///   last address's failure, `.connect` or `.timeout`.
     public static func connect(host: String, port: Int, timeoutMilliseconds: Int32) throws(TransportError) -> TCPStream {
+        try connect(host: host, port: port, timeoutMilliseconds: timeoutMilliseconds, allowsPrivateAddresses: true)
+    }
+
+    /// Connects as ``connect(host:port:timeoutMilliseconds:)``, skipping the addresses of this
+    /// machine and of private networks unless `allowsPrivateAddresses`
+    /// (`ConnectionOptions.allowsPrivateAddresses`); `.connect` when only such addresses remain.
+    static func connect(host: String, port: Int, timeoutMilliseconds: Int32, allowsPrivateAddresses: Bool) throws(TransportError) -> TCPStream {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = streamSocketType
@@ -58,6 +65,13 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         var cursor: UnsafeMutablePointer<addrinfo>? = first
         while let ai = cursor {
             cursor = ai.pointee.ai_next
+            if !allowsPrivateAddresses, let sa = ai.pointee.ai_addr {
+                let address = SocketAddress(family: ai.pointee.ai_family, address: sa, length: ai.pointee.ai_addrlen)
+                if address.isPrivate {
+                    lastError = TransportError(.connect, SocketAddress.privateRefusal(host))
+                    continue
+                }
+            }
             let fd = socket(ai.pointee.ai_family, ai.pointee.ai_socktype, ai.pointee.ai_protocol)
             if fd < 0 { continue }
             let flags = fcntl(fd, F_GETFL, 0)

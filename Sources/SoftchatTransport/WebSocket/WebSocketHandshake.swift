@@ -84,6 +84,13 @@ public struct ConnectionOptions: Sendable, Hashable {
     /// and relay URLs come from other people's events, so the URL alone never opts in — only
     /// the app's own configuration does.
     public var allowsUnauthenticatedNoise: Bool
+    /// Whether a relay may be reached at an address of this machine or of a private network
+    /// (127/8, 10/8, 172.16/12, 192.168/16, 169.254/16, 100.64/10, ::1, fc00::/7, fe80::/10…),
+    /// however its URL spells the host. True by default (a relay on this machine or the LAN);
+    /// an app that dials relay URLs taken from other people's events (NIP-65, NIP-17 inbox
+    /// lists) sets it false, so no event can make it probe the user's own network. Checked on
+    /// the addresses a name resolves to, before connecting.
+    public var allowsPrivateAddresses: Bool
     /// For noise:// relays: transport messages per key in each direction before the Noise
     /// `Rekey()` (noise.md §11.3; see `NoiseStream.defaultRekeyAfterMessages`), 0 for never.
     /// The relay must rekey on the same schedule: softchat's relay side does with the same
@@ -101,12 +108,16 @@ public struct ConnectionOptions: Sendable, Hashable {
     ///     direction before a rekey; 0 (the default) never rekeys by count.
     ///   - allowsUnauthenticatedNoise: Whether `noise://` URLs without a pinned key may be dialled
     ///     (false by default).
+    ///   - allowsPrivateAddresses: Whether relays at loopback or private-network addresses may be
+    ///     reached (true by default).
     public init(
         tls: TLSOptions = TLSOptions(), connectTimeoutMilliseconds: Int32 = 10_000,
         maxMessageBytes: Int = RelayWireContract.maxFrameBytes.value, noiseStaticKeyFile: String? = nil,
-        noiseRekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages, allowsUnauthenticatedNoise: Bool = false
+        noiseRekeyAfterMessages: UInt64 = NoiseStream.defaultRekeyAfterMessages, allowsUnauthenticatedNoise: Bool = false,
+        allowsPrivateAddresses: Bool = true
     ) {
         self.allowsUnauthenticatedNoise = allowsUnauthenticatedNoise
+        self.allowsPrivateAddresses = allowsPrivateAddresses
         self.tls = tls
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.maxMessageBytes = maxMessageBytes
@@ -172,7 +183,9 @@ public enum WebSocketClient {
 
     /// TCP, then TLS for wss:// or the Noise handshake for noise://, all before `deadline`.
     static func openStream(_ endpoint: RelayEndpoint, options: ConnectionOptions, deadline: Deadline) throws(TransportError) -> any ByteStream {
-        let tcp = try TCPStream.connect(host: endpoint.host, port: endpoint.port, timeoutMilliseconds: deadline.remaining)
+        let tcp = try TCPStream.connect(
+            host: endpoint.host, port: endpoint.port, timeoutMilliseconds: deadline.remaining,
+            allowsPrivateAddresses: options.allowsPrivateAddresses)
         if let noise = endpoint.noise {
             do {
                 try options.checkNoiseAuthentication(noise)
