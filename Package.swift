@@ -134,7 +134,8 @@ let package = Package(
         // MARK: libFuzzer targets (scripts/fuzz builds them with -sanitize=fuzzer; normally a replay runner)
         .target(name: "CFuzzerDriver"),
         .executableTarget(
-            name: "softchat-fuzz", dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatTransport", "SoftchatSync", "SoftchatClient", "CFuzzerDriver"],
+            name: "softchat-fuzz",
+            dependencies: ["SoftchatCore", "SoftchatJSON", "SoftchatTransport", "SoftchatSync", "SoftchatClient", "CFuzzerDriver"],
             path: "Sources/SoftchatFuzz", swiftSettings: fuzzedSwift, linkerSettings: fuzzLinker),
 
         // MARK: The thin CLIs: `softchat` for users (the demo and its relay included), `softchat-dev` for us

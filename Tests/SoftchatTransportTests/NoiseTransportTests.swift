@@ -499,7 +499,8 @@ final class FailureLog: @unchecked Sendable {
         let options = ConnectionOptions(noiseStaticKeyFile: keyFile)
         let a = try options.noiseStaticKey(for: RelayEndpoint("noise://relay-a.example:7000?pattern=IK&key=\(String(repeating: "ab", count: 32))"))
         let b = try options.noiseStaticKey(for: RelayEndpoint("noise://relay-b.example:7000?pattern=IK&key=\(String(repeating: "ab", count: 32))"))
-        let aAgain = try options.noiseStaticKey(for: RelayEndpoint("noise://RELAY-A.example:7000?pattern=XX&key=\(String(repeating: "cd", count: 32))"))
+        let aAgain = try options.noiseStaticKey(
+            for: RelayEndpoint("noise://RELAY-A.example:7000?pattern=XX&key=\(String(repeating: "cd", count: 32))"))
         let file = try NoiseKeyPair.load(path: keyFile)
         #expect(a.publicKey != b.publicKey)
         #expect(a.publicKey == aAgain.publicKey, "the same relay sees the same key on every connection")

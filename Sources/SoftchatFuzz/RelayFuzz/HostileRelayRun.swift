@@ -165,7 +165,10 @@ final class HostileRelayRun {
             // A fresh challenge each time (a repeated one is the easy case), sometimes huge.
             say(input.bool() ? #"["AUTH","c\#(actions)-\#(input.byte())"]"# : #"["AUTH",\#(Self.quoted(&input))]"#)
         case 2:
-            let prefix = input.pick(["auth-required: ", "restricted: ", "blocked: ", "error: ", "rate-limited: ", "invalid: ", "", "ERROR: ", String(repeating: "p", count: 300) + ": "])
+            let prefix = input.pick([
+                "auth-required: ", "restricted: ", "blocked: ", "error: ", "rate-limited: ", "invalid: ", "", "ERROR: ",
+                String(repeating: "p", count: 300) + ": ",
+            ])
             let id = JSONValue.string(subscriptionID(&input)).jsonText
             say(#"["CLOSED",\#(id),"\#(prefix)\#(Self.quoted(&input).dropFirst())]"#)
         case 3: say(frame([.string("EOSE"), .string(subscriptionID(&input))]))

@@ -1,5 +1,5 @@
-public import SoftchatJSON
 import SoftchatCore
+public import SoftchatJSON
 
 /// A relay's NIP-11 information document, with the `limitation` fields Softchat respects.
 public struct RelayInformation: Sendable, Hashable {
