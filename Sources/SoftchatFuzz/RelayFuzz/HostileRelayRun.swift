@@ -7,7 +7,12 @@ import SoftchatTransport
 /// The `relay` fuzz target: one `SyncEngine` with two relays, a hostile one (index 0) whose
 /// every move the input chooses, and an honest one (index 1) holding a dozen notes. The input
 /// is a script: the hostile relay's NIP-11 document (every field at its extremes or of the
-/// wrong type), then up to 256 moves (NOTICE, AUTH, CLOSED, EOSE, EVENT, OK, COUNT, NEG-MSG,
+/// wrong type), sent as an HTTP answer framed as the input chooses (an exact, wrong, negative
+/// or doubled `Content-Length`, chunked, to the end of the stream, a bad status) and read by the
+/// driver's own `HTTPMessageReader` in the pieces the input chooses; then up to 256 moves, each
+/// message sent as WebSocket frames (whole, fragmented, with pings between, split into reads of
+/// any size, or raw bytes: reserved bits, masks, lengths at 2^63) through the driver's own
+/// `WebSocketCodec`, as the I/O driver decodes them (NOTICE, AUTH, CLOSED, EOSE, EVENT, OK, COUNT, NEG-MSG,
 /// NEG-ERR floods with texts up to 400,000 characters, numbers at Int64's edges, garbage, an
 /// oversized message, a cut, a late NIP-11 answer, time passing, honest answers to what the
 /// engine asked). After the script, two simulated minutes with the hostile relay silent.
@@ -72,6 +77,12 @@ final class HostileRelayRun {
     var hostileLimits: RelayLimits?
     /// Subscription ids the engine used with the hostile relay (REQ, NEG-OPEN, COUNT), newest last.
     var askedIDs: [String] = []
+    /// The driver's decoder of the hostile relay's WebSocket bytes, new for each connection.
+    var codec = HostileRelayRun.newCodec()
+    /// How the next messages are framed, and in what pieces the decoder reads them.
+    var fragments = 1
+    var pingBetween = false
+    var readSize = Int.max
     var hostileConnections = 0
     var authAnswers = 0
     var actions = 0
@@ -90,7 +101,7 @@ final class HostileRelayRun {
 
     func run(_ bytes: [UInt8]) {
         var input = FuzzInput(bytes)
-        hostileLimits = RelayLimits(information: RelayInformation(document: Self.information(&input)))
+        hostileLimits = Self.overHTTP(Self.information(&input), &input)
         pump()
         completeOpens()
         var moves = 0
@@ -189,31 +200,165 @@ final class HostileRelayRun {
             let raw = input.bytes(max: 64)
             say(frame([.string("NEG-MSG"), .string(subscriptionID(&input)), .string(Hex.encode(raw))]))
         case 8: say(#"["NEG-ERR",\#(JSONValue.string(subscriptionID(&input)).jsonText),\#(Self.quoted(&input))]"#)
-        case 9: say(String(decoding: input.bytes(max: 200), as: UTF8.self))
+        case 9:
+            if input.bool() {
+                say(String(decoding: input.bytes(max: 200), as: UTF8.self))
+            } else {
+                // Raw bytes on the wire: any frame header, reserved bits, masks, 2^63 lengths.
+                let raw = input.pick(Self.rawFrames) + input.bytes(max: 32)
+                wire(raw)
+            }
         case 10:
             let bytes = input.pick([0, 1, 524_289, Int(Int32.max), Int.max])
             hostile(.oversized(relay: 0, head: String(Self.text(&input).prefix(1_024)), bytes: bytes))
         case 11: advance(input.pick([0, 1, 50, 999, 1_000, 5_000, 30_000, 120_000, 700_000]))
-        case 12:
-            if connected[0] || connecting[0] {
-                connected[0] = false
-                connecting[0] = false
-                mirror.dropConnection()
-                mirrored.removeAll()
-                handle(.lost(relay: 0, reason: Self.text(&input)))
+        case 12: cutHostile(Self.text(&input))
+        case 13:
+            if input.bool() {
+                hostile(.alive(relay: 0))
+            } else {
+                // How the next messages are framed and read.
+                fragments = input.pick([1, 1, 2, 3, 64])
+                pingBetween = input.bool()
+                readSize = input.pick([Int.max, 1, 2, 7, 125, 126, 127, 4_096, 65_536])
             }
-        case 13: hostile(.alive(relay: 0))
         case 14:
             // Unasked, or late: a NIP-11 answer from another document.
-            handle(.relayInformation(relay: 0, RelayLimits(information: RelayInformation(document: Self.information(&input)))))
+            handle(.relayInformation(relay: 0, Self.overHTTP(Self.information(&input), &input)))
         default:
             // The honest answers to what the engine asked, up to a few.
             for _ in 0..<(1 + input.below(8)) where !mirrored.isEmpty { say(mirrored.removeFirst()) }
         }
     }
 
-    /// The hostile relay sends `text` (when connected).
-    func say(_ text: String) { hostile(.received(relay: 0, text: text)) }
+    /// The most text the hostile relay sends for one input: 8 MiB, twenty of the longest texts.
+    /// A flood's cost grows with its bytes, not its kind; bounding them keeps every input fast
+    /// enough for libFuzzer's timeout however many moves it makes.
+    static let maxBytesPerInput = 8 << 20
+    var sentBytes = 0
+
+    /// The hostile relay sends `text` (when connected and within ``maxBytesPerInput``) as one
+    /// message in `fragments` frames (pings between them when asked), decoded by the driver's
+    /// codec in reads of `readSize` bytes.
+    func say(_ text: String) {
+        guard sentBytes + text.utf8.count <= Self.maxBytesPerInput else { return }
+        sentBytes += text.utf8.count
+        let payload = Array(text.utf8)
+        var bytes: [UInt8] = []
+        let size = max(1, (payload.count + fragments - 1) / max(1, fragments))
+        var offset = 0
+        repeat {
+            let end = min(payload.count, offset + size)
+            bytes += Self.frame(fin: end == payload.count, opcode: offset == 0 ? 0x1 : 0x0, Array(payload[offset..<end]))
+            if pingBetween && end < payload.count { bytes += Self.frame(fin: true, opcode: 0x9, [0x70]) }
+            offset = end
+        } while offset < payload.count
+        wire(bytes)
+    }
+
+    /// A server frame (unmasked): FIN, the opcode, and the payload's length in the shortest form.
+    static func frame(fin: Bool, opcode: UInt8, _ payload: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = [(fin ? 0x80 : 0) | opcode]
+        switch payload.count {
+        case ..<126: out.append(UInt8(payload.count))
+        case ..<65_536: out += [126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default: out += [127] + (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        }
+        return out + payload
+    }
+
+    /// Frame headers a hostile relay reaches for, to be followed by input bytes: reserved bits,
+    /// a mask from the server, unknown opcodes, control frames too long or fragmented, a close
+    /// with a bad code, a continuation with nothing started, lengths at 2^63 − 1 and 2^64 − 1.
+    static let rawFrames: [[UInt8]] = [
+        [0xF1, 0x01, 0x78], [0x81, 0x81, 1, 2, 3, 4, 0x78], [0x83, 0x00], [0x8B, 0x00], [0x89, 0x7E, 0x00, 0x7E], [0x09, 0x00],
+        [0x88, 0x02, 0x03, 0xE7], [0x88, 0x01, 0x00], [0x80, 0x01, 0x78], [0x01, 0x01, 0x78, 0x81, 0x01, 0x78],
+        [0x81, 0x7F, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], [0x81, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF],
+        [0x81, 0x7E, 0x00, 0x05], [0x82, 0x01, 0x00], [0x8A, 0x00], [0x81, 0x02, 0xC3, 0x28],
+    ]
+
+    static func newCodec() -> WebSocketCodec {
+        WebSocketCodec(role: .client, maxMessageBytes: RelayWireContract.maxFrameBytes.value, skipsOversized: true)
+    }
+
+    /// Bytes from the hostile relay, decoded as the I/O driver decodes them and handed to the
+    /// engine as the managed transport hands the driver's events: a text as `.received`, a
+    /// skipped message as `.oversized`, a ping or pong as `.alive`; a close or a protocol
+    /// violation ends the connection.
+    func wire(_ bytes: [UInt8]) {
+        guard connected[0] else { return }
+        // Long messages are read in pieces of at least 4 KiB: split further, they would cost
+        // time without reaching any other path of the decoder.
+        let read = bytes.count > 65_536 ? max(readSize, 4_096) : readSize
+        var offset = 0
+        while offset < bytes.count && connected[0] {
+            let end = min(bytes.count, offset + max(1, min(read, bytes.count - offset)))
+            codec.feed(Array(bytes[offset..<end]))
+            offset = end
+            do {
+                while connected[0], let event = try codec.next() {
+                    switch event {
+                    case .text(let text): hostile(.received(relay: 0, text: text))
+                    case .oversized(let head, let size):
+                        hostile(.oversized(relay: 0, head: String(decoding: head, as: UTF8.self), bytes: Int(clamping: size)))
+                    case .ping, .pong: hostile(.alive(relay: 0))
+                    case .close(let code, let reason, _): cutHostile("closed by the relay (\(code) \(reason))")
+                    }
+                }
+            } catch {
+                cutHostile(error.message)
+            }
+        }
+    }
+
+    func cutHostile(_ reason: String) {
+        guard connected[0] || connecting[0] else { return }
+        connected[0] = false
+        connecting[0] = false
+        mirror.dropConnection()
+        mirrored.removeAll()
+        handle(.lost(relay: 0, reason: reason))
+    }
+
+    /// The NIP-11 document as an HTTP answer framed as the input chooses, read by the driver's
+    /// reader in pieces the input chooses; nil wherever the driver reports "no document".
+    static func overHTTP(_ document: JSONValue, _ input: inout FuzzInput) -> RelayLimits? {
+        let body = Array(document.jsonText.utf8)
+        let status = input.pick([
+            "HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.0 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 \u{1B}[2J", "HTTP/1.1 2000 OK",
+        ])
+        var head = status + "\r\nContent-Type: application/nostr+json\r\n"
+        var payload = body
+        switch input.below(6) {
+        case 0: head += "Content-Length: \(body.count)\r\n"
+        case 1: head += "Content-Length: \(input.pick(Extremes.integers))\r\n"
+        case 2:
+            head += "Transfer-Encoding: chunked\r\n"
+            let size = input.bool() ? String(body.count, radix: 16) : input.pick(["FFFFFFFFFFFFFFFF", "-1", "0", "1;x=y", ""])
+            payload = Array("\(size)\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8)
+        case 3: break  // framed by the end of the stream
+        case 4: head += "Content-Length: \(body.count)\r\nContent-Length: \(body.count + 1)\r\n"
+        default: head += String(decoding: input.bytes(max: 40), as: UTF8.self) + "\r\n"
+        }
+        let answer = Array((head + "\r\n").utf8) + payload
+        let step = answer.count > 65_536 ? 65_536 : input.pick([1, 7, 64, 4_096, Int.max])
+        var reader = RelayInformation.answerReader()
+        do throws(TransportError) {
+            var offset = 0
+            var progress = HTTPMessageReader.Progress.needMore
+            while offset < answer.count, progress == .needMore {
+                let end = min(answer.count, offset + min(step, answer.count - offset))
+                progress = try reader.feed(answer[offset..<end])
+                offset = end
+            }
+            if progress == .needMore { progress = try reader.finish() }
+            guard case .message(let head, let body) = progress else { return nil }
+            try RelayInformation.checkStatus(head)
+            return RelayLimits(information: try RelayInformation.decode(body))
+        } catch {
+            return nil
+        }
+    }
 
     func hostile(_ input: SyncEngineInput) {
         guard connected[0] else { return }
@@ -306,7 +451,10 @@ final class HostileRelayRun {
         for r in 0..<2 where connecting[r] {
             connecting[r] = false
             connected[r] = true
-            if r == 0 { hostileConnections += 1 }
+            if r == 0 {
+                hostileConnections += 1
+                codec = Self.newCodec()
+            }
             handle(.opened(relay: r))
         }
     }

@@ -9,12 +9,12 @@
 /// `skipsOversized`, skipped as its bytes arrive — never buffered — and reported with its first
 /// ``headBytes`` bytes and its size, so one relay message over our bound does not end a
 /// connection that would meet the same message again on every reconnect.
-struct WebSocketCodec {
-    typealias Role = WebSocket.Role
+package struct WebSocketCodec {
+    package typealias Role = WebSocket.Role
     typealias Opcode = WebSocket.Opcode
 
     /// What a run of received bytes amounted to.
-    enum Event: Equatable {
+    package enum Event: Equatable {
         /// A complete text message.
         case text(String)
         /// A ping arrived; `reply` is the pong frame to send (the same payload).
@@ -64,7 +64,7 @@ struct WebSocketCodec {
     /// The close code a violation calls for, once `next()` threw.
     private(set) var failureCloseCode: UInt16? = nil
 
-    init(role: Role, maxMessageBytes: Int, skipsOversized: Bool = false) {
+    package init(role: Role, maxMessageBytes: Int, skipsOversized: Bool = false) {
         self.role = role
         self.maxMessageBytes = maxMessageBytes
         self.skipsOversized = skipsOversized
@@ -84,14 +84,14 @@ struct WebSocketCodec {
         buffer.append(contentsOf: bytes)
     }
 
-    mutating func feed(_ bytes: [UInt8]) {
+    package mutating func feed(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { feed($0) }
     }
 
     /// The next event the buffered bytes complete, nil when more bytes are needed. A
     /// protocol violation throws (`.protocolViolation`, or `.messageTooLarge` for 1009) and
     /// sets `failureCloseCode`; the codec then stays finished.
-    mutating func next() throws(TransportError) -> Event? {
+    package mutating func next() throws(TransportError) -> Event? {
         while !isFinished {
             if let current = skip {
                 if current.frameLeft > 0 {

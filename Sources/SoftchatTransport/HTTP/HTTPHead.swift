@@ -4,13 +4,13 @@
 /// anywhere but a tab in a value (so no CR, LF or escape ever reaches an error message or a log),
 /// a field without a colon or with whitespace before it, an obsolete folded line, a field name
 /// that is not a token, or more than ``HTTPMessageReader/Limits/maxHeaderFields`` fields.
-struct HTTPHead: Equatable {
+package struct HTTPHead: Equatable {
     /// The start line: `HTTP/1.1 200 OK`, or a request line.
     let firstLine: String
     /// The fields in order, names lowercased, values trimmed of spaces and tabs.
     let fields: [(name: String, value: String)]
 
-    static func == (a: HTTPHead, b: HTTPHead) -> Bool {
+    package static func == (a: HTTPHead, b: HTTPHead) -> Bool {
         a.firstLine == b.firstLine && a.fields.elementsEqual(b.fields) { $0.name == $1.name && $0.value == $1.value }
     }
 

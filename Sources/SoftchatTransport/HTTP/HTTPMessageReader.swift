@@ -7,7 +7,7 @@
 /// the decoded body — and every malformed or over-limit message is a ``TransportError`` of the
 /// reader's kind (`.http` or `.handshake`), never a trap. The caller owns the clock: a deadline for
 /// the whole exchange is the connection's (``IODriver`` opens with one), not the reader's.
-struct HTTPMessageReader {
+package struct HTTPMessageReader {
     /// What follows the head.
     enum Framing: Equatable {
         /// Nothing the reader reads: the head alone (a 101 upgrade answer, a request head); the
@@ -19,7 +19,7 @@ struct HTTPMessageReader {
     }
 
     /// What a call produced.
-    enum Progress: Equatable {
+    package enum Progress: Equatable {
         /// More bytes are needed.
         case needMore
         /// `.headOnly`: the head, and the bytes that followed it.
@@ -75,7 +75,7 @@ struct HTTPMessageReader {
     private func refuse(_ why: String) -> TransportError { TransportError(kind, "\(what): \(why)") }
 
     /// Bytes as they arrived.
-    mutating func feed(_ bytes: some Collection<UInt8>) throws(TransportError) -> Progress {
+    package mutating func feed(_ bytes: some Collection<UInt8>) throws(TransportError) -> Progress {
         guard stage != .done else { return .needMore }
         buffer.append(contentsOf: bytes)
         return try advance()
@@ -83,7 +83,7 @@ struct HTTPMessageReader {
 
     /// The peer closed its side: a body framed by the end of the stream ends here; anything else
     /// unfinished was cut short.
-    mutating func finish() throws(TransportError) -> Progress {
+    package mutating func finish() throws(TransportError) -> Progress {
         switch stage {
         case .done: return .needMore
         case .untilClose:

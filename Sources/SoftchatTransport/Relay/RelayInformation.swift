@@ -75,7 +75,7 @@ public struct RelayInformation: Sendable, Hashable {
     }
 
     /// Only 200 carries a document.
-    static func checkStatus(_ head: HTTPHead) throws(TransportError) {
+    package static func checkStatus(_ head: HTTPHead) throws(TransportError) {
         guard head.status == 200 else {
             throw TransportError(.http, "NIP-11 request answered \"\(head.firstLine)\"")
         }
@@ -83,12 +83,12 @@ public struct RelayInformation: Sendable, Hashable {
 
     /// The reader of the answer: a head and a body of at most ``maxDocumentBytes``, framed by
     /// Content-Length, chunked coding or the end of the stream.
-    static func answerReader() -> HTTPMessageReader {
+    package static func answerReader() -> HTTPMessageReader {
         HTTPMessageReader(framing: .body(maxBytes: maxDocumentBytes), kind: .http, what: "the NIP-11 answer")
     }
 
     /// The document in `body` (JSON).
-    static func decode(_ body: [UInt8]) throws(TransportError) -> RelayInformation {
+    package static func decode(_ body: [UInt8]) throws(TransportError) -> RelayInformation {
         do {
             return RelayInformation(document: try JSONReader().parse(body))
         } catch {
