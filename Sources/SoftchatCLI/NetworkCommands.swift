@@ -27,6 +27,8 @@ enum NetworkOptions {
         }
         // A relay without a pinned key: only on the user's word, never the URL's.
         if parsed.has("--unauthenticated-noise") { policy.connection.allowsUnauthenticatedNoise = true }
+        // NIP-42 over ws:// to a remote host: only on the user's word.
+        if parsed.has("--auth-over-cleartext") { policy.authenticatesOverCleartext = true }
         if parsed.has("--no-events-batch") { policy.eventsBatch = .never }
         if parsed.has("--no-negentropy") { policy.negentropy = false }
         return policy
@@ -72,8 +74,8 @@ enum NetworkOptions {
 enum PublishCommand {
     static let help = """
         usage: softchat publish --relay URL[,URL…] --key FILE --db FILE [--message TEXT] [--json]
-                                [--ca-file PEM] [--noise-key FILE] [--unauthenticated-noise] [--no-events-batch]
-                                [--timeout SECONDS]
+                                [--ca-file PEM] [--noise-key FILE] [--unauthenticated-noise] [--auth-over-cleartext]
+                                [--no-events-batch] [--timeout SECONDS]
 
         Publishes through the durable account: the signed events given one per line on stdin
         (or one public kind-1 note signed from --message: not a kind-14 chat message, which NIP-17
@@ -87,13 +89,15 @@ enum PublishCommand {
         (pattern XX when absent; with XX a key pins the relay's key). For noise://, --noise-key
         is this client's X25519 static key file (default <db>.noise-key, created mode 0600);
         each relay is shown a key derived for it from that one. A noise:// URL without a pinned
-        key (unauthenticated=yes) is dialled only with --unauthenticated-noise.
+        key (unauthenticated=yes) is dialled only with --unauthenticated-noise. NIP-42 challenges
+        over ws:// (or unauthenticated noise://) to a host other than this machine are answered
+        only with --auth-over-cleartext.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(
             args, valued: ["--relay", "--key", "--db", "--message", "--ca-file", "--noise-key", "--timeout"],
-            switches: ["--json", "--no-events-batch", "--unauthenticated-noise", "--help", "-h"])
+            switches: ["--json", "--no-events-batch", "--unauthenticated-noise", "--auth-over-cleartext", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -158,7 +162,8 @@ enum PublishCommand {
 enum SyncCommand {
     static let help = """
         usage: softchat sync --relay URL[,URL…] --db FILE --filter JSON [--key FILE] [--follow] [--json]
-                             [--ca-file PEM] [--noise-key FILE] [--unauthenticated-noise] [--timeout SECONDS]
+                             [--ca-file PEM] [--noise-key FILE] [--unauthenticated-noise] [--auth-over-cleartext]
+                             [--timeout SECONDS]
                              [--no-negentropy] [--each]
 
         Syncs events matching FILTER (one filter object or an array) from each relay into the
@@ -176,7 +181,7 @@ enum SyncCommand {
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(
             args, valued: ["--relay", "--key", "--db", "--filter", "--ca-file", "--noise-key", "--timeout"],
-            switches: ["--json", "--follow", "--help", "-h", "--no-negentropy", "--each", "--unauthenticated-noise"])
+            switches: ["--json", "--follow", "--help", "-h", "--no-negentropy", "--each", "--unauthenticated-noise", "--auth-over-cleartext"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success

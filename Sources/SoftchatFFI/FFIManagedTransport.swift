@@ -43,6 +43,9 @@ struct ManagedTransportContextFFI: Sendable {
     var acknowledgementTimeoutSeconds: Int64?
     var keepaliveIntervalMilliseconds: Int64?
     var publishes: Bool?
+    var authenticatesOverCleartext: Bool?
+    var allowsUnauthenticatedNoise: Bool?
+    var allowsPrivateAddresses: Bool?
 }
 
 /// One relay's phase and counters (the schema's `ManagedRelayStatus`).
@@ -134,6 +137,9 @@ final class ManagedTransportHandle: Sendable {
             policy.keepaliveIntervalMilliseconds = ms
         }
         if let p = context.publishes { policy.publishes = p }
+        if let a = context.authenticatesOverCleartext { policy.authenticatesOverCleartext = a }
+        if let a = context.allowsUnauthenticatedNoise { policy.connection.allowsUnauthenticatedNoise = a }
+        if let a = context.allowsPrivateAddresses { policy.connection.allowsPrivateAddresses = a }
         self.states = states
         self.events = events
         let delivery = DispatchQueue(label: "softchat.ffi.delivery")

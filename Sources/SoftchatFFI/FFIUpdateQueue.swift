@@ -87,7 +87,10 @@ final class FFIUpdateQueue: Sendable {
                 switch update {
                 case .activity:
                     p.dropped += 1
-                    return false
+                    // An idle queue still reports the drop: start the drain that will.
+                    guard !p.draining else { return false }
+                    p.draining = true
+                    return true
                 case .state(let change):
                     let key = Self.key(change)
                     if let i = p.updates[p.head...].lastIndex(where: { if case .state(let c) = $0 { Self.key(c) == key } else { false } }) {
@@ -134,7 +137,8 @@ final class FFIUpdateQueue: Sendable {
                     .notice(
                         relayURL: "",
                         message: "\(n) activity updates were dropped: the listener was slower than the transport "
-                            + "(\(bound) queued); the account holds every decision and event"))
+                            + "(at most \(bound) updates or \(maxBytes) bytes are queued; notices queued at stop are dropped); "
+                            + "the account holds every decision and event"))
             }
             p.draining = false
             return nil

@@ -193,7 +193,7 @@ struct SessionModel {
     /// interval after the last answer waits here (a newer one replaces it).
     var waitingChallenge: String?, lastAnswerAt: Int64?
     static let answerInterval = Int64(RelaySessionContract.authenticationIntervalSeconds.value)
-    var answerInFlight: Bool { authEventID != nil && !authenticated && !authWaitEnded }
+    var answerInFlight: Bool { authEventID != nil && !authenticated && !authWaitEnded && authWaitUntil != nil }
     var attempt = 0, readySince: Int64?, nominalDelay: Int64 = 0
     /// How often the rules were reached (for the test's coverage check), and challenges
     /// answered on any connection.

@@ -255,8 +255,8 @@ final class EngineWorld {
     /// A pong in a relay's inbox (not a text frame).
     static let pong = "\u{0}pong"
 
-    init(relayCount: Int = 1) {
-        urls = (0..<relayCount).map { "wss://relay\($0).test" }
+    init(relayCount: Int = 1, scheme: String = "wss") {
+        urls = (0..<relayCount).map { "\(scheme)://relay\($0).test" }
         relays = Array(repeating: WireRelay(), count: relayCount)
         inbox = Array(repeating: [], count: relayCount)
         connected = Array(repeating: false, count: relayCount)

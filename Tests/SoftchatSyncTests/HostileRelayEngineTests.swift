@@ -123,4 +123,22 @@ import Testing
         }
         for url in refused { #expect(optedIn.engine.answersAuthentication(on: url), "\(url) once the host opts in") }
     }
+
+    /// Found in review: with the cleartext policy refusing to answer, a relay whose NIP-11 says
+    /// `auth_required` left the connection "authenticating" for ever (nothing would ever move it
+    /// to ready) and waited the challenge grace at every connect.
+    @Test func aRelayWhoseChallengesWillNotBeAnsweredIsNeverReportedAuthenticating() {
+        let w = EngineWorld(scheme: "ws")
+        let note = Fixtures.event(w.unix - 60, content: "over ws")
+        w.relays[0].stored = [note]
+        w.account.policy = [("notes", [Self.notes], nil)]
+        w.account.cursors[w.account.key(w.urls[0], "notes")] = w.unix - 3_600
+        w.limits[0] = RelayLimits(supportsAuthentication: true, authenticationRequired: true)
+        w.start { $0.identity = SoftchatIdentity.generate() }
+        w.run(for: 2_000)
+        let states = w.reports.compactMap { if case .relayState(_, let s) = $0 { s } else { nil } }
+        #expect(!states.contains(.authenticating), "\(states)")
+        #expect(states.last == .ready)
+        #expect(w.synced(0, "notes") && w.account.events[note.id] != nil)
+    }
 }

@@ -115,8 +115,11 @@ extension SessionMachine {
         return offerDeferredChallenge(clock: clock)
     }
 
-    /// Our AUTH went out and neither its OK nor the end of its wait has come.
-    var answerInFlight: Bool { authEventID != nil && !authenticated && !authWaitEnded }
+    /// Our AUTH went out and neither its OK nor the end of its wait has come. Only with a wait
+    /// armed (a clock known): without one the wait could never end, and a challenge held behind
+    /// an answer a relay never acknowledges (nostr-relay never acknowledges a good one) would
+    /// never be asked for.
+    var answerInFlight: Bool { authEventID != nil && !authenticated && !authWaitEnded && authWaitUntil != nil }
 
     /// When the waiting challenge may be asked for (nil: at once, or none waits).
     var deferredChallengeDue: Int64? {

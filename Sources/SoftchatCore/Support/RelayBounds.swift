@@ -17,11 +17,11 @@ public enum RelayText {
     ///
     /// - Parameters:
     ///   - text: Text a relay chose.
-    ///   - maxBytes: The most UTF-8 bytes of the result (at least 16; smaller values are
-    ///     raised to 16).
+    ///   - maxBytes: The most UTF-8 bytes of the result (at least 32; smaller values are
+    ///     raised to 32, room for the longest size mark).
     /// - Returns: The bounded text.
     public static func forReport(_ text: String, maxBytes: Int = maxReportBytes) -> String {
-        let limit = max(16, maxBytes)
+        let limit = max(32, maxBytes)
         let total = text.utf8.count
         if total <= limit && text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return text }
         let suffix = total > limit ? cutMark + String(total) + " bytes)" : ""

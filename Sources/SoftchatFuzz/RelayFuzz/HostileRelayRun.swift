@@ -85,6 +85,8 @@ final class HostileRelayRun {
     var readSize = Int.max
     var hostileConnections = 0
     var authAnswers = 0
+    /// The ids of our AUTH events, so a move can accept or refuse one.
+    var authIDs: [String] = []
     var actions = 0
 
     var now: EngineTime { EngineTime(monotonicMilliseconds: mono, unixSeconds: unix) }
@@ -187,7 +189,10 @@ final class HostileRelayRun {
             let text = input.pick(Self.eventTexts)
             say(#"["EVENT",\#(JSONValue.string(subscriptionID(&input)).jsonText),\#(text)]"#)
         case 5:
-            let id = input.bool() ? input.pick(Self.honestNotes.map(\.id)) : String(repeating: "a", count: 64)
+            // Our AUTH's OK (accepted or refused) when there is one to answer, a note's, or none.
+            let id =
+                !authIDs.isEmpty && input.bool()
+                ? input.pick(authIDs) : input.bool() ? input.pick(Self.honestNotes.map(\.id)) : String(repeating: "a", count: 64)
             say(#"["OK","\#(id)",\#(input.bool()),\#(Self.quoted(&input))]"#)
         case 6:
             let count = input.pick(Extremes.integers)
@@ -414,8 +419,10 @@ final class HostileRelayRun {
     func written(_ text: String) {
         guard let frame = try? parseClientRelayFrame(text) else { return }
         switch frame {
-        case .auth:
+        case .auth(let event):
             authAnswers += 1
+            authIDs.append(event.id)
+            if authIDs.count > 8 { authIDs.removeFirst() }
             let interval = Int64(RelaySessionContract.authenticationIntervalSeconds.value)
             let allowed = hostileConnections + Int((mono - startMono) / 1_000 / interval) + 1
             if authAnswers > allowed {

@@ -181,9 +181,11 @@ extension SyncEngine {
         let negentropy = wantsNegentropy(r)
         relays[r].keepalive.heard(mono)
         let speaksAuth = relays[r].limits?.supportsAuthentication ?? false
-        relays[r].authentication.connected(
-            now: mono, challengeExpected: configuration.identity != nil && speaksAuth, grace: configuration.authenticationGraceMilliseconds)
-        let authFirst = relays[r].limits?.authenticationRequired == true && configuration.identity != nil
+        // Whether this connection will answer a challenge at all (an identity, and the cleartext
+        // policy): otherwise neither wait for one nor report "authenticating".
+        let answers = configuration.identity != nil && answersAuthentication(on: relays[r].url)
+        relays[r].authentication.connected(now: mono, challengeExpected: answers && speaksAuth, grace: configuration.authenticationGraceMilliseconds)
+        let authFirst = relays[r].limits?.authenticationRequired == true && answers
         setState(r, authFirst ? .authenticating : .ready)
         // The live REQs of every subscription together, then each one's ahead REQ and its sync's
         // next page, through the REQ budget.

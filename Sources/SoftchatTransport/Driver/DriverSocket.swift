@@ -23,9 +23,11 @@ struct SocketAddress: Sendable, Hashable {
     /// (`ConnectionOptions.allowsPrivateAddresses`).
     var isPrivate: Bool { Self.isPrivate(family: family, bytes) }
 
-    /// IPv4: 0/8, 10/8, 100.64/10 (shared), 127/8, 169.254/16, 172.16/12, 192.168/16, 224/4 and
-    /// above (multicast, reserved, broadcast). IPv6: `::`, `::1`, fc00::/7, fe80::/10, ff00::/8,
-    /// and an IPv4-mapped or -compatible address by its IPv4 part. Read from a `sockaddr_in`
+    /// IPv4: 0/8, 10/8, 100.64/10 (shared), 127/8, 169.254/16, 172.16/12, 192.168/16,
+    /// 198.18/15 (benchmarking, and local proxies' fake addresses), 224/4 and above (multicast,
+    /// reserved, broadcast). IPv6: `::`, `::1`, fc00::/7, fe80::/10, fec0::/10, ff00::/8, and by
+    /// their IPv4 part the IPv4-mapped and -compatible forms, NAT64 (64:ff9b::/96) and 6to4
+    /// (2002::/16). Read from a `sockaddr_in`
     /// (address at byte 4) or `sockaddr_in6` (address at byte 8), however the name was spelled
     /// (`0x7f.1` resolves to 127.0.0.1 and is private here).
     static func isPrivate(family: Int32, _ bytes: [UInt8]) -> Bool {
@@ -36,7 +38,11 @@ struct SocketAddress: Sendable, Hashable {
             // ::ffff:a.b.c.d and ::a.b.c.d (:: and ::1 among them).
             return isPrivateIPv4(Array(a[12..<16])) || a[0..<15].allSatisfy({ $0 == 0 })
         }
-        return a[0] & 0xFE == 0xFC || (a[0] == 0xFE && a[1] & 0xC0 == 0x80) || a[0] == 0xFF
+        if a[0] == 0x00 && a[1] == 0x64 && a[2] == 0xFF && a[3] == 0x9B && a[4..<12].allSatisfy({ $0 == 0 }) {
+            return isPrivateIPv4(Array(a[12..<16]))  // NAT64
+        }
+        if a[0] == 0x20 && a[1] == 0x02 { return isPrivateIPv4(Array(a[2..<6])) }  // 6to4
+        return a[0] & 0xFE == 0xFC || (a[0] == 0xFE && a[1] & 0x80 == 0x80) || a[0] == 0xFF
     }
 
     /// Why `host` was not dialled when `ConnectionOptions.allowsPrivateAddresses` is false.
@@ -52,6 +58,7 @@ struct SocketAddress: Sendable, Hashable {
         case (169, 254): true
         case (172, 16...31): true
         case (192, 168): true
+        case (198, 18...19): true
         case (224..., _): true
         default: false
         }

@@ -328,7 +328,10 @@ public final class NoiseKeyPair: @unchecked Sendable, CustomStringConvertible, C
     ///   - port: The relay's port.
     /// - Returns: The key pair for that relay.
     public func forRelay(host: String, port: Int) throws(NoiseError) -> NoiseKeyPair {
-        let label = Array("softchat noise static key v1 \(host.lowercased()):\(port)".utf8)
+        // One spelling per name: lowercased, without a trailing root dot.
+        var name = host.lowercased()
+        while name.count > 1, name.hasSuffix(".") { name.removeLast() }
+        let label = Array("softchat noise static key v1 \(name):\(port)".utf8)
         var derived = label.withUnsafeBytes { NoiseCrypto.hmacSHA256(key: privateKey.bytes, $0) }
         return try NoiseKeyPair(privateKey: &derived)
     }

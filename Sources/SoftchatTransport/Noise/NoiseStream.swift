@@ -297,6 +297,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
     public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
         if let failure { throw failure }
         guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
+        // One deadline for the whole call, however the frame is trickled.
+        let deadline = Deadline(afterMilliseconds: timeoutMilliseconds)
         while plaintextStart >= plaintext.count {
             if let frame = takeBufferedFrame() {
                 do {
@@ -307,7 +309,8 @@ public final class NoiseStream: ByteStream, @unchecked Sendable {
                 }
                 continue
             }
-            let n = try readChunk(underlying, &scratch, timeoutMilliseconds: timeoutMilliseconds)
+            if deadline.hasPassed { throw TransportError(.timeout, "no whole Noise frame within \(timeoutMilliseconds) ms") }
+            let n = try readChunk(underlying, &scratch, timeoutMilliseconds: deadline.remaining)
             if n == 0 {
                 if inbound.count > inboundStart {
                     throw failStream("\(peer) closed the connection in the middle of a Noise frame")

@@ -62,6 +62,9 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
         }
         defer { freeaddrinfo(first) }
         var lastError = TransportError(.connect, "no address for \(host)")
+        // One deadline for every address together: a name with many silent addresses must not
+        // get the whole timeout once for each.
+        let deadline = Deadline(afterMilliseconds: timeoutMilliseconds)
         var cursor: UnsafeMutablePointer<addrinfo>? = first
         while let ai = cursor {
             cursor = ai.pointee.ai_next
@@ -84,7 +87,7 @@ public final class TCPStream: ByteStream, @unchecked Sendable {
             }
             if c != 0 {
                 var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                let ready = poll(&p, 1, timeoutMilliseconds)
+                let ready = deadline.hasPassed ? 0 : poll(&p, 1, deadline.remaining)
                 if ready == 0 {
                     lastError = TransportError(.timeout, "connect to \(host):\(port) timed out after \(timeoutMilliseconds) ms")
                     posixClose(fd)

@@ -203,6 +203,9 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
     ///   nothing arrived in time, `.tls` when OpenSSL fails.
     public func read(into buffer: UnsafeMutableRawBufferPointer, timeoutMilliseconds: Int32) throws(TransportError) -> Int {
         guard !closed.load(ordering: .acquiring) else { throw TransportError(.closed, "the connection is closed") }
+        // One deadline for the whole call: a peer trickling a record a byte at a time must not
+        // get the full timeout again for each byte.
+        let deadline = Deadline(afterMilliseconds: timeoutMilliseconds)
         while true {
             var n = 0
             let rc = withoutSIGPIPE { SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n) }
@@ -212,7 +215,7 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
             case SSL_ERROR_ZERO_RETURN: return 0
             case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
                 var p = pollfd(fd: tcp.fd, events: Int16(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), revents: 0)
-                let ready = poll(&p, 1, timeoutMilliseconds)
+                let ready = deadline.hasPassed ? 0 : poll(&p, 1, deadline.remaining)
                 if ready == 0 { throw TransportError(.timeout, "no data within \(timeoutMilliseconds) ms") }
             case SSL_ERROR_SYSCALL:
                 ERR_clear_error()
