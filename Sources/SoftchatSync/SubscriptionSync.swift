@@ -243,7 +243,7 @@ public struct SubscriptionSync: Sendable, Hashable {
         self.window = nil
         defer { self.window = window }
         guard let range = self.range(window) else { return .notPaging }
-        if window.page?.probesUntil == true, createdAt == range.until + 1 {
+        if window.page?.probesUntil == true, createdAt - 1 == range.until {  // createdAt ≥ 0: no overflow
             // Asked in the exclusive form, answered inclusively: one of the page's places taken.
             window.page?.count += 1
             window.page?.pastUntil = true

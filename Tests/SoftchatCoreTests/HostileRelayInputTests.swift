@@ -165,4 +165,33 @@ import Testing
         #expect(try session.handleTimeout(now: t + 100).isEmpty)
         #expect(try session.receive(F.authChallenge("c2"), now: t + 100).map(\.challenge) == ["c2"])
     }
+
+    /// The session's outbound queue holds only frames the host made, plus at most one AUTH
+    /// answer the host signed: a relay repeating CLOSED (every prefix), challenges, NOTICEs and
+    /// COUNTs while the host never drains re-queues each subscription's REQ once at most, so
+    /// neither the frames nor their bytes grow with what the relay sends.
+    @Test func aRelayFloodNeverGrowsTheOutboundQueuePastOneREQPerSubscription() throws {
+        let t = SessionFixtures.baseTime
+        let session = try RelaySession.connected(now: t)
+        try session.subscribe(id: "a", filtersJSON: [F.kind1])
+        try session.subscribe(id: "b", filtersJSON: [#"{"kinds":[7]}"#])
+        let sent = try session.sendAll()
+        var most = 0
+        for i in 0..<5_000 {
+            let now = t + Int64(i)
+            for frame in [
+                F.closed("a", "error: \(i)"), F.closed("b", "auth-required: \(i)"), F.closed("a", "rate-limited: slow"),
+                F.closed("b", ""), F.authChallenge("c\(i)"), F.countAnswer("b", Int64(i)),
+                wireFrame("NOTICE", .string(String(repeating: "n", count: 1_000))),
+            ] {
+                _ = try session.receive(frame, now: now)
+            }
+            _ = try session.handleTimeout(now: now)
+            most = max(most, session.snapshot().outboundFrames)
+        }
+        #expect(most <= 2)
+        let queued = try session.drainAll().map(\.frame)
+        #expect(Set(queued).isSubset(of: Set(sent)), "only the subscriptions' own REQs, again")
+        #expect(queued.reduce(0) { $0 + $1.utf8.count } <= sent.reduce(0) { $0 + $1.utf8.count })
+    }
 }

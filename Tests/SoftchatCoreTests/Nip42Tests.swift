@@ -79,6 +79,20 @@ import Testing
         expectRefused(event, now: Self.createdAt - 1, window: 0, mentioning: ["created_at"])
     }
 
+    /// A client's AUTH dated 2^63 − 1 against a clock before 1970 (or any pair at the Int64
+    /// edges) is refused as far from now; `abs(createdAt - now)` trapped on the subtraction.
+    @Test func createdAtAtTheInt64EdgesIsRefusedNotATrap() throws {
+        let far = try Self.identity.sign(
+            UnsignedEvent(
+                createdAt: Int64.max, kind: Nip42.authenticationKind, tags: [["relay", Self.relay], ["challenge", Self.challenge]], content: ""))
+        expectRefused(far, now: -1, mentioning: ["created_at \(Int64.max)"])
+        expectRefused(far, now: Int64.min, window: Int64.max, mentioning: ["created_at"])
+        expectRefused(try auth(), now: Int64.min, window: Int64.max, mentioning: ["created_at"])
+        try Nip42.verify(far, challenge: Self.challenge, relayURL: Self.relay, now: Int64.max, window: 0)
+        #expect(Int64.max.isWithin(Int64.max, of: 0) && !Int64.max.isWithin(Int64.max, of: -1) && !Int64(0).isWithin(-1, of: 0))
+        #expect(Int64.min.isWithin(0, of: Int64.min) && !Int64.min.isWithin(Int64.max, of: 0) && Int64(-5).isWithin(5, of: 0))
+    }
+
     @Test func wrongKindIsRefused() throws {
         let event = try signed(kind: 1, tags: [["relay", Self.relay], ["challenge", Self.challenge]])
         expectRefused(event, mentioning: ["kind is 1, not 22242"])

@@ -155,6 +155,8 @@ struct SessionModel {
         var sub: String
         var reofferable = false
         var filters: [Int]
+        /// The clock when it arrived: the since it can justify is no later.
+        var arrivedAt: Int64? = nil
     }
 
     static let maxSubs = RelaySessionContract.maxSubscriptions.value
@@ -632,7 +634,8 @@ struct SessionModel {
     mutating func confirmIngested(_ id: String) -> ModelExpect {
         guard !closed, let entry = awaiting.removeValue(forKey: id) else { return .fail(.invalidRelaySession) }
         confirmed.insert(id)
-        if subs[entry.sub] != nil { subs[entry.sub]!.newest = max(subs[entry.sub]!.newest ?? Int64.min, entry.event.createdAt) }
+        let dated = entry.arrivedAt.map { min(entry.event.createdAt, $0) } ?? entry.event.createdAt
+        if subs[entry.sub] != nil { subs[entry.sub]!.newest = max(subs[entry.sub]!.newest ?? Int64.min, dated) }
         return .ok([])
     }
 
@@ -658,7 +661,7 @@ struct SessionModel {
             if confirmed.contains(e.id) { return .ok([]) }
             guard valid, s.filters.contains(where: { pool[$0].matches(e) }) else { return .ok([modelSummary("eventRejected", sub: sub, id: e.id)]) }
             guard awaiting.count < Self.maxAwaiting else { return .fail(.relaySessionQueueFull) }
-            awaiting[e.id] = Awaiting(event: e, sub: sub, filters: s.filters)
+            awaiting[e.id] = Awaiting(event: e, sub: sub, filters: s.filters, arrivedAt: clock)
             return .ok([modelSummary("persistEvent", sub: sub, id: e.id)])
         case .ok(let named, let accepted, let message):
             return .ok(receiveOK(named, accepted: accepted, message: message, clock: clock))

@@ -28,6 +28,32 @@ import Testing
             ])
     }
 
+    /// Issue 44, finding 12: an event dated 2^63 − 1 (or just ahead of the clock) is confirmed
+    /// like any other, but the since it justifies is no later than its arrival; before, the
+    /// resubscription asked only for events after 2^63 − 11, so nothing written in between came.
+    @Test func anEventDatedAfterItsArrivalMovesTheResubscriptionSinceOnlyToTheArrival() throws {
+        let session = try RelaySession.connected(now: F.baseTime)
+        try session.subscribe(id: "chat", filtersJSON: [F.kind1])
+        try session.sendAll()
+        let pinned = F.note(1, createdAt: Int64.max)
+        let ahead = F.note(2, createdAt: F.baseTime + 3_600)
+        #expect(try session.receive(F.event("chat", pinned), now: F.baseTime + 100).kinds == [.persistEvent])
+        #expect(try session.receive(F.event("chat", ahead), now: F.baseTime + 200).kinds == [.persistEvent])
+        try session.confirmIngested(pinned.id)
+        try session.confirmIngested(ahead.id)
+        try session.reconnect(readyAt: F.baseTime + 300)
+        // arrival of `ahead` (1700000200) − the 10 s overlap
+        #expect(try session.sendAll() == [#"["REQ","chat",{"kinds":[1],"since":1700000190}]"#])
+        // An event that arrived without a clock keeps the old rule: its own date.
+        let clockless = try RelaySession.connected()
+        try clockless.subscribe(id: "chat", filtersJSON: [F.kind1])
+        try clockless.sendAll()
+        _ = try clockless.receive(F.event("chat", ahead))
+        try clockless.confirmIngested(ahead.id)
+        try clockless.reconnect()
+        #expect(try clockless.sendAll() == [#"["REQ","chat",{"kinds":[1],"since":1700003590}]"#])
+    }
+
     @Test func sinceUsesTheConfiguredOverlapNeverGoesBelowZeroAndStartsAfreshWhenReplaced() throws {
         let session = try RelaySession.connected(RelaySessionConfig(sinceOverlapSeconds: 0))
         try session.subscribe(id: "chat", filtersJSON: [F.kind1])

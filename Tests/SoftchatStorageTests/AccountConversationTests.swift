@@ -60,6 +60,29 @@ import Testing
         #expect(try t.account.conversations(kind: 30_000, tag: "p", limit: 10, now: t0).isEmpty)
     }
 
+    /// Issue 44, finding 12: a message dated 2^63 − 1 is stored (nothing is lost) but places its
+    /// conversation no later than its arrival and is not served before its date comes near.
+    @Test func aMessageDatedFarAheadNeitherPinsItsConversationNorTopsTheHistory() throws {
+        let t = try TestAccount()
+        let pinned = signed(kind: 14, tags: [["p", carol]], content: "pinned for good", createdAt: Int64.max)
+        let soon = signed(kind: 14, tags: [["p", carol]], content: "ten minutes ahead", createdAt: t0 + 600)
+        try t.account.incoming.ingest([pinned, soon], receivedAt: t0)
+        let honest = signed(kind: 14, tags: [["p", bob]], content: "later", createdAt: t0 + 5)
+        try t.account.incoming.ingest([honest], receivedAt: t0 + 10)
+
+        let list = try t.account.conversations(kind: 14, tag: "p", limit: 10, now: t0 + 10)
+        #expect(list.map(\.value) == [bob, carol])
+        #expect(list.map(\.messages) == [1, 2])
+        // Within the allowance (900 s) a message ahead of the clock is served; 2^63 − 1 is not.
+        #expect(list.map { $0.latest?.id } == [honest.id, soon.id])
+        let history = ##"{"kinds":[14],"#p":["\##(carol)"],"limit":1}"##
+        #expect(try t.account.events(matching: [RelayFilter.fromJSON(history)], now: t0 + 10).map(\.id) == [soon.id])
+        #expect(try t.account.events(matching: [RelayFilter.fromJSON(#"{"kinds":[14]}"#)], limit: 1, now: t0).map(\.id) == [soon.id])
+        // Stored all along: a read from its date serves it first.
+        #expect(try t.account.events(matching: [RelayFilter.fromJSON(history)], now: Int64.max).map(\.id) == [pinned.id])
+        #expect(try t.account.events(matching: [RelayFilter.fromJSON(#"{"ids":["\#(pinned.id)"]}"#)], now: t0).isEmpty)
+    }
+
     @Test func anExpiredMessageIsNotUnreadWithOrWithoutAMarker() throws {
         let t = try TestAccount()
         let kept = signed(kind: 14, tags: [["p", bob]], content: "kept", createdAt: t0)

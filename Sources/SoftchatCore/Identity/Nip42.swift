@@ -45,7 +45,7 @@ public enum Nip42 {
         guard let given = try? RelayURL(relayTags[0][1]), given == expected else {
             throw .invalidRelayAuthentication("relay tag \(RelayURL.displayed(relayTags[0][1])) does not name \(expected)")
         }
-        guard abs(event.createdAt - now) <= window else {
+        guard event.createdAt.isWithin(window, of: now) else {
             throw .invalidRelayAuthentication("created_at \(event.createdAt) is more than \(window) s from now (\(now))")
         }
     }

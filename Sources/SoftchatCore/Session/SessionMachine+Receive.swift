@@ -12,7 +12,7 @@ extension SessionMachine {
         try requireConnected("receive")
         let actions =
             if let event = frame.event {
-                try receiveEvent(subscriptionID: event.subscriptionID, unverified: event.unverified)
+                try receiveEvent(subscriptionID: event.subscriptionID, unverified: event.unverified, clock: now ?? lastNow)
             } else {
                 try receive(frame.reader, clock: now ?? lastNow)
             }
@@ -60,7 +60,11 @@ extension SessionMachine {
 
     /// An EVENT, its shape already read (`IncomingFrame`): dedupe by id before any signature
     /// work, then verification, then the subscription's filters, then the hand-off bound.
-    mutating func receiveEvent(subscriptionID: String, unverified: UnverifiedEvent) throws(SoftchatError) -> [RelaySessionAction] {
+    /// `clock` (the time of arrival, when known) caps how far the event can move the
+    /// resubscription's `since` (``SessionMachine/confirmIngested(_:)``).
+    mutating func receiveEvent(subscriptionID: String, unverified: UnverifiedEvent, clock: Int64?) throws(SoftchatError)
+        -> [RelaySessionAction]
+    {
         let id = unverified.id
         func rejected(_ reason: String) -> [RelaySessionAction] {
             [.eventRejected(subscriptionID: subscriptionID, eventID: id, reason: reason)]
@@ -89,7 +93,7 @@ extension SessionMachine {
                 "receive: \(awaiting.count) events await persistence, the limit is \(bound.value); confirm ingestion first",
                 operation: .relayIngestion)
         }
-        awaiting[id] = Awaiting(event: event, subscriptionID: subscriptionID)
+        awaiting[id] = Awaiting(event: event, subscriptionID: subscriptionID, arrivedAt: clock)
         return [.persistEvent(subscriptionID: subscriptionID, event: event)]
     }
 
@@ -304,7 +308,7 @@ extension SessionMachine {
             }
         }
         let clock = now ?? lastNow
-        if let clock, abs(event.createdAt - clock) > config.authenticationWindowSeconds {
+        if let clock, !event.createdAt.isWithin(config.authenticationWindowSeconds, of: clock) {
             throw .invalidRelayAuthentication(
                 "authenticate: created_at \(event.createdAt) is more than \(config.authenticationWindowSeconds) s from now (\(clock))")
         }

@@ -81,6 +81,8 @@ struct SessionMachine {
     struct Awaiting {
         let event: VerifiedEvent
         let subscriptionID: String
+        /// The session's clock when the event arrived, if it had one.
+        let arrivedAt: Int64?
         /// The transport was lost since it was handed out: offer it again if it comes back.
         var reofferable = false
     }
@@ -512,8 +514,12 @@ struct SessionMachine {
         }
         recentlyConfirmed.insert(eventID)
         if subscriptions[entry.subscriptionID] != nil {
+            // An event can only say it was written by the time it arrived: one dated later (a
+            // fast clock, or a created_at of 2^63 − 1) must not move the resubscription's since
+            // past the arrival, or every event written in between would be asked from after it.
+            let dated = entry.arrivedAt.map { Swift.min(entry.event.createdAt, $0) } ?? entry.event.createdAt
             let newest = subscriptions[entry.subscriptionID]!.newestConfirmed ?? Int64.min
-            subscriptions[entry.subscriptionID]!.newestConfirmed = Swift.max(newest, entry.event.createdAt)
+            subscriptions[entry.subscriptionID]!.newestConfirmed = Swift.max(newest, dated)
         }
     }
 

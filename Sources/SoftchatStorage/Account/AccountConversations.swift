@@ -24,13 +24,16 @@ public enum ConversationIndex {
     static func kindsSQL(_ column: String) -> String { KindClass.sql(column, is: .regular) }
 
     /// Counts one stored, served message under each of its conversation tags.
-    static func count(_ db: SQLiteConnection, kind: Int, createdAt: Int64, tags: [(String, String)]) throws {
+    static func count(_ db: SQLiteConnection, kind: Int, createdAt: Int64, receivedAt: Int64, tags: [(String, String)]) throws {
         guard counts(kind: kind) else { return }
+        // A message places its conversation no later than its arrival: a created_at of 2^63 − 1
+        // must not pin a conversation at the top of the list for good.
+        let placed = Swift.min(createdAt, receivedAt)
         let upsert = try db.statement(
             "INSERT INTO conversations (kind, tag, value, messages, latest_created_at) VALUES (?, ?, ?, 1, ?) ON CONFLICT (kind, tag, value) DO UPDATE SET messages = messages + 1, latest_created_at = max(latest_created_at, excluded.latest_created_at)"
         )
         for (name, value) in tags where Self.tags.contains(name) {
-            try upsert.bind(.int(Int64(kind)), .text(name), .text(value), .int(createdAt)).run()
+            try upsert.bind(.int(Int64(kind)), .text(name), .text(value), .int(placed)).run()
             upsert.reset()
         }
     }
@@ -97,7 +100,7 @@ extension SoftchatAccount {
             while try list.step() { rows.append((list.text(0), Int(list.int64(1)), list.optionalInt64(2))) }
             list.reset()
             let newest = try db.statement(
-                "SELECT e.json FROM event_tags d JOIN events e ON e.seq = d.event_seq WHERE d.name = ? AND d.value = ? AND +e.kind = ? AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?) ORDER BY d.created_at DESC, d.event_seq LIMIT 1"
+                "SELECT e.json FROM event_tags d JOIN events e ON e.seq = d.event_seq WHERE d.name = ? AND d.value = ? AND +e.kind = ? AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?) AND d.created_at <= ? ORDER BY d.created_at DESC, d.event_seq LIMIT 1"
             )
             let after = try db.statement(
                 "SELECT COUNT(*) FROM event_tags d JOIN events e ON e.seq = d.event_seq WHERE d.name = ? AND d.value = ? AND d.created_at > ? AND +e.kind = ? AND e.deleted = 0"
@@ -110,7 +113,7 @@ extension SoftchatAccount {
                 "SELECT COUNT(*) FROM events e INDEXED BY events_expiry CROSS JOIN event_tags d ON d.event_seq = e.seq WHERE e.expires_at IS NOT NULL AND e.expires_at <= ? AND e.kind = ? AND e.deleted = 0 AND d.name = ? AND d.value = ? AND d.created_at > ?"
             )
             return try rows.map { value, messages, readUntil in
-                try newest.bind(.text(tag), .text(value), .int(Int64(kind)), .int(now))
+                try newest.bind(.text(tag), .text(value), .int(Int64(kind)), .int(now), .int(SoftchatAccount.servedUntil(now)))
                 let latest = try newest.step() ? try VerifiedEvent(storedJSON: newest.text(0)) : nil
                 newest.reset()
                 var counted = messages

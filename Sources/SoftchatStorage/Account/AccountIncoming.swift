@@ -298,7 +298,9 @@ struct EventWriter {
             }
             tagInsert.reset()
         }
-        if layout == .byArrival, !hidden { try ConversationIndex.count(db, kind: event.kind, createdAt: event.createdAt, tags: tags) }
+        if layout == .byArrival, !hidden {
+            try ConversationIndex.count(db, kind: event.kind, createdAt: event.createdAt, receivedAt: receivedAt, tags: tags)
+        }
     }
 
     /// Inserts the event's row (no tags) and returns its rowid (its `seq` from schema 9).

@@ -3,7 +3,9 @@ public import SoftchatCore
 extension SoftchatAccount {
     /// Stored events matching any of `filters` (NIP-01 semantics, each filter's own `limit`
     /// applied to it), newest first with ties by lowest id, at most `limit` overall. Deleted
-    /// (NIP-09), replaced and expired (NIP-40, as of `now`) events are never served.
+    /// (NIP-09), replaced and expired (NIP-40, as of `now`) events are never served, nor events
+    /// dated more than `futureAllowanceSeconds` (relay.ingestion) after `now` until that date
+    /// comes near (``servedUntil(_:)``).
     ///
     /// SQL narrows candidates over the indexes; `RelayFilter.matches` decides, so results equal
     /// the filter semantics exactly.
@@ -11,7 +13,8 @@ extension SoftchatAccount {
     /// - Parameters:
     ///   - filters: The filters; an event matching any of them is served once.
     ///   - limit: The most events overall; nil for no overall bound.
-    ///   - now: The current Unix time, in seconds: events expired by then are not served.
+    ///   - now: The current Unix time, in seconds: events expired by then, or dated more than the
+    ///     future allowance after it, are not served.
     /// - Returns: The matching events, newest first, ties by lowest id.
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
     ///   `invalid_persistence_result` once the account is closed or when a stored event no longer
@@ -26,6 +29,14 @@ extension SoftchatAccount {
             for event in try query(db, filter, now: now) { byID[event.id] = event }
         }
         return newestFirst(Array(byID.values), limit: limit)
+    }
+
+    /// The newest `created_at` a read at `now` serves: `futureAllowanceSeconds` (relay.ingestion)
+    /// past it. A later-dated event is stored and served once its date comes near, as an expired
+    /// one stops being served once its expiry passes (saturating: no `now` overflows it).
+    static func servedUntil(_ now: Int64) -> Int64 {
+        let (sum, overflow) = now.addingReportingOverflow(Int64(RelayIngestionContract.futureAllowanceSeconds.value))
+        return overflow ? (now < 0 ? Int64.min : Int64.max) : sum
     }
 
     /// `events` newest first, ties by lowest id (NIP-01's order), at most `limit` of them.
@@ -47,14 +58,15 @@ extension SoftchatAccount {
         // first and stop at `limit` matches, instead of collecting and sorting every event that
         // carries the tag (cost flat in the account's size).
         let driving = filter.limit != nil ? filter.tagConditions.first { $0.values.count == 1 } : nil
+        let time = driving == nil ? "e.created_at" : "d.created_at"
         var sql =
-            driving == nil
-            ? "SELECT e.json FROM events e WHERE e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
-            : "SELECT e.json, d.event_seq, d.created_at FROM event_tags d JOIN events e ON e.seq = d.event_seq WHERE d.name = ? AND d.value = ? AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
+            (driving == nil
+                ? "SELECT e.json FROM events e WHERE e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
+                : "SELECT e.json, d.event_seq, d.created_at FROM event_tags d JOIN events e ON e.seq = d.event_seq WHERE d.name = ? AND d.value = ? AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)")
+            + " AND \(time) <= ?"
         var args: [SQLValue] = []
         if let driving { args += [.text(String(driving.letter)), .text(driving.values[0])] }
-        args.append(.int(now))
-        let time = driving == nil ? "e.created_at" : "d.created_at"
+        args += [.int(now), .int(servedUntil(now))]
         narrow(filter, timeColumn: time, except: driving, sql: &sql, args: &args)
         if driving != nil, let limit = filter.limit {
             // The index's order: newest first, ties by arrival. NIP-01 breaks ties by lowest id,
@@ -137,8 +149,8 @@ extension SoftchatAccount {
             args.append(.int(mark))
         }
         if let now {
-            sql += " AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?)"
-            args.append(.int(now))
+            sql += " AND e.deleted = 0 AND (e.expires_at IS NULL OR e.expires_at > ?) AND e.created_at <= ?"
+            args += [.int(now), .int(servedUntil(now))]
         }
         narrow(filter, timeColumn: "e.created_at", tags: false, sql: &sql, args: &args)
         if newestFirst { sql += " ORDER BY e.created_at DESC" }

@@ -68,7 +68,7 @@ extension TagIndex {
     static func reindex(_ db: SQLiteConnection) throws -> Int {
         let candidates = try db.statement(
             """
-            SELECT seq, kind, deleted, json FROM events WHERE length(json) != length(CAST(json AS BLOB)) OR instr(json, '\\u') > 0
+            SELECT seq, kind, deleted, json, received_at FROM events WHERE length(json) != length(CAST(json AS BLOB)) OR instr(json, '\\u') > 0
             OR (deleted = 1 AND NOT EXISTS (SELECT 1 FROM event_tags t WHERE t.event_seq = events.seq))
             OR seq IN (
                 SELECT event_seq FROM event_tags GROUP BY event_seq
@@ -88,7 +88,9 @@ extension TagIndex {
                 try insert.bind(.int(seq), .text(name), .text(value), .int(event.createdAt)).run()
                 insert.reset()
             }
-            if served { try ConversationIndex.count(db, kind: kind, createdAt: event.createdAt, tags: rows) }
+            if served {
+                try ConversationIndex.count(db, kind: kind, createdAt: event.createdAt, receivedAt: candidates.int64(4), tags: rows)
+            }
             changed += 1
         }
         if changed > 0 { try ReconciliationCache.forgetAll(db) }
