@@ -44,6 +44,12 @@ final class MemoryAccount {
     /// stored and keeps none of them; a write taken for the relay's acceptance.
     var losesNextCommit = false
     var acceptsOnWrite = false
+    /// Renewals to fail as a disk or a busy database would (not stale), from now on.
+    var failRenewals = 0
+    /// The wall-clock second of every renewal asked for.
+    var renewalTimes: [Int64] = []
+    /// Events whose stored payload no longer reads back (a corrupted row).
+    var corruptPayloads: Set<String> = []
     private var sequence = 0
 
     func key(_ relay: String, _ sub: String) -> String { relay + "\u{0}" + sub }
@@ -121,13 +127,19 @@ final class MemoryAccount {
                 i.lease = leaseID
                 i.state = .pending
                 intents[i.intentID] = i
-                payloads.append(DeliveryPayload(intentID: i.intentID, eventID: i.eventID, eventJSON: events[i.eventID]!.jsonText))
+                let json = corruptPayloads.contains(i.eventID) ? String(events[i.eventID]!.jsonText.dropLast(2)) : events[i.eventID]!.jsonText
+                payloads.append(DeliveryPayload(intentID: i.intentID, eventID: i.eventID, eventJSON: json))
             }
             return .claimed(
                 DeliveryClaimResult(
                     claim: DeliveryClaim(leaseID: leaseID, relayURL: relay, expiresAt: now + leaseSeconds),
                     payloads: payloads))
         case .renew(let claim):
+            renewalTimes.append(now)
+            if failRenewals > 0 {
+                failRenewals -= 1
+                return .failed(SoftchatError(.accountStorageFailed, "injected renewal failure", operation: .relayPublish))
+            }
             guard let l = leases[claim.leaseID], !l.released else { return .failed(.invalidDeliveryState("stale", operation: .relayPublish)) }
             leases[claim.leaseID]!.expiresAt = now + leaseSeconds
             return .renewed(DeliveryClaim(leaseID: claim.leaseID, relayURL: claim.relayURL, expiresAt: now + leaseSeconds))

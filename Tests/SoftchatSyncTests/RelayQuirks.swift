@@ -42,6 +42,10 @@ enum Quirk: String, CaseIterable, Hashable, Sendable {
     case silence
     /// The connection cut at any frame; an account commit that fails.
     case cut, failedCommit
+    /// A lease renewal the account fails (a disk, a busy database), and a second claimer
+    /// process that takes work whose lease ran out while this one was frozen past it (its
+    /// renewal is then stale) and never answers for it.
+    case renewalFailed, secondClaimer
 
     /// The NEG-ERR quirk for a message, by its prefix.
     static func negentropyError(_ text: String) -> Quirk {

@@ -181,6 +181,16 @@ import Testing
                 w.answerInformation()
             case 78 where mutation == .accountLosesACommit:
                 w.account.losesNextCommit = true
+            case 79:
+                w.relays[r].saw(.renewalFailed)
+                w.account.failRenewals += 1
+            case 80:
+                // Frozen past the lease (the wall clock moved on, the engine saw no time), and
+                // another process claims what is free or expired and never answers for it: the
+                // engine's renewal is stale, and the work comes back when the rival's lease ends.
+                w.unix += w.account.leaseSeconds + 1
+                let rival = w.account.answer(.claim(relayURL: w.urls[r], leaseID: "rival-\(seed)-\(out.steps)", max: 4), now: w.unix)
+                if case .claimed(_?) = rival { w.relays[r].saw(.secondClaimer) }
             default:
                 w.completeOpens()
                 w.deliver(r)
@@ -207,6 +217,7 @@ import Testing
             w.relays[r].heldOKs.removeAll()
         }
         w.account.failNextCommits = 0
+        w.account.failRenewals = 0
         w.account.losesNextCommit = false
         w.run(for: 2_000)
         // New connections, each after the deeper resync's interval: enough of them for its

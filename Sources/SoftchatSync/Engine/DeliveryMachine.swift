@@ -27,7 +27,8 @@ struct DeliveryMachine {
     /// Work may be waiting in the account: claim when the rest allows.
     var needsClaim = true
     private(set) var claiming = false
-    private(set) var renewing = false
+    /// The lease whose renewal is with the account, if any (one at a time).
+    private(set) var renewing: String?
     /// No claim before this (monotonic ms): the relay said "later", a claim failed, or the
     /// work is held under another live lease until then.
     private(set) var claimPausedUntil: Int64 = 0
@@ -256,18 +257,35 @@ struct DeliveryMachine {
 
     /// The lease due for renewal at `now`, if any and none is being renewed.
     mutating func renewalDue(now: Int64) -> DeliveryClaim? {
-        guard !renewing, let (lease, due) = renewAt.min(by: { $0.value < $1.value }), now >= due, let claim = claims[lease] else {
+        guard renewing == nil, let (lease, due) = renewAt.min(by: { $0.value < $1.value }), now >= due, let claim = claims[lease] else {
             return nil
         }
-        renewing = true
+        renewing = lease
         return claim
     }
 
-    /// The renewal was answered: the renewed claim (nil when it failed), renewed again at `due`.
-    mutating func renewed(_ claim: DeliveryClaim?, renewAt due: Int64) {
-        renewing = false
-        guard let claim, claims[claim.leaseID] != nil else { return }
+    /// The renewal was answered: the renewed claim, renewed again at `due`.
+    mutating func renewed(_ claim: DeliveryClaim, renewAt due: Int64) {
+        renewing = nil
+        guard claims[claim.leaseID] != nil else { return }
         hold(claim, renewAt: due)
+    }
+
+    /// The renewal failed, and is never asked again inside the handle that reported it (that
+    /// spun the I/O thread: 100,000 failure notices in one pump). A `stale` lease (its work was
+    /// claimed again after it expired: a process frozen past its lease) is dropped with what it
+    /// held, which is the other claim's work now; any other failure is retried at `retryAt`.
+    mutating func renewalFailed(stale: Bool, retryAt: Int64) {
+        guard let lease = renewing else { return }
+        renewing = nil
+        guard claims[lease] != nil else { return }
+        if stale {
+            holder = holder.filter { $0.value.lease != lease }
+            pendingResults[lease] = nil
+            released(lease)
+        } else {
+            renewAt[lease] = retryAt
+        }
     }
 
     // MARK: Writes
@@ -304,5 +322,5 @@ struct DeliveryMachine {
     }
 
     /// When the next lease is renewed.
-    var renewalDeadline: Int64? { !claims.isEmpty && !renewing ? renewAt.values.min() : nil }
+    var renewalDeadline: Int64? { !claims.isEmpty && renewing == nil ? renewAt.values.min() : nil }
 }

@@ -33,9 +33,18 @@ extension SyncEngine {
             case .publish:
                 break
             }
-            guard let event = try? VerifiedEvent(storedJSON: payload.eventJSON) else {
+            let event: VerifiedEvent
+            do throws(SoftchatError) {
+                event = try VerifiedEvent(storedJSON: payload.eventJSON)
+            } catch {
+                // Left to its lease, it was released at once and claimed again, for ever (66,667
+                // leases in one pump). It can never be sent: its terminal decision, said so.
                 relays[r].delivery.letGo(payload.eventID)
-                report(.notice(relayURL: relays[r].url, "stored event \(payload.eventID) does not read back; left to its lease"))
+                let decision = DeliveryDecision(
+                    eventID: payload.eventID, state: .rejected, category: .invalid,
+                    message: "the stored event does not read back (\(error.message)); it was not sent")
+                relays[r].statistics.count(decision)
+                settled.append(DeliveryResult(intentID: payload.intentID, decision: decision))
                 continue
             }
             if let refusal = relays[r].session?.frameRefusal(for: event) {

@@ -387,7 +387,7 @@ public final class SyncEngine {
             claimed(relay, result)
         case .renew(let relay):
             guard case .renewed(let claim) = reply else {
-                relays[relay].delivery.renewed(nil, renewAt: 0)
+                relays[relay].delivery.renewalFailed(stale: false, retryAt: now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000)
                 return
             }
             relays[relay].delivery.renewed(claim, renewAt: now.monotonicMilliseconds + configuration.leaseSeconds * 500)
@@ -435,8 +435,15 @@ public final class SyncEngine {
             relays[relay].delivery.claimAnswered(pauseUntil: now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000)
             report(.notice(relayURL: relays[relay].url, "claim failed: \(error.code.rawValue): \(error.message)"))
         case .renew(let relay):
-            relays[relay].delivery.renewed(nil, renewAt: 0)
-            report(.notice(relayURL: relays[relay].url, "lease renewal failed: \(error.message)"))
+            // Stale (`invalid_delivery_state`): another claim owns the work; drop ours. Else back off.
+            let stale = error.code == .invalidDeliveryState
+            relays[relay].delivery.renewalFailed(stale: stale, retryAt: now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000)
+            report(
+                .notice(
+                    relayURL: relays[relay].url,
+                    stale
+                        ? "lease renewal refused as stale, its work was claimed again: \(error.message)"
+                        : "lease renewal failed, retried in \(configuration.retryDelaySeconds) s: \(error.code.rawValue): \(error.message)"))
         case .markWritten(let relay):
             // A stale claim: another claim owns those intents now; the relay's answers for them
             // are applied by nobody here (the other claim publishes them again).
