@@ -86,4 +86,25 @@ import Testing
         #expect(w.account.intents[ids[1]]!.state == .accepted)
         #expect(!w.relays[0].stored.contains { $0.id == broken.id })
     }
+
+    /// Path 12: a relay refused past 5 subscriptions once (a burst limit, a restart) and then
+    /// took 32; the budget learned 5 and kept it for the engine's life. Now the next connection
+    /// starts again from the default, and pages go out as many at once as the relay takes.
+    @Test func aTransientSubscriptionLimitTeachesOnlyItsOwnConnection() {
+        let w = EngineWorld()
+        w.relays[0].maxSubscriptions = 5
+        let all = SyncEngineTests.storeConversations(in: w, ids: (0..<40).map { "sub\($0)" }, eventsEach: 10, from: w.unix - 500)
+        w.start()
+        w.run(for: 60_000)
+        #expect(all.allSatisfy { w.account.events[$0.id] != nil })
+        let learned = w.engine.relays[0].requests.limit
+        #expect(learned <= 5)
+        // The relay takes 32 from now on; new events come for every subscription.
+        w.relays[0].maxSubscriptions = 32
+        w.relays[0].mostSubscriptions = 0
+        w.cut(0)
+        w.run(for: 60_000)
+        #expect(w.engine.relays[0].requests.limit > learned, "still \(w.engine.relays[0].requests.limit) after a new connection")
+        #expect(w.relays[0].mostSubscriptions > 5, "at most \(w.relays[0].mostSubscriptions) REQs open at once on the new connection")
+    }
 }

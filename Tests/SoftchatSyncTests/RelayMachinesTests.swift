@@ -79,6 +79,32 @@ import Testing
         #expect(budget.limit == 4, "the limit is the relay's, kept across connections")
     }
 
+    /// Issue 45, path 12: one refusal (a burst limit, a restart) capped the budget for the
+    /// engine's life. A refusal now teaches its own connection; the next starts from what the
+    /// relay stated (or the default), never above it.
+    @Test func aRefusalLowersTheLimitForItsConnectionOnlyAndTheNextStartsFromTheCeiling() {
+        var budget = RequestBudget(limit: 16)
+        budget.liveChunks["~live0"] = ["a"]
+        for id in ["p1", "p2", "p3"] {
+            budget.enqueue(q(id))
+            budget.opened(budget.nextToSend(negotiations: 0)!)
+        }
+        budget.heard("p1")
+        #expect(budget.refused(now: 1_000, negotiations: 0) == 2)
+        _ = budget.withdrawAll()
+        #expect(budget.limit == 16 && budget.ceiling == 16)
+        // NIP-11 lowers the ceiling; a later, larger statement does not raise it.
+        budget.stated(8)
+        budget.stated(32)
+        #expect(budget.limit == 8 && budget.ceiling == 8)
+        budget.liveChunks["~live0"] = ["a"]
+        budget.enqueue(q("p4"))
+        budget.opened(budget.nextToSend(negotiations: 0)!)
+        #expect(budget.refused(now: 2_000, negotiations: 0) == 2)
+        _ = budget.withdrawAll()
+        #expect(budget.limit == 8)
+    }
+
     @Test func keepalivePingsOnTheIntervalGridAndAnUnansweredPingEndsTheConnection() {
         var k = Keepalive()
         k.heard(12_345)

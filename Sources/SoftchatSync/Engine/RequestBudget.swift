@@ -8,9 +8,14 @@ import SoftchatCore
 /// `negotiations` in the calls below is the NIP-77 sessions open on the connection: they hold a
 /// relay subscription each, so they count toward the limit.
 struct RequestBudget {
-    /// The most REQs held open at once: NIP-11's `max_subscriptions` when stated, else
-    /// `SyncEngine.defaultREQBudget`, lowered by refusals. Kept across reconnections.
+    /// The most REQs held open at once on this connection: `ceiling`, lowered by refusals.
     private(set) var limit: Int
+    /// What the relay allows as far as it said: NIP-11's `max_subscriptions` when stated (never
+    /// above relay.session's bound), else `SyncEngine.defaultREQBudget`. Each connection starts
+    /// from it: a refusal teaches only its own connection, so a transient one (a burst limit, a
+    /// restart, a cap for clients not yet authenticated) cannot cap the relay for the engine's
+    /// life. A relay whose limit really is lower says so once per connection.
+    private(set) var ceiling: Int
     /// Live REQ id → the subscriptions whose live filters it carries.
     var liveChunks: [String: [String]] = [:]
     /// One-shot REQs waiting for a slot, in order.
@@ -18,13 +23,17 @@ struct RequestBudget {
     /// One-shot REQs sent and not ended.
     private(set) var open: [String: OpenRequest] = [:]
 
-    init(limit: Int = SyncEngine.defaultREQBudget) { self.limit = max(1, limit) }
+    init(limit: Int = SyncEngine.defaultREQBudget) {
+        ceiling = max(1, limit)
+        self.limit = ceiling
+    }
 
-    /// What the relay's NIP-11 document states: it sets the limit, never above what refusals
-    /// taught and never above relay.session's bound.
+    /// What the relay's NIP-11 document states: it sets the ceiling (never above relay.session's
+    /// bound), and the limit never above it or above what refusals taught this connection.
     mutating func stated(_ maxSubscriptions: Int) {
         guard maxSubscriptions > 0 else { return }
-        limit = max(1, min(limit, maxSubscriptions, RelaySessionContract.maxSubscriptions.value))
+        ceiling = max(1, min(ceiling, maxSubscriptions, RelaySessionContract.maxSubscriptions.value))
+        limit = min(limit, ceiling)
     }
 
     /// Subscriptions the relay holds for us now.
@@ -99,8 +108,10 @@ struct RequestBudget {
     /// When the earliest suspect is due (`wait` after it became one).
     func nextSuspectDue(wait: Int64) -> Int64? { open.values.compactMap(\.suspectSince).min().map { $0 + wait } }
 
-    /// The connection is gone: every REQ with it. Returns the ids the session held.
+    /// The connection is gone: every REQ with it, and what its refusals taught (the next one
+    /// starts from `ceiling`). Returns the ids the session held.
     mutating func withdrawAll() -> [String] {
+        limit = ceiling
         let ids = liveChunks.keys.sorted() + open.keys.sorted()
         liveChunks.removeAll()
         open.removeAll()

@@ -8,8 +8,8 @@ import SoftchatCore
 /// - every one-shot REQ (a page, an ahead REQ, a fetch by ids) waits in a queue for a slot, and
 ///   each that ends (its EOSE, a CLOSED) lets the next one go;
 /// - the budget is NIP-11's `max_subscriptions` when stated, else ``defaultREQBudget``, and a
-///   refusal ("too many subscriptions" as a NOTICE or a CLOSED) lowers it to what was open and
-///   answering. The refused REQ is among those that heard nothing yet, but so may be one whose
+///   refusal ("too many subscriptions" as a NOTICE or a CLOSED) lowers it, for that connection
+///   only, to what was open and answering. The refused REQ is among those that heard nothing yet, but so may be one whose
 ///   answer is on its way (relays answer out of order): each stays subscribed, so a late answer
 ///   still counts, and one still unheard ``refusedRetryMilliseconds`` later is sent again in
 ///   place, as the lowered budget makes room.
