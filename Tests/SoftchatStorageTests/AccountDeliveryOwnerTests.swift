@@ -121,4 +121,32 @@ import Testing
         _ = ids
         withExtendedLifetime(alive) {}
     }
+
+    /// Issue 45, path 8: the account opened through a symlink found no lock in
+    /// `<symlink>.owners/`, took the live owner's unexpired lease and charged it a failure;
+    /// the live owner's next renewal was stale. Owners are found beside the canonical path now,
+    /// and a second hard link (which no path tells apart) is refused at open.
+    @Test func aLiveOwnerIsFoundThroughASymlinkAndAHardLinkedAccountIsRefused() throws {
+        let t = try TestAccount()
+        _ = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayA], now: t0)
+        let alive = try t.account.delivery.registerOwner(id: "alive")
+        let held = try #require(try t.account.delivery.claim(leaseID: "alive-1", relayURL: relayA, now: t0, max: 256, owner: alive))
+        let alias = t.directory.file("link.sqlite")
+        #expect(symlink(t.path, alias) == 0)
+        let viaLink = try SoftchatAccount.open(path: alias)
+        defer { viaLink.close() }
+        #expect(DeliveryOwner.isAlive(id: "alive", accountPath: alias))
+        let other = try viaLink.delivery.registerOwner(id: "other")
+        #expect(try viaLink.delivery.claim(leaseID: "other-1", relayURL: relayA, now: t0 + 5, max: 256, owner: other) == nil)
+        #expect(try viaLink.delivery.heldUntil(relayURL: relayA, now: t0 + 5) == t0 + 60)
+        // The live owner's lease is still its own.
+        #expect(try t.account.delivery.renew(held.claim, now: t0 + 30).expiresAt == t0 + 90)
+
+        let hard = t.directory.file("hard.sqlite")
+        #expect(link(t.path, hard) == 0)
+        expectSoftchatError(.accountStorageFailed, mentioning: ["2 hard links", "one name"]) {
+            _ = try SoftchatAccount.open(path: hard)
+        }
+        withExtendedLifetime((alive, other)) {}
+    }
 }

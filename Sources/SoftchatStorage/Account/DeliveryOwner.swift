@@ -90,9 +90,17 @@ public final class DeliveryOwner: Sendable {
         return .success(fd)
     }
 
-    /// The folder of the account's owner lock files, or nil for an account that is not a file.
+    /// The folder of the account's owner lock files, or nil for an account that is not a file:
+    /// beside the file's canonical path (symlinks resolved, as SQLite resolves them to find the
+    /// journal), so every spelling of the path finds the same owners. Before, a symlink to the
+    /// account found no lock, took a live owner's unexpired lease and made its renewals stale.
+    /// A second hard link, which no path can tell apart, is refused when the account opens
+    /// (`AccountStore.requireOneName`).
     static func folder(forAccount path: String) -> String? {
-        AccountStore.isFile(path) ? path + ".owners" : nil
+        guard AccountStore.isFile(path) else { return nil }
+        guard let resolved = realpath(path, nil) else { return path + ".owners" }
+        defer { free(resolved) }
+        return String(cString: resolved) + ".owners"
     }
 
     static func isValidID(_ id: String) -> Bool {

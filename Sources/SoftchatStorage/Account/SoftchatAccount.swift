@@ -189,6 +189,7 @@ final class AccountStore: Sendable {
         self.policy = policy
         do {
             Self.createFile(path)
+            try Self.requireOneName(path)
             let w = try SQLiteConnection(path: path)
             // First: every later statement, the identity check included, waits for a lock another
             // process holds (a reader recovering the WAL after a crash, a writer) instead of
@@ -229,6 +230,21 @@ final class AccountStore: Sendable {
     /// `PRAGMA application_id` of every Softchat account: "SCHT". A file with another id is
     /// another program's and is never migrated into an account.
     static let applicationID: Int32 = 0x5343_4854
+
+    /// An account file is reached by one name: with a second hard link, two processes opening it
+    /// by its two names use two journals (SQLite finds them by name: one process's crash is not
+    /// recovered by the other, "How To Corrupt An SQLite Database File", 2.4) and two owner
+    /// folders (one finds the other's live owner dead and delivers its work twice). Symlinks are
+    /// resolved by both, so they are fine.
+    static func requireOneName(_ path: String) throws(SoftchatError) {
+        guard isFile(path) else { return }
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_nlink > 1 else { return }
+        throw SoftchatError(
+            .accountStorageFailed,
+            "open \(path): the account file has \(info.st_nlink) hard links; SQLite finds its journal by name, so a second name could lose a crashed writer's transaction and hide a live delivery owner. Keep one name (a symlink is fine).",
+            operation: .relayIngestion)
+    }
 
     /// Whether `path` names a file (not an in-memory, temporary or URI database).
     static func isFile(_ path: String) -> Bool { !path.isEmpty && path != ":memory:" && !path.hasPrefix("file:") }
