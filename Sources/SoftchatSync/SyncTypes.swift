@@ -130,6 +130,13 @@ public struct SyncOutcome: Sendable, Hashable {
     public let requests: Int
     /// How the window was synced.
     public let method: SyncMethod
+    /// Set in the engine's `synced` report when the relay refused this subscription's live REQ
+    /// on the connection, in its words (`restricted: …`, `blocked: …`, `auth-required: …` with no
+    /// AUTH of ours accepted) or the session's (a REQ over the relay's frame): the window is
+    /// synced all the same, but nothing the relay receives after it reaches the account live;
+    /// it comes with the next connection's sync. Nil while the live feed runs, and in
+    /// `SubscriptionSync`'s own outcomes.
+    public var liveFeedRefused: String?
 
     /// Creates an outcome.
     ///

@@ -87,6 +87,110 @@ import Testing
         #expect(!w.relays[0].stored.contains { $0.id == broken.id })
     }
 
+    /// Path 2: a live REQ the relay closes for good (`restricted:`, `blocked:`, `invalid:`, no
+    /// prefix, `auth-required:` without an identity), every time it is asked. The
+    /// reconciliation of every subscription packed into it waited for that REQ's EOSE for ever:
+    /// no NEG-OPEN, no paging, 200 of 2,000 notes and 10 of 100 reactions missing, neither
+    /// subscription ever synced. Now NIP-77 never waits on a REQ that will not answer: both are
+    /// reconciled and synced, marked "no live feed", and each `synced` report says the live
+    /// feed was refused, in the relay's words.
+    @Test(arguments: [
+        "restricted: this inbox is read by its owner only",
+        "blocked: reactions are not served here",
+        "invalid: unsupported filter",
+        "we do not serve that",
+        "auth-required: sign in to read",
+    ])
+    func aLiveREQClosedForGoodWedgesNoReconciliationAndTheSyncedReportSaysSo(refusal: String) {
+        let w = EngineWorld()
+        w.relays[0].negentropy = .answer
+        let notes = (0..<2_000).map { Fixtures.event(w.unix - 90 * 86_400 + Int64($0) * 3_887, content: "n\($0)") }
+        let reactions = (0..<100).map { Fixtures.event(w.unix - 30 * 86_400 + Int64($0) * 25_919, kind: 7, content: "r\($0)") }
+        let events = notes + reactions
+        w.relays[0].stored = events.sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+        for (i, e) in notes.enumerated() where i % 10 != 0 { w.account.events[e.id] = e }
+        for (i, e) in reactions.enumerated() where i % 10 != 0 { w.account.events[e.id] = e }
+        w.account.policy = [("notes", [#"{"kinds":[1]}"#], nil), ("reactions", [#"{"kinds":[7]}"#], nil)]
+        for id in ["notes", "reactions"] { w.account.cursors[w.account.key(w.urls[0], id)] = w.unix - 3_600 }
+        // Both subscriptions travel in `~live0`; the relay refuses it, and only it.
+        w.relays[0].closeRule = { id, _ in id.hasPrefix("~live") ? refusal : nil }
+        w.start()
+        w.run(for: 10_000)
+        #expect(w.relays[0].verbs.contains("NEG-OPEN"), "the reconciliations waited for the live REQ's EOSE")
+        let missing = events.filter { w.account.events[$0.id] == nil }
+        #expect(missing.isEmpty, "\(missing.count) of \(events.count) missing")
+        #expect(w.synced(0, "notes") && w.synced(0, "reactions"))
+        let synced = w.reports.compactMap { report -> (String, SyncOutcome)? in
+            if case .synced(_, let id, _, let outcome) = report { (id, outcome) } else { nil }
+        }
+        #expect(Set(synced.map { $0.0 }) == ["notes", "reactions"])
+        #expect(synced.allSatisfy { $0.1.method == .negentropy && $0.1.liveFeedRefused == refusal }, "\(synced)")
+        #expect(w.engine.relays[0].subscriptions.values.allSatisfy { $0.live == .refused(refusal) })
+        #expect(
+            w.reports.contains {
+                if case .notice(_, let text) = $0 { return text.hasPrefix("live feed refused for notes, reactions (\(refusal))") }
+                return false
+            })
+    }
+
+    /// Path 7: a relay whose NIP-11 states a `max_message_length` of 16,384 bytes (NIP-11's own
+    /// example), and an account that lacks the relay's newest 421 notes (nine days offline).
+    /// NIP-77 found nearly all of them in one round and asked for them in one REQ by ids of
+    /// about 28 KB: the session refused it, the engine only noted "cannot send REQ" and kept the
+    /// fetch in flight, and the reconciliation never completed (421 missing, never synced). A subscription whose filter
+    /// alone is over the frame lost its page the same way, left in flight for the connection's
+    /// life, and took the live REQ of every subscription packed with it down too. Now fetches
+    /// carry as many ids as the frame holds, live REQs are packed to fit it, and a REQ that
+    /// cannot fit is refused in a notice and held nowhere.
+    @Test func fetchesFitTheRelaysStatedFrameAndARequestThatCannotIsRefusedNotLeftInFlight() {
+        let w = EngineWorld()
+        w.relays[0].negentropy = .answer
+        w.limits[0] = RelayLimits(maxMessageLength: 16_384)
+        w.relays[0].stated = w.limits[0]!
+        w.relays[0].maxMessageLength = 16_384
+        let notes = (0..<4_210).map { Fixtures.event(w.unix - 90 * 86_400 + Int64($0) * 1_846, content: "n\($0)") }
+        w.relays[0].stored = notes.sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+        for e in notes.prefix(3_789) { w.account.events[e.id] = e }
+        w.account.policy = [("notes", [#"{"kinds":[1]}"#], nil)]
+        w.account.cursors[w.account.key(w.urls[0], "notes")] = w.unix - 3_600
+        w.start()
+        w.run(for: 10_000)
+        let missing = notes.filter { w.account.events[$0.id] == nil }
+        #expect(missing.isEmpty, "\(missing.count) of 4,210 missing")
+        #expect(w.synced(0, "notes"))
+        #expect(w.reports.contains { if case .synced(_, "notes", _, let outcome) = $0 { outcome.method == .negentropy } else { false } })
+        #expect(w.relays[0].overStatedLimits.isEmpty, "\(w.relays[0].overStatedLimits)")
+        #expect((w.relays[0].longestFrame["REQ"] ?? 0) > 12_000, "fetches are filled up to the frame, not cut to a few ids")
+        let unsent = w.reports.filter { if case .notice(_, let text) = $0 { text.hasPrefix("cannot send REQ") } else { false } }
+        #expect(unsent.isEmpty, "\(unsent)")
+
+        // A subscription whose filter alone is over the frame (300 authors, 20 KB): its live REQ,
+        // its ahead REQ and its page cannot be sent. Each is refused in a notice and held nowhere,
+        // never synced; the other subscription's live REQ goes apart and its sync is untouched.
+        let authors = (0..<300).map { i -> String in
+            let hex = String(i, radix: 16)
+            return String(repeating: "0", count: 64 - hex.count) + hex
+        }
+        let crowd = #"{"kinds":[1],"authors":["# + authors.map { "\"\($0)\"" }.joined(separator: ",") + "]}"
+        w.endProcess()
+        w.account.policy.append(("crowd", [crowd], nil))
+        w.account.cursors[w.account.key(w.urls[0], "crowd")] = w.unix - 3_600
+        let before = w.reports.count
+        w.start()
+        w.run(for: 10_000)
+        let notices: [String] = w.reports[before...].compactMap { if case .notice(_, let text) = $0 { text } else { nil } }
+        #expect(w.synced(0, "notes"))
+        #expect(!w.synced(0, "crowd"))
+        let relay = w.engine.relays[0]
+        #expect(relay.subscriptions["notes"]?.live == .registered)
+        #expect(relay.subscriptions["crowd"]?.pageID == nil && !relay.pageOwner.values.contains("crowd"), "a page left in flight")
+        #expect(!relay.requests.open.keys.contains { $0.hasPrefix("crowd") } && !relay.requests.queue.contains { $0.id.hasPrefix("crowd") })
+        #expect(!relay.aheadREQs.contains { $0.hasPrefix("crowd") })
+        #expect(notices.contains { $0.hasPrefix("live feed refused for crowd (not sent:") }, "\(notices)")
+        #expect(notices.contains { $0.hasPrefix("crowd: a page cannot be sent") }, "\(notices)")
+        #expect(w.relays[0].overStatedLimits.isEmpty, "\(w.relays[0].overStatedLimits)")
+    }
+
     /// Path 12: a relay refused past 5 subscriptions once (a burst limit, a restart) and then
     /// took 32; the budget learned 5 and kept it for the engine's life. Now the next connection
     /// starts again from the default, and pages go out as many at once as the relay takes.

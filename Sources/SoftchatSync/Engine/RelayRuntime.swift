@@ -138,6 +138,35 @@ struct RelayRuntime {
     }
 }
 
+/// Where a subscription's live REQ stands on the current connection.
+enum LiveFeed: Equatable {
+    /// Not sent: no connection, or it has just opened.
+    case notSent
+    /// Sent; the relay has not answered it yet.
+    case sent
+    /// Its EOSE came: the relay has registered it, so every event it stores from now on
+    /// reaches us live. A reconciliation opens only after it: its set is the relay's at
+    /// NEG-OPEN, and an event stored between that and the live REQ (which asks one stored
+    /// event) would be in neither.
+    case registered
+    /// It will not run on this connection, for this reason (the relay's words, or the
+    /// session's): the relay closed it and the session does not send it again on its own
+    /// (`restricted:`, `blocked:`, `invalid:`, no prefix, `auth-required:` while no AUTH of ours
+    /// was accepted), or the session could not send it (over the relay's frame). Nothing
+    /// reaches the subscription live; NIP-77 and paging do not wait for it, and its `synced`
+    /// reports say so (`SyncOutcome.liveFeedRefused`). An EOSE for it after all (the session's
+    /// replay once the relay accepted our AUTH) makes it `registered`.
+    case refused(String)
+
+    /// Nothing more to wait for: a reconciliation may open.
+    var settled: Bool {
+        switch self {
+        case .registered, .refused: true
+        case .notSent, .sent: false
+        }
+    }
+}
+
 /// One policy subscription's sync on one relay.
 struct SubscriptionRuntime {
     let id: String
@@ -154,12 +183,8 @@ struct SubscriptionRuntime {
     var pageNumber = 0
     /// The relay closed the page in flight: ask it again at this monotonic time.
     var pageRetryAt: Int64?
-    var liveSubscribed = false
-    /// The live REQ's EOSE came on this connection: the relay has registered it, so every event
-    /// it stores from now on reaches us live. A reconciliation opens only after it: its set
-    /// is the relay's at NEG-OPEN, and an event stored between that and the live REQ (which
-    /// asks one stored event) would be in neither.
-    var liveEnded = false
+    /// This connection's live REQ for the subscription (the `~live…` chunk that carries it).
+    var live = LiveFeed.notSent
     /// A page boundary or the window changed since the last commit (what a page in flight
     /// counted is not durable: a loaded state asks that page again).
     var dirty = false

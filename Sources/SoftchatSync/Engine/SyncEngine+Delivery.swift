@@ -154,7 +154,9 @@ extension SyncEngine {
             // Synced means: everything up to this connection's start is held.
             if let outcome, outcome.cursor >= sub.connectedAt {
                 sub.syncedOnce = true
-                report(.synced(relayURL: relays[r].url, subscriptionID: id, events: sub.windowEvents, outcome: outcome))
+                var reported = outcome
+                if case .refused(let reason) = sub.live { reported.liveFeedRefused = reason }
+                report(.synced(relayURL: relays[r].url, subscriptionID: id, events: sub.windowEvents, outcome: reported))
                 sub.windowEvents = 0
             }
             relays[r].subscriptions[id] = sub

@@ -51,16 +51,20 @@ extension SyncEngine {
             advanceSync(r, id)
             return
         }
-        var reconciliation = NegentropySync(filters: sub.filters, until: sub.connectedAt, fetchBatch: sub.sync.paging.pageSize, frameSizeLimit: limit)
+        // A fetch by ids holds a page's worth at most, and no more than the relay's frame carries.
+        let batch = min(sub.sync.paging.pageSize, fetchBatchFitting(r, stem: sub.stem))
+        var reconciliation = NegentropySync(filters: sub.filters, until: sub.connectedAt, fetchBatch: batch, frameSizeLimit: limit)
         reconciliation.start(items: items)
         relays[r].subscriptions[id]!.negentropy = reconciliation
         openNegentropy(r)
     }
 
     /// Opens waiting reconciliation parts while the connection has room: subscriptions in
-    /// order, at most `NegentropyMachine.maxOpen` at once, or one after a relay found one too big.
+    /// order, at most `NegentropyMachine.maxOpen` at once, or one after a relay found one too big;
+    /// each once its live REQ is registered, or refused (`LiveFeed.settled`: never waiting on a
+    /// REQ that will not answer).
     func openNegentropy(_ r: Int) {
-        for id in relays[r].subscriptions.keys.sorted() where relays[r].subscriptions[id]!.liveEnded {
+        for id in relays[r].subscriptions.keys.sorted() where relays[r].subscriptions[id]!.live.settled {
             while relays[r].neg.room > 0, var reconciliation = relays[r].subscriptions[id]?.negentropy,
                 let output = reconciliation.nextOpen()
             {
@@ -181,17 +185,22 @@ extension SyncEngine {
         }
     }
 
-    /// Sends the next fetch of missing ids, and completes the sync when nothing is left.
+    /// Sends the next fetch of missing ids (one at a time), and completes the sync when nothing
+    /// is left.
     func fetchMissing(_ r: Int, _ id: String) {
         guard var reconciliation = relays[r].subscriptions[id]?.negentropy, relays[r].session != nil else { return }
-        while let ids = reconciliation.nextFetch() {
+        if let ids = reconciliation.nextFetch() {
             let fetchID = (relays[r].subscriptions[id]?.stem ?? String(id.prefix(40))) + "~f\(reconciliation.fetches)"
             var filter = JSONObject()
             filter.append("ids", .array(ids.map(JSONValue.string)))
             filter.append("limit", .integer(Int64(ids.count)))
+            // Stored before it is sent: a fetch the session refuses gives the reconciliation up
+            // at once (`requestNotSent`), and that must not be written over.
+            relays[r].subscriptions[id]!.negentropy = reconciliation
             // Through the REQ budget: a fetch waits for a slot like a page.
             relays[r].neg.fetchOwner[fetchID] = id
             request(r, id: fetchID, filtersJSON: [JSONValue.object(filter).jsonText])
+            return
         }
         relays[r].subscriptions[id]!.negentropy = reconciliation
         guard reconciliation.isComplete, var sub = relays[r].subscriptions[id] else { return }

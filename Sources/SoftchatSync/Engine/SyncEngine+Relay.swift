@@ -250,9 +250,13 @@ extension SyncEngine {
             sub.pageNumber += 1
             let pageID = sub.stem + "~p\(sub.pageNumber)"
             sub.pageID = pageID
-            relays[r].pageOwner[pageID] = id
-            self.request(r, id: pageID, filtersJSON: [request.filter.toJSON()])
             sub.dirty = true
+            relays[r].pageOwner[pageID] = id
+            // Stored before it is sent: a REQ the session refuses ends the page at once
+            // (`requestNotSent`), and that must not be written over.
+            relays[r].subscriptions[id] = sub
+            self.request(r, id: pageID, filtersJSON: [request.filter.toJSON()])
+            sub = relays[r].subscriptions[id]!
             queueIngestFlush()
         case .synced(let outcome):
             sub.completed = outcome
@@ -290,9 +294,8 @@ extension SyncEngine {
         negentropyLost(r)
         withdrawRequests(r)
         for id in relays[r].subscriptions.keys.sorted() {
-            relays[r].subscriptions[id]!.liveSubscribed = false
             relays[r].subscriptions[id]!.pageRetryAt = nil
-            relays[r].subscriptions[id]!.liveEnded = false
+            relays[r].subscriptions[id]!.live = .notSent
             relays[r].subscriptions[id]!.pageID = nil
             relays[r].subscriptions[id]!.sync.restarted()
         }
@@ -392,7 +395,7 @@ extension SyncEngine {
                     continue
                 }
                 if let members = relays[r].requests.liveChunks[subscriptionID] {
-                    for id in members { relays[r].subscriptions[id]?.liveEnded = true }
+                    for id in members { relays[r].subscriptions[id]?.live = .registered }
                     openNegentropy(r)
                     continue
                 }
@@ -407,6 +410,13 @@ extension SyncEngine {
             case .subscriptionClosed(let subscriptionID, let prefix, let message, let retry):
                 let again = retry.map { " (sent again in \($0) ms)" } ?? ""
                 report(.notice(relayURL: relays[r].url, "relay closed \(subscriptionID): \(prefix ?? "") \(message)\(again)"))
+                if let members = relays[r].requests.liveChunks[subscriptionID] {
+                    // A live REQ the session sends again itself (`error:`, `rate-limited:`, an
+                    // `auth-required:` once authenticated) is waited for; one it does not send
+                    // again will not answer on this connection, and nothing waits for it.
+                    if retry == nil { liveRefused(r, members, reason: prefix.map { "\($0): \(message)" } ?? message) }
+                    continue
+                }
                 if relays[r].requests.isOpen(subscriptionID), Self.saysTooManySubscriptions(message) {
                     // Refused for the relay's limit: not this REQ's fault; it goes again in turn.
                     requestsRefused(r)

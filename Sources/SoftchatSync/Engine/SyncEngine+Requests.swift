@@ -1,10 +1,11 @@
 import SoftchatCore
+import SoftchatJSON
 
 /// REQs share a budget per connection. Relays keep a handful of subscriptions per connection
 /// (nostr-relay 32, strfry 20) and refuse past that, often with a NOTICE alone: no CLOSED, no
 /// EOSE, so a refused page waited for ever and its subscription never synced. So:
-/// - the live REQs of all subscriptions travel together, as few REQs as the filter bound allows
-///   (`~live0`, `~live1`…; each event is stored whichever filter matched it);
+/// - the live REQs of all subscriptions travel together, as few REQs as the filter bound and the
+///   relay's frame allow (`~live0`, `~live1`…; each event is stored whichever filter matched it);
 /// - every one-shot REQ (a page, an ahead REQ, a fetch by ids) waits in a queue for a slot, and
 ///   each that ends (its EOSE, a CLOSED) lets the next one go;
 /// - the budget is NIP-11's `max_subscriptions` when stated, else ``defaultREQBudget``, and a
@@ -13,6 +14,11 @@ import SoftchatCore
 ///   answer is on its way (relays answer out of order): each stays subscribed, so a late answer
 ///   still counts, and one still unheard ``refusedRetryMilliseconds`` later is sent again in
 ///   place, as the lowered budget makes room.
+///
+/// Every REQ fits the relay's frame (NIP-11's `max_message_length`, which the session enforces):
+/// live REQs are packed by bytes as well as by filters, fetches by ids carry as many ids as fit,
+/// and a REQ the session refuses all the same is ended visibly (`requestNotSent`, a live one
+/// `liveRefused`), never left waiting for an answer that cannot come.
 extension SyncEngine {
     /// REQs held open at once on a connection when the relay does not say (below the common
     /// limits of 20 and 32).
@@ -37,8 +43,25 @@ extension SyncEngine {
                 try session.subscribe(id: next.id, filtersJSON: next.filtersJSON)
                 relays[r].requests.opened(next)
             } catch {
-                report(.notice(relayURL: relays[r].url, "cannot send REQ \(next.id): \(error.message)"))
+                requestNotSent(r, next.id, error)
             }
+        }
+    }
+
+    /// The session refused to send one-shot `id` (over the relay's frame, or past one of its
+    /// own bounds): nothing will answer it, so nothing waits for it. A fetch by ids gives its
+    /// reconciliation up (the window is paged); a page leaves its window open on this connection
+    /// (never reported synced; the next connection asks again); an ahead REQ is dropped.
+    func requestNotSent(_ r: Int, _ id: String, _ error: SoftchatError) {
+        report(.notice(relayURL: relays[r].url, "cannot send REQ \(id): \(error.message)"))
+        if let owner = relays[r].neg.fetchOwner[id] {
+            fallBack(r, owner, reason: "fetch not sent: \(error.message)")
+        } else if let owner = relays[r].pageOwner.removeValue(forKey: id) {
+            relays[r].subscriptions[owner]?.pageID = nil
+            relays[r].subscriptions[owner]?.sync.restarted()
+            report(.notice(relayURL: relays[r].url, "\(owner): a page cannot be sent; its window stays open until the next connection"))
+        } else {
+            relays[r].aheadREQs.remove(id)
         }
     }
 
@@ -79,19 +102,25 @@ extension SyncEngine {
     }
 
     /// The live REQs: every subscription's live filters, packed into as few REQs as the filter
-    /// bound (relay.wire's, and the relay's NIP-11 `max_filters`) allows; a subscription's
-    /// filters never split.
+    /// bound (relay.wire's, and the relay's NIP-11 `max_filters`) and the relay's frame allow; a
+    /// subscription's filters never split. One the session cannot send (a subscription whose
+    /// filters alone are over the frame) is refused for its subscriptions (`liveRefused`).
     func subscribeLive(_ r: Int) {
         guard let session = relays[r].session else { return }
         let bound = min(RelayWireContract.maxFilters.value, max(1, relays[r].limits?.maxFilters ?? Int.max))
-        var chunks: [(ids: [String], filters: [String])] = []
+        let frame = frameBytes(r)
+        var chunks: [(ids: [String], filters: [String], bytes: Int)] = []
         for id in relays[r].subscriptions.keys.sorted() {
             let live = relays[r].subscriptions[id]!.liveFilters()
-            if let last = chunks.last, last.filters.count + live.count <= bound {
+            let bytes = Self.filterBytes(live)
+            if let last = chunks.last, last.filters.count + live.count <= bound,
+                Self.requestBytes(id: "~live\(chunks.count - 1)", filters: []) + last.bytes + bytes <= frame
+            {
                 chunks[chunks.count - 1].ids.append(id)
                 chunks[chunks.count - 1].filters += live
+                chunks[chunks.count - 1].bytes += bytes
             } else {
-                chunks.append(([id], live))
+                chunks.append(([id], live, bytes))
             }
         }
         for (k, chunk) in chunks.enumerated() {
@@ -99,14 +128,62 @@ extension SyncEngine {
             do {
                 try session.subscribe(id: liveID, filtersJSON: chunk.filters)
                 relays[r].requests.liveChunks[liveID] = chunk.ids
-                for id in chunk.ids {
-                    relays[r].subscriptions[id]!.liveSubscribed = true
-                    relays[r].subscriptions[id]!.liveEnded = false
-                }
+                for id in chunk.ids { relays[r].subscriptions[id]!.live = .sent }
             } catch {
-                report(.notice(relayURL: relays[r].url, "cannot subscribe \(chunk.ids.joined(separator: ", ")) live: \(error.message)"))
+                liveRefused(r, chunk.ids, reason: "not sent: \(error.message)")
             }
         }
+    }
+
+    /// The live REQ of subscriptions `ids` will not run on this connection (the relay closed it
+    /// for good, or the session could not send it): they are marked so, NIP-77 stops waiting for
+    /// its EOSE (their reconciliations open now), and their `synced` reports say so.
+    func liveRefused(_ r: Int, _ ids: [String], reason: String) {
+        let reason = RelayText.forReport(reason)
+        for id in ids { relays[r].subscriptions[id]?.live = .refused(reason) }
+        report(
+            .notice(
+                relayURL: relays[r].url,
+                "live feed refused for \(ids.joined(separator: ", ")) (\(reason)): synced by NIP-77 or REQ pages, "
+                    + "nothing reaches them live on this connection"))
+        openNegentropy(r)
+    }
+
+    // MARK: Frame sizes
+
+    /// The largest frame relay `r` takes, as the session enforces it: NIP-11's
+    /// `max_message_length` when it is at least `RelaySessionConfig.minimumMessageBytes` (a
+    /// smaller one could not carry a REQ and is not believed), never above relay.wire's bound.
+    func frameBytes(_ r: Int) -> Int {
+        guard let stated = relays[r].limits?.maxMessageLength, Int64(stated) >= RelaySessionConfig.minimumMessageBytes else {
+            return RelayWireContract.maxFrameBytes.value
+        }
+        return min(stated, RelayWireContract.maxFrameBytes.value)
+    }
+
+    /// Bytes of `,"since":9223372036854775807`: the session checks a REQ with a `since` added to
+    /// every filter (what a resubscription may add), so REQs are sized with it.
+    static let sinceBytes = #","since":"#.utf8.count + String(Int64.max).utf8.count
+
+    /// The bytes filters (JSON texts) add to a REQ as the session checks it: a comma, the filter
+    /// and a `since` each.
+    static func filterBytes(_ filters: [String]) -> Int { filters.reduce(0) { $0 + 1 + $1.utf8.count + sinceBytes } }
+
+    /// The bytes of REQ `id` with `filters` as the session checks it against the relay's frame:
+    /// `["REQ","<id>",<filter>,…]`, each filter with a `since`.
+    static func requestBytes(id: String, filters: [String]) -> Int {
+        #"["REQ",]"#.utf8.count + JSONValue.string(id).jsonText.utf8.count + filterBytes(filters)
+    }
+
+    /// The most ids one fetch by ids of the subscription with REQ id stem `stem` carries so that
+    /// its REQ fits relay `r`'s frame: `{"ids":[…],"limit":n}` sized with the widest fetch number
+    /// and limit, each id adding 67 bytes (64 hex digits, quotes, a comma). At least one: NIP-77
+    /// runs only on frames of 8 KiB and more, where hundreds fit (a fetch refused all the same
+    /// gives its reconciliation up, `requestNotSent`).
+    func fetchBatchFitting(_ r: Int, stem: String) -> Int {
+        let widest = String(Int32.max)
+        let empty = Self.requestBytes(id: stem + "~f" + widest, filters: [#"{"ids":[],"limit":"# + widest + "}"])
+        return max(1, (frameBytes(r) - empty + 1) / 67)
     }
 
     /// Withdraws every REQ of the connection (it was lost).

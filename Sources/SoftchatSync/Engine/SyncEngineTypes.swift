@@ -325,7 +325,9 @@ public enum ManagedTransportEvent: Sendable, Hashable {
     /// reconciliation (every age) or REQ paging (the horizon window) did it;
     /// `outcome.incompleteSeconds` names seconds in which the relay held more events with one
     /// `created_at` than it sends for one REQ (paging cannot reach past them, so some of their
-    /// events may be missing; empty when the window is known complete).
+    /// events may be missing; empty when the window is known complete);
+    /// `outcome.liveFeedRefused` says when the relay refused the subscription's live REQ on this
+    /// connection (nothing reaches it live until the next connection's sync).
     case synced(relayURL: String, subscriptionID: String, events: Int, outcome: SyncOutcome)
     /// Text for a log about this relay: a NOTICE, a refused event or frame, a message over our
     /// frame bound, a fallback from negentropy to paging, a lost connection, a failed account
