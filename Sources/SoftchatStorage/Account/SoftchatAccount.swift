@@ -118,7 +118,9 @@ public final class SoftchatAccount: Sendable {
     /// results, releases, NIP-77 records) in one transaction, committed once when `body`
     /// returns: one fsync for an I/O round's writes instead of one each. Each write is a
     /// savepoint: one that fails throws to `body` and rolls back only itself. When the
-    /// transaction cannot commit, nothing of `body` happened and this throws. Writes from other
+    /// transaction cannot commit, nothing of `body` happened and this throws. So also when a
+    /// write fails in a way SQLite answers by rolling the whole transaction back (SQLITE_FULL,
+    /// IOERR, NOMEM, BUSY): every later write of the group then throws without running. Writes from other
     /// threads wait for the group to end; reads see what it wrote only once it has committed.
     ///
     /// - Parameters:
@@ -179,6 +181,9 @@ final class AccountStore: Sendable {
         // @unchecked: `db` is set, read and cleared only by the thread that holds the writer's
         // lock for the group, the one `groupThread` names.
         var db: SQLiteConnection?
+        /// The error after which SQLite ended the group's transaction itself (its automatic
+        /// rollback on SQLITE_FULL, IOERR, NOMEM or BUSY): nothing more runs in the group.
+        var ended: SoftchatError?
     }
 
     static var currentThread: UInt { UInt(pthread_self()) }
@@ -305,7 +310,17 @@ final class AccountStore: Sendable {
     /// Inside a write group on this thread, the transaction is a savepoint of the group's.
     func write<R>(_ call: String, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
         if groupThread.load(ordering: .acquiring) == Self.currentThread, let db = groupSlot.db {
-            return try Self.mapped(call) { try db.savepoint { try body(db) } }.get()
+            // After SQLite rolled the whole transaction back, a member's `SAVEPOINT` would start
+            // a transaction of its own and its `RELEASE` commit it: durable, and then reported
+            // failed with the group. Nothing more runs; the group fails as a whole, as on disk.
+            if let ended = groupSlot.ended {
+                throw SoftchatError(
+                    ended.code, "\(call): not run, an earlier write of the group ended its transaction (\(ended.message))",
+                    operation: ended.operation)
+            }
+            let result = Self.mapped(call) { try db.savepoint { try body(db) } }
+            if case .failure(let error) = result, !db.inTransaction { groupSlot.ended = error }
+            return try result.get()
         }
         let result: Result<R, SoftchatError> = writer.with { db in
             guard let db else { return .failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)) }
@@ -317,6 +332,9 @@ final class AccountStore: Sendable {
     /// Runs `body` so that every write it makes on this thread is a savepoint of one
     /// transaction, committed once when `body` returns: a write that fails rolls back only
     /// itself (and throws to `body` as it would alone); a commit that fails rolls back them all.
+    /// A write after which SQLite rolled the whole transaction back (its automatic rollback on
+    /// SQLITE_FULL, IOERR, NOMEM or BUSY) ends the group: later writes fail without running and
+    /// the group fails, so what is reported is what is on disk: nothing of it.
     /// Other threads' writes wait for the group as for any write.
     func group<R>(_ call: String, _ body: () -> R) throws(SoftchatError) -> R {
         let result: Result<R, SoftchatError> = writer.with { db in
@@ -324,12 +342,16 @@ final class AccountStore: Sendable {
             return Self.mapped(call) {
                 try db.transaction(call) {
                     groupSlot.db = db
+                    groupSlot.ended = nil
                     groupThread.store(Self.currentThread, ordering: .releasing)
                     defer {
                         groupThread.store(0, ordering: .releasing)
                         groupSlot.db = nil
                     }
-                    return body()
+                    let result = body()
+                    // SQLite ended the transaction: every member is undone (or never ran).
+                    if let ended = groupSlot.ended { throw ended }
+                    return result
                 }
             }
         }

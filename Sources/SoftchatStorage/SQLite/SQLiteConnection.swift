@@ -147,6 +147,10 @@ final class SQLiteConnection {
         }
     }
 
+    /// Whether a transaction is open (SQLite's autocommit is off): false after SQLite rolled a
+    /// transaction back by itself.
+    var inTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
     var changes: Int { Int(sqlite3_changes(handle)) }
 
     /// The rowid of the last row this connection inserted.
