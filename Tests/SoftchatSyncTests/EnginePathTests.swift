@@ -191,6 +191,131 @@ import Testing
         #expect(w.relays[0].overStatedLimits.isEmpty, "\(w.relays[0].overStatedLimits)")
     }
 
+    /// How the relay leaves a REQ unanswered in path 3's test.
+    enum Unanswered: String, CaseIterable, Sendable {
+        /// Nothing at all: a query the relay shed under load (nostr-rs-relay).
+        case shed
+        /// nostr-relay's bare NOTICE "rate-limited": no id, no CLOSED, no EOSE.
+        case bareRateLimitNotice
+        /// nostr-rs-relay past its limit (2 here): the NOTICE "Subscription error: Maximum
+        /// concurrent subscription count reached", which was not read as a limit.
+        case subscriptionCountNotice
+    }
+
+    /// Path 3: a REQ that got no answer kept its slot for the life of the connection. Twenty
+    /// subscriptions; the relay leaves every `~ahead` REQ unanswered (shed, or met by a bare
+    /// NOTICE "rate-limited"), and the first two asks of sub0's page too: fifteen ahead REQs
+    /// held the budget of 16 beside the live REQ, no page ever went out, and 0 of 20
+    /// subscriptions synced in 10 minutes. Past nostr-rs-relay's limit every REQ it refused held
+    /// its slot to the end. Now every one-shot REQ has an EOSE deadline: past it the REQ is
+    /// closed, its slot freed, and it is asked again with backoff (an ahead REQ at most
+    /// five times); a NOTICE makes the REQs that heard nothing suspects whatever its
+    /// text; a page that hit its deadline is asked again, and no subscription is reported synced
+    /// while one of its events is missing.
+    @Test(arguments: Unanswered.allCases)
+    func aREQThatGetsNoAnswerGivesUpItsSlotAtItsDeadlineAndIsAskedAgain(_ way: Unanswered) {
+        let w = EngineWorld()
+        let ids = (0..<20).map { "sub\($0)" }
+        let all = SyncEngineTests.storeConversations(in: w, ids: ids, eventsEach: 10, from: w.unix - 500)
+        var shedPages = 0
+        switch way {
+        case .shed, .bareRateLimitNotice:
+            let answer: WireRelay.NoAnswer = way == .shed ? .silence : .notice("rate-limited")
+            w.relays[0].noAnswerRule = { id in
+                if id.contains("~ahead") { return answer }
+                guard id.hasPrefix("sub0~"), id.contains("~p"), shedPages < 2 else { return nil }
+                shedPages += 1
+                return answer
+            }
+        case .subscriptionCountNotice:
+            w.relays[0].maxSubscriptions = 2
+            w.relays[0].subscriptionLimitNotice = "Subscription error: Maximum concurrent subscription count reached"
+        }
+        var syncedEarly: [String] = []
+        w.onReport = { event in
+            guard case .synced(_, let sub, _, _) = event else { return }
+            if all.contains(where: { $0.content.hasPrefix("\(sub) ") && w.account.events[$0.id] == nil }) { syncedEarly.append(sub) }
+        }
+        w.start()
+        w.run(for: 600_000)
+        #expect(!w.runaway)
+        let held = all.filter { w.account.events[$0.id] != nil }.count
+        #expect(held == 200, "\(held) of 200 held")
+        #expect(ids.allSatisfy { w.synced(0, $0) }, "\(ids.filter { !w.synced(0, $0) }.count) of 20 subscriptions not synced")
+        #expect(syncedEarly.isEmpty, "reported synced with events missing: \(syncedEarly)")
+        // No REQ keeps a slot it was never answered for.
+        let stillOpen = w.engine.relays[0].requests.open
+        #expect(stillOpen.isEmpty, "\(stillOpen.count) one-shot REQs still open, e.g. \(stillOpen.keys.sorted().prefix(3))")
+        if way == .shed {
+            // sub0's page went unanswered twice and was asked again each time, under a new id.
+            let pages = Set(w.relays[0].requestIDs.filter { $0.hasPrefix("sub0~") && $0.contains("~p") })
+            #expect(pages.count >= 3, "\(pages.sorted())")
+        }
+        // Asked again with backoff, not in a loop: each ahead REQ five times at most
+        // (`SyncEngine.refusalTries`), with a few resends in place per try as its doubling wait
+        // allows.
+        let aheads = w.relays[0].requestIDs.filter { $0.contains("~ahead") }.count
+        #expect(aheads <= ids.count * 5 * 5, "\(aheads) ahead REQs")
+    }
+
+    /// Path 6: a page the relay kept closing was asked again every second, for ever: the backoff
+    /// counted per REQ id and each retry had a new one (1,205 REQs and 1,202 notices in 10
+    /// minutes for two subscriptions, whether the relay said `error:`, `rate-limited:` or
+    /// `auth-required:`). Now the wait doubles per CLOSED of the same page in a row up to the
+    /// reconnect maximum, the window is reported refused at the fifth, one notice per page (and
+    /// the refusal); `auth-required:` is not retried on a clock: refused at once by an engine
+    /// that does not authenticate, asked again once our AUTH is accepted by one that does.
+    @Test(arguments: ["error: query failed", "rate-limited: slow down", "auth-required: sign in first"])
+    func aPageClosedAgainAndAgainBacksOffDoublingAndItsWindowIsReportedRefused(closedWith text: String) {
+        let w = EngineWorld()
+        _ = SyncEngineTests.storeConversations(in: w, ids: ["a", "b"], eventsEach: 10, from: w.unix - 500)
+        // When each subscription's page was asked (monotonic ms).
+        var asked: [String: [Int64]] = [:]
+        w.relays[0].closeRule = { [weak w] id, _ in
+            guard id.contains("~p"), let w else { return nil }
+            asked[String(id.prefix(1)), default: []].append(w.mono)
+            return text
+        }
+        w.start()
+        w.run(for: 600_000)
+        #expect(!w.runaway)
+        let authRequired = text.hasPrefix("auth-required:")
+        for (sub, stem) in [("a", "a~0"), ("b", "b~1")] {
+            let times = asked[sub] ?? []
+            let notices = w.reports.compactMap { report -> String? in
+                guard case .notice(_, let t) = report, t.hasPrefix("\(sub): ") || t.contains("\(stem)~p") else { return nil }
+                return t
+            }
+            let refusals = notices.filter { $0.hasPrefix("\(sub): window refused") }
+            #expect(refusals.count == 1, "\(sub): \(notices.prefix(3))")
+            #expect(!w.synced(0, sub))
+            if authRequired {
+                // No AUTH to wait for: asked once, refused at once, not on a clock.
+                #expect(times.count == 1, "\(sub): asked \(times.count) times")
+                #expect(notices.count == 1, "\(sub): \(notices.count) notices")
+            } else {
+                let gaps = zip(times, times.dropFirst()).map { $1 - $0 }
+                #expect(Array(gaps.prefix(5)) == [1_000, 2_000, 4_000, 8_000, 16_000], "\(sub): \(gaps.prefix(8))")
+                #expect(gaps.allSatisfy { $0 <= 300_000 })
+                #expect((9...11).contains(times.count), "\(sub): asked \(times.count) times")
+                #expect(notices.count == 2, "\(sub): \(notices.count) notices, e.g. \(notices.prefix(3))")
+            }
+        }
+        #expect(w.account.cursors.isEmpty)
+        guard authRequired else { return }
+        // With an identity, against a relay that wants NIP-42 for history (the challenge comes
+        // with its first CLOSED): each page is asked again once the relay accepts our AUTH.
+        let authed = EngineWorld()
+        let stored = SyncEngineTests.storeConversations(in: authed, ids: ["a", "b"], eventsEach: 10, from: authed.unix - 500)
+        authed.relays[0].authRequiredRule = { $0.contains("~p") }
+        authed.start { $0.identity = SoftchatIdentity.generate() }
+        authed.run(for: 600_000)
+        #expect(authed.relays[0].authentications == 1)
+        #expect(authed.relays[0].closedForAuthentication.count == 2, "\(authed.relays[0].closedForAuthentication)")
+        #expect(stored.allSatisfy { authed.account.events[$0.id] != nil })
+        #expect(authed.synced(0, "a") && authed.synced(0, "b"))
+    }
+
     /// Path 12: a relay refused past 5 subscriptions once (a burst limit, a restart) and then
     /// took 32; the budget learned 5 and kept it for the engine's life. Now the next connection
     /// starts again from the default, and pages go out as many at once as the relay takes.

@@ -44,6 +44,25 @@ struct WireRelay {
     var refusedSubscriptions = 0
     /// How a REQ past `maxSubscriptions` is refused: a NOTICE alone (nostr-relay) or a CLOSED.
     var refusesSubscriptionsWithClosed = false
+    /// The NOTICE of that refusal: nostr-relay's by default; nostr-rs-relay sends "Subscription
+    /// error: Maximum concurrent subscription count reached".
+    var subscriptionLimitNotice = "rejected: too many subscriptions"
+    /// When set, a REQ this picks (by id) gets no EOSE, no event and no CLOSED: nothing at all (a
+    /// query the relay shed under load) or a NOTICE alone (nostr-relay's bare "rate-limited").
+    var noAnswerRule: ((String) -> NoAnswer?)?
+    /// NIP-42: when set, a REQ this picks is closed `auth-required:` until an AUTH is accepted on
+    /// the connection, the first one with the challenge (`["AUTH", …]`) ahead of its CLOSED.
+    var authRequiredRule: ((String) -> Bool)?
+    /// Whether an AUTH is accepted (`OK true`) or refused (`OK false "restricted:"`).
+    var acceptsAuthentication = true
+    /// An AUTH was accepted on this connection; the challenge was sent on it.
+    var authenticated = false
+    var challengeSent = false
+    /// AUTHs received, and REQs closed `auth-required:` (their ids), over all connections.
+    var authentications = 0
+    var closedForAuthentication: [String] = []
+    /// Every REQ id received, in order (a REQ sent again in place counts again).
+    var requestIDs: [String] = []
     /// When set, a REQ this picks is refused for its rate before any answer: nostr-relay's bare
     /// NOTICE "rate-limited" (no subscription id, no CLOSED) or `CLOSED "rate-limited:"`.
     var reqRateRule: ((inout SplitMix64) -> RequestRateLimit?)?
@@ -71,6 +90,12 @@ struct WireRelay {
 
     enum RequestRateLimit {
         case notice, closed
+    }
+
+    /// How `noAnswerRule` leaves a REQ unanswered.
+    enum NoAnswer: Sendable, Equatable {
+        case silence
+        case notice(String)
     }
 
     enum OKBehaviour {
@@ -137,6 +162,8 @@ struct WireRelay {
         subscriptions.removeAll()
         reconcilers.removeAll()
         heldOKs.removeAll()
+        authenticated = false
+        challengeSent = false
     }
 
     mutating func receive(_ text: String) -> [String] {
@@ -163,6 +190,17 @@ struct WireRelay {
         }
         switch frame {
         case .req(let id, let filters):
+            requestIDs.append(id)
+            if let rule = authRequiredRule, !authenticated, rule(id) {
+                closedForAuthentication.append(id)
+                var out: [String] = []
+                if !challengeSent {
+                    challengeSent = true
+                    out.append(RelayResponseFrame.auth(challenge: "challenge-\(authentications)").toJSON())
+                }
+                out.append(RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage("auth-required: sign in first")).toJSON())
+                return out
+            }
             if let limit = maxSubscriptions, subscriptions[id] == nil, subscriptions.count >= limit {
                 refusedSubscriptions += 1
                 if refusesSubscriptionsWithClosed {
@@ -170,7 +208,13 @@ struct WireRelay {
                     return [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage("error: too many subscriptions")).toJSON()]
                 }
                 saw(.subscriptionsRefusedByNotice)
-                return [RelayResponseFrame.notice(RelayMessage("rejected: too many subscriptions")).toJSON()]
+                return [RelayResponseFrame.notice(RelayMessage(subscriptionLimitNotice)).toJSON()]
+            }
+            if let rule = noAnswerRule, let way = rule(id) {
+                switch way {
+                case .silence: return []
+                case .notice(let text): return [RelayResponseFrame.notice(RelayMessage(text)).toJSON()]
+                }
             }
             if let rule = reqRateRule, let limit = rule(&rng) {
                 switch limit {
@@ -223,7 +267,13 @@ struct WireRelay {
             return answer(e)
         case .events(let list):
             return list.flatMap { answer($0) }
-        case .auth, .count:
+        case .auth(let e):
+            guard authRequiredRule != nil else { return [] }
+            authentications += 1
+            authenticated = acceptsAuthentication
+            let message = RelayMessage(acceptsAuthentication ? "" : "restricted: not on the list")
+            return [RelayResponseFrame.ok(eventID: e.id, accepted: acceptsAuthentication, message: message).toJSON()]
+        case .count:
             return []
         case .negOpen(let id, let filter, let message):
             switch negentropy {

@@ -10,6 +10,9 @@ struct AuthenticationMachine {
     private(set) var windowEnds: Int64 = 0
     /// When our AUTH was written, until it is answered or the wait ends.
     private(set) var sentAt: Int64?
+    /// The relay accepted our AUTH on this connection (its OK, or a second of silence): what it
+    /// closed `auth-required:` before may be asked again.
+    private(set) var isAccepted = false
 
     /// How long an AUTH waits for its OK before silence counts as acceptance.
     static let answerWaitMilliseconds: Int64 = 1_000
@@ -18,6 +21,7 @@ struct AuthenticationMachine {
     /// gets `grace` milliseconds to challenge first.
     mutating func connected(now: Int64, challengeExpected: Bool, grace: Int64) {
         sentAt = nil
+        isAccepted = false
         windowEnds = challengeExpected ? now + grace : 0
     }
 
@@ -33,16 +37,26 @@ struct AuthenticationMachine {
     /// The relay said yes or no to our AUTH.
     mutating func decided() { sentAt = nil }
 
+    /// The relay said yes to our AUTH.
+    mutating func accepted() {
+        sentAt = nil
+        isAccepted = true
+    }
+
     /// At `now`: true once when our AUTH has waited its full second unanswered (then taken as
     /// accepted).
     mutating func silentlyAccepted(now: Int64) -> Bool {
         guard let sent = sentAt, now - sent >= Self.answerWaitMilliseconds else { return false }
         sentAt = nil
+        isAccepted = true
         return true
     }
 
     /// The connection ended.
-    mutating func connectionLost() { sentAt = nil }
+    mutating func connectionLost() {
+        sentAt = nil
+        isAccepted = false
+    }
 
     /// The challenge window's end, while it is ahead of `now`.
     func graceDeadline(now: Int64) -> Int64? { windowEnds > now ? windowEnds : nil }

@@ -11,9 +11,15 @@ enum EngineTimer: String, CaseIterable, Sendable {
     case authenticationGrace
     /// Our AUTH went unanswered for a second (some relays never answer a good one).
     case authenticationAnswer
-    /// A REQ that may have been refused for the relay's limit is sent again.
+    /// A REQ that may have been refused (a NOTICE came, or the relay's limit) is sent again.
     case refusedRequestRetry
-    /// A page the relay closed with `error:`, `rate-limited:` or `auth-required:` is asked again.
+    /// A one-shot REQ (a page, an ahead REQ, a fetch by ids) silent past its deadline without its
+    /// EOSE is given up: closed, its slot freed, and asked again after a backoff.
+    case requestAnswer
+    /// A one-shot REQ asked again after its deadline waits out its backoff in the queue.
+    case requestBackoff
+    /// A page the relay closed with `error:`, `rate-limited:` or for its limit, or left
+    /// unanswered, is asked again (the wait doubling per failure of the same page).
     case closedPageRetry
     /// A NIP-77 message goes unanswered for the negentropy deadline.
     case negentropyAnswer
@@ -99,6 +105,8 @@ struct RelayRuntime {
             set(.authenticationGrace, authentication.graceDeadline(now: now.monotonicMilliseconds))
             set(.authenticationAnswer, authentication.answerDeadline)
             set(.refusedRequestRetry, requests.nextSuspectDue(wait: SyncEngine.refusedRetryMilliseconds))
+            set(.requestAnswer, requests.nextDeadline)
+            set(.requestBackoff, requests.nextBackoffDue(now: now.monotonicMilliseconds))
             set(.closedPageRetry, subscriptions.values.compactMap(\.pageRetryAt).min())
             set(.negentropyAnswer, neg.answerDeadline(configuration.negentropyDeadlineMilliseconds))
             set(
@@ -181,8 +189,19 @@ struct SubscriptionRuntime {
     /// The session subscription id of the page in flight.
     var pageID: String?
     var pageNumber = 0
-    /// The relay closed the page in flight: ask it again at this monotonic time.
-    var pageRetryAt: Int64?
+    /// The relay closed the page or left it unanswered: why it is not in flight, and when it is
+    /// asked again (`SyncEngine.pageFailed`).
+    var pageHold: PageHold?
+    /// Failures in a row of the same page on this connection (CLOSED or no answer by the
+    /// deadline): its backoff's exponent. Back to 0 at the page's EOSE.
+    var pageFailures = 0
+    /// The page already went out again at once after an `auth-required:` that came when our AUTH
+    /// had been accepted (a relay that answers out of order); the next such one is a refusal.
+    var pageAuthReplayed = false
+    /// This window was reported refused on this connection (once per page): the relay refused
+    /// its page for good or `SyncEngine.refusalTries` times in a row, or the session could not
+    /// send it. Never `synced` meanwhile.
+    var refused = false
     /// This connection's live REQ for the subscription (the `~live…` chunk that carries it).
     var live = LiveFeed.notSent
     /// A page boundary or the window changed since the last commit (what a page in flight
@@ -202,6 +221,20 @@ struct SubscriptionRuntime {
 
     /// No NIP-77 reconciliation runs or waits for its items: paging owns the window.
     var atRest: Bool { negentropy == nil && !awaitingItems }
+
+    /// When a held page is asked again (monotonic ms), if on a clock.
+    var pageRetryAt: Int64? {
+        guard case .retryAt(let t) = pageHold else { return nil }
+        return t
+    }
+
+    /// The page ended with its EOSE, or the connection ended: failures in a row start over.
+    mutating func clearPageFailures() {
+        pageHold = nil
+        pageFailures = 0
+        pageAuthReplayed = false
+        refused = false
+    }
 
     func reloaded() -> SubscriptionRuntime {
         var copy = self
@@ -238,6 +271,19 @@ struct SubscriptionRuntime {
             return JSONValue.object(JSONObject(members: members)).jsonText
         }
     }
+}
+
+/// Why a subscription's page is not in flight while its window is open: the relay closed it or
+/// left it unanswered (`SyncEngine.pageFailed`). It is asked again whole (same `until`).
+enum PageHold: Equatable {
+    /// At this monotonic time (ms): the backoff after a failure that may pass (`error:`,
+    /// `rate-limited:`, the relay's limit, no answer by the deadline).
+    case retryAt(Int64)
+    /// Once the relay accepts our AUTH (it said `auth-required:`): not on a clock.
+    case authentication
+    /// Not on this connection (`blocked:`, `restricted:`, `invalid:`, no prefix, `auth-required:`
+    /// we do not answer or that came again after our AUTH was accepted): the next one asks it.
+    case refused
 }
 
 extension RelayStatistics {

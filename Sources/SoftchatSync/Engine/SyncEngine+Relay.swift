@@ -193,55 +193,139 @@ extension SyncEngine {
         for id in relays[r].subscriptions.keys.sorted() {
             relays[r].subscriptions[id]!.connectedAt = now.unixSeconds
             relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds, deepResyncInterval: configuration.deepResyncIntervalSeconds)
-            let ahead = relays[r].subscriptions[id]!.stem + "~ahead"
+            let ahead = Self.aheadID(stem: relays[r].subscriptions[id]!.stem, attempt: 1)
             relays[r].aheadREQs.insert(ahead)
             request(r, id: ahead, filtersJSON: relays[r].subscriptions[id]!.aheadFilters(now: now.unixSeconds))
             if negentropy { beginNegentropy(r, id) } else { advanceSync(r, id) }
         }
     }
 
-    /// A page the relay closed, maybe part-way through its answer. The session would send it
-    /// again itself with a `since` of its newest event, which is a live subscription's rule: a
-    /// page so narrowed ends short and looks final, and the rest of the window was skipped. The
-    /// engine takes it back instead: the page is asked again whole (same `until`; what it
-    /// brought is kept for duplicates only), after the session's delay for `error:` and
-    /// `rate-limited:`, after a second for `auth-required:`; any other refusal leaves the window
-    /// open on this connection (never reported synced).
-    func pageClosed(_ r: Int, _ pageID: String, owner: String, prefix: String?, retry: Int64?) {
-        try? relays[r].session?.unsubscribe(id: pageID)
-        requestEnded(r, pageID)
-        guard relays[r].subscriptions[owner] != nil else { return }
-        relays[r].subscriptions[owner]!.pageID = nil
-        relays[r].subscriptions[owner]!.sync.restarted()
-        let delay: Int64? =
-            switch prefix {
-            case "error", "rate-limited": retry ?? 1_000
-            case "auth-required": 1_000
-            default: nil
-            }
-        if let delay {
-            relays[r].subscriptions[owner]!.pageRetryAt = now.monotonicMilliseconds + delay
-        } else {
-            report(
-                .notice(
-                    relayURL: relays[r].url,
-                    "\(owner): the relay refused a page (\(prefix ?? "no prefix")); its window stays open until the next connection"))
-        }
+    /// How a page in flight ended without its EOSE.
+    enum PageFailure: Equatable {
+        /// The relay closed it (`CLOSED`), maybe part-way through its answer.
+        case closed(prefix: String?, message: String)
+        /// Nothing came for it, or nothing more, within `requestDeadlineMilliseconds`.
+        case unanswered
     }
 
-    /// Pages due to be asked again after their CLOSED.
+    /// A page the relay closed, maybe part-way through its answer, or left unanswered past its
+    /// deadline. The session would send a closed REQ again itself with a `since` of its newest
+    /// event, which is a live subscription's rule: a page so narrowed ends short and looks final,
+    /// and the rest of the window was skipped. The engine takes it back instead: the page is
+    /// asked again whole (same `until`, under a new id; what it brought is kept for duplicates
+    /// only), and never counts as ended (the window is not reported synced meanwhile).
+    ///
+    /// When (issue 45, path 6: each retry had a new id and the session's backoff counted per id,
+    /// so a page the relay kept closing was asked every second, for ever):
+    /// - `error:`, `rate-limited:`, the relay's limit, or no answer: after
+    ///   `retryDelayMilliseconds(failures:)` — the reconnect schedule, doubling per failure of the
+    ///   same page in a row up to the reconnect maximum, where it stays; at the `refusalTries`-th
+    ///   the window is reported refused;
+    /// - `auth-required:`: once the relay accepts our AUTH, not on a clock (at once if it already
+    ///   has, once); refused when this engine does not authenticate here;
+    /// - anything else (`blocked:`, `restricted:`, `invalid:`, no prefix): refused, the window
+    ///   open until the next connection.
+    ///
+    /// One notice per page: at its first failure (and one more when its window is refused).
+    func pageFailed(_ r: Int, _ pageID: String, owner: String, _ failure: PageFailure) {
+        try? relays[r].session?.unsubscribe(id: pageID)
+        requestEnded(r, pageID)
+        guard var sub = relays[r].subscriptions[owner] else { return }
+        sub.pageID = nil
+        sub.sync.restarted()
+        sub.pageFailures += 1
+        let tries = sub.pageFailures
+        let mono = now.monotonicMilliseconds
+        let cause: String
+        let retryable: Bool
+        switch failure {
+        case .closed(let prefix, let message):
+            cause = "the relay closed a page (\(prefix ?? "no prefix"): \(message))"
+            retryable = prefix == "error" || prefix == "rate-limited" || Self.saysTooManySubscriptions(message)
+        case .unanswered:
+            cause = "no answer to a page within \(requestDeadline) ms"
+            retryable = true
+        }
+        var notice: String?
+        var refusal: String?
+        if case .closed(let prefix, _) = failure, prefix == "auth-required" {
+            if !answersChallenges(r) {
+                sub.pageHold = .refused
+                refusal = "\(cause), and this engine does not authenticate to it; the window stays open until the next connection"
+            } else if !relays[r].authentication.isAccepted {
+                sub.pageHold = .authentication
+                if tries == 1 { notice = "\(owner): \(cause); it is asked again once the relay accepts our AUTH" }
+            } else if !sub.pageAuthReplayed {
+                // Our AUTH was accepted before this CLOSED came (a relay that answers out of
+                // order): once more, at once.
+                sub.pageAuthReplayed = true
+                sub.pageHold = .retryAt(mono)
+            } else {
+                sub.pageHold = .refused
+                refusal = "\(cause) although our AUTH was accepted; the window stays open until the next connection"
+            }
+        } else if retryable {
+            let delay = retryDelayMilliseconds(failures: tries)
+            sub.pageHold = .retryAt(mono + delay)
+            if tries == 1 {
+                notice = "\(owner): \(cause); it is asked again whole in \(delay) ms, the wait doubling per failure in a row"
+            }
+            if tries == Self.refusalTries {
+                let longest = retryDelayMilliseconds(failures: Int.max) / 1_000
+                refusal = "\(cause), \(tries) times in a row; not synced, it is asked again every \(longest) s at most"
+            }
+        } else {
+            sub.pageHold = .refused
+            refusal = "\(cause); the window stays open until the next connection"
+        }
+        if let refusal, !sub.refused {
+            sub.refused = true
+            notice = "\(owner): window refused: \(refusal)"
+        }
+        relays[r].subscriptions[owner] = sub
+        if let notice { report(.notice(relayURL: relays[r].url, notice)) }
+    }
+
+    /// Pages due to be asked again after their CLOSED or deadline.
     func retryClosedPages(_ r: Int, _ mono: Int64) {
         guard relays[r].phase == .connected else { return }
         for id in relays[r].subscriptions.keys.sorted() {
             guard let due = relays[r].subscriptions[id]!.pageRetryAt, due <= mono else { continue }
-            relays[r].subscriptions[id]!.pageRetryAt = nil
+            relays[r].subscriptions[id]!.pageHold = nil
             advanceSync(r, id)
+        }
+    }
+
+    /// Whether this engine answers relay `r`'s NIP-42 challenges (an identity, and the
+    /// cleartext policy).
+    func answersChallenges(_ r: Int) -> Bool { configuration.identity != nil && answersAuthentication(on: relays[r].url) }
+
+    /// The relay accepted our AUTH (its OK, or a second of silence): the pages it closed
+    /// `auth-required:` are asked again now.
+    func authenticationAccepted(_ r: Int) {
+        for id in relays[r].subscriptions.keys.sorted() where relays[r].subscriptions[id]!.pageHold == .authentication {
+            relays[r].subscriptions[id]!.pageHold = nil
+            advanceSync(r, id)
+        }
+    }
+
+    /// The relay refused our AUTH: the pages waiting for it are reported refused (once each);
+    /// they wait on, for an AUTH a later challenge may bring.
+    func authenticationRefused(_ r: Int) {
+        for id in relays[r].subscriptions.keys.sorted() {
+            guard let sub = relays[r].subscriptions[id], sub.pageHold == .authentication, !sub.refused else { continue }
+            relays[r].subscriptions[id]!.refused = true
+            report(
+                .notice(
+                    relayURL: relays[r].url,
+                    "\(id): window refused: its page needs NIP-42 authentication and the relay refused our AUTH"))
         }
     }
 
     /// Sends the subscription's next page, or records a completed window.
     func advanceSync(_ r: Int, _ id: String) {
-        guard var sub = relays[r].subscriptions[id], relays[r].session != nil else { return }
+        // A held page is asked again by what it waits for (its clock, an accepted AUTH).
+        guard var sub = relays[r].subscriptions[id], sub.pageHold == nil, relays[r].session != nil else { return }
         defer { relays[r].subscriptions[id] = sub }
         switch sub.sync.next() {
         case .idle, .awaitingEndOfStoredEvents:
@@ -294,7 +378,7 @@ extension SyncEngine {
         negentropyLost(r)
         withdrawRequests(r)
         for id in relays[r].subscriptions.keys.sorted() {
-            relays[r].subscriptions[id]!.pageRetryAt = nil
+            relays[r].subscriptions[id]!.clearPageFailures()
             relays[r].subscriptions[id]!.live = .notSent
             relays[r].subscriptions[id]!.pageID = nil
             relays[r].subscriptions[id]!.sync.restarted()
@@ -334,6 +418,8 @@ extension SyncEngine {
     /// (the page's own overlap, a copy from another relay) are dropped unverified — here, the
     /// one place duplicates are dropped before the account's own `UNIQUE` id.
     func screen(_ r: Int, _ subscriptionID: String, _ eventID: String, _ createdAt: Int64) -> Bool {
+        // An answer is coming, duplicates included: its REQ's deadline moves on.
+        requestHeard(r, subscriptionID)
         if let owner = relays[r].pageOwner[subscriptionID] {
             // Not a durable change: what a page in flight has counted is reset when a loaded
             // state asks the page again, so the state is written at page boundaries only (with
@@ -403,11 +489,20 @@ extension SyncEngine {
                 try? relays[r].session?.unsubscribe(id: subscriptionID)
                 requestEnded(r, subscriptionID)
                 relays[r].subscriptions[owner]?.pageID = nil
+                relays[r].subscriptions[owner]?.clearPageFailures()
                 relays[r].subscriptions[owner]?.sync.endOfStoredEvents()
                 relays[r].subscriptions[owner]?.dirty = true
                 sharePaging(r, from: owner)
                 advanceSync(r, owner)
             case .subscriptionClosed(let subscriptionID, let prefix, let message, let retry):
+                let forLimit = relays[r].requests.isOpen(subscriptionID) && Self.saysTooManySubscriptions(message)
+                // Refused for the relay's limit: not this REQ's fault; it goes again in turn.
+                if forLimit { requestsRefused(r) }
+                if let owner = relays[r].pageOwner.removeValue(forKey: subscriptionID) {
+                    // Reported by pageFailed, once per page however often the relay closes it.
+                    pageFailed(r, subscriptionID, owner: owner, .closed(prefix: prefix, message: message))
+                    continue
+                }
                 let again = retry.map { " (sent again in \($0) ms)" } ?? ""
                 report(.notice(relayURL: relays[r].url, "relay closed \(subscriptionID): \(prefix ?? "") \(message)\(again)"))
                 if let members = relays[r].requests.liveChunks[subscriptionID] {
@@ -417,15 +512,7 @@ extension SyncEngine {
                     if retry == nil { liveRefused(r, members, reason: prefix.map { "\($0): \(message)" } ?? message) }
                     continue
                 }
-                if relays[r].requests.isOpen(subscriptionID), Self.saysTooManySubscriptions(message) {
-                    // Refused for the relay's limit: not this REQ's fault; it goes again in turn.
-                    requestsRefused(r)
-                    if relays[r].pageOwner[subscriptionID] == nil { continue }
-                }
-                if let owner = relays[r].pageOwner.removeValue(forKey: subscriptionID) {
-                    pageClosed(r, subscriptionID, owner: owner, prefix: prefix, retry: retry)
-                    continue
-                }
+                if forLimit { continue }
                 if let owner = relays[r].neg.fetchOwner[subscriptionID] {
                     // A fetch by ids the session would narrow with a `since` of its own (every
                     // older id dropped): the engine asks it again whole, a few times, then pages.
@@ -442,21 +529,30 @@ extension SyncEngine {
                     continue
                 }
                 if retry == nil { requestEnded(r, subscriptionID) }
-            case .notice(_, _, _, let message, let reason):
+            case .notice(let subscriptionID, _, _, let message, let reason):
                 report(.notice(relayURL: relays[r].url, reason ?? message))
-                if Self.saysTooManySubscriptions(message) { requestsRefused(r) }
+                if Self.saysTooManySubscriptions(message) {
+                    requestsRefused(r)
+                } else if subscriptionID == nil && reason == nil {
+                    // A relay NOTICE, whatever its text, may be the only answer to a REQ it
+                    // dropped (nostr-relay's bare "rate-limited"): every one-shot that heard
+                    // nothing yet is sent again in place if it stays silent.
+                    relays[r].requests.suspectUnheard(now: now.monotonicMilliseconds)
+                }
                 noticeDuringNegentropy(r, reason ?? message)
             case .countResult:
                 break
             case .authenticationRequested(let challenge):
                 authenticate(r, challenge)
             case .authenticated:
-                relays[r].authentication.decided()
+                relays[r].authentication.accepted()
                 setState(r, .ready)
+                authenticationAccepted(r)
             case .authenticationFailed(_, let prefix, let message):
                 relays[r].authentication.decided()
                 report(.notice(relayURL: relays[r].url, "authentication refused: \(prefix ?? "") \(message)"))
                 setState(r, .ready)
+                authenticationRefused(r)
             case .deliveryChanged(let decision):
                 deliveryChanged(r, decision)
             case .scheduleReconnect(let delay, _):
@@ -522,6 +618,7 @@ extension SyncEngine {
         if relays[r].authentication.silentlyAccepted(now: mono) {
             // No answer to our AUTH: some relays stay silent on success (nostr-relay does).
             setState(r, .ready)
+            authenticationAccepted(r)
         }
         switch relays[r].keepalive.poll(
             now: mono, interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds)
@@ -540,8 +637,11 @@ extension SyncEngine {
         }
         negentropyDeadlines(r, mono)
         deeperResyncs(r)
+        requestDeadlines(r, mono)
         retrySuspects(r, mono)
         retryClosedPages(r, mono)
+        // Queued REQs whose backoff ended go as the budget has room.
+        sendQueuedRequests(r)
         guard relays[r].authentication.mayWrite(now: mono), relays[r].phase == .connected else { return }
         maybeClaim(r, mono)
         drainNegentropy(r)

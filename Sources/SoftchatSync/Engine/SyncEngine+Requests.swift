@@ -19,12 +19,45 @@ import SoftchatJSON
 /// live REQs are packed by bytes as well as by filters, fetches by ids carry as many ids as fit,
 /// and a REQ the session refuses all the same is ended visibly (`requestNotSent`, a live one
 /// `liveRefused`), never left waiting for an answer that cannot come.
+///
+/// A REQ can also get no answer at all: a query the relay shed under load, or one refused by a
+/// NOTICE that names no REQ and no limit (nostr-relay's bare "rate-limited"). So (issue 45,
+/// path 3):
+/// - any relay NOTICE makes every one-shot that heard nothing yet a suspect, sent again in place
+///   if it stays silent, the wait doubling per resend;
+/// - every one-shot has an EOSE deadline (`requestDeadlineMilliseconds` of silence, the
+///   `requestAnswer` timer): past it the REQ is closed and its slot freed; a page is asked again
+///   on its doubling schedule (`pageFailed`, never reported synced meanwhile), an ahead REQ under
+///   a new id after the same backoff (`refusalTries` times at most), a fetch by ids gives way
+///   to paging.
 extension SyncEngine {
     /// REQs held open at once on a connection when the relay does not say (below the common
     /// limits of 20 and 32).
     public static let defaultREQBudget = 16
-    /// How long a REQ that may have been refused waits for an answer before it is sent again.
+    /// How long a REQ that may have been refused waits for an answer before it is sent again
+    /// (doubled per time it was).
     static let refusedRetryMilliseconds: Int64 = 2_000
+    /// Failures in a row of one page (CLOSED, or no answer by the deadline) after which its
+    /// window is reported refused; the attempts an ahead REQ gets.
+    static let refusalTries = 5
+
+    /// The EOSE deadline of a one-shot REQ, in milliseconds (`requestDeadlineMilliseconds`).
+    var requestDeadline: Int64 { min(max(1, configuration.requestDeadlineMilliseconds), Int64.max / 4) }
+
+    /// The wait before a page or a REQ is asked again after its `failures`-th failure in a row:
+    /// the session's reconnect schedule without jitter (its base, doubling, capped at its
+    /// maximum), in milliseconds.
+    func retryDelayMilliseconds(failures: Int) -> Int64 {
+        let base = min(max(1, configuration.session.reconnectBaseDelaySeconds), Int64.max / 4_000) * 1_000
+        let cap = max(base, min(configuration.session.reconnectMaxDelaySeconds, Int64.max / 4_000) * 1_000)
+        var delay = base
+        var k = 1
+        while k < failures && delay < cap {
+            delay *= 2
+            k += 1
+        }
+        return min(delay, cap)
+    }
 
     /// Subscriptions the relay holds for us now: live REQs, one-shots sent, NIP-77 sessions.
     func requestsInUse(_ r: Int) -> Int { relays[r].requests.inUse(negotiations: relays[r].neg.openCount) }
@@ -38,10 +71,11 @@ extension SyncEngine {
     /// Sends queued one-shots while the budget has room.
     func sendQueuedRequests(_ r: Int) {
         guard relays[r].phase == .connected, let session = relays[r].session else { return }
-        while let next = relays[r].requests.nextToSend(negotiations: relays[r].neg.openCount) {
+        let mono = now.monotonicMilliseconds
+        while let next = relays[r].requests.nextToSend(negotiations: relays[r].neg.openCount, now: mono) {
             do {
                 try session.subscribe(id: next.id, filtersJSON: next.filtersJSON)
-                relays[r].requests.opened(next)
+                relays[r].requests.opened(next, deadline: mono + requestDeadline)
             } catch {
                 requestNotSent(r, next.id, error)
             }
@@ -59,6 +93,8 @@ extension SyncEngine {
         } else if let owner = relays[r].pageOwner.removeValue(forKey: id) {
             relays[r].subscriptions[owner]?.pageID = nil
             relays[r].subscriptions[owner]?.sync.restarted()
+            relays[r].subscriptions[owner]?.pageHold = .refused
+            relays[r].subscriptions[owner]?.refused = true
             report(.notice(relayURL: relays[r].url, "\(owner): a page cannot be sent; its window stays open until the next connection"))
         } else {
             relays[r].aheadREQs.remove(id)
@@ -70,14 +106,20 @@ extension SyncEngine {
         if relays[r].requests.ended(id) { sendQueuedRequests(r) }
     }
 
-    /// Something came for `id` (an event or its EOSE): the relay took it.
-    func requestHeard(_ r: Int, _ id: String) { relays[r].requests.heard(id) }
+    /// Something came for `id` (an event or its EOSE): the relay took it, and its deadline moves
+    /// on (an answer still coming is not given up).
+    func requestHeard(_ r: Int, _ id: String) {
+        relays[r].requests.heard(id, deadline: now.monotonicMilliseconds + requestDeadline)
+    }
 
-    /// Whether relay text says it holds too many subscriptions.
+    /// Whether relay text says it holds too many subscriptions (nostr-relay's "too many
+    /// subscriptions", nostr-rs-relay's "Subscription error: Maximum concurrent subscription
+    /// count reached").
     static func saysTooManySubscriptions(_ message: String) -> Bool {
         let m = message.lowercased()
         return m.contains("too many") && (m.contains("subscription") || m.contains("req"))
             || m.contains("max_subscriptions") || m.contains("subscription limit")
+            || m.contains("concurrent subscription") || m.contains("subscription count")
     }
 
     /// The relay refused a REQ for its subscription limit (see `RequestBudget.refused`).
@@ -99,6 +141,56 @@ extension SyncEngine {
                 report(.notice(relayURL: relays[r].url, "cannot send REQ \(id) again: \(error.message)"))
             }
         }
+    }
+
+    /// One-shots silent past their deadline: each is closed and its slot freed; a page is asked
+    /// again on its doubling schedule (`pageFailed`), an ahead REQ under a new id after the same
+    /// backoff, a fetch by ids gives way to paging.
+    func requestDeadlines(_ r: Int, _ mono: Int64) {
+        guard relays[r].phase == .connected else { return }
+        for id in relays[r].requests.overdue(now: mono) {
+            guard let request = relays[r].requests.open[id] else { continue }
+            if let owner = relays[r].pageOwner.removeValue(forKey: id) {
+                pageFailed(r, id, owner: owner, .unanswered)
+                continue
+            }
+            try? relays[r].session?.unsubscribe(id: id)
+            _ = relays[r].requests.ended(id)
+            if relays[r].aheadREQs.remove(id) != nil {
+                aheadUnanswered(r, id, request)
+            } else if let owner = relays[r].neg.fetchOwner[id] {
+                report(
+                    .notice(
+                        relayURL: relays[r].url,
+                        "\(owner): no answer to fetch \(id) within \(requestDeadline) ms: the window is paged instead"))
+                fallBack(r, owner, reason: "fetch unanswered")
+            }
+        }
+        sendQueuedRequests(r)
+    }
+
+    /// The id of a subscription's ahead REQ: `<stem>~ahead`, then `<stem>~ahead2`… for each
+    /// attempt after an unanswered one.
+    static func aheadID(stem: String, attempt: Int) -> String { stem + "~ahead" + (attempt > 1 ? "\(attempt)" : "") }
+
+    /// Ahead REQ `id` went unanswered past its deadline: asked again under a new id (a late
+    /// answer to the old one is not taken for it) after the backoff; given up on this connection
+    /// after `refusalTries` asks (what it would bring is the next window's).
+    func aheadUnanswered(_ r: Int, _ id: String, _ request: OpenRequest) {
+        guard let sub = relays[r].subscriptions.values.first(where: { Self.aheadID(stem: $0.stem, attempt: request.attempt) == id }) else { return }
+        guard request.attempt < Self.refusalTries else {
+            report(
+                .notice(
+                    relayURL: relays[r].url,
+                    "\(sub.id): no answer to its REQ for events dated ahead, \(request.attempt) times: not asked again on this connection"))
+            return
+        }
+        let next = Self.aheadID(stem: sub.stem, attempt: request.attempt + 1)
+        relays[r].aheadREQs.insert(next)
+        relays[r].requests.enqueue(
+            QueuedRequest(
+                id: next, filtersJSON: request.filtersJSON, attempt: request.attempt + 1,
+                notBefore: now.monotonicMilliseconds + retryDelayMilliseconds(failures: request.attempt)))
     }
 
     /// The live REQs: every subscription's live filters, packed into as few REQs as the filter

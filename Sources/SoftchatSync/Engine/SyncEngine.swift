@@ -59,6 +59,13 @@ public struct SyncEngineConfiguration: Sendable {
     /// A NEG-OPEN or NEG-MSG unanswered this long: the relay is taken not to speak NIP-77 (when
     /// it never answered one on the connection) or the reconciliation is given up for paging.
     public var negentropyDeadlineMilliseconds: Int64 = 10_000
+    /// A one-shot REQ (a page, an ahead REQ, a fetch by ids) that brings nothing this long —
+    /// since it went out or since its last event — without its EOSE is given up: closed, its
+    /// slot of the REQ budget freed, and asked again after a backoff (a page on its doubling
+    /// schedule and never reported synced meanwhile; a fetch by ids falls back to paging).
+    /// Relays shed queries under load and refuse REQs with a NOTICE alone; an unanswered REQ
+    /// held its slot for the life of the connection. At least 1.
+    public var requestDeadlineMilliseconds: Int64 = 20_000
     /// A relay recorded as not speaking NIP-77 is asked again after this long.
     public var negentropyRecheckSeconds: Int64 = 7 * 86_400
     /// A relay recorded as silent to a first NEG-OPEN (weak evidence: it may have been busy) is
