@@ -24,30 +24,39 @@ public import SoftchatJSON
 /// boundary come back as `.duplicate`. A page ends at its EOSE; paging of a filter ends when a
 /// page brings fewer events than the page size and than the largest page the relay has sent
 /// (``RelayPaging/largestPage``), counted as the relay sent them (by id, never by
-/// what was new to the database: events may have come first from another relay). A full page
+/// what was new to the database: events may have come first from another relay), and one event
+/// asked below it (`until` = its oldest − 1, `limit: 1`) does not come. When one does, the relay
+/// capped that page lower than it was known to send (its cap went down: a new configuration,
+/// another backend behind the URL, a cap for clients not authenticated), or the event reached
+/// it after the page: paging goes on below the page as below a full one, and a second such page
+/// in a row makes the cap known (the page size drops to its count). A full page
 /// whose events all share the page's `until` second is a run at least a page long, which paging
 /// by `until` cannot get past: that second is recorded in `incompleteSeconds` and the next page asks
 /// for `until` − 1, so paging neither loops nor stops early. Each full page thus lowers `until`
 /// below a second that held events, or steps below such a run (once per second): a filter needs
-/// at most one page per distinct `created_at` in the window plus one, two per second when runs
-/// reach the page size.
+/// at most one page per distinct `created_at` in the window plus two (the last page and the
+/// event asked below it), two per second when runs reach the page size.
 ///
 /// **Cuts.** `restarted()` (connection lost) asks the same page again with the same `until`;
 /// the events already received from the cut page are then `.duplicate`. A loaded state has no
 /// connection, so `init(json:)` restarts it. Events arriving when no page is in flight are
 /// `.notPaging` and never counted.
 ///
-/// **What it learns.** The relay's cap and `until` convention, when `paging` does not know them:
-/// see ``RelayPaging``; ``paging`` holds what was learned, and ``learn(from:)`` takes in what
-/// another subscription of the same relay learned.
+/// **What it learns.** The relay's cap and `until` convention, when `paging` does not know them,
+/// and again when an answer contradicts what it knows (a short page with an event below it, a
+/// page in the inclusive form that brings back nothing of the second the page before it ended
+/// in): see ``RelayPaging``; ``paging`` holds what was learned, and ``learn(from:)`` takes in
+/// what another subscription of the same relay learned.
 ///
-/// **What it assumes.** The relay sends newest first (NIP-01), and a known `paging` is true. A state is for the filters it holds: when the host's subscription
-/// changes, start a new one (no cursor) rather than loading the old.
+/// **What it assumes.** The relay sends newest first (NIP-01). A state is for the filters it
+/// holds: when the host's subscription changes, start a new one (no cursor) rather than loading
+/// the old.
 ///
 /// **Memory.** Ids are remembered for duplicates only (never for the decisions above): the
-/// boundary second's ids from the last page, and the ids of the page in flight (all of them, and
-/// those at its oldest second), each set at most one page size, so `rememberedIDCount` ≤ 3 ×
-/// page size whatever the window holds.
+/// boundary second's ids from the last page (while a short page is confirmed, that page's oldest
+/// second's ids instead), and the ids of the page in flight (all of them, and those at its
+/// oldest second), each set at most one page size, so `rememberedIDCount` ≤ 3 × page size
+/// whatever the window holds.
 public struct SubscriptionSync: Sendable, Hashable {
     /// Two days (NIP-59's backdating) plus 10 minutes of margin.
     public static let giftWrapHorizon: Int64 = 2 * 86_400 + 600
@@ -121,7 +130,24 @@ public struct SubscriptionSync: Sendable, Hashable {
         /// Seconds whose page was all at that second and possibly capped by a cap not yet known,
         /// with that page's count: reported incomplete at the end unless a larger page was seen.
         var unsure: [Int64: Int] = [:]
+        /// The short page whose end the page in flight (one event below it) confirms.
+        var shortPage: ShortPage?
+        /// The count of the last short page an event below showed capped. One alone may be an
+        /// event that reached the relay between the page and its confirmation (a backdated
+        /// arrival), so only a second in a row makes the relay's cap known.
+        var cappedCount: Int?
         var page: Page?
+    }
+
+    /// A page shorter than the relay was known to send, waiting for one event asked below it: if
+    /// one comes, the relay capped it, and it is taken as the full page it was.
+    struct ShortPage: Sendable, Hashable {
+        /// The page's inclusive `until`.
+        var until: Int64
+        var count: Int
+        var oldest: Int64
+        /// Ids at `oldest` (the boundary of the next page if the page was capped).
+        var oldestIDs: Set<String>
     }
 
     struct Page: Sendable, Hashable {
@@ -129,11 +155,16 @@ public struct SubscriptionSync: Sendable, Hashable {
         var count = 0
         var oldest: Int64?
         var oldestIDs: Set<String> = []
-        /// Sent in the exclusive form while the convention was unknown: events of the second after
-        /// the page's last are the relay's inclusive reading, and take places in the page.
-        var probesUntil = false
+        /// Sent in the exclusive form (the convention unknown or exclusive): events of the second
+        /// after the page's last are the relay's inclusive reading, and take places in the page.
+        var exclusiveForm = false
         /// Such an event came: the relay reads `until` inclusively.
         var pastUntil = false
+        /// An event of the page's `until` second came.
+        var reachedUntil = false
+        /// The page asks again a boundary second its inclusive form did not bring back: it is not
+        /// doubted twice (a second whose events are gone from the relay would loop).
+        var rechecked = false
         /// Ids received in this page, kept across a cut of it.
         var seen: Set<String> = []
     }
@@ -168,6 +199,7 @@ public struct SubscriptionSync: Sendable, Hashable {
         guard let window else { return 0 }
         let page = window.page
         return window.boundaryIDs.count + (page?.seen.count ?? 0) + (page?.oldestIDs.count ?? 0)
+            + (window.shortPage?.oldestIDs.count ?? 0)
     }
 
     /// When the next deeper window is due (Unix seconds), for a sync with no window open: a
@@ -221,7 +253,7 @@ public struct SubscriptionSync: Sendable, Hashable {
         if let page = window.page, page.sent { return .awaitingEndOfStoredEvents }
         var page = window.page ?? Page()
         page.sent = true
-        page.probesUntil = paging.until == .unknown
+        page.exclusiveForm = paging.until != .inclusive
         window.page = page
         window.requests += 1
         self.window = window
@@ -243,7 +275,7 @@ public struct SubscriptionSync: Sendable, Hashable {
         self.window = nil
         defer { self.window = window }
         guard let range = self.range(window) else { return .notPaging }
-        if window.page?.probesUntil == true, createdAt - 1 == range.until {  // createdAt ≥ 0: no overflow
+        if window.page?.exclusiveForm == true, createdAt - 1 == range.until {  // createdAt ≥ 0: no overflow
             // Asked in the exclusive form, answered inclusively: one of the page's places taken.
             window.page?.count += 1
             window.page?.pastUntil = true
@@ -255,6 +287,7 @@ public struct SubscriptionSync: Sendable, Hashable {
         defer { window.page = page }
         let limit = paging.pageSize
         page.count += 1
+        if createdAt == range.until { page.reachedUntil = true }
         if page.oldest.map({ createdAt < $0 }) ?? true {
             page.oldest = createdAt
             page.oldestIDs = [eventID]
@@ -294,6 +327,7 @@ public struct SubscriptionSync: Sendable, Hashable {
     public mutating func forget(eventID: String) {
         guard window != nil else { return }
         window?.boundaryIDs.remove(eventID)
+        window?.shortPage?.oldestIDs.remove(eventID)
         window?.page?.seen.remove(eventID)
     }
 
@@ -309,27 +343,75 @@ public struct SubscriptionSync: Sendable, Hashable {
         if page.pastUntil {
             // An exclusive relay never sends an event at the `until` it was given: this relay
             // reads it inclusively. Ask again in that form (the extra events took places).
-            paging.until = .inclusive
-            var again = Page()
-            again.seen = page.seen
+            paging.show(.inclusive)
+            window.page = Self.askedAgain(page)
+            self.window = window
+            return true
+        }
+        if !page.exclusiveForm, !page.reachedUntil, !page.rechecked, !window.boundaryIDs.isEmpty {
+            // Asked in the inclusive form for the second the last page ended in, and nothing of
+            // it came back: the relay reads `until` exclusively now. The convention is doubted
+            // (the exclusive form is right under both readings) and the page asked again, once.
+            paging.show(.unknown)
+            var again = Self.askedAgain(page)
+            again.rechecked = true
             window.page = again
             self.window = window
+            return true
+        }
+        if let short = window.shortPage {
+            window.shortPage = nil
+            if page.count > 0 {
+                // An event below a short page: the relay capped it, lower than it was known to
+                // send (or the event reached it after the page). Paging goes on below the page
+                // as below a full one; a second capped page in a row makes the cap known.
+                if let earlier = window.cappedCount {
+                    paging.pageSize = min(paging.pageSize, max(earlier, short.count))
+                    paging.largestPage = paging.pageSize
+                    window.cappedCount = nil
+                } else {
+                    window.cappedCount = short.count
+                }
+                if short.oldest < short.until {
+                    window.boundary = short.oldest
+                    window.boundaryIDs = short.oldestIDs
+                } else {
+                    // All at one second and capped: a run at least a page long. Step below.
+                    if !window.incompleteSeconds.contains(short.until) { window.incompleteSeconds.append(short.until) }
+                    window.boundary = short.until - 1
+                    window.boundaryIDs = []
+                }
+                // What it brought comes again in the next page: duplicates.
+                if range(window) != nil { window.page = Self.askedAgain(page) }
+            } else {
+                // Nothing below it: the short page was the relay's whole answer. Filter done.
+                Self.endFilter(&window)
+            }
+            self.window = window
+            settle()
             return true
         }
         let known = paging.largestPage
         if let probe = window.probe, let oldest = page.oldest, oldest < pageUntil {
             // The last page (fewer events than asked) was cut by the relay's cap: more lay below.
-            paging.pageSize = probe
+            paging.pageSize = min(paging.pageSize, probe)
         }
         window.probe = nil
         paging.largestPage = min(paging.pageSize, max(known, page.count))
         let full = page.count >= paging.pageSize
-        if !full && (page.count == 0 || page.count < known) {
+        if full { window.cappedCount = nil }
+        if page.count == 0 {
+            // Nothing at or before the page's until. Filter done.
+            Self.endFilter(&window)
+        } else if !full && page.count < known {
             // Shorter than a page the relay has sent: everything it holds at or before the page's
-            // until. Filter done.
-            window.filterIndex += 1
-            window.boundary = window.until
+            // until, unless its cap went down since. One event asked below the page tells.
+            let oldest = page.oldest ?? pageUntil
+            window.shortPage = ShortPage(until: pageUntil, count: page.count, oldest: oldest, oldestIDs: page.oldestIDs)
+            window.boundary = oldest - 1
             window.boundaryIDs = []
+            // Nothing of the window below it: nothing to ask.
+            if range(window) == nil { Self.endFilter(&window) }
         } else if let oldest = page.oldest, oldest < pageUntil {
             window.boundary = oldest
             window.boundaryIDs = page.oldestIDs
@@ -350,6 +432,24 @@ public struct SubscriptionSync: Sendable, Hashable {
         return true
     }
 
+    /// A page asked again after its EOSE (a convention learned or doubted, a short page found
+    /// capped): what it brought is kept for duplicates only.
+    private static func askedAgain(_ page: Page) -> Page {
+        var again = Page()
+        again.seen = page.seen
+        again.rechecked = page.rechecked
+        return again
+    }
+
+    /// The current filter is done: the next one starts at the window's `until`.
+    private static func endFilter(_ window: inout Window) {
+        window.filterIndex += 1
+        window.boundary = window.until
+        window.boundaryIDs = []
+        window.shortPage = nil
+        window.cappedCount = nil
+    }
+
     /// The connection was cut: the page in flight (if any) will be sent again with the same
     /// `until`; what it already brought is kept for duplicate detection only.
     public mutating func restarted() {
@@ -357,7 +457,8 @@ public struct SubscriptionSync: Sendable, Hashable {
         window?.page?.sent = false
         window?.page?.count = 0
         window?.page?.pastUntil = false
-        window?.page?.probesUntil = false
+        window?.page?.exclusiveForm = false
+        window?.page?.reachedUntil = false
         window?.page?.oldest = nil
         window?.page?.oldestIDs = []
     }
@@ -382,11 +483,7 @@ public struct SubscriptionSync: Sendable, Hashable {
     /// Skips filters with nothing left to ask and completes the window after the last.
     private mutating func settle() {
         guard var window, window.page == nil else { return }
-        while window.filterIndex < filters.count, range(window) == nil {
-            window.filterIndex += 1
-            window.boundary = window.until
-            window.boundaryIDs = []
-        }
+        while window.filterIndex < filters.count, range(window) == nil { Self.endFilter(&window) }
         if window.filterIndex < filters.count {
             self.window = window
             return
@@ -411,10 +508,13 @@ public struct SubscriptionSync: Sendable, Hashable {
         if window.since != nil || filter.since != nil { Self.set("since", range.since, in: &members) }
         let until = paging.until == .inclusive ? range.until : range.until + 1
         Self.set("until", until, in: &members)
-        Self.set("limit", Int64(paging.pageSize), in: &members)
+        // One event below a short page confirms its end.
+        let confirms = window.shortPage != nil
+        Self.set("limit", confirms ? 1 : Int64(paging.pageSize), in: &members)
         // Cannot fail: the members were valid and only non-negative integers were set.
         let sent = try! RelayFilter(json: .object(JSONObject(members: members)))
-        return SyncRequest(filter: sent, filterIndex: window.filterIndex, until: range.until, number: window.requests)
+        return SyncRequest(
+            filter: sent, filterIndex: window.filterIndex, until: range.until, number: window.requests, confirmsEnd: confirms)
     }
 
     /// Sets (or adds) a non-negative integer member of a filter's JSON; the engine's live and
@@ -437,6 +537,7 @@ extension SubscriptionSync {
         object.append("pageSize", .integer(Int64(paging.pageSize)))
         object.append("until", .string(paging.until.rawValue))
         object.append("largestPage", .integer(Int64(paging.largestPage)))
+        object.append("untilRevision", .integer(Int64(paging.untilRevision)))
         object.append("cursor", cursor.map(JSONValue.integer) ?? .null)
         object.append("deepLevel", .integer(Int64(deepening.level)))
         object.append("deepAt", deepening.lastAt.map(JSONValue.integer) ?? .null)
@@ -453,6 +554,17 @@ extension SubscriptionSync {
             w.append(
                 "unsure",
                 .array(window.unsure.sorted { $0.key > $1.key }.map { JSONValue.array([.integer($0.key), .integer(Int64($0.value))]) }))
+            if let short = window.shortPage {
+                var s = JSONObject()
+                s.append("until", .integer(short.until))
+                s.append("count", .integer(Int64(short.count)))
+                s.append("oldest", .integer(short.oldest))
+                s.append("oldestIDs", Self.ids(short.oldestIDs))
+                w.append("shortPage", .object(s))
+            } else {
+                w.append("shortPage", .null)
+            }
+            w.append("cappedCount", window.cappedCount.map { JSONValue.integer(Int64($0)) } ?? .null)
             if let page = window.page {
                 var p = JSONObject()
                 p.append("sent", .bool(page.sent))
@@ -460,6 +572,7 @@ extension SubscriptionSync {
                 p.append("oldest", page.oldest.map(JSONValue.integer) ?? .null)
                 p.append("oldestIDs", Self.ids(page.oldestIDs))
                 p.append("seen", Self.ids(page.seen))
+                p.append("rechecked", .bool(page.rechecked))
                 w.append("page", .object(p))
             } else {
                 w.append("page", .null)
@@ -528,6 +641,12 @@ extension SubscriptionSync {
             guard n >= 0, n <= pageSize else { throw fail("largestPage must be 0 to pageSize") }
             paging.largestPage = Int(n)
         }
+        // States written before conventions were revised have none: no revision yet.
+        if let revision = json["untilRevision"], !revision.isNull {
+            let n = try int(revision, "untilRevision")
+            guard n >= 0, n <= Int64(Int32.max) else { throw fail("untilRevision is out of range") }
+            paging.untilRevision = Int(n)
+        }
         self.init(
             filters: filters, cursor: try optionalInt(json["cursor"], "cursor"), horizon: try int(json["horizon"], "horizon"),
             paging: paging)
@@ -552,19 +671,38 @@ extension SubscriptionSync {
             window.incompleteSeconds = try ints(w["incompleteSeconds"], "window.incompleteSeconds")
             if let probe = w["probe"], !probe.isNull {
                 let n = try int(probe, "window.probe")
-                guard n > 0, n < pageSize else { throw fail("window.probe must be 1 to pageSize - 1") }
+                // May reach the page size: another subscription can lower it after the probe.
+                guard n > 0, n <= Int64(Int32.max) else { throw fail("window.probe is out of range") }
                 window.probe = Int(n)
             }
             for entry in w["unsure"]?.arrayValue ?? [] {
                 guard let pair = entry.arrayValue, pair.count == 2 else { throw fail("window.unsure must hold [second, count] pairs") }
                 let count = try int(pair[1], "window.unsure count")
-                guard count > 0, count <= pageSize else { throw fail("window.unsure count is out of range") }
+                guard count > 0, count <= Int64(Int32.max) else { throw fail("window.unsure count is out of range") }
                 window.unsure[try int(pair[0], "window.unsure second")] = Int(count)
+            }
+            // States written before short pages were confirmed have none.
+            if let short = w["shortPage"], !short.isNull {
+                let count = try int(short["count"], "window.shortPage.count")
+                guard count > 0, count <= Int64(Int32.max) else { throw fail("window.shortPage.count is out of range") }
+                window.shortPage = ShortPage(
+                    until: try int(short["until"], "window.shortPage.until"), count: Int(count),
+                    oldest: try int(short["oldest"], "window.shortPage.oldest"),
+                    oldestIDs: try ids(short["oldestIDs"], "window.shortPage.oldestIDs"))
+            }
+            if let capped = w["cappedCount"], !capped.isNull {
+                let n = try int(capped, "window.cappedCount")
+                guard n > 0, n <= Int64(Int32.max) else { throw fail("window.cappedCount is out of range") }
+                window.cappedCount = Int(n)
             }
             if let p = w["page"], !p.isNull {
                 guard p["sent"]?.boolValue != nil else { throw fail("window.page.sent must be a boolean") }
                 var page = Page()
                 page.seen = try ids(p["seen"], "window.page.seen")
+                if let rechecked = p["rechecked"], !rechecked.isNull {
+                    guard let b = rechecked.boolValue else { throw fail("window.page.rechecked must be a boolean") }
+                    page.rechecked = b
+                }
                 // count, oldest and oldestIDs are checked but reset: the page is asked again.
                 _ = try int(p["count"], "window.page.count")
                 _ = try optionalInt(p["oldest"], "window.page.oldest")

@@ -2,22 +2,35 @@ public import SoftchatCore
 public import SoftchatJSON
 
 /// How a relay answers a stored-events REQ: the most events it sends for one filter and how it
-/// reads `until` — told by the caller, or learned from the relay's own answers.
+/// reads `until` — told by the caller, or learned from the relay's own answers, and either way
+/// checked against them: what answers behind a URL can change (a new configuration, another
+/// backend, a cap for clients not authenticated).
 ///
 /// Relays differ and do not say: nostr-relay reads `until` exclusively, rust-nostr's LocalRelay
 /// inclusively; relays cap a REQ's answer at 500, 300 or 20 events whatever `limit` asks, and
 /// NIP-11's `max_limit` may be absent or wrong. Paging by `until` that assumes either wrongly
 /// loses events silently (a page boundary inside a second, or a capped page taken for the end),
-/// so what is not known is learned while paging (``SubscriptionSync``):
+/// so what is not known is learned while paging (``SubscriptionSync``), and what is known is
+/// given up when an answer contradicts it:
 /// - **`until`.** ``UntilConvention/unknown`` sends the exclusive form (the page's last second
 ///   + 1), which an exclusive relay answers exactly. An inclusive relay also sends events of that
 ///   next second: the first one proves it inclusive, and that page is asked again in the
-///   inclusive form (the extra events took places in it).
+///   inclusive form (the extra events took places in it); such an event overturns a known
+///   `.exclusive` the same way. A page asked in the inclusive form for the second the page before
+///   it ended in, that brings back no event of that second, shows a relay that reads `until`
+///   exclusively now: the convention goes back to `.unknown` (whose form is right under both)
+///   and that page is asked again, once. Only a page's stored answer (before its EOSE) counts,
+///   never a live event.
 /// - **The cap.** ``largestPage`` is the most events the relay has been seen to send for one
-///   REQ. A page shorter than that was not cut by a cap, so it ends its filter; a page at least
-///   that long may have been (the cap is unknown below `pageSize`), so paging goes on from its
-///   oldest second until a page brings nothing older. When it does bring older events, the
-///   relay capped the page before: `pageSize` drops to that count, now known.
+///   REQ. A page at least that long but shorter than `pageSize` may have been cut by a cap not
+///   yet known, so paging goes on from its oldest second until a page brings nothing older;
+///   when it does bring older events, the relay capped the page before: `pageSize` drops to that
+///   count, now known. A page shorter than that is not proof of the end either (the cap may have
+///   gone down since it was learned or told): one event is asked below it (`until` = its oldest
+///   − 1, `limit: 1`). When the relay sends one, it capped that page (or the event reached it
+///   after the page, a backdated arrival): paging goes on below the page, and a second such page
+///   in a row makes the cap known: `pageSize` drops to its count. That costs one REQ of at most
+///   one event per filter per window whose last page brought events.
 public struct RelayPaging: Sendable, Hashable {
     /// How a relay compares `created_at` with a filter's `until`.
     public enum UntilConvention: String, Sendable, Hashable {
@@ -35,10 +48,19 @@ public struct RelayPaging: Sendable, Hashable {
     /// How the relay compares `created_at` with a filter's `until`.
     public internal(set) var until: UntilConvention
     /// The most events the relay has been seen to send for one REQ (0 when none yet), at most
-    /// `pageSize`: a shorter page is the relay's whole answer.
+    /// `pageSize`: a shorter page is the relay's whole answer once one event asked below it does
+    /// not come.
     public internal(set) var largestPage: Int
+    /// How many times an answer overturned a known `until` convention (an inclusive reading that
+    /// brought back nothing of a boundary second, an event at the `until` an exclusive reading
+    /// excludes). A later revision wins over what was known before it (``learn(from:)``), so a
+    /// doubt reaches every subscription of the relay instead of being taken back by what they
+    /// knew.
+    public internal(set) var untilRevision = 0
 
-    /// A relay whose cap and `until` convention the caller knows.
+    /// A relay whose cap and `until` convention the caller knows: where to start. An answer that
+    /// contradicts either corrects it (an event below a short page, a boundary second that does
+    /// not come back; see above), so what is told never switches learning off.
     ///
     /// - Parameters:
     ///   - pageSize: Events per page, at least 1 (less traps); at most what the relay really sends
@@ -72,20 +94,36 @@ public struct RelayPaging: Sendable, Hashable {
     public var isCapKnown: Bool { largestPage >= pageSize }
 
     /// Takes in what another subscription learned of the same relay: the smaller page size, the
-    /// larger page seen, a known `until` convention over an unknown one.
+    /// larger page seen, the `until` convention of the later revision (a doubt included), else a
+    /// known one over an unknown one.
     ///
     /// - Parameter other: The other subscription's paging of the same relay.
     public mutating func learn(from other: RelayPaging) {
         pageSize = min(pageSize, other.pageSize)
         largestPage = min(pageSize, max(largestPage, other.largestPage))
-        if until == .unknown { until = other.until }
+        if other.untilRevision > untilRevision {
+            until = other.until
+            untilRevision = other.untilRevision
+        } else if other.untilRevision == untilRevision, until == .unknown {
+            until = other.until
+        }
+    }
+
+    /// What a page's stored answer showed of how the relay reads `until` now: `.inclusive` (an
+    /// event at the `until` an exclusive reading excludes) or `.unknown` (asked in the inclusive
+    /// form, nothing of a second it had sent events of). Overturning a known convention is a
+    /// revision.
+    mutating func show(_ convention: UntilConvention) {
+        guard until != convention else { return }
+        if until != .unknown { untilRevision += 1 }
+        until = convention
     }
 
     /// Narrowed by what a relay's NIP-11 document says, which may be absent or wrong: a
     /// `max_limit` below the page size only lowers the limit asked for (the cap is still learned
     /// from answers), and a convention known from its `software` fills one not yet known —
-    /// never one configured or learned. The same whether the document came before the first
-    /// connection or late.
+    /// never one configured or learned, nor one an answer has overturned. The same whether the
+    /// document came before the first connection or late.
     ///
     /// - Parameters:
     ///   - maxLimit: The document's `limitation.max_limit`, if any.
@@ -95,7 +133,7 @@ public struct RelayPaging: Sendable, Hashable {
             pageSize = cap
             largestPage = min(largestPage, cap)
         }
-        if until == .unknown, let untilConvention { until = untilConvention }
+        if until == .unknown, untilRevision == 0, let untilConvention { until = untilConvention }
     }
 }
 
@@ -113,6 +151,10 @@ public struct SyncRequest: Sendable, Hashable {
     /// 1, 2, … for each REQ sent in this window (a re-sent page gets a new number): use a fresh
     /// subscription id per number and pass only that subscription's events.
     public let number: Int
+    /// True for the one event asked below a short page (`limit: 1`, `until` = that page's oldest
+    /// − 1): the relay sends one when it capped that page, none when the page was its whole
+    /// answer.
+    public let confirmsEnd: Bool
 
     /// The REQ's filter list: `filter` alone.
     public var filters: [RelayFilter] { [filter] }

@@ -336,4 +336,66 @@ import Testing
         #expect(w.engine.relays[0].requests.limit > learned, "still \(w.engine.relays[0].requests.limit) after a new connection")
         #expect(w.relays[0].mostSubscriptions > 5, "at most \(w.relays[0].mostSubscriptions) REQs open at once on the new connection")
     }
+
+    /// Path 4: a learned page cap that went down. The relay sent pages of 500 (learned: a page
+    /// that long was seen), then capped at 100 (a new configuration, another backend behind the
+    /// URL, a cap for clients not authenticated). The next window's first page of 100 was
+    /// shorter than the largest seen, taken for the relay's whole answer, and 1,100 of 1,200
+    /// were lost with `synced` reported (the deeper resync did the same). Now a short page is
+    /// confirmed by one event asked below it; the relay sends one, so paging goes on, and the
+    /// next page, capped the same way, makes the cap (100) known.
+    @Test func aPageCapThatWentDownIsFoundBelowAShortPageAndLowered() {
+        let (w, after) = Self.learnedThenChanged { $0.cap = 100 }
+        let missing = after.filter { w.account.events[$0.id] == nil }
+        #expect(missing.isEmpty, "\(missing.count) of 1,200 missing")
+        #expect(w.synced(0, "notes"))
+        #expect(w.engine.relays[0].paging?.pageSize == 100 && w.engine.relays[0].paging?.isCapKnown == true)
+        #expect(w.engine.relays[0].subscriptions["notes"]?.sync.paging.pageSize == 100)
+    }
+
+    /// Path 5: a learned `until` convention that changed. The relay read `until` inclusively
+    /// (learned from an event past the `until` asked), then exclusively (another backend behind
+    /// the URL): each page boundary inside a second lost the rest of that second, 2 of 1,200 at
+    /// three events a second, with `synced` reported. Now a page asked in the inclusive form that
+    /// brings back nothing of the second the page before it ended in doubts the convention
+    /// (unknown, a revision every subscription of the relay takes) and is asked again in the
+    /// exclusive form, right under both readings.
+    @Test func anUntilConventionThatChangedIsDoubtedWhenABoundarySecondDoesNotComeBack() {
+        let (w, after) = Self.learnedThenChanged { $0.inclusiveUntil = false }
+        let missing = after.filter { w.account.events[$0.id] == nil }
+        #expect(missing.isEmpty, "\(missing.count) of 1,200 missing")
+        #expect(w.synced(0, "notes"))
+        // Doubted for the relay, not only for the subscription that saw it (the revision itself
+        // is checked in SubscriptionSyncTests).
+        #expect(w.engine.relays[0].paging?.until == .unknown, "\(String(describing: w.engine.relays[0].paging))")
+        #expect(w.engine.relays[0].subscriptions["notes"]?.sync.paging.until == .unknown)
+    }
+
+    /// A relay holding 1,200 events at three a second (pages of 500 end inside a second), synced
+    /// once: the engine has learned its cap (500) and that it reads `until` inclusively. Then the
+    /// connection is cut, `change` alters the relay, 1,200 more events reach it (three a second,
+    /// after the cursor), ten minutes pass and the engine reconnects. Returns the new events.
+    static func learnedThenChanged(_ change: (inout WireRelay) -> Void) -> (EngineWorld, [VerifiedEvent]) {
+        func newestFirst(_ events: [VerifiedEvent]) -> [VerifiedEvent] {
+            events.sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+        }
+        let w = EngineWorld()
+        w.account.policy = [("notes", [SyncEngineTests.notes], nil)]
+        let start = w.unix
+        let before = (0..<1_200).map { Fixtures.event(start - 10_000 + Int64($0 / 3), content: "before \($0)") }
+        w.relays[0].stored = newestFirst(before)
+        w.start()
+        w.run(for: 2_000)
+        #expect(before.allSatisfy { w.account.events[$0.id] != nil })
+        let learned = w.engine.relays[0].paging
+        #expect(learned?.largestPage == 500 && learned?.until == .inclusive, "learned \(String(describing: learned))")
+        let cursor = w.account.cursors[w.account.key(w.urls[0], "notes")] ?? w.unix
+        w.cut(0)
+        change(&w.relays[0])
+        let after = (0..<1_200).map { Fixtures.event(cursor + 1 + Int64($0 / 3), content: "after \($0)") }
+        w.relays[0].stored = newestFirst(before + after)
+        w.unix += 600
+        w.run(for: 60_000)
+        return (w, after)
+    }
 }

@@ -119,7 +119,9 @@ func drive(
             return .success(report)
         case .send(let request):
             report.requests += 1
-            guard request.filter.limit == Int64(sync.paging.pageSize) else { return fail("limit \(String(describing: request.filter.limit))") }
+            // One event below a short page confirms its end; every other page asks for a page.
+            let limit = request.confirmsEnd ? 1 : sync.paging.pageSize
+            guard request.filter.limit == Int64(limit) else { return fail("limit \(String(describing: request.filter.limit))") }
             // The form of `until` is the convention known (or learned) so far; unknown sends NIP-01's.
             let exclusiveForm = sync.paging.until != .inclusive
             guard let sentUntil = request.filter.until, sentUntil == (exclusiveForm ? request.until + 1 : request.until)

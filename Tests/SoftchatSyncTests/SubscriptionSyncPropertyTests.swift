@@ -131,15 +131,16 @@ import Testing
                 for e in inWindow { runs[e.createdAt, default: 0] += 1 }
                 // Every full page lowers until below a second that holds events, or steps below
                 // a run of at least a page (at most once per second, after reaching it): at most
-                // one page per second plus one, or two with such runs.
+                // one page per second plus one, or two with such runs, and one event asked below
+                // a short last page.
                 // Learning costs at most a page asked again (the convention) and two pages past the
                 // last (the cap).
                 let longest = runs.values.max() ?? 0
-                requestBound += lo <= hi ? (longest < sent ? 1 : 2) * runs.count + 1 + (learned ? 3 : 0) : 0
+                requestBound += lo <= hi ? (longest < sent ? 1 : 2) * runs.count + 2 + (learned ? 3 : 0) : 0
                 // And every full page brings at least pageSize − (longest run) new events.
                 if longest < sent {
                     let pages = report.pages[index, default: 0]
-                    let bound = lo <= hi ? inWindow.count / (sent - longest) + 1 + (learned ? 3 : 0) : 0
+                    let bound = lo <= hi ? inWindow.count / (sent - longest) + 2 + (learned ? 3 : 0) : 0
                     if pages > bound { return "window \(window): filter \(index) took \(pages) pages for \(inWindow.count) events (bound \(bound))" }
                 }
             }

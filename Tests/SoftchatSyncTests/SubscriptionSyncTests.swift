@@ -39,7 +39,13 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         #expect(request.filter.toJSON() == ##"{"kinds":[1],"#p":["aa"],"until":1700000000,"limit":3}"##)
         #expect(sync.next() == .awaitingEndOfStoredEvents)
         deliver([SimEvent(id: eventID(1), createdAt: now - 5, kind: 1)], to: &sync)
-        #expect(sync.next() == .synced(SyncOutcome(cursor: now, incompleteSeconds: [], requests: 1)))
+        // Shorter than a page: one event is asked below it (the cap may have gone down).
+        guard let confirmation = nextRequest(&sync) else { return }
+        #expect(confirmation.confirmsEnd)
+        #expect(confirmation.filter.toJSON() == ##"{"kinds":[1],"#p":["aa"],"until":1699999994,"limit":1}"##)
+        #expect(sync.cursor == nil)
+        deliver([], to: &sync)
+        #expect(sync.next() == .synced(SyncOutcome(cursor: now, incompleteSeconds: [], requests: 2)))
         #expect(sync.cursor == now)
     }
 
@@ -112,9 +118,10 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
             }
         }
         #expect(received.count == 7)
-        #expect(untils == [1_000, 100, 50])
+        // The last page (50 and 40) is short: one event asked below it confirms the end.
+        #expect(untils == [1_000, 100, 50, 39])
         #expect(duplicates == 2 + 1)
-        #expect(sync.next() == .synced(SyncOutcome(cursor: 1_000, incompleteSeconds: [], requests: 3)))
+        #expect(sync.next() == .synced(SyncOutcome(cursor: 1_000, incompleteSeconds: [], requests: 4)))
         #expect(sync.cursor == 1_000)
     }
 
@@ -135,7 +142,8 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
             for e in page { received.insert(e.id) }
             deliver(page, to: &sync)
         }
-        #expect(sync.next() == .synced(SyncOutcome(cursor: 100, incompleteSeconds: [100], requests: 2)))
+        // The page of 99 and 40 is short: one event asked below it confirms the end.
+        #expect(sync.next() == .synced(SyncOutcome(cursor: 100, incompleteSeconds: [100], requests: 3)))
         #expect(received.isSuperset(of: [eventID(11), eventID(12)]))
         #expect(received.count == 6)
     }
@@ -158,6 +166,11 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         #expect(sync.cursor == 500)
         guard nextRequest(&sync)?.until == 700 else { return }
         deliver([SimEvent(id: eventID(3), createdAt: 700, kind: 1)], to: &sync)
+        // A short page: the window ends when one event asked below it does not come.
+        #expect(sync.cursor == 500)
+        guard let confirmation = nextRequest(&sync) else { return }
+        #expect(confirmation.until == 699 && confirmation.filter.limit == 1)
+        deliver([], to: &sync)
         #expect(sync.cursor == 1_000)
     }
 
@@ -280,15 +293,17 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         }
     }
 
-    /// A page shorter than one the relay already sent is its whole answer: one REQ, not a probe.
-    @Test func aShortPageAfterALargerOneEndsTheFilter() throws {
+    /// A page shorter than one the relay already sent is its whole answer once one event asked
+    /// below it (`limit: 1`) does not come: one REQ of one event more, not a page.
+    @Test func aShortPageAfterALargerOneEndsTheFilterOnceConfirmed() throws {
         var relay = SimulatedRelay(cap: 500, inclusiveUntil: true)
         for i in 0..<40 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: now - 2_000 + Int64(i), kind: 1)) }
         var (sync, _, first) = Self.syncAll(relay, paging: RelayPaging(), now: now)
         // Unknown cap: 40 events might have been a cap of 40, so a second page looked below them;
         // asked in the exclusive form it also brought the next second's event, which proved the
-        // relay inclusive and had it asked again.
-        #expect(first?.requests == 3)
+        // relay inclusive and had it asked again; shorter than 40, that page was confirmed by
+        // one event asked below it.
+        #expect(first?.requests == 4)
         #expect(sync.paging.largestPage == 40 && !sync.paging.isCapKnown && sync.paging.until == .inclusive)
         relay.insert(SimEvent(id: eventID(100), createdAt: now + 5, kind: 1))
         sync.begin(now: now + 10)
@@ -298,7 +313,181 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
             Issue.record("not synced")
             return
         }
-        #expect(second.requests == 1)
+        #expect(second.requests == 2)
+    }
+
+    /// Issue 45, path 4, what the confirmation costs: one REQ of `limit: 1` (one event at most,
+    /// none when the page was the relay's whole answer) per filter per window whose last page
+    /// was short and not empty; nothing when the last page was empty.
+    @Test func aShortPageCostsOneREQOfOneEventToConfirmAndAnEmptyOneNothing() throws {
+        var relay = SimulatedRelay(cap: 500, inclusiveUntil: true)
+        for i in 0..<40 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: now - 2_000 + Int64(i), kind: 1)) }
+        let (sync, received, outcome) = Self.syncAll(relay, paging: RelayPaging(pageSize: 500), now: now)
+        #expect(received.count == 40)
+        #expect(outcome?.requests == 2, "the page and the one event asked below it")
+        #expect(sync.paging.pageSize == 500 && sync.paging.isCapKnown)
+        // Nothing new in the next window (300 s behind the cursor): its one page is empty, and
+        // that is the end.
+        var next = sync
+        next.begin(now: now + 400)
+        var rng = SplitMix64(seed: 1)
+        while case .send(let request) = next.next() { _ = deliver(relay.answer(request.filter, rng: &rng), to: &next) }
+        #expect(next.next() == .synced(SyncOutcome(cursor: now + 400, incompleteSeconds: [], requests: 1)))
+    }
+
+    /// Issue 45, path 4, the machine alone: `RelayPaging(pageSize: 500)` said the relay sends 500
+    /// and reads `until` inclusively; it caps at 100 and reads `until` exclusively. The first
+    /// page of 100 was shorter than the 500 taken as known and ended the window: 100 of 1,200
+    /// received, synced. Now the event asked below it comes, so paging goes on; the next page
+    /// brings nothing of the boundary second, so the convention is doubted; the page after is
+    /// capped too, which makes the cap (100) known; all 1,200 come.
+    @Test func aToldPagingIsCheckedAgainstTheRelaysAnswers() throws {
+        var relay = SimulatedRelay(cap: 100, inclusiveUntil: false)
+        for i in 0..<1_200 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: now - 1_000 + Int64(i / 3), kind: 1)) }
+        let (sync, received, outcome) = Self.syncAll(relay, paging: RelayPaging(pageSize: 500), now: now)
+        #expect(received.count == 1_200, "\(1_200 - received.count) of 1,200 missing")
+        #expect(outcome?.incompleteSeconds == [])
+        #expect(sync.paging.pageSize == 100 && sync.paging.isCapKnown)
+        #expect(sync.paging.until == .unknown && sync.paging.untilRevision == 1)
+        // Told right, the same window takes 14 REQs (12 full pages, the short last one and the
+        // event asked below it); told wrong, 3 more: the event below the first page, the second
+        // page asked again in the exclusive form, the event below it.
+        #expect(outcome?.requests == 14 + 3)
+    }
+
+    /// Issue 45, path 5, the machine alone: learned (here: told) inclusive, the relay now reads
+    /// `until` exclusively. The second page asked for the boundary second in the inclusive form
+    /// and the relay sent nothing of it: the rest of that second was lost (4 of 12 here), the
+    /// window reported synced. Now that page doubts the convention (unknown: the exclusive form,
+    /// right under both readings; a revision, which every subscription of the relay takes) and
+    /// is asked again; an event past the `until` that comes after a page's EOSE (a live push)
+    /// proves nothing.
+    @Test func aBoundarySecondThatDoesNotComeBackDoubtsAnInclusiveUntil() throws {
+        var relay = SimulatedRelay(cap: 4, inclusiveUntil: false)
+        // Three a second from 1,000 to 1,003: pages of four end inside a second.
+        for i in 0..<12 { relay.insert(SimEvent(id: eventID(i + 1), createdAt: 1_000 + Int64(i / 3), kind: 1)) }
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 4))
+        var rng = SplitMix64(seed: 1)
+        sync.begin(now: 2_000)
+        var received: Set<String> = []
+        var sent: [Int64?] = []
+        while case .send(let request) = sync.next(), sent.count < 20 {
+            sent.append(request.filter.until)
+            let page = relay.answer(request.filter, rng: &rng)
+            for (e, d) in zip(page, deliver(page, to: &sync)) where d == .new || d == .duplicate { received.insert(e.id) }
+            // Between pages, a live event dated past every until asked: not a page's answer.
+            #expect(sync.received(eventID: eventID(99), createdAt: 1_003) == .notPaging)
+        }
+        #expect(received.count == 12)
+        #expect(sync.paging.until == .unknown && sync.paging.untilRevision == 1)
+        // 1,002 asked inclusively brought nothing of 1,002: asked again as 1,003 (exclusive form),
+        // and the exclusive form from then on; the short last page confirmed below 1,000.
+        #expect(sent == [2_000, 1_002, 1_003, 1_002, 1_001, 1_000])
+        // What another subscription of the relay knew does not take the doubt back.
+        var other = RelayPaging(pageSize: 4)
+        other.learn(from: sync.paging)
+        #expect(other.until == .unknown)
+        var stale = sync
+        stale.learn(from: RelayPaging(pageSize: 4))
+        #expect(stale.paging.until == .unknown)
+        #expect(try reloaded(sync).paging == sync.paging)
+    }
+
+    /// The doubt is asked once per boundary: on an inclusive relay whose boundary second is gone
+    /// between two pages (deleted, replaced), the page asked again in the exclusive form brings
+    /// the next second's event, which proves the relay inclusive again; that page, asked again in
+    /// the inclusive form, is not doubted a second time.
+    @Test func aBoundarySecondThatIsGoneIsDoubtedOnceNotInALoop() throws {
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 2))
+        sync.begin(now: 1_000)
+        _ = nextRequest(&sync)
+        let at801 = SimEvent(id: eventID(1), createdAt: 801, kind: 1)
+        let older = SimEvent(id: eventID(3), createdAt: 700, kind: 1)
+        deliver([at801, SimEvent(id: eventID(2), createdAt: 800, kind: 1)], to: &sync)
+        // The event at 800 is gone: the relay sends the older one only.
+        guard let second = nextRequest(&sync) else { return }
+        #expect(second.filter.until == 800)
+        deliver([older], to: &sync)
+        #expect(sync.paging.until == .unknown && sync.paging.untilRevision == 1)
+        guard let doubted = nextRequest(&sync) else { return }
+        #expect(doubted.until == 800 && doubted.filter.until == 801)
+        #expect(deliver([at801, older], to: &sync) == [.outsideRequest, .duplicate])
+        #expect(sync.paging.until == .inclusive && sync.paging.untilRevision == 1)
+        guard let again = nextRequest(&sync) else { return }
+        #expect(again.filter.until == 800)
+        #expect(deliver([older], to: &sync) == [.duplicate])
+        // Not doubted again: the page was short, so one event is asked below it, and the end.
+        guard let confirmation = nextRequest(&sync) else { return }
+        #expect(confirmation.confirmsEnd && confirmation.until == 699)
+        deliver([], to: &sync)
+        #expect(sync.next() == .synced(SyncOutcome(cursor: 1_000, incompleteSeconds: [], requests: 5)))
+    }
+
+    /// Issue 45, path 4: one event below a short page may have reached the relay after the page
+    /// (a backdated arrival) rather than below a cap. Paging goes on below the page, but the cap
+    /// is not lowered on that alone: the next page is short and nothing is below it, so the
+    /// window ends with the page size it had.
+    @Test func anEventThatArrivedBetweenAShortPageAndItsConfirmationIsNotTakenForACap() throws {
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 5))
+        sync.begin(now: 1_000)
+        _ = nextRequest(&sync)
+        let newest = SimEvent(id: eventID(1), createdAt: 900, kind: 1)
+        let oldest = SimEvent(id: eventID(2), createdAt: 850, kind: 1)
+        let arrived = SimEvent(id: eventID(3), createdAt: 600, kind: 1)
+        deliver([newest, oldest], to: &sync)
+        guard let confirmation = nextRequest(&sync) else { return }
+        #expect(confirmation.confirmsEnd && confirmation.until == 849)
+        #expect(deliver([arrived], to: &sync) == [.new])
+        #expect(sync.paging.pageSize == 5)
+        guard let next = nextRequest(&sync) else { return }
+        #expect(next.until == 850 && next.filter.limit == 5)
+        #expect(deliver([oldest, arrived], to: &sync) == [.duplicate, .duplicate])
+        guard let again = nextRequest(&sync) else { return }
+        #expect(again.confirmsEnd && again.until == 599)
+        deliver([], to: &sync)
+        #expect(sync.next() == .synced(SyncOutcome(cursor: 1_000, incompleteSeconds: [], requests: 4)))
+        #expect(sync.paging.pageSize == 5 && sync.paging.isCapKnown)
+    }
+
+    /// Issue 45, path 4: two short pages in a row with an event below each make the relay's cap
+    /// known; a state written in the middle of a confirmation loads as `restarted()` leaves it,
+    /// one written between pages loads as it was, and one written before confirmations and
+    /// revisions existed still loads.
+    @Test func twoCappedShortPagesInARowMakeTheCapKnownAndSurviveTheDurableState() throws {
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 5))
+        let events = [900, 850, 800, 750].enumerated().map { SimEvent(id: eventID($0.offset + 1), createdAt: Int64($0.element), kind: 1) }
+        sync.begin(now: 1_000)
+        _ = nextRequest(&sync)
+        // The relay sends 2 whatever is asked.
+        deliver([events[0], events[1]], to: &sync)
+        guard let first = nextRequest(&sync) else { return }
+        #expect(first.confirmsEnd && first.until == 849)
+        var expected = sync
+        expected.restarted()
+        #expect(try reloaded(sync) == expected)
+        deliver([events[2]], to: &sync)
+        #expect(sync.paging.pageSize == 5, "one capped page alone may be an arrival")
+        #expect(try reloaded(sync) == sync)
+        guard let page = nextRequest(&sync) else { return }
+        #expect(page.until == 850 && page.filter.limit == 5)
+        #expect(deliver([events[1], events[2]], to: &sync) == [.duplicate, .duplicate])
+        guard let second = nextRequest(&sync) else { return }
+        #expect(second.confirmsEnd && second.until == 799)
+        deliver([events[3]], to: &sync)
+        #expect(sync.paging.pageSize == 2 && sync.paging.isCapKnown)
+        guard let next = nextRequest(&sync) else { return }
+        #expect(next.until == 800 && !next.confirmsEnd && next.filter.limit == 2)
+        // Written before this change: no revision, no short page, no capped count, no `rechecked`.
+        func dropping(_ keys: Set<String>, from value: JSONValue) -> JSONValue {
+            guard case .object(let object) = value else { return value }
+            return .object(
+                JSONObject(
+                    members: object.members.filter { !keys.contains($0.key) }.map {
+                        JSONObject.Member(key: $0.key, value: dropping(keys, from: $0.value))
+                    }))
+        }
+        let old = try SubscriptionSync(json: dropping(["untilRevision", "shortPage", "cappedCount", "rechecked"], from: sync.jsonValue))
+        #expect(old.paging == sync.paging && old.paging.untilRevision == 0)
     }
 
     @Test func learnedPagingSurvivesTheDurableState() throws {

@@ -24,8 +24,8 @@ public struct SyncEngineConfiguration: Sendable {
     public var fetchRelayInformation = true
     /// Page size and `until` convention; a relay's NIP-11 `max_limit` lowers the page size.
     public var paging = RelayPaging()
-    /// Per relay URL, a paging the host knows for it (taken as true; NIP-11 can only lower its
-    /// page size), in place of `paging`.
+    /// Per relay URL, a paging the host knows for it, in place of `paging`: where that relay
+    /// starts (NIP-11 can only lower its page size; its answers correct it, see `RelayPaging`).
     public var relayPaging: [String: RelayPaging] = [:]
     /// The account's lease duration: leases are renewed at half of it while work is held.
     public var leaseSeconds: Int64 = 60
