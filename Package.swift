@@ -122,7 +122,7 @@ let package = Package(
         // MARK: The fault proxy (the fault harness and tests only)
         .target(name: "SoftchatFaultProxy", dependencies: ["SoftchatCore", "SoftchatTransport"], swiftSettings: strictSwift),
 
-        // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat bench`
+        // MARK: Benchmarks (corpora, baselines, measurement) behind `softchat-dev bench`
         .target(
             name: "SoftchatBenchmarks",
             dependencies: [

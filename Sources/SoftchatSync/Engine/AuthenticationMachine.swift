@@ -4,7 +4,7 @@
 /// relays never send on success (nostr-relay), so a second of silence counts as accepted.
 ///
 /// A value type on the engine's monotonic clock; the session signs and sends the AUTH and
-/// reads the OK. Tested alone in `RelayMachinesTests`.
+/// reads the OK. Tested alone in `NegentropyMachineTests.swift`.
 struct AuthenticationMachine {
     /// Nothing is written before this (monotonic ms): the challenge window.
     private(set) var windowEnds: Int64 = 0

@@ -5,7 +5,7 @@ import SoftchatCore
 /// what was written, and the decisions waiting for their commit.
 ///
 /// A value type with its own transitions; each returns what the engine must do about it (an
-/// account request, a report), and the engine does it. Tested alone in `RelayMachinesTests`.
+/// account request, a report), and the engine does it. Tested alone in `DeliveryMachineTests`.
 struct DeliveryMachine {
     /// Claims held, by lease id.
     private(set) var claims: [String: DeliveryClaim] = [:]

@@ -90,8 +90,9 @@ struct RelayRuntime {
 
     /// Every deadline the engine keeps for this relay, by name, on the one monotonic clock (the
     /// session's acknowledgement deadline, kept in Unix seconds, is converted here). The engine's
-    /// `pollTimeout()` is the earliest entry over all relays; `handle(.timer)` serves each one
-    /// that is due.
+    /// `pollTimeout()` is the earliest entry over all relays. `handle(.timer)` does nothing of its
+    /// own: every input runs the engine's service pass, which serves whatever is due (the
+    /// per-timer dispatch quinn's `handle_timeout` does is still to come, issue 45).
     func timers(now: EngineTime, configuration: SyncEngineConfiguration) -> [EngineTimer: Int64] {
         var table: [EngineTimer: Int64] = [:]
         func set(_ timer: EngineTimer, _ t: Int64?) { if let t { table[timer] = t } }
