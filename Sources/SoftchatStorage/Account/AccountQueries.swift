@@ -5,7 +5,7 @@ extension SoftchatAccount {
     /// applied to it), newest first with ties by lowest id, at most `limit` overall. Deleted
     /// (NIP-09), replaced and expired (NIP-40, as of `now`) events are never served, nor events
     /// dated more than `futureAllowanceSeconds` (relay.ingestion) after `now` until that date
-    /// comes near (``servedUntil(_:)``).
+    /// comes near.
     ///
     /// SQL narrows candidates over the indexes; `RelayFilter.matches` decides, so results equal
     /// the filter semantics exactly.
