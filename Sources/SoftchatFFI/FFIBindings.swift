@@ -39,6 +39,8 @@ enum FFI {
     typealias RelayPhase = SoftchatCore.RelayPhase
     typealias ManagedTransportStateChangeKind = SoftchatCore.ManagedTransportStateChangeKind
     typealias ManagedTransportStateChange = SoftchatCore.ManagedTransportStateChange
+    typealias SkipReason = SoftchatCore.SkipReason
+    typealias SkippedEvents = SoftchatCore.SkippedEvents
     typealias ManagedTransportActivityKind = SoftchatCore.ManagedTransportActivityKind
     typealias ManagedTransportActivity = SoftchatCore.ManagedTransportActivity
 

@@ -199,7 +199,10 @@ final class ManagedTransportHandle: Sendable {
         case .ingested(let url, let result):
             return .activity(.ingested(relayURL: url, result: result))
         case .synced(let url, let subscriptionID, let count, let outcome):
-            return .activity(.synced(relayURL: url, subscriptionID: subscriptionID, events: count, incompleteSeconds: outcome.incompleteSeconds))
+            return .activity(
+                .synced(
+                    relayURL: url, subscriptionID: subscriptionID, events: count, incompleteSeconds: outcome.incompleteSeconds,
+                    skipped: outcome.skipped, liveFeedRefused: outcome.liveFeedRefused))
         case .notice(let url, let text):
             return .activity(.notice(relayURL: url, message: text))
         case .connectionFailed(let url, let text):

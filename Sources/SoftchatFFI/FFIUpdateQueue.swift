@@ -11,9 +11,17 @@ import Synchronization
 /// by the engine, but 4,096 of them still add up):
 /// - a state change replaces the one still queued for the same relay (or for the transport as a
 ///   whole), so the host always ends up with every relay's latest phase;
-/// - an activity is dropped and counted; once the queue has drained, one `notice` activity
-///   (relay URL "") says how many were dropped. Every dropped decision and event is durable in
-///   the account, which the host reads for the truth.
+/// - a delivery decision or a `synced` report is never dropped (issue 45, path 10: they were
+///   dropped like notices, and a host that reads its reports lost what was skipped and which
+///   intents were decided). It is coalesced with the one still queued for the same intent (the
+///   later decision replaces it) or the same relay and subscription (one report for both
+///   windows: events added, seconds and skipped events merged), else it takes the place of the
+///   oldest queued activity that may be dropped, else it is queued past the bound. Coalescing
+///   keeps what is queued past the bound to one decision per intent and one report per relay and
+///   subscription;
+/// - any other activity (a notice, a connection failure, an ingestion report) is dropped and
+///   counted; once the queue has drained, one `notice` activity (relay URL "") says how many
+///   were dropped. Every event is durable in the account, which the host reads for the truth.
 final class FFIUpdateQueue: Sendable {
     enum Update: Sendable {
         case state(ManagedTransportStateChange)
@@ -29,10 +37,26 @@ final class FFIUpdateQueue: Sendable {
                 64 + url.utf8.count + intent.utf8.count + decision.eventID.utf8.count + decision.message.utf8.count
             case .activity(.ingested(let url, let result)):
                 64 + url.utf8.count + 72 * (result.accepted.count + result.alreadyPresent.count + result.rejected.count)
-            case .activity(.synced(let url, let id, _, let seconds)): 64 + url.utf8.count + id.utf8.count + 8 * seconds.count
+            case .activity(.synced(let url, let id, _, let seconds, let skipped, let refused)):
+                64 + url.utf8.count + id.utf8.count + 8 * seconds.count + skipped.reduce(0) { $0 + 16 + 72 * $1.eventIDs.count }
+                    + (refused?.utf8.count ?? 0)
             case .activity(.notice(let url, let message)), .activity(.connectionFailed(let url, let message)):
                 64 + url.utf8.count + message.utf8.count
             }
+        }
+
+        /// A delivery decision or a `synced` report: never dropped, only coalesced.
+        var mustDeliver: Bool {
+            switch self {
+            case .activity(.delivery), .activity(.synced): true
+            case .state, .activity(.ingested), .activity(.notice), .activity(.connectionFailed): false
+            }
+        }
+
+        /// An activity that may be dropped past the bound (a notice, a connection failure, an
+        /// ingestion report).
+        var droppable: Bool {
+            if case .activity = self { !mustDeliver } else { false }
         }
     }
 
@@ -50,6 +74,8 @@ final class FFIUpdateQueue: Sendable {
         var draining = false
         /// The most updates queued at once.
         var peak = 0
+        /// Queued updates that may be dropped (`Update.droppable`).
+        var droppable = 0
 
         var count: Int { updates.count - head }
     }
@@ -61,8 +87,8 @@ final class FFIUpdateQueue: Sendable {
     private let deliver: @Sendable (Update) -> Void
 
     /// - Parameters:
-    ///   - bound: The most updates queued before activities are dropped (at least 1).
-    ///   - maxBytes: The most `Update.bytes` queued before activities are dropped.
+    ///   - bound: The most updates queued before activities are dropped or coalesced (at least 1).
+    ///   - maxBytes: The most `Update.bytes` queued before activities are dropped or coalesced.
     ///   - queue: The serial queue the host's callbacks run on.
     ///   - deliver: Calls the host's callback; runs on `queue`.
     init(
@@ -79,18 +105,13 @@ final class FFIUpdateQueue: Sendable {
     /// the bytes queued now.
     var statistics: (peak: Int, dropped: Int, bytes: Int) { pending.withLock { ($0.peak, $0.dropped, $0.bytes) } }
 
-    /// Queues an update; never blocks.
+    /// Queues an update; never blocks. Past the bound it scans what is queued (to coalesce, or to
+    /// find the oldest activity that may be dropped): linear in the queue, and only then.
     func push(_ update: Update) {
         let size = update.bytes
         let start = pending.withLock { p -> Bool in
             if p.count >= bound || p.bytes + size > maxBytes {
                 switch update {
-                case .activity:
-                    p.dropped += 1
-                    // An idle queue still reports the drop: start the drain that will.
-                    guard !p.draining else { return false }
-                    p.draining = true
-                    return true
                 case .state(let change):
                     let key = Self.key(change)
                     if let i = p.updates[p.head...].lastIndex(where: { if case .state(let c) = $0 { Self.key(c) == key } else { false } }) {
@@ -98,10 +119,35 @@ final class FFIUpdateQueue: Sendable {
                         p.updates[i] = update
                         return false
                     }
+                case .activity(let activity) where update.mustDeliver:
+                    if let i = p.updates[p.head...].lastIndex(where: { Self.coalesces($0, with: activity) }),
+                        case .activity(let queued) = p.updates[i]
+                    {
+                        let merged = Update.activity(Self.coalesced(queued, activity))
+                        p.bytes += merged.bytes - p.updates[i].bytes
+                        p.updates[i] = merged
+                        return false
+                    }
+                    // Room from what may be dropped, oldest first; with none left, past the bound.
+                    while p.count >= bound || p.bytes + size > maxBytes, p.droppable > 0,
+                        let i = p.updates[p.head...].firstIndex(where: \.droppable)
+                    {
+                        p.bytes -= p.updates[i].bytes
+                        p.updates.remove(at: i)
+                        p.droppable -= 1
+                        p.dropped += 1
+                    }
+                case .activity:
+                    p.dropped += 1
+                    // An idle queue still reports the drop: start the drain that will.
+                    guard !p.draining else { return false }
+                    p.draining = true
+                    return true
                 }
             }
             p.bytes += size
             p.updates.append(update)
+            if update.droppable { p.droppable += 1 }
             p.peak = max(p.peak, p.count)
             guard !p.draining else { return false }
             p.draining = true
@@ -122,6 +168,7 @@ final class FFIUpdateQueue: Sendable {
                 let update = p.updates[p.head]
                 p.head += 1
                 p.bytes -= update.bytes
+                if update.droppable { p.droppable -= 1 }
                 if p.head >= 1_024 && p.head * 2 >= p.updates.count {
                     p.updates.removeFirst(p.head)
                     p.head = 0
@@ -137,8 +184,9 @@ final class FFIUpdateQueue: Sendable {
                     .notice(
                         relayURL: "",
                         message: "\(n) activity updates were dropped: the listener was slower than the transport "
-                            + "(at most \(bound) updates or \(maxBytes) bytes are queued; notices queued at stop are dropped); "
-                            + "the account holds every decision and event"))
+                            + "(past \(bound) updates or \(maxBytes) bytes queued, notices, connection failures and ingestion "
+                            + "reports are dropped, and notices queued at stop; delivery decisions and synced reports are never "
+                            + "dropped, only coalesced); the account holds every event"))
             }
             p.draining = false
             return nil
@@ -155,7 +203,34 @@ final class FFIUpdateQueue: Sendable {
             p.updates = Array(kept)
             p.head = 0
             p.bytes = kept.reduce(0) { $0 + $1.bytes }
+            p.droppable = kept.reduce(0) { $0 + ($1.droppable ? 1 : 0) }
         }
+    }
+
+    /// Whether `activity` (a decision or a `synced` report) may be coalesced with `queued`: a
+    /// decision for the same intent on the same relay, a report for the same relay and
+    /// subscription.
+    private static func coalesces(_ queued: Update, with activity: ManagedTransportActivity) -> Bool {
+        guard case .activity(let old) = queued else { return false }
+        switch (old, activity) {
+        case (.delivery(let u1, let i1, _), .delivery(let u2, let i2, _)): return u1 == u2 && i1 == i2
+        case (.synced(let u1, let s1, _, _, _, _), .synced(let u2, let s2, _, _, _, _)): return u1 == u2 && s1 == s2
+        default: return false
+        }
+    }
+
+    /// One activity for a queued one and a later one that `coalesces`: the later decision (the
+    /// account holds it too), or one report for both windows (events added, the seconds and the
+    /// skipped events of both).
+    private static func coalesced(_ queued: ManagedTransportActivity, _ later: ManagedTransportActivity) -> ManagedTransportActivity {
+        guard case .synced(let url, let id, let events, let seconds, let skipped, _) = queued,
+            case .synced(_, _, let laterEvents, let laterSeconds, let laterSkipped, let laterRefused) = later
+        else { return later }
+        // The live feed as the later report found it.
+        return .synced(
+            relayURL: url, subscriptionID: id, events: events + laterEvents,
+            incompleteSeconds: seconds + laterSeconds.filter { !seconds.contains($0) },
+            skipped: SkippedEvents.merged(skipped, with: laterSkipped), liveFeedRefused: laterRefused)
     }
 
     /// What a state change is about: one relay, or the transport as a whole ("").

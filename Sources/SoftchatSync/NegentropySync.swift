@@ -16,7 +16,10 @@ public import SoftchatCore
 ///
 /// The ids the relay has and the account lacks queue up as they are learnt and leave through
 /// `nextFetch()` in batches of at most `fetchBatch` (a REQ by `ids` each, so the relay's
-/// `max_limit` is respected); `fetchEnded()` marks a batch's EOSE. The sync is complete when
+/// `max_limit` is respected); `fetchEnded()` marks a batch's EOSE. Ids the caller knows the
+/// relay sends only over our frame bound leave the queue without a fetch
+/// (`nextFetch(skipping:)`, listed in ``skippedIDs``); ids the relay does not send when asked are
+/// listed in ``unservedIDs``. The sync is complete when
 /// every part is settled and every batch has ended: then everything the relay held for the
 /// filters when the reconciliation began is in the account (the live REQ covers what arrives
 /// after).
@@ -63,8 +66,14 @@ public struct NegentropySync: Sendable {
     /// Ids of the fetch in flight not received yet, and how many it brought so far.
     private var fetching: Set<String> = []
     private var fetchBrought = 0
-    /// Ids given up: asked again after a capped answer, and the relay sent none of them.
-    public private(set) var givenUp = 0
+    /// Ids given up, in order: asked again after a capped answer, and the relay sent none of them
+    /// (it listed them, then no longer held them, or withholds them).
+    public private(set) var unservedIDs: [String] = []
+    /// How many ids were given up (``unservedIDs``).
+    public var givenUp: Int { unservedIDs.count }
+    /// Ids left out of every fetch because the caller knows the relay sends them only over our
+    /// frame bound (`nextFetch(skipping:)`), in order.
+    public private(set) var skippedIDs: [String] = []
     /// Ids the account has and the relay lacks (for a host that offers them back).
     public private(set) var have: [NegentropyID] = []
     /// Negentropy messages received.
@@ -210,11 +219,26 @@ public struct NegentropySync: Sendable {
     ///
     /// - Returns: Up to ``NegentropySync/fetchBatch`` event ids (hex) for one REQ by `ids`, now in
     ///   flight until `fetchEnded()`; nil when none are queued or a batch is in flight.
-    public mutating func nextFetch() -> [String]? {
-        guard fetchesInFlight == 0, queueStart < queue.count else { return nil }
-        let end = min(queue.count, queueStart + fetchBatch)
-        let batch = Array(queue[queueStart..<end])
-        queueStart = end
+    public mutating func nextFetch() -> [String]? { nextFetch(skipping: { _ in false }) }
+
+    /// The next batch of ids to fetch, leaving out the ids `skip` picks: the caller knows the
+    /// relay sends those only over our frame bound (an earlier connection's fetch), so asking
+    /// for them again would only bring the same skipped message. They leave the queue for
+    /// ``skippedIDs``.
+    ///
+    /// - Parameter skip: True for an id not to ask for.
+    /// - Returns: Up to ``NegentropySync/fetchBatch`` event ids (hex) for one REQ by `ids`, now in
+    ///   flight until `fetchEnded()`; nil when none are queued (or all were skipped) or a batch
+    ///   is in flight.
+    public mutating func nextFetch(skipping skip: (String) -> Bool) -> [String]? {
+        guard fetchesInFlight == 0 else { return nil }
+        var batch: [String] = []
+        while queueStart < queue.count, batch.count < fetchBatch {
+            let id = queue[queueStart]
+            queueStart += 1
+            if skip(id) { skippedIDs.append(id) } else { batch.append(id) }
+        }
+        guard !batch.isEmpty else { return nil }
         fetchesInFlight += 1
         fetches += 1
         fetching = Set(batch)
@@ -237,7 +261,7 @@ public struct NegentropySync: Sendable {
     public mutating func fetchEnded() {
         if fetchesInFlight > 0 { fetchesInFlight -= 1 }
         if !fetching.isEmpty {
-            if fetchBrought > 0 { queue += fetching.sorted() } else { givenUp += fetching.count }
+            if fetchBrought > 0 { queue += fetching.sorted() } else { unservedIDs += fetching.sorted() }
             fetching = []
         }
         fetchBrought = 0

@@ -179,6 +179,15 @@ public struct SyncOutcome: Sendable, Hashable {
     /// it comes with the next connection's sync. Nil while the live feed runs, and in
     /// `SubscriptionSync`'s own outcomes.
     public var liveFeedRefused: String?
+    /// Set in the engine's `synced` report: what the window left out of the account and why, one
+    /// entry per reason in `SkipReason.allCases` order, each with its count and at most
+    /// `SkippedEvents.maxListedIDs` ids — events the relay sent over our frame bound (in a page,
+    /// or for a NIP-77 fetch by id; on a relay that speaks NIP-77 such an id is not asked for
+    /// again, and each later reconciliation reports it skipped), and ids NIP-77 found on the
+    /// relay that it then did not send when asked. Everything since the subscription's last
+    /// `synced` report on the relay counts. Empty when nothing was skipped, and in
+    /// `SubscriptionSync`'s own outcomes.
+    public var skipped: [SkippedEvents] = []
 
     /// Creates an outcome.
     ///

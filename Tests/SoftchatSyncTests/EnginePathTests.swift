@@ -398,4 +398,113 @@ import Testing
         w.run(for: 60_000)
         return (w, after)
     }
+
+    /// Events newest first, as `WireRelay.stored` holds them.
+    static func newestFirst(_ events: [VerifiedEvent]) -> [VerifiedEvent] {
+        events.sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id < $1.id }
+    }
+
+    /// Every `synced` outcome reported for subscription `id`, in order.
+    static func syncedOutcomes(_ w: EngineWorld, _ id: String) -> [SyncOutcome] {
+        w.reports.compactMap { if case .synced(_, id, _, let outcome) = $0 { outcome } else { nil } }
+    }
+
+    /// Path 10, oversized events under NIP-77: the account lacks 100 of 600 notes, two of them
+    /// too big for our frames. They were named only in notices (which the C ABI's queue dropped
+    /// first), the `synced` report said the window was whole, and every NIP-77 connection
+    /// fetched both again only to skip them again (4 oversized messages over two connections).
+    /// Now each connection's `synced` report lists both as skipped for `oversized`, and the
+    /// second connection does not ask for them: the relay sends each once.
+    @Test func oversizedEventsAreReportedSkippedAndNotFetchedAgainOnTheNextConnection() {
+        let w = EngineWorld()
+        w.relays[0].negentropy = .answer
+        let notes = (0..<600).map { Fixtures.event(w.unix - 30 * 86_400 + Int64($0) * 4_000, content: "n\($0)") }
+        w.relays[0].stored = Self.newestFirst(notes)
+        for (i, e) in notes.enumerated() where i % 6 != 0 { w.account.events[e.id] = e }
+        // Two of the missing ones, not the newest (the live REQ asks for one stored event).
+        let big: Set<String> = [notes[0].id, notes[300].id]
+        w.relays[0].overOurBound = big
+        w.account.policy = [("notes", [#"{"kinds":[1]}"#], nil)]
+        w.account.cursors[w.account.key(w.urls[0], "notes")] = w.unix - 3_600
+        w.start()
+        w.run(for: 10_000)
+        let fits = notes.filter { !big.contains($0.id) }
+        #expect(fits.allSatisfy { w.account.events[$0.id] != nil }, "the 98 that fit are fetched")
+        #expect(w.synced(0, "notes"))
+        #expect(w.relays[0].seen[.eventOverOurBound, default: 0] == 2)
+        let first = Self.syncedOutcomes(w, "notes")
+        #expect(first.count == 1)
+        #expect(first.first?.method == .negentropy)
+        let skipped = first.last?.skipped ?? []
+        #expect(skipped.map(\.reason) == [SkipReason.oversized], "\(skipped)")
+        #expect(skipped.first?.count == 2)
+        #expect(Set(skipped.first?.eventIDs ?? []) == big)
+
+        w.cut(0)
+        w.run(for: 30_000)
+        let second = Array(Self.syncedOutcomes(w, "notes").dropFirst(first.count))
+        #expect(second.count == 1, "\(second)")
+        #expect(second.first?.method == .negentropy)
+        #expect(w.relays[0].seen[.eventOverOurBound, default: 0] == 2, "the next connection fetched the oversized events again")
+        let again = second.last?.skipped ?? []
+        #expect(again.map(\.reason) == [SkipReason.oversized], "\(again)")
+        #expect(again.first?.count == 2)
+        #expect(Set(again.first?.eventIDs ?? []) == big, "still missing from the account, and reported so")
+    }
+
+    /// Path 10, ids NIP-77 found that the relay never served: the relay lists 3 of the 60 notes
+    /// the account lacks in its reconciliation, then sends none of them when asked by id (deleted
+    /// or expired between the two, an index that outlived them). The reconciliation gave them
+    /// up — a count in `NegentropySync.givenUp` that nothing read — and the `synced` report said
+    /// the window was whole. Now the report lists the three as skipped for `notServed`.
+    @Test func idsTheRelayListsButNeverServesAreReportedSkipped() {
+        let w = EngineWorld()
+        w.relays[0].negentropy = .answer
+        let notes = (0..<300).map { Fixtures.event(w.unix - 30 * 86_400 + Int64($0) * 8_000, content: "n\($0)") }
+        w.relays[0].stored = Self.newestFirst(notes)
+        for (i, e) in notes.enumerated() where i % 5 != 0 { w.account.events[e.id] = e }
+        let withheld: Set<String> = [notes[5].id, notes[100].id, notes[250].id]
+        w.relays[0].listedNotServed = withheld
+        w.account.policy = [("notes", [#"{"kinds":[1]}"#], nil)]
+        w.account.cursors[w.account.key(w.urls[0], "notes")] = w.unix - 3_600
+        w.start()
+        w.run(for: 10_000)
+        #expect(w.synced(0, "notes"))
+        let missing = Set(notes.filter { w.account.events[$0.id] == nil }.map(\.id))
+        #expect(missing == withheld, "the other 57 are fetched")
+        let outcomes = Self.syncedOutcomes(w, "notes")
+        #expect(outcomes.count == 1)
+        #expect(outcomes.first?.method == .negentropy)
+        let skipped = outcomes.last?.skipped ?? []
+        #expect(skipped.map(\.reason) == [SkipReason.notServed], "\(skipped)")
+        #expect(skipped.first?.count == 3)
+        #expect(Set(skipped.first?.eventIDs ?? []) == withheld)
+    }
+
+    /// Path 10, oversized events in pages (a relay without NIP-77, capping pages at 10 without
+    /// saying so): every tenth of 60 notes is too big for our frames. Paging went on below each
+    /// (it takes its slot), but the six were named only in notices and the `synced` report said
+    /// the window was whole. Now the reports list the six as skipped for `oversized`, each once
+    /// however often its page was asked.
+    @Test func oversizedEventsOfPagesAreReportedSkipped() {
+        let w = EngineWorld()
+        w.account.policy = [("notes", [#"{"kinds":[1]}"#], nil)]
+        w.account.cursors[w.account.key(w.urls[0], "notes")] = w.unix - 3_600
+        let events = (0..<60).map { Fixtures.event(w.unix - 3_000 + Int64($0) * 40, content: "n\($0)") }
+        w.relays[0].stored = Self.newestFirst(events)
+        w.relays[0].cap = 10
+        w.relays[0].negentropy = .notice
+        let big = Set(events.enumerated().filter { $0.offset % 10 == 0 }.map(\.element.id))
+        w.relays[0].overOurBound = big
+        w.start()
+        w.run(for: 20_000)
+        #expect(w.synced(0, "notes"))
+        #expect(events.filter { !big.contains($0.id) }.allSatisfy { w.account.events[$0.id] != nil })
+        let outcomes = Self.syncedOutcomes(w, "notes")
+        #expect(!outcomes.isEmpty)
+        let skipped = outcomes.reduce([SkippedEvents]()) { SkippedEvents.merged($0, with: $1.skipped) }
+        #expect(skipped.map(\.reason) == [SkipReason.oversized], "\(skipped)")
+        #expect(skipped.first?.count == 6)
+        #expect(Set(skipped.first?.eventIDs ?? []) == big)
+    }
 }

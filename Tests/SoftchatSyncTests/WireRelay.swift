@@ -76,6 +76,9 @@ struct WireRelay {
     /// A deliberate bug, for the model test's mutation checks: events the relay holds and never
     /// sends (in no answer, live or stored, and in no NIP-77 item).
     var hides: Set<String> = []
+    /// Events NIP-77 lists (in the relay's items) that no REQ answer carries: deleted or expired
+    /// between the reconciliation and the fetch, or an index that outlived its events.
+    var listedNotServed: Set<String> = []
     /// Each quirk, the times it changed an answer (see `Quirk`).
     var seen: [Quirk: Int] = [:]
     /// Every client frame's verb, in order.
@@ -143,7 +146,7 @@ struct WireRelay {
     }
 
     func matches(_ filter: RelayFilter, _ loose: RelayFilter?, _ e: VerifiedEvent) -> Bool {
-        guard let loose, loose.matches(e), !hides.contains(e.id) else { return false }
+        guard let loose, loose.matches(e), !hides.contains(e.id), !listedNotServed.contains(e.id) else { return false }
         if let until = filter.until { return inclusiveUntil ? e.createdAt <= until : e.createdAt < until }
         return true
     }

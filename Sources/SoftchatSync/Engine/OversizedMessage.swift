@@ -121,12 +121,19 @@ private struct HeadReader {
 }
 
 extension SyncEngine {
+    /// The most ids of events sent over our frame bound each relay remembers
+    /// (`RelayRuntime.oversizedIDs`): 64 KiB of ids.
+    static let oversizedIDsRemembered = 1_024
+
     /// Relay `r` sent a message over our frame bound, skipped by the transport. No account can
     /// hold such an event (relay.wire's bound), so it is named in a notice; what matters is that
     /// it takes its place where it was sent: an event in a page's slot (so a page the relay cut
     /// at its cap still reads as full, and paging goes on below it), a fetched id as answered
     /// (so it is not asked for again and again), a NEG-MSG as the relay's "too big" (the
-    /// reconciliation is split into smaller queries, as for NEG-ERR, or paged).
+    /// reconciliation is split into smaller queries, as for NEG-ERR, or paged). An event of a
+    /// page or a fetch is also counted in its subscription's next `synced` report
+    /// (`SyncOutcome.skipped`), and its id, when it reads as one, is remembered for the relay, so
+    /// no later reconciliation fetches it again (issue 45, path 10).
     func oversized(_ r: Int, _ message: OversizedMessage) {
         relays[r].keepalive.heard(now.monotonicMilliseconds)
         report(
@@ -137,11 +144,16 @@ extension SyncEngine {
         switch verb {
         case "EVENT":
             requestHeard(r, subscriptionID)
+            // Only an id that reads as one (the head is the relay's word, unverified) is listed.
+            let eventID = message.eventID.flatMap { id -> String? in NegentropyID(hex: id) == nil ? nil : id }
+            if let eventID { relays[r].oversizedIDs.insert(eventID) }
             if let owner = relays[r].pageOwner[subscriptionID] {
                 relays[r].subscriptions[owner]?.sync.receivedOversized(eventID: message.eventID, createdAt: message.createdAt)
+                skipped(r, owner, .oversized, eventID: eventID)
             }
             if let owner = relays[r].neg.fetchOwner[subscriptionID], let id = message.eventID {
                 relays[r].subscriptions[owner]?.negentropy?.fetchReceived(id)
+                skipped(r, owner, .oversized, eventID: eventID)
             }
         case "NEG-MSG":
             guard let (id, part) = relays[r].neg.answered(subscriptionID) else { return }
@@ -159,5 +171,12 @@ extension SyncEngine {
         default:
             break
         }
+    }
+
+    /// Subscription `id` on relay `r` left an event out of the account, for its next `synced`
+    /// report.
+    func skipped(_ r: Int, _ id: String, _ reason: SkipReason, eventID: String?) {
+        guard relays[r].subscriptions[id] != nil else { return }
+        SkippedEvents.record(reason, eventID: eventID, in: &relays[r].subscriptions[id]!.skipped)
     }
 }

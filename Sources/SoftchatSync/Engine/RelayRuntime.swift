@@ -73,6 +73,11 @@ struct RelayRuntime {
     /// NIP-77 on this relay: the account's record, and this connection's reconciliations and
     /// fetches (NegentropyMachine, SyncEngine+Negentropy).
     var neg = NegentropyMachine()
+    /// Ids of events this relay sent over our frame bound, on any connection of this engine (the
+    /// most recent `SyncEngine.oversizedIDsRemembered`): a reconciliation does not fetch them
+    /// again, it reports them skipped (issue 45, path 10: each NIP-77 connection fetched them
+    /// again, and skipped them again). Not durable: a new process asks once more.
+    var oversizedIDs = RecentIDs(capacity: SyncEngine.oversizedIDsRemembered)
 
     /// Publishing: claims, leases, decisions waiting for their commit (DeliveryMachine).
     var delivery = DeliveryMachine()
@@ -211,6 +216,9 @@ struct SubscriptionRuntime {
     /// The window completed since the last commit.
     var completed: SyncOutcome?
     var windowEvents = 0
+    /// What the windows since the last `synced` report left out of the account, and why, for
+    /// the next one (`SyncOutcome.skipped`).
+    var skipped: [SkippedEvents] = []
     var syncedOnce = false
     /// When the current connection opened (Unix seconds): a window resumed from an earlier
     /// connection ends before it, so another window follows at once, up to now.

@@ -156,8 +156,11 @@ extension SyncEngine {
                 sub.syncedOnce = true
                 var reported = outcome
                 if case .refused(let reason) = sub.live { reported.liveFeedRefused = reason }
+                // What the windows since the last report left out, and why (issue 45, path 10).
+                reported.skipped = sub.skipped
                 report(.synced(relayURL: relays[r].url, subscriptionID: id, events: sub.windowEvents, outcome: reported))
                 sub.windowEvents = 0
+                sub.skipped = []
             }
             relays[r].subscriptions[id] = sub
         }

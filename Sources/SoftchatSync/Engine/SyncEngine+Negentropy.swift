@@ -186,10 +186,14 @@ extension SyncEngine {
     }
 
     /// Sends the next fetch of missing ids (one at a time), and completes the sync when nothing
-    /// is left.
+    /// is left. Ids the relay sent over our frame bound before are not asked again; they, and
+    /// the ids the relay did not send when asked, go to the subscription's next `synced` report
+    /// as skipped (issue 45, path 10: they left no trace, and each connection fetched the
+    /// oversized ones again).
     func fetchMissing(_ r: Int, _ id: String) {
         guard var reconciliation = relays[r].subscriptions[id]?.negentropy, relays[r].session != nil else { return }
-        if let ids = reconciliation.nextFetch() {
+        let oversized = relays[r].oversizedIDs
+        if let ids = reconciliation.nextFetch(skipping: { oversized.contains($0) }) {
             let fetchID = (relays[r].subscriptions[id]?.stem ?? String(id.prefix(40))) + "~f\(reconciliation.fetches)"
             var filter = JSONObject()
             filter.append("ids", .array(ids.map(JSONValue.string)))
@@ -211,6 +215,8 @@ extension SyncEngine {
         sub.sync = SubscriptionSync(filters: sub.filters, cursor: until, horizon: sub.sync.horizon, paging: sub.sync.paging)
         sub.sync.deepening = deepening
         sub.completed = SyncOutcome(cursor: until, incompleteSeconds: [], requests: reconciliation.fetches, method: .negentropy)
+        for skippedID in reconciliation.skippedIDs { SkippedEvents.record(.oversized, eventID: skippedID, in: &sub.skipped) }
+        for unservedID in reconciliation.unservedIDs { SkippedEvents.record(.notServed, eventID: unservedID, in: &sub.skipped) }
         sub.negentropy = nil
         sub.dirty = true
         relays[r].subscriptions[id] = sub

@@ -320,8 +320,9 @@ public enum ManagedTransportEvent: Sendable, Hashable {
     /// Events from this relay, committed to the account (inserted, already held, quarantined).
     case ingested(relayURL: String, IngestionResult)
     /// A subscription's whole window on this relay is synced: everything the relay held for it
-    /// when this connection opened is in the account (apart from messages over our frame bound,
-    /// each named in a notice), and its cursor moved. `outcome.method` says whether NIP-77
+    /// when this connection opened is in the account (apart from what `outcome.skipped` names:
+    /// events sent over our frame bound, ids NIP-77 found that the relay did not send), and its
+    /// cursor moved. `outcome.method` says whether NIP-77
     /// reconciliation (every age) or REQ paging (the horizon window) did it;
     /// `outcome.incompleteSeconds` names seconds in which the relay held more events with one
     /// `created_at` than it sends for one REQ (paging cannot reach past them, so some of their
