@@ -252,6 +252,9 @@ final class ManagedClient: IODriverHandler, @unchecked Sendable {
         case .pong(let id):
             guard current[relay] == id else { return }
             engine.handle(.alive(relay: relay), now: Self.now())
+        case .bytesArrived(let id):
+            guard current[relay] == id else { return }
+            engine.handle(.bytesArrived(relay: relay), now: Self.now())
         case .written(let id, let token):
             guard current[relay] == id else { return }
             engine.handle(.written(relay: relay, token: token), now: Self.now())

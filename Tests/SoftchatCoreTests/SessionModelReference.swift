@@ -191,6 +191,9 @@ struct SessionModel {
     var challenge: String?, answeredPairs: Set<String> = [], answeredChallenges: Set<String> = []
     /// authWaitEnded: the wait for our AUTH's OK ran out and the connection works unauthenticated.
     var authEventID: String?, authenticated = false, authWaitUntil: Int64?, authWaitEnded = false
+    /// authRefused: the relay refused our latest AUTH on this connection and no challenge was
+    /// asked for (nor AUTH sent) since.
+    var authRefused = false
     /// The AUTH policy: a challenge that came while our answer was in flight or within the
     /// interval after the last answer waits here (a newer one replaces it).
     var waitingChallenge: String?, lastAnswerAt: Int64?
@@ -278,6 +281,7 @@ struct SessionModel {
         correlationLost = false
         timedOut = []
         (challenge, authEventID, authenticated, authWaitUntil, authWaitEnded) = (nil, nil, false, nil, false)
+        authRefused = false
         (waitingChallenge, lastAnswerAt) = (nil, nil)
         answeredPairs = []
         answeredChallenges = []
@@ -526,6 +530,7 @@ struct SessionModel {
         if let last = lastAnswerAt, let t = clock ?? lastNow, t < last + Self.answerInterval { return [] }
         waitingChallenge = nil
         challenge = c
+        authRefused = false
         if everAnswered.contains(c) { tally["challengeAgainOnNewConnection"] += 1 }
         return [modelSummary("authenticationRequested", challenge: c)]
     }
@@ -700,7 +705,13 @@ struct SessionModel {
         let decision = try! classifyDeliveryAcknowledgement(parseRelayResponseFrame(SessionFixtures.ok(id, accepted, message)))
         if let d = deliveries[id] {
             if d.stage == .pending { tally[named == nil ? "correlatedBeforeConfirm" : "okBeforeConfirm"] += 1 }
-            if !decision.state.isTerminal, decision.category == .authRequired, !d.authResendUsed, config.answersAuthentication {
+            // after our AUTH was refused, with no challenge waiting, nothing would release it: it
+            // leaves at once, as for a host that does not answer challenges
+            let mayAuthenticate = !authRefused || waitingChallenge != nil
+            if !decision.state.isTerminal, decision.category == .authRequired, !d.authResendUsed, config.answersAuthentication, !mayAuthenticate {
+                tally["authRequiredAfterRefusal"] += 1
+            }
+            if !decision.state.isTerminal, decision.category == .authRequired, !d.authResendUsed, config.answersAuthentication, mayAuthenticate {
                 // held until our AUTH is accepted or its wait ran out (or at once, when that
                 // already happened), no decision
                 let asAuthenticated = authenticated || authWaitEnded
@@ -733,6 +744,7 @@ struct SessionModel {
             // a refusal after the wait ran out still counts: the connection is not authenticated
             if authWaitEnded { tally["authRefusedAfterWait"] += 1 }
             authWaitEnded = false
+            authRefused = true
             let out =
                 [modelSummary("authenticationFailed", id: id, prefix: prefix)]
                 + bySeq.filter { deliveries[$0]!.stage == .awaitingAuth }.map { e in
@@ -743,6 +755,7 @@ struct SessionModel {
             return out
         }
         authenticated = true
+        authRefused = false
         replayAfterAuth()
         return [modelSummary("authenticated", id: id)]
     }
@@ -839,6 +852,7 @@ struct SessionModel {
         (authEventID, authenticated) = (answer.event.id, false)
         authWaitUntil = clock.map { $0 + config.authenticationWaitSeconds }
         authWaitEnded = false
+        authRefused = false
         queue.insert(Frame(text: frame, ids: [], purpose: .auth), at: 0)
         return .ok([])
     }

@@ -249,9 +249,45 @@ import Testing
         try session.publish([e])
         try session.sendAll()
         let refused = try session.receive(F.ok(e.id, false, "auth-required: x"))
-        #expect(refused.decisions.map { [$0.state.rawValue, $0.category.rawValue] } == [], "held for an AUTH the host may still send")
-        #expect(session.snapshot().pendingPublishes == 1)
+        // Our AUTH was refused and no challenge waits: it is not held for an AUTH that is not
+        // coming (issue 45, path 13), and not re-sent as if authenticated.
+        #expect(refused.decisions.map { [$0.state.rawValue, $0.category.rawValue] } == [["retryable", "auth-required"]])
+        #expect(session.snapshot().pendingPublishes == 0)
         #expect(try session.drainAll().isEmpty, "not re-sent as if authenticated")
+    }
+
+    /// Issue 45, path 13: an event the relay answered auth-required after it refused our AUTH was
+    /// held for an AUTH nobody would send, left at its acknowledgement deadline as `timeout`, and
+    /// was published again and held again, every 15 s, for ever. It leaves at once, retryable
+    /// `auth-required` (the host decides what the relay's refusal means); while a new challenge
+    /// waits to be answered, or once another AUTH was sent, it is held for it as before.
+    @Test func anAuthRequiredAnswerAfterOurAuthWasRefusedIsNotHeldUnlessAnotherAuthMayCome() throws {
+        let t = F.baseTime
+        let session = try RelaySession.connected(RelaySessionConfig(relayURL: F.relay), now: t)
+        _ = try session.receive(F.authChallenge("c1"), now: t)
+        let first = F.auth("c1")
+        try session.authenticate(first, now: t)
+        try session.sendAll()
+        #expect(try session.receive(F.ok(first.id, false, "restricted: not on the list"), now: t).kinds == [.authenticationFailed])
+        let (a, b) = (F.note(1), F.note(2))
+        try session.publish([a])
+        try session.sendAll()
+        let refused = try session.receive(F.ok(a.id, false, "auth-required: sign in"), now: t + 1)
+        #expect(refused.decisions.map { [$0.eventID, $0.state.rawValue, $0.category.rawValue] } == [[a.id, "retryable", "auth-required"]])
+        #expect(refused.decisions.first?.message == "auth-required: sign in", "in the relay's words")
+        #expect(session.snapshot().pendingPublishes == 0)
+        // A new challenge, kept for the interval after our last answer: another AUTH may come,
+        // so what is answered auth-required waits for it again, and goes out once it is accepted.
+        #expect(try session.receive(F.authChallenge("c2"), now: t + 2).isEmpty)
+        try session.publish([b])
+        try session.sendAll()
+        #expect(try session.receive(F.ok(b.id, false, "auth-required: sign in"), now: t + 2).isEmpty, "held for the answer to c2")
+        #expect(try session.handleTimeout(now: t + 5).kinds == [.authenticationRequested])
+        let second = F.auth("c2")
+        try session.authenticate(second, now: t + 5)
+        #expect(try session.sendAll().map(clientVerb) == ["AUTH"])
+        #expect(try session.receive(F.ok(second.id, true), now: t + 5).kinds == [.authenticated])
+        #expect(try session.sendAll() == [ClientRelayFrame.event(b).toJSON()], "the one resend")
     }
 
     @Test func unsubscribingTwiceAroundAResubscriptionQueuesOneCLOSE() throws {

@@ -371,6 +371,94 @@ import Testing
         #expect(w.engine.relays[0].subscriptions["notes"]?.sync.paging.until == .unknown)
     }
 
+    /// Path 11: the keepalive counted only whole messages. A 200 KB note pushed on the live REQ
+    /// over a link of about 3 KB/s takes a minute to arrive: bytes every second, no whole message,
+    /// and the pong of the keepalive's ping queued behind it. At interval + read deadline the
+    /// connection was dropped mid-message, and the note was sent again on the next connection.
+    /// Now bytes arriving count as life (`.bytesArrived`, which the driver sends at most once a
+    /// second for reads that complete no message): no ping, no drop, the note arrives once. The
+    /// same minute with whole messages only — all the engine heard before — still drops it.
+    @Test func aLargeMessageArrivingSlowlyKeepsItsConnection() {
+        func slowNote(reportingBytes: Bool) -> (world: EngineWorld, note: VerifiedEvent, dropped: Bool) {
+            let w = EngineWorld()
+            w.account.policy = [("notes", [SyncEngineTests.notes], nil)]
+            w.start()
+            w.run(for: 1_000)
+            let note = Fixtures.event(w.unix, content: String(repeating: "x", count: 200_000))
+            let frames = w.relays[0].publishFromElsewhere(note)
+            #expect(!frames.isEmpty, "the live REQ is open at the relay")
+            // A minute on the wire (keepalive 30 s + read deadline 10 s by default).
+            for _ in 0..<60 {
+                if reportingBytes && w.connected[0] { w.handle(.bytesArrived(relay: 0)) }
+                w.advance(1_000)
+            }
+            let dropped = w.reports.contains {
+                if case .notice(_, let text) = $0 { return text.hasPrefix("connection lost: no answer to a keepalive ping") }
+                return false
+            }
+            // Its last byte: the message is whole, ahead of what waited behind it.
+            if !dropped { w.inbox[0].insert(contentsOf: frames, at: 0) }
+            w.run(for: 10_000)
+            return (w, note, dropped)
+        }
+        let kept = slowNote(reportingBytes: true)
+        #expect(!kept.dropped, "dropped mid-message although its bytes kept arriving")
+        #expect(kept.world.opens == 1 && kept.world.pings == 0, "opens \(kept.world.opens), pings \(kept.world.pings)")
+        #expect(kept.world.account.events[kept.note.id] != nil)
+        let wholeOnly = slowNote(reportingBytes: false)
+        #expect(wholeOnly.dropped, "a minute without a whole message is silence to the keepalive")
+        #expect(wholeOnly.world.opens >= 2 && wholeOnly.world.pings >= 1)
+        #expect(wholeOnly.world.account.events[wholeOnly.note.id] != nil, "sent again on the next connection")
+    }
+
+    /// Path 13: a relay that wants NIP-42 to take events and refuses our AUTH (`restricted:`).
+    /// What it answered `auth-required:` after the refusal was held by the session for an AUTH
+    /// nobody would send, left at its 15 s deadline as `timeout` (no pause, no retry budget), was
+    /// claimed and sent again at once and held again: every ~15 s, for ever, with nothing but the
+    /// one "authentication refused" notice. Now the session lets such an answer go at once, and
+    /// the engine counts refused tries (one per claim, across connections, until an AUTH is
+    /// accepted): at the third the events are rejected (`restricted`, saying why), a notice says
+    /// publishing there is refused, and nothing more is sent. A relay that accepts the AUTH takes
+    /// them as before.
+    @Test func intentsToARelayThatRefusesOurAuthAreRejectedAfterThreeTries() {
+        let w = EngineWorld()
+        let events = [Fixtures.event(w.unix, content: "one"), Fixtures.event(w.unix, content: "two")]
+        let ids = events.flatMap { w.account.enqueue($0, relays: [w.urls[0]]) }
+        w.relays[0].eventsNeedAuthentication = true
+        w.relays[0].acceptsAuthentication = false
+        w.start { $0.identity = SoftchatIdentity.generate() }
+        w.run(for: 120_000)
+        #expect(!w.runaway)
+        for (id, event) in zip(ids, events) {
+            let intent = w.account.intents[id]!
+            #expect(
+                intent.state == DeliveryState.rejected && intent.category == DeliveryCategory.restricted,
+                "\(intent.state) \(intent.category): \(intent.message)")
+            #expect(intent.message.contains("refused our AUTH (restricted: not on the list)"), "\(intent.message)")
+            let sent = w.relays[0].refusedForAuthentication.filter { $0 == event.id }.count
+            #expect(sent == AuthenticationMachine.refusedTriesLimit, "sent \(sent) times")
+        }
+        #expect(w.relays[0].authentications == 1)
+        let notices = w.reports.compactMap { report -> String? in if case .notice(_, let text) = report { text } else { nil } }
+        #expect(notices.contains { $0.hasPrefix("authentication refused: restricted") }, "\(notices)")
+        #expect(notices.filter { $0.hasPrefix("publishing refused:") }.count == 1, "\(notices)")
+        // Ended: ten more minutes (keepalive wakeups look for work) send nothing more.
+        let answered = w.relays[0].refusedForAuthentication.count
+        w.run(for: 600_000)
+        #expect(w.relays[0].refusedForAuthentication.count == answered)
+
+        // A relay that accepts our AUTH: the events answered auth-required go out once after it.
+        let accepting = EngineWorld()
+        let more = [Fixtures.event(accepting.unix, content: "three"), Fixtures.event(accepting.unix, content: "four")]
+        let moreIDs = more.flatMap { accepting.account.enqueue($0, relays: [accepting.urls[0]]) }
+        accepting.relays[0].eventsNeedAuthentication = true
+        accepting.start { $0.identity = SoftchatIdentity.generate() }
+        accepting.run(for: 10_000)
+        #expect(moreIDs.allSatisfy { accepting.account.intents[$0]!.state == DeliveryState.accepted })
+        #expect(accepting.relays[0].authentications == 1 && accepting.relays[0].refusedForAuthentication.count == 2)
+        #expect(!accepting.reports.contains { if case .notice(_, let text) = $0 { text.hasPrefix("publishing refused:") } else { false } })
+    }
+
     /// A relay holding 1,200 events at three a second (pages of 500 end inside a second), synced
     /// once: the engine has learned its cap (500) and that it reads `until` inclusively. Then the
     /// connection is cut, `change` alters the relay, 1,200 more events reach it (three a second,

@@ -130,6 +130,77 @@ import Testing
         #expect(answered.deadline(interval: 30_000, readDeadline: 10_000) == 90_000, "a full interval of silence after the answer")
     }
 
+    /// Issue 45, path 11: only whole messages counted, so a large message on a slow link (a
+    /// minute for its frame) looked like a minute of silence: pinged at the interval, its pong
+    /// queued behind the message, lost at the read deadline. Bytes arriving count as life: no
+    /// ping while they come, an outstanding ping is answered by them, and silence is counted
+    /// again from the last byte.
+    @Test func bytesOfAMessageStillArrivingCountAsLife() {
+        var k = Keepalive()
+        k.heard(0)
+        var due: [Keepalive.Due] = []
+        for t in stride(from: Int64(1_000), through: 60_000, by: 1_000) {
+            k.bytesArrived(t)
+            due.append(k.poll(now: t, interval: 30_000, readDeadline: 10_000))
+        }
+        #expect(due.allSatisfy { $0 == .nothing }, "\(due)")
+        // Bytes of a message that began before the ping: they answer it, its pong waits behind.
+        var pinged = Keepalive()
+        pinged.heard(0)
+        let v1 = pinged.poll(now: 30_000, interval: 30_000, readDeadline: 10_000)
+        #expect(v1 == .ping)
+        pinged.bytesArrived(35_000)
+        let v2 = pinged.poll(now: 40_000, interval: 30_000, readDeadline: 10_000)
+        #expect(v2 == .nothing, "the ping's deadline passed while bytes arrived")
+        // The bytes stop: an interval of silence from the last one, then a ping, then the deadline.
+        let v3 = pinged.poll(now: 89_999, interval: 30_000, readDeadline: 10_000)
+        let v4 = pinged.poll(now: 90_000, interval: 30_000, readDeadline: 10_000)
+        let v5 = pinged.poll(now: 100_000, interval: 30_000, readDeadline: 10_000)
+        #expect(v3 == .nothing)
+        #expect(v4 == .ping)
+        #expect(v5 == .lost)
+    }
+
+    /// Issue 45, path 13: `auth-required:` from a relay that refused our AUTH was "later" for
+    /// ever. While our AUTH stands refused on the connection, each claim so answered is one try
+    /// (its events together), counted across connections; from the third in a row the answer is
+    /// a rejection, reported once; an accepted AUTH (or one taken as accepted) starts again.
+    @Test func refusedTriesCountOnePerClaimAcrossConnectionsUntilAnAuthIsAccepted() {
+        let retry = AuthenticationMachine.Denial.retry
+        let (rejectFirst, reject) = (AuthenticationMachine.Denial.reject(first: true), AuthenticationMachine.Denial.reject(first: false))
+        var a = AuthenticationMachine()
+        a.connected(now: 0, challengeExpected: false, grace: 300)
+        let before = a.publishDenied(claim: "c1")
+        #expect(before == retry && a.refusedTries == 0, "no AUTH of ours was refused: auth-required is only later")
+        a.answered(now: 10)
+        a.refused("restricted: not on the list")
+        #expect(a.isRefused && a.refusal == "restricted: not on the list" && a.answerDeadline == nil)
+        let (t1, t1again) = (a.publishDenied(claim: "c1"), a.publishDenied(claim: "c1"))
+        #expect(t1 == retry && t1again == retry && a.refusedTries == 1, "a claim's events are one try")
+        // The connection ends; on the next one nothing counts until our AUTH is refused there too.
+        a.connectionLost()
+        a.connected(now: 5_000, challengeExpected: false, grace: 300)
+        let unrefused = a.publishDenied(claim: "c2")
+        #expect(unrefused == retry && a.refusedTries == 1)
+        a.answered(now: 5_010)
+        a.refused("restricted: not on the list")
+        let (t2, t3, t3again, t4) = (
+            a.publishDenied(claim: "c2"), a.publishDenied(claim: "c3"), a.publishDenied(claim: "c3"), a.publishDenied(claim: "c4")
+        )
+        #expect(t2 == retry && t3 == rejectFirst && t3again == reject && t4 == reject)
+        #expect(a.refusedTries == 4)
+        // A new challenge answered: until it is refused, auth-required is later again.
+        a.answered(now: 6_000)
+        let answering = a.publishDenied(claim: "c5")
+        #expect(answering == retry && a.refusedTries == 4)
+        // Accepted (here by a second of silence): the count starts again.
+        let silent = a.silentlyAccepted(now: 7_000)
+        #expect(silent && a.isAccepted && a.refusedTries == 0)
+        a.refused("restricted: not on the list")
+        let (r1, r2, r3) = (a.publishDenied(claim: "c6"), a.publishDenied(claim: "c7"), a.publishDenied(claim: "c8"))
+        #expect(r1 == retry && r2 == retry && r3 == rejectFirst, "reported again after an accepted AUTH")
+    }
+
     /// Every deadline is a named entry of one table on the monotonic clock; `pollTimeout()` is
     /// its earliest entry.
     @Test func theTimerTableNamesEveryDeadlineAndPollTimeoutIsItsEarliest() {

@@ -53,6 +53,11 @@ struct WireRelay {
     /// NIP-42: when set, a REQ this picks is closed `auth-required:` until an AUTH is accepted on
     /// the connection, the first one with the challenge (`["AUTH", …]`) ahead of its CLOSED.
     var authRequiredRule: ((String) -> Bool)?
+    /// NIP-42 for writes: an EVENT is answered `OK false "auth-required:"` until an AUTH is
+    /// accepted on the connection, the first one with the challenge (`["AUTH", …]`) ahead of it.
+    var eventsNeedAuthentication = false
+    /// Events answered `auth-required:` (their ids, once per answer), over all connections.
+    var refusedForAuthentication: [String] = []
     /// Whether an AUTH is accepted (`OK true`) or refused (`OK false "restricted:"`).
     var acceptsAuthentication = true
     /// An AUTH was accepted on this connection; the challenge was sent on it.
@@ -271,7 +276,7 @@ struct WireRelay {
         case .events(let list):
             return list.flatMap { answer($0) }
         case .auth(let e):
-            guard authRequiredRule != nil else { return [] }
+            guard authRequiredRule != nil || eventsNeedAuthentication else { return [] }
             authentications += 1
             authenticated = acceptsAuthentication
             let message = RelayMessage(acceptsAuthentication ? "" : "restricted: not on the list")
@@ -330,6 +335,16 @@ struct WireRelay {
     }
 
     mutating func answer(_ e: VerifiedEvent) -> [String] {
+        if eventsNeedAuthentication && !authenticated {
+            refusedForAuthentication.append(e.id)
+            var out: [String] = []
+            if !challengeSent {
+                challengeSent = true
+                out.append(RelayResponseFrame.auth(challenge: "challenge-\(authentications)").toJSON())
+            }
+            out.append(RelayResponseFrame.ok(eventID: e.id, accepted: false, message: RelayMessage("auth-required: sign in to write")).toJSON())
+            return out
+        }
         let behaviour = okRule.map { rule in rule(e, &rng) } ?? .accept
         switch behaviour {
         case .accept: break

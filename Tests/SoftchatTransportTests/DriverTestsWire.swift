@@ -146,6 +146,35 @@ final class ClientFrameReader {
         #expect(f.probe.events.oversized(ConnectionID(1)).first?.head.hasPrefix(#"["EVENT","page-1",{"id":"ab","created_at":1700000000"#) == true)
     }
 
+    /// Issue 45, path 11: a message arriving slowly (a 2,400-byte text frame in writes of 200
+    /// bytes, 200 ms apart) completes nothing for more than two seconds. The reads that bring
+    /// its bytes are reported as `.bytesArrived` — life, for the engine's keepalive, which counted
+    /// whole messages only and dropped such a connection mid-message — at most once a second;
+    /// the read that completes it is the message itself.
+    @Test func bytesOfAMessageStillArrivingAreReportedAsLifeAtMostOnceASecond() throws {
+        let server = try ScriptedServer()
+        let f = DriverFixture()
+        try f.open(1, server.url)
+        let tcp = try server.accept()
+        defer { tcp.close() }
+        let one = ConnectionID(1)
+        #expect(f.probe.wait { $0.opened(one) })
+        let payload = [UInt8](repeating: 97, count: 2_400)
+        let frame = [0x81, 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] + payload
+        let started = Date()
+        for start in stride(from: 0, to: frame.count, by: 200) {
+            try tcp.write(Array(frame[start..<min(start + 200, frame.count)]))
+            usleep(200_000)  // the slow link
+        }
+        #expect(f.probe.wait { $0.texts(one).count == 1 })
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(f.probe.events.texts(one) == [String(repeating: "a", count: 2_400)], "whole, once")
+        let reports = f.probe.events.filter { if case .bytesArrived(one) = $0 { true } else { false } }.count
+        #expect(reports >= 2, "bytes arrived for 2.4 s and were reported \(reports) times")
+        #expect(reports <= Int(elapsed) + 1, "\(reports) reports in \(elapsed) s: more than one a second")
+        #expect(f.probe.events.closed(one) == nil)
+    }
+
     @Test func fragmentsAddingUpOverTheLimitAreSkippedAcrossAPing() throws {
         let server = try ScriptedServer()
         let f = DriverFixture()

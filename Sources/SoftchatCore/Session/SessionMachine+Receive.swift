@@ -138,6 +138,7 @@ extension SessionMachine {
         if let due = deferredChallengeDue, let now = clock ?? lastNow, now < due { return [] }
         deferredChallenge = nil
         challenge = next
+        authRefused = false
         return [.authenticationRequested(challenge: next)]
     }
 
@@ -211,7 +212,14 @@ extension SessionMachine {
         guard let eventID else { return notice("OK without an event id") }
         let decision = classify(eventID: eventID, accepted: accepted, message: message)
         if let delivery = deliveries[eventID] {
-            if !decision.state.isTerminal && decision.category == .authRequired && !delivery.authResendUsed && config.answersAuthentication {
+            // After the relay refused our AUTH, with no challenge waiting to be asked for, nothing
+            // would release a held event before its deadline (it left as `timeout`, was published
+            // again and held again, for ever): it leaves at once, as when the host does not
+            // answer challenges.
+            let authenticationMayCome = !authRefused || deferredChallenge != nil
+            if !decision.state.isTerminal && decision.category == .authRequired && !delivery.authResendUsed && config.answersAuthentication
+                && authenticationMayCome
+            {
                 // The relay wants NIP-42 first: the session sends it again once, after (or, when
                 // already authenticated, right away), within the original deadline.
                 if authenticated || authWaitEnded {
@@ -243,6 +251,7 @@ extension SessionMachine {
         guard accepted else {
             // A refusal after the wait ran out still counts: the connection is not authenticated.
             authWaitEnded = false
+            authRefused = true
             // Held events do not wait for an authentication that failed: they leave as
             // retryable. Subscriptions closed for auth wait for a later successful AUTH.
             var actions: [RelaySessionAction] = [.authenticationFailed(eventID: eventID, prefix: message.prefix, message: message.message)]
@@ -257,6 +266,7 @@ extension SessionMachine {
             return actions + offerDeferredChallenge(clock: clock)
         }
         authenticated = true
+        authRefused = false
         replayAfterAuthentication()
         return [.authenticated(eventID: eventID)] + offerDeferredChallenge(clock: clock)
     }
@@ -330,6 +340,7 @@ extension SessionMachine {
         authenticated = false
         authWaitUntil = clock.map { $0 + config.authenticationWaitSeconds }
         authWaitEnded = false
+        authRefused = false
         queue.insert(OutboundEntry(frame: frame, deliveryEventIDs: [], purpose: .auth(event.id)), at: 0)
         return []
     }

@@ -152,6 +152,9 @@ struct SessionMachine {
     /// The wait for our AUTH's OK ran out: the connection works unauthenticated (a late OK is
     /// still recognised).
     var authWaitEnded = false
+    /// The relay refused our latest AUTH on this connection, and no challenge was asked for and
+    /// no AUTH sent since: an event answered auth-required would wait for nothing.
+    var authRefused = false
 
     var backoff: ReconnectBackoff
     var readySince: Int64?
@@ -361,6 +364,7 @@ struct SessionMachine {
         authenticated = false
         authWaitUntil = nil
         authWaitEnded = false
+        authRefused = false
         for id in awaiting.keys { awaiting[id]!.reofferable = true }
         for id in subscriptionOrder {
             subscriptions[id]!.awaitingAuthReplay = false

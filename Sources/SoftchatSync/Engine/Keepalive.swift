@@ -1,6 +1,9 @@
 /// Keepalive of one connection, as a value with its own transitions: an idle connection is
 /// pinged on a grid of the interval (so every idle connection of the engine pings in the same
-/// wakeup), and a ping unanswered for the read deadline means the connection is gone.
+/// wakeup), and a ping unanswered for the read deadline means the connection is gone. "Idle"
+/// means no bytes at all, not "no whole message": the bytes of a message still arriving count
+/// (issue 45, path 11: a large message on a slow link took longer than interval + deadline, its
+/// pong waited behind it, the connection was dropped and the message sent again on the next).
 struct Keepalive: Equatable {
     /// When anything last arrived (monotonic ms).
     private(set) var lastHeard: Int64 = 0
@@ -20,6 +23,12 @@ struct Keepalive: Equatable {
         lastHeard = now
         pingSentAt = nil
     }
+
+    /// Bytes of a message arrived without completing it (`SyncEngineInput.bytesArrived`): the
+    /// relay and the path are alive, as after any frame. An unanswered ping is answered too: its
+    /// pong is queued behind the message and cannot come before it; should the bytes stop,
+    /// silence is counted again from the last of them.
+    mutating func bytesArrived(_ now: Int64) { heard(now) }
 
     /// A new connection, or one that was lost: no ping is outstanding.
     mutating func reset() { pingSentAt = nil }

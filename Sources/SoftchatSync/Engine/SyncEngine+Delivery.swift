@@ -76,10 +76,36 @@ extension SyncEngine {
     /// The session changed an event's delivery state: terminal and retryable decisions become
     /// results of the claim that holds the event's intent, committed at the next flush.
     func deliveryChanged(_ r: Int, _ decision: DeliveryDecision) {
+        var decision = decision
+        if decision.state == .retryable && decision.category == .authRequired { decision = authenticationDenied(r, decision) }
         let decided = relays[r].delivery.decided(
             decision, now: now.monotonicMilliseconds, retryDelayMilliseconds: configuration.retryDelaySeconds * 1000)
         if let latency = decided.latency { relays[r].statistics.recordLatency(latency) }
         if decided.queued { queueDeliveryFlush() }
+    }
+
+    /// An event the relay answered `auth-required:` (or held for an AUTH it then refused). While
+    /// the relay refuses our AUTH, each claim so answered is a refused try, counted across
+    /// connections until an AUTH is accepted (`AuthenticationMachine.publishDenied`); from the
+    /// `refusedTriesLimit`-th in a row the event is rejected (`restricted`: we may not write
+    /// there), reported once in a notice. It used to be asked again every ~15 s for ever,
+    /// spending no retry budget (issue 45, path 13); `auth-required:` while no AUTH of ours
+    /// was refused is still "later".
+    func authenticationDenied(_ r: Int, _ decision: DeliveryDecision) -> DeliveryDecision {
+        let claim = relays[r].delivery.holder[decision.eventID]?.lease
+        guard case .reject(let first) = relays[r].authentication.publishDenied(claim: claim) else { return decision }
+        let tries = relays[r].authentication.refusedTries
+        let refusal = relays[r].authentication.refusal
+        if first {
+            report(
+                .notice(
+                    relayURL: relays[r].url,
+                    "publishing refused: the relay wants NIP-42 authentication and refused our AUTH (\(refusal)) \(tries) tries in a "
+                        + "row; what it answers auth-required: is rejected until it accepts an AUTH of ours"))
+        }
+        return DeliveryDecision(
+            eventID: decision.eventID, state: .rejected, category: .restricted,
+            message: "the relay wants NIP-42 authentication and refused our AUTH (\(refusal)) \(tries) tries in a row: \(decision.message)")
     }
 
     /// One `applyResults` per lease for everything decided since the last flush, then the

@@ -549,7 +549,7 @@ extension SyncEngine {
                 setState(r, .ready)
                 authenticationAccepted(r)
             case .authenticationFailed(_, let prefix, let message):
-                relays[r].authentication.decided()
+                relays[r].authentication.refused(prefix.map { "\($0): \(message)" } ?? message)
                 report(.notice(relayURL: relays[r].url, "authentication refused: \(prefix ?? "") \(message)"))
                 setState(r, .ready)
                 authenticationRefused(r)

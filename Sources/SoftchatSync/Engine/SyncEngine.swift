@@ -216,6 +216,9 @@ public final class SyncEngine {
         case .alive(let relay):
             guard relays.indices.contains(relay) else { return }
             relays[relay].keepalive.heard(now.monotonicMilliseconds)
+        case .bytesArrived(let relay):
+            guard relays.indices.contains(relay), relays[relay].phase == .connected else { return }
+            relays[relay].keepalive.bytesArrived(now.monotonicMilliseconds)
         case .written(let relay, let token):
             guard relays.indices.contains(relay) else { return }
             written(relay, token)

@@ -393,6 +393,10 @@ public enum SyncEngineInput: Sendable {
     case oversized(relay: Int, head: String, bytes: Int)
     /// A pong or ping arrived: the connection is alive.
     case alive(relay: Int)
+    /// Bytes arrived that completed no message (part of a large message on a slow link): the
+    /// connection is alive, and the keepalive does not count it silent. Hosts send it at most
+    /// about once a second per connection (`IOEvent.bytesArrived`).
+    case bytesArrived(relay: Int)
     /// Every byte of the `.write` action with this token was written.
     case written(relay: Int, token: Int)
     /// The connection failed to open, or ended.

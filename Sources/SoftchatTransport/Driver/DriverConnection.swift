@@ -20,6 +20,9 @@ final class DriverConnection {
     /// The most one connection reads in one round, so one busy peer cannot starve the others
     /// (poll is level-triggered: the rest is read next round).
     static let readBudgetPerRound = 1 << 20
+    /// How often a connection reports bytes that completed no message (`IOEvent.bytesArrived`):
+    /// enough for a keepalive counted in tens of seconds, few enough not to flood the handler.
+    static let bytesArrivedIntervalMilliseconds: Int64 = 1000
 
     unowned let driver: IODriver
     let id: ConnectionID
@@ -56,6 +59,11 @@ final class DriverConnection {
     private var early: [(text: String, token: Int)] = []
     private var readEnded = false
     private var writeShut = false
+    /// Arrivals queued for the handler (texts, oversized messages, pings and pongs): a read round
+    /// that adds none reports its bytes as `.bytesArrived`.
+    private var arrivals: UInt64 = 0
+    /// When `.bytesArrived` was last queued (driver clock).
+    private var bytesArrivedAt: Int64?
 
     init(
         driver: IODriver, id: ConnectionID, serial: UInt64, endpoint: RelayEndpoint, options: ConnectionOptions,
@@ -185,6 +193,10 @@ final class DriverConnection {
 
     private func readAvailable(_ scratch: UnsafeMutableRawBufferPointer) {
         var budget = Self.readBudgetPerRound
+        let (wasOpen, arrivalsBefore) = (stage == .open, arrivals)
+        // Bytes that completed no message are life too (issue 45, path 11): a large message on a
+        // slow link looked like silence to the keepalive, which dropped the connection mid-message.
+        defer { if wasOpen && budget < Self.readBudgetPerRound && arrivals == arrivalsBefore { partialMessageArrived() } }
         while fd >= 0 && budget > 0 {
             switch DriverSocket.receive(fd, into: scratch) {
             case .bytes(0):
@@ -299,6 +311,7 @@ final class DriverConnection {
                     heard = false
                 }
                 driver.enqueue(self, .text(id, text))
+                arrivals &+= 1
             case .oversized(let head, let bytes):
                 if heard {
                     driver.enqueue(self, .pong(id))
@@ -307,11 +320,14 @@ final class DriverConnection {
                 // The head is cut at a byte count, so its last character may be split: decoded
                 // with replacement, it is for reading, not for parsing as a whole.
                 driver.enqueue(self, .oversized(id, head: String(decoding: head, as: UTF8.self), bytes: Int(clamping: bytes)))
+                arrivals &+= 1
             case .ping(_, let reply):
                 answerPing(reply)
                 heard = true
+                arrivals &+= 1
             case .pong:
                 heard = true
+                arrivals &+= 1
             case .close(let code, let reason, let reply):
                 if let reply { queueFrame(reply) }
                 let why = reason.isEmpty ? "" : ": \(reason)"
@@ -319,6 +335,17 @@ final class DriverConnection {
                 return
             }
         }
+    }
+
+    /// Bytes arrived that completed no message: `.bytesArrived`, at most once per
+    /// `bytesArrivedIntervalMilliseconds` (the handler learns the connection is alive, not how
+    /// much arrived).
+    private func partialMessageArrived() {
+        guard stage == .open, !reported else { return }
+        let now = IODriver.monotonicMilliseconds()
+        if let last = bytesArrivedAt, now - last < Self.bytesArrivedIntervalMilliseconds { return }
+        bytesArrivedAt = now
+        driver.enqueue(self, .bytesArrived(id))
     }
 
     /// Queues the pong `reply` unless an earlier pong is still unwritten; then it waits, and a

@@ -35,6 +35,9 @@ public enum IOEvent: Sendable {
     case oversized(ConnectionID, head: String, bytes: Int)
     /// A pong (or a ping, which the driver answered) arrived: proof of life.
     case pong(ConnectionID)
+    /// Bytes arrived that completed no message (part of a large message on a slow link, whose
+    /// pong waits behind it): proof of life. At most one per second per connection.
+    case bytesArrived(ConnectionID)
     /// Every byte of the send with this token was accepted by the kernel. Tokens of one
     /// connection are reported in the order they were sent.
     case written(ConnectionID, token: Int)
@@ -48,8 +51,8 @@ public enum IOEvent: Sendable {
     /// The connection the event is about.
     public var connection: ConnectionID {
         switch self {
-        case .opened(let id), .text(let id, _), .oversized(let id, _, _), .pong(let id), .written(let id, _), .information(let id, _),
-            .closed(let id, _):
+        case .opened(let id), .text(let id, _), .oversized(let id, _, _), .pong(let id), .bytesArrived(let id), .written(let id, _),
+            .information(let id, _), .closed(let id, _):
             id
         }
     }
