@@ -317,8 +317,53 @@ def main():
         check(r.returncode == 0 and accepted == 300 and not any(state == "rejected" for state, _ in ends),
               f"rate-limited nostr-relay: 300 events all accepted, none rejected, in {took:.0f} s "
               f"({limits} sent more than once; {ends}) {r.stdout.strip()[-160:]}")
+
+        # Syncing them back from the same relay (REQ 5/s per IP): twenty subscriptions of fifteen
+        # events each, live REQs, ahead REQs and pages well past five a second. nostr-relay drops
+        # a REQ over its rate with a bare NOTICE "rate-limited" (no CLOSED, no EOSE): such a REQ
+        # used to keep its slot for the connection's life (issue 45, path 3).
+        paced_filters = [{"kinds": [1], "#t": [tag + "-paced"], "since": now - 400 + 15 * s, "until": now - 400 + 15 * s + 14}
+                         for s in range(20)]
+        db = os.path.join(work, "reader-limited.db")
+        started = time.monotonic()
+        result, r = sync_each(limited, db, paced_filters, 300)
+        took = time.monotonic() - started
+        count, unique = distinct(db)
+        check(result.get("synced") is True and count == 300 and unique == 300,
+              f"rate-limited nostr-relay: 20 subscriptions synced back, all 300 events held in {took:.1f} s "
+              f"({result}, {count}/{unique}) {r.stderr[-200:]}")
+        peers.stop("ratelimit")
+
+        # nostr-relay refusing reads until NIP-42 (`query` needs role r): the writer key holds rw.
+        # Twenty subscriptions, synced only after AUTH; their REQs before it are answered
+        # `auth-required:` and asked again once the AUTH is accepted (issue 45, path 6).
+        gated = peers.start("auth")
+        writer = os.path.join(work, "writer.key")
+        with open(writer, "w") as f:
+            f.write(peers.WRITER_SECRET + "\n")
+        os.chmod(writer, 0o600)
+        gated_tag = tag + "-gated"
+        gated_events = sign(writer, [{"kind": 1, "created_at": now - 300 + i, "tags": [["t", f"{gated_tag}-{i % 20}"]],
+                                      "content": f"gated {i}"} for i in range(200)])
+        r = softchat(["publish", "--relay", gated, "--key", writer, "--db", os.path.join(work, "writer-gated.db"), "--json",
+                      "--timeout", "120"], "\n".join(gated_events) + "\n")
+        check(r.returncode == 0, f"NIP-42 nostr-relay: 200 events published after AUTH ({r.stdout.strip()[-200:]})")
+        db = os.path.join(work, "reader-gated.db")
+        started = time.monotonic()
+        r = softchat(["sync", "--relay", gated, "--db", db, "--key", writer, "--filter",
+                      json.dumps([{"kinds": [1], "#t": [f"{gated_tag}-{s}"]} for s in range(20)]), "--each", "--json",
+                      "--timeout", "120"])
+        took = time.monotonic() - started
+        try:
+            result = json.loads(r.stdout.strip().split("\n")[-1])
+        except ValueError:
+            result = {}
+        count, unique = distinct(db)
+        check(result.get("synced") is True and count == 200 and unique == 200,
+              f"NIP-42 nostr-relay refusing reads until AUTH: 20 subscriptions synced, all 200 held in {took:.1f} s "
+              f"({result}, {count}/{unique}) {r.stderr[-200:]}")
     finally:
-        peers.stop("local", "open", "ratelimit")
+        peers.stop("local", "open", "ratelimit", "auth")
         shutil.rmtree(work, ignore_errors=True)
     tally.finish()
 
