@@ -12,8 +12,8 @@ import SoftchatJSON
 /// each beside raw libsecp256k1 verify + SHA-256 of the same events measured in this run.
 public enum EventBenchmarks {
     /// `smallFile`/`largeFile`: JSON-lines corpora to measure instead of the generated ones
-    /// (scripts/bench-peers passes the peers kit's files, so both sides read the same bytes).
-    /// `smallOnly`: parse+verify of the small corpus alone, one core (scripts/bench-wasm's native
+    /// (scripts/bench/bench-peers passes the peers kit's files, so both sides read the same bytes).
+    /// `smallOnly`: parse+verify of the small corpus alone, one core (scripts/bench/bench-wasm's native
     /// figure beside the WebAssembly build's).
     public static func run(quick: Bool, smallFile: String? = nil, largeFile: String? = nil, smallOnly: Bool = false) -> [BenchResult] {
         let reps = quick ? 1 : 5

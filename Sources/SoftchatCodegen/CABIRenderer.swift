@@ -208,7 +208,7 @@ public struct CABIRenderer {
     }
 
     /// The Swift exports in two files: the portable entry points (`FFIModel.isPortable`) with the
-    /// codecs they need, which the WebAssembly build compiles too (scripts/build-wasm), and the
+    /// codecs they need, which the WebAssembly build compiles too (scripts/build/build-wasm), and the
     /// native-only rest (the account, the managed transport).
     public func renderSwiftExports() -> [GeneratedFile] {
         let portable = model.entryPoints.filter { model.isPortable($0) }

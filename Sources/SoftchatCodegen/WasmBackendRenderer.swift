@@ -1,7 +1,7 @@
 public import SoftchatContracts
 
 /// Renders the TypeScript facade's second backend: the same C ABI entry points the Node-API
-/// addon exposes (NodeAddonRenderer), over the exports of `softchat.wasm` (scripts/build-wasm:
+/// addon exposes (NodeAddonRenderer), over the exports of `softchat.wasm` (scripts/build/build-wasm:
 /// the core, the portable C ABI exports and libsecp256k1 as Embedded Swift and C for wasm32).
 ///
 /// One table per portable entry point (`FFIModel.isPortable`) says what each C argument is —

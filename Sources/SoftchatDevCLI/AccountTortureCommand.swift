@@ -4,7 +4,7 @@ import SoftchatJSON
 import SoftchatStorage
 
 /// `softchat-dev torture --db FILE --seed N [--steps K] [--now T]`: the child process of
-/// the crash harness (scripts/crash-harness). A deterministic loop — every choice comes from
+/// the crash harness (scripts/harness/crash-harness). A deterministic loop — every choice comes from
 /// the seed — of ingest batches, enqueueSigned, claim, markSocketWritten, applyResults,
 /// release and sync-cursor calls, with `now` advancing so leases expire. After each call
 /// returns (its transaction committed), one acknowledgement line is printed and flushed, so a

@@ -42,13 +42,13 @@ enum BenchCommand {
                      30 ms, and end to end beside a REQ sync of the horizon), prefix-sum
                      fingerprints beside rescanning; --events-file FILE, --relay URL (a relay
                      holding exactly those events, e.g. LocalRelay) and --filter JSON measure
-                     given sets (scripts/bench-negentropy runs rust-nostr on the same)
+                     given sets (scripts/bench/bench-negentropy runs rust-nostr on the same)
         --small FILE / --large FILE measure these JSON-lines corpora in `events` instead of the
-        generated ones (scripts/bench-peers uses the peers kit's files); --small-only measures
-        parse+verify of the small corpus alone (scripts/bench-wasm's native figure: the
+        generated ones (scripts/bench/bench-peers uses the peers kit's files); --small-only measures
+        parse+verify of the small corpus alone (scripts/bench/bench-wasm's native figure: the
         WebAssembly build in Node and Chromium beside it, its size and instantiation time).
         `corpus DIR` writes the generated corpora as JSON lines (events-20k.jsonl,
-        events-1k-50kb.jsonl) for measuring the CLI's streaming paths (scripts/bench-cli).
+        events-1k-50kb.jsonl) for measuring the CLI's streaming paths (`bench cli`).
         --quick runs small corpora once (a smoke test, not a measurement). Build with
         `swift build -c release` for figures worth reporting.
         """

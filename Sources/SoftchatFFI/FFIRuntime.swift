@@ -1,7 +1,7 @@
 // The runtime of the C ABI: handle boxes with a lock each, error reporting through
 // `softchat_error **`, argument decoding and result encoding. The exports themselves are
 // generated from Schema/ at build time (SoftchatFFIExports.swift, by SoftchatContractPlugin).
-// Portable: the WebAssembly build (scripts/build-wasm) compiles this file, the hand-written
+// Portable: the WebAssembly build (scripts/build/build-wasm) compiles this file, the hand-written
 // codecs of FFIBindings.swift and the portable exports as Embedded Swift, so it uses typed
 // throws, no existentials and no C library (strings are allocated and freed by Swift).
 import SoftchatCore

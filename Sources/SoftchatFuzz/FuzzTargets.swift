@@ -1,4 +1,4 @@
-// libFuzzer targets for every parser Softchat exposes to untrusted bytes. Built by scripts/fuzz
+// libFuzzer targets for every parser Softchat exposes to untrusted bytes. Built by scripts/fuzz/fuzz
 // (SOFTCHAT_FUZZ=1: `-sanitize=fuzzer,address`, FUZZING defined) it runs libFuzzer's driver on
 // the target named by SOFTCHAT_FUZZ_TARGET; built normally it is a replay runner:
 // `softchat-fuzz TARGET FILE…` runs saved inputs (seed corpora, findings) through the same code.

@@ -55,7 +55,7 @@ public struct HTMLSite {
     /// The guides the navigation lists first, in reading order; others follow by name.
     public static let guideOrder = ["getting-started", "host-loop", "durability", "recovery"]
 
-    /// The Swift API reference's landing page, which links every module: `scripts/docc` writes
+    /// The Swift API reference's landing page, which links every module: `scripts/build/docc` writes
     /// the merged DocC archive to `api/` (static hosting, base path `/api/`), beside the pages
     /// this renderer writes.
     public static let swiftAPIPath = "api/documentation/index.html"

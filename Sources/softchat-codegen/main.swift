@@ -1,5 +1,5 @@
 // softchat-codegen: the thin executable over SoftchatCodegen that both plugins run. It links
-// no Markdown library: the docs site is `softchat-site`, which only scripts/docs-site builds.
+// no Markdown library: the docs site is `softchat-site`, which only scripts/build/docs-site builds.
 //
 //   softchat-codegen swift    --schema DIR --output DIR       Swift surface (build plugin)
 //   softchat-codegen recipes  --schema DIR --output DIR       Swift recipes as test code

@@ -1,4 +1,4 @@
-// softchat-site: renders the static documentation site (scripts/docs-site). A tool of its own so
+// softchat-site: renders the static documentation site (scripts/build/docs-site). A tool of its own so
 // that cmark-gfm, the site's Markdown, is linked here and nowhere a consumer of the libraries
 // builds (the build plugin's softchat-codegen does not link it).
 //

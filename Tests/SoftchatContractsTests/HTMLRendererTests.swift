@@ -60,7 +60,7 @@ func brokenLinks(_ files: [GeneratedFile]) -> [String] {
                 resolved = file.path.split(separator: "/").map(String.init)
             }
             let path = resolved.joined(separator: "/")
-            // The Swift API reference is scripts/docc's, not this renderer's; scripts/check-links
+            // The Swift API reference is scripts/build/docc's, not this renderer's; scripts/check/check-links
             // checks it in the built site.
             if path == HTMLSite.swiftAPIPath { continue }
             guard let page = byPath[path] else {

@@ -3,7 +3,7 @@ import SoftchatCore
 import SoftchatJSON
 import Testing
 
-/// The bad-input corpus (Tests/SoftchatCoreTests/BadInputs, made by scripts/make-bad-inputs.py):
+/// The bad-input corpus (Tests/SoftchatCoreTests/BadInputs, made by scripts/fuzz/make-bad-inputs.py):
 /// one file per case, named DIRECTION--EXPECTED_CODE--case.txt. Each must be refused by its
 /// parser with exactly that code, and a session that receives it must stay unchanged.
 @Suite struct BadInputCorpusTests {

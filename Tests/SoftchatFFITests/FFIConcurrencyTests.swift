@@ -9,7 +9,7 @@ import Testing
 /// The C ABI's managed transport under load, called exactly as a Kotlin or Node host calls it:
 /// eight threads enqueue, sign, query and check through one account handle while the transport
 /// runs, and its callbacks call back into the transport and the account. Run under
-/// ThreadSanitizer by `.ci/run` (`scripts/tsan-ffi`).
+/// ThreadSanitizer by `.ci/run` (`scripts/check/tsan-ffi`).
 @Suite struct FFIConcurrencyTests {
     /// What the callbacks saw; shared with the C callbacks through their context pointer.
     final class Observer: Sendable {

@@ -1,4 +1,4 @@
-// The WebAssembly build against the native build (scripts/test-wasm runs it under Node): the same
+// The WebAssembly build against the native build (scripts/facades/test-wasm runs it under Node): the same
 // C ABI entry points, one through the Node-API addon over libSoftchatFFI, one through softchat.wasm,
 // must give identical answers — the same result JSON (ids, fields, order) or the same stable error
 // code with the same message (which names the place) — on:

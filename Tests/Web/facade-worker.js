@@ -1,6 +1,6 @@
-// The facade's Node test files in a browser Worker (scripts/test-wasm runs it in headless Chromium):
+// The facade's Node test files in a browser Worker (scripts/facades/test-wasm runs it in headless Chromium):
 // a small CommonJS loader fetches tsc's CommonJS output of the facade and of
-// Tests/Facades/typescript (the same files `node --test` runs) from scripts/test-wasm's server
+// Tests/Facades/typescript (the same files `node --test` runs) from scripts/facades/test-wasm's server
 // (synchronous XHR, which Workers allow), with stand-ins for the three Node modules the tests use —
 // node:test (a runner: tests and subtests in order), node:assert/strict (ok, equal, deepEqual with
 // Node's strict semantics for the values the tests compare) and node:fs (readFileSync over the

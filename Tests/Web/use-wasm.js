@@ -1,4 +1,4 @@
-// Preloaded by scripts/test-wasm (NODE_OPTIONS=--require …) so Node runs the facade's tests on the
+// Preloaded by scripts/facades/test-wasm (NODE_OPTIONS=--require …) so Node runs the facade's tests on the
 // WebAssembly backend: softchat.wasm (SOFTCHAT_WASM) is compiled and installed before any test file
 // loads the facade (SOFTCHAT_LIB, tsc's CommonJS build), and the Node-API addon is never loaded.
 const fs = require("node:fs");

@@ -1,4 +1,4 @@
-/* libsecp256k1 for wasm32 in one translation unit, compiled by scripts/build-wasm against the
+/* libsecp256k1 for wasm32 in one translation unit, compiled by scripts/build/build-wasm against the
  * Debian source package it unpacks (trixie's 0.5.0; the repository holds no copy of its source).
  * Besides the library, it exports the library's SHA-256 to the Swift core's SHA-256 seam
  * (Wasm/Platform/SHA256.swift): the same implementation libsecp256k1 uses for BIP-340's

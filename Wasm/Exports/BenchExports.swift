@@ -1,4 +1,4 @@
-// Two exports of the WebAssembly build only, for scripts/bench-wasm: the core's parse+verify
+// Two exports of the WebAssembly build only, for scripts/bench/bench-wasm: the core's parse+verify
 // throughput without the facade's marshalling, the same loop `softchat-dev bench events` times
 // natively (`VerifiedEvent(text:)` over the lines, one core). The corpus is loaded once, split into
 // Swift strings outside the timed part, so both sides time the same work.

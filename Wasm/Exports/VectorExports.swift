@@ -1,4 +1,4 @@
-// Two exports of the WebAssembly build only, for scripts/test-wasm's equivalence run: BIP-340
+// Two exports of the WebAssembly build only, for scripts/facades/test-wasm's equivalence run: BIP-340
 // signing and verification of arbitrary messages (the C ABI signs and verifies events only), so
 // the wasm build's Schnorr path meets the BIP-340 vectors that BIP340VectorTests checks natively.
 // Arguments are NUL-terminated hex; the result is the signature's hex (free with

@@ -1,4 +1,4 @@
-// scripts/bench-wasm's Node side: softchat.wasm's cold starts, its core parse+verify, and
+// scripts/bench/bench-wasm's Node side: softchat.wasm's cold starts, its core parse+verify, and
 // SignedNostrEvent.parse through the facade on the Node-API addon (native, release) and then on
 // softchat.wasm, over the same corpus. Prints one JSON object.
 //

@@ -1,4 +1,4 @@
-// scripts/bench-wasm's browser side, a module Worker (index.html starts it): softchat.wasm's cold
+// scripts/bench/bench-wasm's browser side, a module Worker (index.html starts it): softchat.wasm's cold
 // starts, its core parse+verify, and SignedNostrEvent.parse through the browser build of the
 // facade (softchat/browser.js) on the same module. Posts one JSON object to the page's `report`.
 import { coldStarts, core, facade } from "./measure.mjs";

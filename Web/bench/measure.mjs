@@ -1,5 +1,5 @@
 // The WebAssembly build's measurements, shared by Node (bench-node.mjs) and the Chromium Worker
-// (bench-worker.mjs) so both run the same code; scripts/bench-wasm runs them and prints the
+// (bench-worker.mjs) so both run the same code; scripts/bench/bench-wasm runs them and prints the
 // figures beside native ones measured in the same run. Nothing here asserts a speed: it measures.
 //
 //   coldStarts   compile and instantiate of softchat.wasm, each on bytes the engine has not seen

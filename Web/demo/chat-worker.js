@@ -1,5 +1,5 @@
 // The browser demo's Worker: the Softchat core as WebAssembly (softchat/browser.js and
-// softchat/softchat.wasm, from scripts/build-wasm), two RelaySessions — alice publishing, bob
+// softchat/softchat.wasm, from scripts/build/build-wasm), two RelaySessions — alice publishing, bob
 // subscribed — each over a real WebSocket to the relay the page names. The Worker is the host
 // the sans-IO session asks for: it opens and closes sockets, writes the frames drainOutbound gives,
 // feeds socket text and time back in, and keeps the timers pollTimeout asks for. It posts every

@@ -1,4 +1,4 @@
-// The Kotlin facade test (scripts/test-facades): runs the page's Android recipes (Recipes.kt,
+// The Kotlin facade test (scripts/facades/test-facades): runs the page's Android recipes (Recipes.kt,
 // rendered verbatim from Schema/ by the script) against the real Swift core through JNA, fed the
 // recorded relay conversation (Fixture.kt, from Tests/Facades/conversation.json), and checks the
 // actions, delivery decisions and error codes; then checks the public names (Names.kt).

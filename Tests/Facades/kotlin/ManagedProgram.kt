@@ -1,5 +1,5 @@
-// The Kotlin managed-transport program (scripts/test-facades runs it against rust-nostr's LocalRelay
-// from scripts/peers): Android's standard path, `account.startManagedTransport(context)`, with
+// The Kotlin managed-transport program (scripts/facades/test-facades runs it against rust-nostr's LocalRelay
+// from scripts/interop/peers): Android's standard path, `account.startManagedTransport(context)`, with
 // no frame handled in Kotlin. A writer account publishes 200 events through enqueueSigned (100,
 // then 100 more while the driver has the relay killed), observes its states until every intent is
 // terminal, and a second account reads the synced messages back through queryEvents, page by page.

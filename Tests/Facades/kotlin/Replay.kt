@@ -1,6 +1,6 @@
 // `Replay SCRIPT`: the session regression scripts (Tests/SessionRegressions/*.jsonl) through the
 // Kotlin facade, one JSON line per call in the form `softchat replay` prints, so
-// scripts/test-facades can compare the bindings line by line. The JVM has no JSON reader, so the
+// scripts/facades/test-facades can compare the bindings line by line. The JVM has no JSON reader, so the
 // script arrives translated by test-facades: one call per line, tab-separated key=value fields
 // (\t, \n and \\ escaped; a list repeats its key; events and filters as their JSON text).
 import org.softchat.*

@@ -1,4 +1,4 @@
-// The TypeScript facade test (scripts/test-facades, run with `node --test`): the page's TypeScript
+// The TypeScript facade test (scripts/facades/test-facades, run with `node --test`): the page's TypeScript
 // recipes (recipes.ts, rendered verbatim from Schema/ by the script) against the real Swift core
 // through the Node-API addon, fed the recorded relay conversation (Tests/Facades/conversation.json),
 // checking actions, delivery decisions and error codes; then the public names of the compiled .d.ts.

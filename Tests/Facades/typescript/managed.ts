@@ -1,5 +1,5 @@
-// The TypeScript managed-transport program (scripts/test-facades runs it against rust-nostr's
-// LocalRelay from scripts/peers): `account.startManagedTransport(...)`, its `states()` and
+// The TypeScript managed-transport program (scripts/facades/test-facades runs it against rust-nostr's
+// LocalRelay from scripts/interop/peers): `account.startManagedTransport(...)`, its `states()` and
 // `events()` as AsyncIterables, and `await transport.stop()`, with no frame handled in TypeScript.
 // A writer account publishes 200 events through enqueueSigned (100, then 100 more while the
 // driver has the relay killed), observes its states until every intent is terminal, and a second

@@ -1,7 +1,7 @@
 // `node replay.js SCRIPT`: the session regression scripts (Tests/SessionRegressions/*.jsonl)
 // through the TypeScript facade (the Node-API addon, or softchat.wasm with Tests/Web/use-wasm.js
-// preloaded), one JSON line per call in the form `softchat replay` prints, so scripts/test-facades
-// and scripts/test-wasm can compare the bindings line by line.
+// preloaded), one JSON line per call in the form `softchat replay` prints, so scripts/facades/test-facades
+// and scripts/facades/test-wasm can compare the bindings line by line.
 import {
   RelaySession, SignedNostrEvent, SoftchatError, RelayRecoveryContract, RelayPublishContract, RelaySessionContract,
   type RelaySessionConfig, type VerifiedEvent,

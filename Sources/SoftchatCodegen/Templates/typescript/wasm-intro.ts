@@ -1,4 +1,4 @@
-// The WebAssembly backend of the TypeScript facade: softchat.wasm (scripts/build-wasm) exports the
+// The WebAssembly backend of the TypeScript facade: softchat.wasm (scripts/build/build-wasm) exports the
 // portable half of the C ABI (generated/c/softchat.h) under the same names, and this module calls
 // them as the Node-API addon does, so api.ts runs unchanged over either. Strings cross as UTF-8 in
 // the module's memory: arguments are copied in, zeroed and freed after the call (a secret key's hex

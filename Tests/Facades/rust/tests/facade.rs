@@ -1,4 +1,4 @@
-//! The Rust facade test (scripts/test-facades, `cargo test --offline`): the page's Rust recipes
+//! The Rust facade test (scripts/facades/test-facades, `cargo test --offline`): the page's Rust recipes
 //! (rendered verbatim from Schema/ by the script into SOFTCHAT_RUST_RECIPES) against the real
 //! Swift core, fed the recorded relay conversation (Tests/Facades/conversation.json), checking
 //! actions, delivery decisions and error codes as the Kotlin and TypeScript tests do.

@@ -1,5 +1,5 @@
-//! The Rust managed-transport program (scripts/test-facades runs it against rust-nostr's
-//! LocalRelay from scripts/peers), like Tests/Facades/kotlin/ManagedProgram.kt: a writer account
+//! The Rust managed-transport program (scripts/facades/test-facades runs it against rust-nostr's
+//! LocalRelay from scripts/interop/peers), like Tests/Facades/kotlin/ManagedProgram.kt: a writer account
 //! publishes 200 events through `enqueue_signed` over `start_managed_transport` (100, then 100
 //! more while the driver has the relay killed), watches its states until every intent is
 //! terminal, and a second account reads the synced events back through `query_events`, page by

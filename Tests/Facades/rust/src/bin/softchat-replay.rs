@@ -1,6 +1,6 @@
 //! `softchat-replay SCRIPT`: the session regression scripts (Tests/SessionRegressions/*.jsonl)
 //! through the Rust binding, one JSON line per call, in the form `softchat replay` prints, so
-//! scripts/test-facades can compare the two line by line.
+//! scripts/facades/test-facades can compare the two line by line.
 
 use softchat::json::{FromJson, Json, ToJson};
 use softchat::*;
@@ -55,7 +55,7 @@ fn config(o: &Json) -> RelaySessionConfig {
 }
 
 // The core's defaults that are not contract bounds (RelaySessionConfig.init in SoftchatCore); a
-// drift shows as a difference from `softchat replay` in scripts/test-facades.
+// drift shows as a difference from `softchat replay` in scripts/facades/test-facades.
 const DEFAULT_SINCE_OVERLAP_SECONDS: i64 = 10;
 const DEFAULT_AUTHENTICATION_WAIT_SECONDS: i64 = 5;
 const DEFAULT_AUTHENTICATION_WINDOW_SECONDS: i64 = 600;
