@@ -24,8 +24,10 @@ public import SoftchatJSON
 /// boundary come back as `.duplicate`. A page ends at its EOSE; paging of a filter ends when a
 /// page brings fewer events than the page size and than the largest page the relay has sent
 /// (``RelayPaging/largestPage``), counted as the relay sent them (by id, never by
-/// what was new to the database: events may have come first from another relay), and one event
-/// asked below it (`until` = its oldest − 1, `limit: 1`) does not come. When one does, the relay
+/// what was new to the database: events may have come first from another relay), and a page
+/// asked below it (`until` = its oldest − 1, a whole page's `limit`: a relay that filters its
+/// answer after `LIMIT` answers a one-event ask with nothing while more lies below) brings
+/// nothing. When it brings events, the relay
 /// capped that page lower than it was known to send (its cap went down: a new configuration,
 /// another backend behind the URL, a cap for clients not authenticated), or the event reached
 /// it after the page: paging goes on below the page as below a full one, and a second such page
@@ -130,7 +132,7 @@ public struct SubscriptionSync: Sendable, Hashable {
         /// Seconds whose page was all at that second and possibly capped by a cap not yet known,
         /// with that page's count: reported incomplete at the end unless a larger page was seen.
         var unsure: [Int64: Int] = [:]
-        /// The short page whose end the page in flight (one event below it) confirms.
+        /// The short page whose end the page in flight (a page below it) confirms.
         var shortPage: ShortPage?
         /// The count of the last short page an event below showed capped. One alone may be an
         /// event that reached the relay between the page and its confirmation (a backdated
@@ -139,8 +141,8 @@ public struct SubscriptionSync: Sendable, Hashable {
         var page: Page?
     }
 
-    /// A page shorter than the relay was known to send, waiting for one event asked below it: if
-    /// one comes, the relay capped it, and it is taken as the full page it was.
+    /// A page shorter than the relay was known to send, waiting for the page asked below it: if
+    /// events come, the relay capped it, and it is taken as the full page it was.
     struct ShortPage: Sendable, Hashable {
         /// The page's inclusive `until`.
         var until: Int64
@@ -405,7 +407,7 @@ public struct SubscriptionSync: Sendable, Hashable {
             Self.endFilter(&window)
         } else if !full && page.count < known {
             // Shorter than a page the relay has sent: everything it holds at or before the page's
-            // until, unless its cap went down since. One event asked below the page tells.
+            // until, unless its cap went down since. A page asked below it tells.
             let oldest = page.oldest ?? pageUntil
             window.shortPage = ShortPage(until: pageUntil, count: page.count, oldest: oldest, oldestIDs: page.oldestIDs)
             window.boundary = oldest - 1
@@ -508,9 +510,11 @@ public struct SubscriptionSync: Sendable, Hashable {
         if window.since != nil || filter.since != nil { Self.set("since", range.since, in: &members) }
         let until = paging.until == .inclusive ? range.until : range.until + 1
         Self.set("until", until, in: &members)
-        // One event below a short page confirms its end.
+        // A page below a short page confirms its end. It asks a whole page, not one event: a
+        // relay that filters its answer after `LIMIT` (deleted, expired or blocked events still
+        // in its index) answers a one-event ask with nothing while more lies below.
         let confirms = window.shortPage != nil
-        Self.set("limit", confirms ? 1 : Int64(paging.pageSize), in: &members)
+        Self.set("limit", Int64(paging.pageSize), in: &members)
         // Cannot fail: the members were valid and only non-negative integers were set.
         let sent = try! RelayFilter(json: .object(JSONObject(members: members)))
         return SyncRequest(

@@ -26,11 +26,13 @@ public import SoftchatJSON
 ///   yet known, so paging goes on from its oldest second until a page brings nothing older;
 ///   when it does bring older events, the relay capped the page before: `pageSize` drops to that
 ///   count, now known. A page shorter than that is not proof of the end either (the cap may have
-///   gone down since it was learned or told): one event is asked below it (`until` = its oldest
-///   − 1, `limit: 1`). When the relay sends one, it capped that page (or the event reached it
+///   gone down since it was learned or told): a page is asked below it (`until` = its oldest
+///   − 1, the page size as `limit`; one event would not do: a relay that filters its answer after
+///   `LIMIT` sends nothing for it while more lies below). When the relay sends events, it capped
+///   that page (or the event reached it
 ///   after the page, a backdated arrival): paging goes on below the page, and a second such page
-///   in a row makes the cap known: `pageSize` drops to its count. That costs one REQ of at most
-///   one event per filter per window whose last page brought events.
+///   in a row makes the cap known: `pageSize` drops to its count. That costs one REQ per filter per
+///   window whose last page brought events (an EOSE alone when nothing lies below).
 public struct RelayPaging: Sendable, Hashable {
     /// How a relay compares `created_at` with a filter's `until`.
     public enum UntilConvention: String, Sendable, Hashable {
@@ -151,9 +153,8 @@ public struct SyncRequest: Sendable, Hashable {
     /// 1, 2, … for each REQ sent in this window (a re-sent page gets a new number): use a fresh
     /// subscription id per number and pass only that subscription's events.
     public let number: Int
-    /// True for the one event asked below a short page (`limit: 1`, `until` = that page's oldest
-    /// − 1): the relay sends one when it capped that page, none when the page was its whole
-    /// answer.
+    /// True for the page asked below a short page (`until` = that page's oldest − 1): the relay
+    /// sends events when it capped that page, none when the page was its whole answer.
     public let confirmsEnd: Bool
 
     /// The REQ's filter list: `filter` alone.

@@ -230,7 +230,23 @@ struct SessionWrongStateCase: Sendable, CustomTestStringConvertible {
         try session.unsubscribe(id: "chat")
         #expect(try session.sendAll() == [#"["CLOSE","chat"]"#])
         #expect(session.snapshot().subscriptionIDs.isEmpty)
-        #expect(try session.receive(F.event("chat", F.note(1))).kinds == [.eventRejected])
+        // Sent before our CLOSE reached the relay (or after its EOSE): still the subscription's,
+        // verified against its filters and handed out, not dropped for arriving late.
+        #expect(try session.receive(F.event("chat", F.note(1))).kinds == [.persistEvent])
+    }
+
+    @Test func eventsForClosedSubscriptionsAreTakenForTheLast32Only() throws {
+        let session = try RelaySession.connected()
+        for i in 0..<33 {
+            try session.subscribe(id: "s\(i)", filtersJSON: [F.kind1])
+            try session.sendAll()
+            try session.unsubscribe(id: "s\(i)")
+        }
+        // The oldest of 33 closed subscriptions is forgotten; the newest still takes its events.
+        #expect(try session.receive(F.event("s0", F.note(1))).kinds == [.eventRejected])
+        #expect(try session.receive(F.event("s32", F.note(2))).kinds == [.persistEvent])
+        // Only matching events: the closed subscription's filters still apply.
+        #expect(try session.receive(F.event("s31", F.note(3, kind: 7))).kinds == [.eventRejected])
     }
 
     @Test func unsubscribeBeforeTheReqWasDrainedDropsTheReq() throws {

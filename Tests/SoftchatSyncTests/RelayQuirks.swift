@@ -46,6 +46,48 @@ enum Quirk: String, CaseIterable, Hashable, Sendable {
     /// process that takes work whose lease ran out while this one was frozen past it (its
     /// renewal is then stale) and never answers for it.
     case renewalFailed, secondClaimer
+    /// NIP-42: reads closed `auth-required:` and writes answered `OK false "auth-required:"`
+    /// until an AUTH is accepted (the challenge ahead of the first), our AUTH accepted or refused
+    /// (`restricted:`).
+    case readsClosedAuthRequired, writesAnsweredAuthRequired, authenticationAccepted, authenticationRefused
+    /// A live REQ closed for good (`restricted:`, `blocked:`, no prefix), on every connection.
+    case liveFeedClosedForGood
+    /// A subscription limit refused in strfry's words (NOTICE "ERROR: too many concurrent
+    /// REQs") or nostr-rs-relay's (NOTICE "Subscription error: Maximum concurrent subscription
+    /// count reached").
+    case subscriptionLimitInStrfrysWords, subscriptionLimitInRsRelaysWords
+    /// The relay's cap, or its reading of `until`, changed mid-run (a new configuration, another
+    /// backend behind the URL).
+    case capChanged, untilConventionChanged
+    /// A REQ's answer cut short by a time or byte budget (an EOSE before the cap), events counted
+    /// toward the cap and then filtered out of the answer (after `LIMIT`).
+    case answerCutByBudget, filteredAfterLimit
+    /// Events deleted at the relay (NIP-09, an operator) or expired there (NIP-40).
+    case deletedAtRelay, expiredAtRelay
+    /// A stored event sent after its answer's EOSE, an event twice in one answer, an event
+    /// outside the REQ's `since`/`until`.
+    case eventAfterEOSE, duplicateInAnswer, eventOutsideRange
+    /// nostr-rs-relay: a REQ whose id is already open is ignored (no answer at all).
+    case repeatedREQIgnored
+    /// An OK whose event id is not one (no client can match it).
+    case okWithoutID
+    /// An EVENT refused for its `created_at` (strfry's "invalid: created_at too early/late").
+    case createdAtRefused
+    /// NEG sessions holding subscription slots (a REQ or NEG-OPEN refused while fewer REQs are
+    /// open than the limit).
+    case negentropyHoldsSubscriptionSlots
+    /// A group of account writes whose transaction rolled back (SQLite's automatic rollback on
+    /// FULL, IOERR, NOMEM): every member is answered failed.
+    case groupRolledBack
+
+    /// Relays that answer short of their cap while more lies below (and a cap or `until` reading
+    /// changing mid-run):
+    /// played only by `SyncEngineModelTests.relaysThatAnswerShortOfTheirCapLoseNothing`, an open
+    /// finding.
+    static let shortAnswers: Set<Quirk> = [
+        .answerCutByBudget, .filteredAfterLimit, .eventAfterEOSE, .duplicateInAnswer, .eventOutsideRange, .capChanged,
+        .untilConventionChanged,
+    ]
 
     /// The NEG-ERR quirk for a message, by its prefix.
     static func negentropyError(_ text: String) -> Quirk {

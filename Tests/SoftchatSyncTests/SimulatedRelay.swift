@@ -120,7 +120,9 @@ func drive(
         case .send(let request):
             report.requests += 1
             // One event below a short page confirms its end; every other page asks for a page.
-            let limit = request.confirmsEnd ? 1 : sync.paging.pageSize
+            // A page below a short page asks a whole page too (a relay filtering after `LIMIT`
+            // answers a one-event ask with nothing while more lies below).
+            let limit = sync.paging.pageSize
             guard request.filter.limit == Int64(limit) else { return fail("limit \(String(describing: request.filter.limit))") }
             // The form of `until` is the convention known (or learned) so far; unknown sends NIP-01's.
             let exclusiveForm = sync.paging.until != .inclusive

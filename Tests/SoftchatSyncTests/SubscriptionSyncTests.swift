@@ -39,10 +39,10 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         #expect(request.filter.toJSON() == ##"{"kinds":[1],"#p":["aa"],"until":1700000000,"limit":3}"##)
         #expect(sync.next() == .awaitingEndOfStoredEvents)
         deliver([SimEvent(id: eventID(1), createdAt: now - 5, kind: 1)], to: &sync)
-        // Shorter than a page: one event is asked below it (the cap may have gone down).
+        // Shorter than a page: a page is asked below it (the cap may have gone down).
         guard let confirmation = nextRequest(&sync) else { return }
         #expect(confirmation.confirmsEnd)
-        #expect(confirmation.filter.toJSON() == ##"{"kinds":[1],"#p":["aa"],"until":1699999994,"limit":1}"##)
+        #expect(confirmation.filter.toJSON() == ##"{"kinds":[1],"#p":["aa"],"until":1699999994,"limit":3}"##)
         #expect(sync.cursor == nil)
         deliver([], to: &sync)
         #expect(sync.next() == .synced(SyncOutcome(cursor: now, incompleteSeconds: [], requests: 2)))
@@ -166,10 +166,10 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         #expect(sync.cursor == 500)
         guard nextRequest(&sync)?.until == 700 else { return }
         deliver([SimEvent(id: eventID(3), createdAt: 700, kind: 1)], to: &sync)
-        // A short page: the window ends when one event asked below it does not come.
+        // A short page: the window ends when a page asked below it brings nothing.
         #expect(sync.cursor == 500)
         guard let confirmation = nextRequest(&sync) else { return }
-        #expect(confirmation.until == 699 && confirmation.filter.limit == 1)
+        #expect(confirmation.until == 699 && confirmation.filter.limit == Int64(sync.paging.pageSize))
         deliver([], to: &sync)
         #expect(sync.cursor == 1_000)
     }

@@ -8,8 +8,16 @@ import Testing
 /// with its own rules (`Quirk`: caps, `until` conventions, subscription and rate limits refused
 /// each way, CLOSED at any point, NIP-11 absent, slow or wrong, a message length limit, NIP-77
 /// answered, refused in every NEG-ERR form, by NOTICE or by silence, late and backdated
-/// arrivals, clock skew, silence) and I/O faults (cuts at any frame, failed commits). A failing
-/// seed replays exactly.
+/// arrivals, clock skew, silence, NIP-42 for reads and writes with our AUTH accepted or refused,
+/// live feeds closed for good, subscription limits in nostr-relay's, strfry's and
+/// nostr-rs-relay's words, NEG sessions holding subscription slots, re-sent REQ ids ignored,
+/// deletions and NIP-40 expiry at the relay, OKs without an id, `created_at` refusals) and I/O
+/// faults (cuts at any frame, failed commits, groups rolled back, failed and stale lease
+/// renewals, a second claimer). A failing seed replays exactly within one process.
+///
+/// Before the tail, ten fault-free minutes on the connections as they are: every subscription
+/// must be synced without a cut (or, on a relay that wants AUTH for reads and refuses ours, have
+/// said its windows were refused), so a wedge is not healed by the tail's reconnects.
 ///
 /// After every step: no `synced` while the relay holds a matching event the account lacks
 /// (of those it held when the connection opened and that did not arrive past the horizon), no
@@ -59,8 +67,28 @@ import Testing
             #expect(outcome.failures.isEmpty, "seed \(seed): \(outcome.failures.count) failures, e.g. \(outcome.failures.prefix(4))")
         }
         #expect(steps == Self.seedsPerChunk * Self.stepsPerSeed)
-        #expect(coverage.missing.isEmpty, "chunk \(chunk): quirks never reached: \(coverage.missing); \(coverage.summary)")
+        let missing = coverage.missing.filter { !Quirk.shortAnswers.contains($0) }
+        #expect(missing.isEmpty, "chunk \(chunk): quirks never reached: \(missing); \(coverage.summary)")
         #expect(mostActions <= Self.actionBound, "chunk \(chunk): \(mostActions) actions in one pump")
+    }
+
+    /// Open finding (issue 45): relays that answer short of their cap while more lies below —
+    /// events filtered out after `LIMIT`, answers cut by a time or byte budget, a stored event
+    /// sent after its EOSE, duplicates and events outside the range counted by the relay, a cap
+    /// or an `until` reading that changes mid-run — each make a page look capped when it was not, so the learned page
+    /// size falls, down to 1, and nothing raises it again; deeper windows then fall behind and
+    /// events stored late past the horizon are still missing after the tail (and some `synced`
+    /// reports come while a page's events are missing). The simulator plays them (`Quirk.shortAnswers`);
+    /// this run stays off until the engine learns its page size back.
+    @Test(.disabled("open finding: short answers drive the learned page size down for good (issue 45)"))
+    func relaysThatAnswerShortOfTheirCapLoseNothing() {
+        var coverage = QuirkCoverage()
+        for seed in UInt64(1)...UInt64(Self.seedsPerChunk * Self.chunks) {
+            let outcome = Self.run(seed: seed, shortAnswers: true)
+            coverage.add(outcome.seen)
+            #expect(outcome.failures.isEmpty, "seed \(seed): \(outcome.failures.prefix(4))")
+        }
+        #expect(coverage.missing.isEmpty, "quirks never reached: \(coverage.missing)")
     }
 
     @Test func theModelRunsAtLeastOneHundredThousandStepsPerRun() {
@@ -75,7 +103,7 @@ import Testing
     }
 
     /// One seeded run; its failures, coverage and step count.
-    static func run(seed: UInt64, mutation: Mutation? = nil) -> Outcome {
+    static func run(seed: UInt64, mutation: Mutation? = nil, shortAnswers: Bool = false) -> Outcome {
         var out = Outcome()
         var rng = SplitMix64(seed: seed)
         let relayCount = 1 + rng.below(3)
@@ -83,7 +111,7 @@ import Testing
         let base = w.unix - 1_000
         let horizon: Int64 = 300
         var skew = [Int64](repeating: 0, count: relayCount)
-        for r in 0..<relayCount { drawRules(w, r, seed: seed, skew: &skew[r]) }
+        for r in 0..<relayCount { drawRules(w, r, seed: seed, skew: &skew[r], shortAnswers: shortAnswers) }
         // Some history first, in runs of equal created_at.
         var insertedAt: [String: Int64] = [:]
         var beyondHorizon: Set<String> = []
@@ -104,7 +132,8 @@ import Testing
             let lacking = w.relays[r].stored.filter { e in
                 e.kind == kinds[sub] && e.createdAt <= outcome.cursor && (insertedAt[e.id] ?? 0) <= w.openedAt[r]
                     && !beyondHorizon.contains(e.id) && !w.relays[r].overOurBound.contains(e.id) && !outcome.incompleteSeconds.contains(e.createdAt)
-                    && w.account.events[e.id] == nil
+                    && !w.relays[r].removedAfterLimit.contains(e.id) && !w.relays[r].listedNotServed.contains(e.id)
+                    && !w.relays[r].sentAfterEOSE.contains(e.id) && w.account.events[e.id] == nil
             }
             if !lacking.isEmpty {
                 let e = lacking[0]
@@ -113,12 +142,15 @@ import Testing
                 )
             }
         }
+        let identity = SoftchatIdentity.generate()
         w.start { c in
             c.deepResyncIntervalSeconds = deepInterval
             c.acknowledgementTimeoutSeconds = 5
             c.keepaliveIntervalMilliseconds = 20_000
             c.readDeadlineMilliseconds = 5_000
             c.leaseSeconds = 30
+            // NIP-42 challenges are answered (some relays want AUTH for reads or writes).
+            c.identity = identity
         }
         var intents: [String] = []
         var injected = 0
@@ -147,8 +179,10 @@ import Testing
                     beyondHorizon.insert(e.id)
                     w.relays[r].saw(.storedLateBeyondHorizon)
                 }
-                // One in fifteen is over our frame bound: skipped, but in its page's place.
+                // One in fifteen is over our frame bound: skipped, but in its page's place. One in
+                // twenty is filtered out of answers after their LIMIT (not held for anyone).
                 if rng.below(15) == 0 { w.relays[r].overOurBound.insert(e.id) }
+                if shortAnswers && rng.below(20) == 0 { w.relays[r].removedAfterLimit.insert(e.id) }
                 let frames = w.relays[r].publishFromElsewhere(e)
                 if w.connected[r] { w.inbox[r] += frames }
             case 65..<70:
@@ -191,6 +225,35 @@ import Testing
                 w.unix += w.account.leaseSeconds + 1
                 let rival = w.account.answer(.claim(relayURL: w.urls[r], leaseID: "rival-\(seed)-\(out.steps)", max: 4), now: w.unix)
                 if case .claimed(_?) = rival { w.relays[r].saw(.secondClaimer) }
+            case 81 where shortAnswers && rng.below(4) == 0:
+                // A new configuration, another backend behind the URL: the cap changes, or how
+                // `until` is read (with the relays that answer short, an open finding).
+                if rng.below(2) == 0 {
+                    let cap = [5, 8, 13, 500][rng.below(4)]
+                    if cap != w.relays[r].cap { w.relays[r].saw(.capChanged) }
+                    w.relays[r].cap = cap
+                } else {
+                    w.relays[r].saw(.untilConventionChanged)
+                    w.relays[r].inclusiveUntil.toggle()
+                }
+            case 82:
+                // Deleted at the relay (gone from every answer and from NIP-77), or expired there
+                // (NIP-40: no answer serves it, the NIP-77 index may still list it).
+                let candidates = w.relays[r].stored.filter { $0.kind == 1 || $0.kind == 7 }
+                guard !candidates.isEmpty else { break }
+                let e = candidates[rng.below(candidates.count)]
+                if rng.below(2) == 0 {
+                    w.relays[r].stored.removeAll { $0.id == e.id }
+                    w.relays[r].saw(.deletedAtRelay)
+                } else {
+                    w.relays[r].listedNotServed.insert(e.id)
+                    w.relays[r].saw(.expiredAtRelay)
+                }
+            case 83 where seed % 2 == 1:
+                // Odd seeds only, as failed commits. The next group of account writes rolls back
+                // as a whole (SQLite's automatic rollback): each member is answered failed.
+                w.relays[r].saw(.groupRolledBack)
+                w.account.failNextGroups += 1
             default:
                 w.completeOpens()
                 w.deliver(r)
@@ -219,10 +282,27 @@ import Testing
         w.account.failNextCommits = 0
         w.account.failRenewals = 0
         w.account.losesNextCommit = false
-        w.run(for: 2_000)
+        w.account.failNextGroups = 0
+        // Not healed by a cut: on the connections as they are, every subscription is synced
+        // within ten minutes (a relay that refuses our AUTH and wants it for reads excepted; it
+        // must have said its windows were refused). A subscription wedged on a connection that
+        // stays up counts here, before the tail below cuts every connection.
+        w.run(for: 600_000)
+        for r in 0..<relayCount {
+            if w.relays[r].readsNeedAuthentication && !w.relays[r].acceptsAuthentication {
+                for sub in ["notes", "reactions"]
+                where !w.reports.contains(where: { report in
+                    if case .notice(let url, let text) = report { url == w.urls[r] && text.hasPrefix("\(sub): window refused") } else { false }
+                }) {
+                    out.failures.append("relay \(r) refuses reads without AUTH and ours: \(sub) never said refused")
+                }
+            } else if !(w.synced(r, "notes") && w.synced(r, "reactions")) {
+                out.failures.append("relay \(r) not synced ten fault-free minutes on (connected \(w.connected[r]))")
+            }
+        }
         // New connections, each after the deeper resync's interval: enough of them for its
         // windows to reach past the latest arrival (three days and an hour late, at most).
-        for _ in 0..<7 {
+        for _ in 0..<10 {
             for r in 0..<relayCount { w.cut(r) }
             w.run(for: (deepInterval + 30) * 1_000)
         }
@@ -232,9 +312,12 @@ import Testing
         var incomplete: [String: Set<Int64>] = [:]
         for case .synced(let url, _, _, let outcome) in w.reports { incomplete[url, default: []].formUnion(outcome.incompleteSeconds) }
         for r in 0..<relayCount {
+            // A relay that refuses our AUTH and wants it for reads serves nothing (checked above).
+            if w.relays[r].readsNeedAuthentication && !w.relays[r].acceptsAuthentication { continue }
             let missing = w.relays[r].stored.filter { e in
                 (e.kind == 1 || e.kind == 7) && e.createdAt <= w.unix && w.account.events[e.id] == nil
                     && !w.relays[r].overOurBound.contains(e.id) && !(incomplete[w.urls[r]]?.contains(e.createdAt) ?? false)
+                    && !w.relays[r].removedAfterLimit.contains(e.id) && !w.relays[r].listedNotServed.contains(e.id)
             }
             if !missing.isEmpty {
                 let late = missing.filter { beyondHorizon.contains($0.id) }.count
@@ -251,6 +334,9 @@ import Testing
             switch intent.state {
             case .accepted where relay.saidAccepted.contains(intent.eventID): break
             case .rejected where intent.category == .exhausted || relay.saidRejected.contains(intent.eventID): break
+            case .rejected
+            where intent.category == .restricted && !relay.acceptsAuthentication && relay.refusedForAuthentication.contains(intent.eventID):
+                break
             case .rejected
             where intent.category == .invalid
                 && relay.stated.maxMessageLength.map { limit in
@@ -274,7 +360,7 @@ import Testing
 
     /// Draws relay `r`'s rules; the draws come from their own generator, so one rule's draws do
     /// not shift another's.
-    static func drawRules(_ w: EngineWorld, _ r: Int, seed: UInt64, skew: inout Int64) {
+    static func drawRules(_ w: EngineWorld, _ r: Int, seed: UInt64, skew: inout Int64, shortAnswers: Bool) {
         var g = SplitMix64(seed: seed &* 7_919 &+ UInt64(r))
         let cap = [5, 8, 13, 500][g.below(4)]
         let inclusive = g.below(2) == 0
@@ -333,6 +419,8 @@ import Testing
             case 2: .reject("invalid: refused")
             case 3, 4: .retry("rate-limited: slow down")
             case 5: .retry("error: try again")
+            case 6: .malformed
+            case 7: .reject("invalid: created_at too late")
             default: .accept
             }
         }
@@ -346,6 +434,37 @@ import Testing
             }
         }
         // Pages closed part-way through their answer, retryable or not.
+        // NIP-42: reads, writes or both closed `auth-required:` until an AUTH is accepted; one
+        // relay in three of those refuses ours (`restricted:`).
+        switch g.below(5) {
+        case 0: w.relays[r].authRequiredRule = { _ in true }
+        case 1: w.relays[r].eventsNeedAuthentication = true
+        case 2:
+            w.relays[r].authRequiredRule = { _ in true }
+            w.relays[r].eventsNeedAuthentication = true
+        default: break
+        }
+        if w.relays[r].authRequiredRule != nil || w.relays[r].eventsNeedAuthentication {
+            w.relays[r].acceptsAuthentication = g.below(3) != 0
+        }
+        // Live feeds closed for good; subscription limits in each relay's words; NEG sessions
+        // holding subscription slots; a REQ re-sent under an open id ignored.
+        if g.below(6) == 0 {
+            w.relays[r].closesLiveFeeds = ["restricted: no live queries here", "blocked: live feeds are off", "no live feed"][g.below(3)]
+        }
+        w.relays[r].subscriptionLimitNotices = [
+            "rejected: too many subscriptions", "ERROR: too many concurrent REQs",
+            "Subscription error: Maximum concurrent subscription count reached",
+        ]
+        w.relays[r].negentropyCountsAsSubscription = g.below(4) != 0
+        w.relays[r].ignoresRepeatedREQ = g.below(2) == 0
+        // Answers cut by a time or byte budget; events after EOSE, twice, outside the range.
+        if shortAnswers && g.below(3) == 0 { w.relays[r].budgetCutRule = { g in g.below(10) == 0 } }
+        if shortAnswers && g.below(2) == 0 {
+            w.relays[r].afterEOSERule = { g in g.below(15) == 0 }
+            w.relays[r].duplicateRule = { g in g.below(15) == 0 }
+            w.relays[r].outsideRangeRule = { g in g.below(15) == 0 }
+        }
         w.relays[r].midAnswerCloseRule = { id, g in
             guard id.contains("~p") || id.contains("~f") else { return nil }
             switch g.below(30) {

@@ -47,12 +47,17 @@ struct WireRelay {
     /// The NOTICE of that refusal: nostr-relay's by default; nostr-rs-relay sends "Subscription
     /// error: Maximum concurrent subscription count reached".
     var subscriptionLimitNotice = "rejected: too many subscriptions"
+    /// When not empty, the refusals' NOTICEs take these in turn instead (a relay's words change
+    /// with its version).
+    var subscriptionLimitNotices: [String] = []
     /// When set, a REQ this picks (by id) gets no EOSE, no event and no CLOSED: nothing at all (a
     /// query the relay shed under load) or a NOTICE alone (nostr-relay's bare "rate-limited").
     var noAnswerRule: ((String) -> NoAnswer?)?
     /// NIP-42: when set, a REQ this picks is closed `auth-required:` until an AUTH is accepted on
     /// the connection, the first one with the challenge (`["AUTH", …]`) ahead of its CLOSED.
     var authRequiredRule: ((String) -> Bool)?
+    /// Whether REQs are closed `auth-required:` until an AUTH is accepted.
+    var readsNeedAuthentication: Bool { authRequiredRule != nil }
     /// NIP-42 for writes: an EVENT is answered `OK false "auth-required:"` until an AUTH is
     /// accepted on the connection, the first one with the challenge (`["AUTH", …]`) ahead of it.
     var eventsNeedAuthentication = false
@@ -84,6 +89,30 @@ struct WireRelay {
     /// Events NIP-77 lists (in the relay's items) that no REQ answer carries: deleted or expired
     /// between the reconciliation and the fetch, or an index that outlived its events.
     var listedNotServed: Set<String> = []
+    /// Events the relay counts toward a REQ's cap and then leaves out of the answer (filtered
+    /// after `LIMIT`: deleted, expired or blocked but not yet compacted out of its index). They
+    /// are not held for anyone: no answer carries them.
+    var removedAfterLimit: Set<String> = []
+    /// When set, a REQ this picks is answered with only part of what it matches and an EOSE, as a
+    /// relay whose query hit a time or byte budget does (a short page that is not the end).
+    var budgetCutRule: ((inout SplitMix64) -> Bool)?
+    /// When set, an answer this picks sends one of its stored events after its EOSE.
+    var afterEOSERule: ((inout SplitMix64) -> Bool)?
+    /// Events sent after their answer's EOSE (a `synced` reported between the two is not wrong:
+    /// the relay said its stored events had ended; the event must still reach the account).
+    var sentAfterEOSE: Set<String> = []
+    /// When set, an answer this picks carries one of its events twice.
+    var duplicateRule: ((inout SplitMix64) -> Bool)?
+    /// When set, an answer this picks carries one matching event outside its `since`/`until`.
+    var outsideRangeRule: ((inout SplitMix64) -> Bool)?
+    /// Like nostr-rs-relay: a REQ whose id is already open on the connection is ignored (no
+    /// answer at all), instead of replacing the open one as NIP-01 says.
+    var ignoresRepeatedREQ = false
+    /// NEG sessions count against `maxSubscriptions`, as REQs do (both hold a slot on relays
+    /// that run NIP-77 on the same query engine).
+    var negentropyCountsAsSubscription = false
+    /// Every live REQ (`~live`) is closed for good with this message (`restricted:`, `blocked:`).
+    var closesLiveFeeds: String?
     /// Each quirk, the times it changed an answer (see `Quirk`).
     var seen: [Quirk: Int] = [:]
     /// Every client frame's verb, in order.
@@ -111,6 +140,8 @@ struct WireRelay {
         case reject(String)
         case retry(String)
         case silent, late
+        /// Stored, and answered by an OK whose event id is not one (empty): no client can match it.
+        case malformed
     }
 
     mutating func saw(_ quirk: Quirk) { seen[quirk, default: 0] += 1 }
@@ -200,6 +231,7 @@ struct WireRelay {
         case .req(let id, let filters):
             requestIDs.append(id)
             if let rule = authRequiredRule, !authenticated, rule(id) {
+                saw(.readsClosedAuthRequired)
                 closedForAuthentication.append(id)
                 var out: [String] = []
                 if !challengeSent {
@@ -209,14 +241,29 @@ struct WireRelay {
                 out.append(RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage("auth-required: sign in first")).toJSON())
                 return out
             }
-            if let limit = maxSubscriptions, subscriptions[id] == nil, subscriptions.count >= limit {
+            if ignoresRepeatedREQ, subscriptions[id] != nil {
+                saw(.repeatedREQIgnored)
+                return []
+            }
+            if let text = closesLiveFeeds, id.hasPrefix("~live") {
+                saw(.liveFeedClosedForGood)
+                return [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage(text)).toJSON()]
+            }
+            let open = subscriptions.count + (negentropyCountsAsSubscription ? reconcilers.count : 0)
+            if let limit = maxSubscriptions, subscriptions[id] == nil, open >= limit {
+                if subscriptions.count < limit { saw(.negentropyHoldsSubscriptionSlots) }
                 refusedSubscriptions += 1
                 if refusesSubscriptionsWithClosed {
                     saw(.subscriptionsRefusedByClosed)
                     return [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage("error: too many subscriptions")).toJSON()]
                 }
                 saw(.subscriptionsRefusedByNotice)
-                return [RelayResponseFrame.notice(RelayMessage(subscriptionLimitNotice)).toJSON()]
+                let text =
+                    subscriptionLimitNotices.isEmpty
+                    ? subscriptionLimitNotice : subscriptionLimitNotices[refusedSubscriptions % subscriptionLimitNotices.count]
+                if text.hasPrefix("ERROR:") { saw(.subscriptionLimitInStrfrysWords) }
+                if text.hasPrefix("Subscription error:") { saw(.subscriptionLimitInRsRelaysWords) }
+                return [RelayResponseFrame.notice(RelayMessage(text)).toJSON()]
             }
             if let rule = noAnswerRule, let way = rule(id) {
                 switch way {
@@ -242,7 +289,11 @@ struct WireRelay {
             var sent: Set<String> = []
             for filter in filters {
                 let asked = filter.limit.map { Int($0) } ?? Int.max
-                let n = min(cap, asked)
+                var n = min(cap, asked)
+                if n > 1, let rule = budgetCutRule, rule(&rng) {
+                    n = 1 + Int(rng.next() % UInt64(n - 1))
+                    saw(.answerCutByBudget)
+                }
                 var count = 0
                 var more = false
                 let looseFilter = loose(filter)
@@ -252,7 +303,20 @@ struct WireRelay {
                         break
                     }
                     count += 1
+                    if removedAfterLimit.contains(e.id) {
+                        saw(.filteredAfterLimit)
+                        continue
+                    }
                     if sent.insert(e.id).inserted { out.append(RelayResponseFrame.event(subscriptionID: id, event: e).toJSON()) }
+                }
+                if let rule = outsideRangeRule, filter.since != nil || filter.until != nil, rule(&rng),
+                    let e = stored.first(where: { e in
+                        looseFilter.map { f in outside(filter, e, matchingApartFromTime: f) } == true && !hides.contains(e.id)
+                            && !listedNotServed.contains(e.id) && !removedAfterLimit.contains(e.id)
+                    })
+                {
+                    saw(.eventOutsideRange)
+                    out.append(RelayResponseFrame.event(subscriptionID: id, event: e).toJSON())
                 }
                 if more && cap < asked && cap < 500 && stated.maxLimit != cap { saw(.unstatedCapBelowPage) }
                 if let until = filter.until, stored.contains(where: { $0.createdAt == until && looseFilter?.matches($0) == true }) {
@@ -264,7 +328,19 @@ struct WireRelay {
                 if kept > 0 { saw(.closedMidAnswer) }
                 return Array(out.prefix(kept)) + [RelayResponseFrame.closed(subscriptionID: id, message: RelayMessage(message)).toJSON()]
             }
+            if !out.isEmpty, let rule = duplicateRule, rule(&rng) {
+                saw(.duplicateInAnswer)
+                out.insert(out[Int(rng.next() % UInt64(out.count))], at: Int(rng.next() % UInt64(out.count + 1)))
+            }
+            var afterEOSE: [String] = []
+            if !out.isEmpty, let rule = afterEOSERule, rule(&rng) {
+                saw(.eventAfterEOSE)
+                let frame = out.remove(at: Int(rng.next() % UInt64(out.count)))
+                if case .event(_, let e)? = try? parseRelayResponseFrame(frame) { sentAfterEOSE.insert(e.id) }
+                afterEOSE.append(frame)
+            }
             out.append(RelayResponseFrame.eose(subscriptionID: id).toJSON())
+            out += afterEOSE
             subscriptions[id] = filters
             mostSubscriptions = max(mostSubscriptions, subscriptions.count)
             return out
@@ -279,6 +355,7 @@ struct WireRelay {
             guard authRequiredRule != nil || eventsNeedAuthentication else { return [] }
             authentications += 1
             authenticated = acceptsAuthentication
+            saw(acceptsAuthentication ? .authenticationAccepted : .authenticationRefused)
             let message = RelayMessage(acceptsAuthentication ? "" : "restricted: not on the list")
             return [RelayResponseFrame.ok(eventID: e.id, accepted: acceptsAuthentication, message: message).toJSON()]
         case .count:
@@ -299,7 +376,13 @@ struct WireRelay {
                     saw(Quirk.negentropyError(text))
                     return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage(text)).toJSON()]
                 }
-                let items = stored.filter { filter.matches($0) && !hides.contains($0.id) }.compactMap {
+                if negentropyCountsAsSubscription, let limit = maxSubscriptions, reconcilers[id] == nil,
+                    subscriptions.count + reconcilers.count >= limit
+                {
+                    saw(.negentropyHoldsSubscriptionSlots)
+                    return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("blocked: too many open subscriptions")).toJSON()]
+                }
+                let items = stored.filter { filter.matches($0) && !hides.contains($0.id) && !removedAfterLimit.contains($0.id) }.compactMap {
                     NegentropyItem(createdAt: $0.createdAt, idHex: $0.id)
                 }
                 reconcilers[id] = nil
@@ -323,6 +406,17 @@ struct WireRelay {
         }
     }
 
+    /// Whether `e` matches `filter` in everything but its time and falls outside its `since` or
+    /// `until` (read as the relay reads it).
+    func outside(_ filter: RelayFilter, _ e: VerifiedEvent, matchingApartFromTime loose: RelayFilter) -> Bool {
+        var members = loose.json.members
+        members.removeAll { $0.key == "since" }
+        guard let timeless = try? RelayFilter(json: .object(JSONObject(members: members))), timeless.matches(e) else { return false }
+        if let since = filter.since, e.createdAt < since { return true }
+        if let until = filter.until { return inclusiveUntil ? e.createdAt > until : e.createdAt >= until }
+        return false
+    }
+
     mutating func negentropyAnswer(_ id: String, _ message: [UInt8]) -> [String] {
         guard let reconciler = reconcilers[id] else {
             return [RelayResponseFrame.negError(subscriptionID: id, message: RelayMessage("closed: unknown")).toJSON()]
@@ -336,6 +430,7 @@ struct WireRelay {
 
     mutating func answer(_ e: VerifiedEvent) -> [String] {
         if eventsNeedAuthentication && !authenticated {
+            saw(.writesAnsweredAuthRequired)
             refusedForAuthentication.append(e.id)
             var out: [String] = []
             if !challengeSent {
@@ -348,10 +443,11 @@ struct WireRelay {
         let behaviour = okRule.map { rule in rule(e, &rng) } ?? .accept
         switch behaviour {
         case .accept: break
-        case .reject: saw(.okRejected)
+        case .reject(let text): saw(text.contains("created_at") ? .createdAtRefused : .okRejected)
         case .retry(let text): saw(text.hasPrefix("rate-limited:") ? .eventRateLimited : .okRetryable)
         case .silent: saw(.okSilent)
         case .late: saw(.okLate)
+        case .malformed: saw(.okWithoutID)
         }
         switch behaviour {
         case .accept:
@@ -370,6 +466,10 @@ struct WireRelay {
             insert(e)
             saidAccepted.insert(e.id)
             return []
+        case .malformed:
+            insert(e)
+            saidAccepted.insert(e.id)
+            return [#"["OK","",true,""]"#]
         case .late:
             insert(e)
             saidAccepted.insert(e.id)

@@ -191,6 +191,14 @@ public final class RelaySession: Sendable {
         machine.withLock { $0.frameRefusal(event) }
     }
 
+    /// The largest frame this session drains or lets a call queue, in bytes: relay.wire's frame
+    /// bound, lowered to the relay's `maxMessageBytes` when the config has one. The one
+    /// definition of a relay's frame: a host sizing what it asks for (REQs packed by bytes, a
+    /// fetch by ids, NIP-77 messages) sizes to this. Fixed for the session's life.
+    package var frameLimit: Int {
+        machine.withLock { $0.frameLimit }
+    }
+
     /// Runs every timer due at `now` (seconds, the clock the host passes everywhere): events
     /// whose own acknowledgement deadline passed become retryable (`timeout`) and leave the
     /// session — a late `OK` still settles them —, a wait for an unanswered AUTH ends, and

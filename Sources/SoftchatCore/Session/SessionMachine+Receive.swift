@@ -69,7 +69,9 @@ extension SessionMachine {
         func rejected(_ reason: String) -> [RelaySessionAction] {
             [.eventRejected(subscriptionID: subscriptionID, eventID: id, reason: reason)]
         }
-        guard let subscription = subscriptions[subscriptionID] else { return rejected("no subscription \"\(subscriptionID)\"") }
+        guard let subscription = subscriptions[subscriptionID] ?? lingering.last(where: { $0.id == subscriptionID })?.subscription else {
+            return rejected("no subscription \"\(subscriptionID)\"")
+        }
         if let pending = awaiting[id] {
             // Already handed out. Offer it again only if the transport was lost since.
             guard pending.reofferable else { return [] }

@@ -98,6 +98,14 @@ struct SessionMachine {
 
     var subscriptions: [String: Subscription] = [:]
     var subscriptionOrder: [String] = []
+    /// Subscriptions unsubscribed on this connection, newest last, at most
+    /// `lingeringSubscriptions`: an EVENT for one (a relay that sends a stored event after its
+    /// EOSE, or before our CLOSE reached it) is still verified and checked against its filters,
+    /// and handed out if it matches, so an event a relay holds for a subscription is not dropped
+    /// for arriving late. Forgotten when the connection ends.
+    var lingering: [(id: String, subscription: Subscription)] = []
+    /// How many unsubscribed subscriptions an EVENT is still taken for (memory: their filters).
+    static let lingeringSubscriptions = 32
     var pendingCounts: [String: [RelayFilter]] = [:]
     var countOrder: [String] = []
 
@@ -162,9 +170,7 @@ struct SessionMachine {
     init(config: RelaySessionConfig) {
         self.config = config
         frameLimit = min(RelayWireContract.maxFrameBytes.value, config.maxMessageBytes.map { Int(clamping: $0) } ?? Int.max)
-        backoff = ReconnectBackoff(
-            baseSeconds: config.reconnectBaseDelaySeconds, maxSeconds: config.reconnectMaxDelaySeconds,
-            resetAfterSeconds: config.reconnectResetAfterSeconds, seed: config.jitterSeed)
+        backoff = ReconnectBackoff(config: config)
     }
 
     mutating func observe(_ now: Int64?) {
@@ -351,6 +357,7 @@ struct SessionMachine {
         queue.removeAll()
         drained.removeAll()
         liveREQs.removeAll()
+        lingering.removeAll()
         closedCounts = RecentIDs(capacity: closedCounts.capacity)
         unanswered.removeAll()
         correlationLost = false
@@ -455,6 +462,11 @@ struct SessionMachine {
                 // No REQ of it reached the relay: dropping the queued one is the whole unsubscription.
                 queue.removeAll { $0.purpose == .subscription(id) }
             }
+        }
+        if let subscription = subscriptions[id], connection == .connected {
+            lingering.removeAll { $0.id == id }
+            if lingering.count == Self.lingeringSubscriptions { lingering.removeFirst() }
+            lingering.append((id, subscription))
         }
         subscriptions[id] = nil
         subscriptionOrder.removeAll { $0 == id }

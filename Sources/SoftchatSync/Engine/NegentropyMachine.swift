@@ -122,6 +122,10 @@ struct NegentropyMachine {
         return owner
     }
 
+    /// The wait for an answer to `negID` is dropped (a late one no NEG subscription owns any
+    /// more: nothing else would end it).
+    mutating func forgetWait(_ negID: String) { sentAt[negID] = nil }
+
     /// The relay ended `negID` itself (NEG-ERR): its owner, nil when not open here.
     mutating func ended(_ negID: String) -> (subscription: String, part: Int)? {
         sentAt[negID] = nil

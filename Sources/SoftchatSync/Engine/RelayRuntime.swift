@@ -1,37 +1,41 @@
 public import SoftchatCore
 import SoftchatJSON
 
-/// The engine's named deadlines for one relay (`RelayRuntime.timers`).
+/// The engine's named deadlines for one relay (`RelayRuntime.timers`). `handle(.timer)` runs
+/// the handler of each one that expired (`SyncEngine.timerExpired(_:relay:)`), relay by relay,
+/// in the order of `allCases` — the order the checks ran in when every input ran all of them:
+/// the connection first (reconnect, the session's timers, AUTH, keepalive), then what rides on
+/// it (NIP-77, deeper windows, REQs), then publishing.
 enum EngineTimer: String, CaseIterable, Sendable {
     /// The backoff before the next connection attempt ends.
     case reconnect
     /// An event written to the relay reaches its acknowledgement deadline (the session's).
     case acknowledgement
-    /// The wait for a NIP-42 challenge before the first write ends.
-    case authenticationGrace
     /// Our AUTH went unanswered for a second (some relays never answer a good one).
     case authenticationAnswer
-    /// A REQ that may have been refused (a NOTICE came, or the relay's limit) is sent again.
-    case refusedRequestRetry
+    /// An idle connection is pinged, or a ping's read deadline ends.
+    case keepalive
+    /// A NIP-77 message goes unanswered for the negentropy deadline.
+    case negentropyAnswer
+    /// A subscription synced by paging gets its deeper window (`deepResyncIntervalSeconds`,
+    /// kept in Unix seconds with the sync state, converted here) while its connection stays up.
+    case deeperResync
     /// A one-shot REQ (a page, an ahead REQ, a fetch by ids) silent past its deadline without its
     /// EOSE is given up: closed, its slot freed, and asked again after a backoff.
     case requestAnswer
-    /// A one-shot REQ asked again after its deadline waits out its backoff in the queue.
-    case requestBackoff
+    /// A REQ that may have been refused (a NOTICE came, or the relay's limit) is sent again.
+    case refusedRequestRetry
     /// A page the relay closed with `error:`, `rate-limited:` or for its limit, or left
     /// unanswered, is asked again (the wait doubling per failure of the same page).
     case closedPageRetry
-    /// A NIP-77 message goes unanswered for the negentropy deadline.
-    case negentropyAnswer
-    /// An idle connection is pinged, or a ping's read deadline ends.
-    case keepalive
+    /// A one-shot REQ asked again after its deadline waits out its backoff in the queue.
+    case requestBackoff
+    /// The wait for a NIP-42 challenge before the first write ends.
+    case authenticationGrace
     /// A pause in claiming after the relay said "later" ends.
     case claimPause
     /// A held lease is renewed (at half its duration).
     case leaseRenewal
-    /// A subscription synced by paging gets its deeper window (`deepResyncIntervalSeconds`,
-    /// kept in Unix seconds with the sync state, converted here) while its connection stays up.
-    case deeperResync
 }
 
 /// Everything the engine keeps for one relay.
@@ -64,8 +68,10 @@ struct RelayRuntime {
     var subscriptions: [String: SubscriptionRuntime] = [:]
     /// Session subscription id of a page → the policy subscription it pages.
     var pageOwner: [String: String] = [:]
-    /// One-shot REQs for events dated after a window (future-dated ones): closed at their EOSE.
-    var aheadREQs: Set<String> = []
+    /// Session subscription id of a one-shot REQ for events dated after a window (future-dated
+    /// ones) → the policy subscription it asks for, as `pageOwner` is for pages: closed at its
+    /// EOSE, asked again for its owner when unanswered.
+    var aheadREQs: [String: String] = [:]
 
     /// The REQ budget (SyncEngine+Requests, RequestBudget).
     var requests = RequestBudget()
@@ -94,10 +100,17 @@ struct RelayRuntime {
     init(url: String) { self.url = url }
 
     /// Every deadline the engine keeps for this relay, by name, on the one monotonic clock (the
-    /// session's acknowledgement deadline, kept in Unix seconds, is converted here). The engine's
-    /// `pollTimeout()` is the earliest entry over all relays. `handle(.timer)` does nothing of its
-    /// own: every input runs the engine's service pass, which serves whatever is due (the
-    /// per-timer dispatch quinn's `handle_timeout` does is still to come, issue 45).
+    /// session's deadlines and the deeper windows, kept in Unix seconds, are converted here from
+    /// `now`: one not yet due on the wall clock always lies ahead). The engine's `pollTimeout()`
+    /// is the earliest entry over all relays; `handle(.timer)` runs the handler of each entry due
+    /// (`SyncEngine.timerExpired(_:relay:)`), as quinn's `handle_timeout` does, and no other
+    /// input looks at the table. Each handler acts or moves its deadline, so no entry stays at or
+    /// before `now` once its handler ran (the host would call `.timer` again at once, for ever).
+    /// Three entries are here only while ahead of `now` — the challenge window
+    /// (`authenticationGrace`), a REQ's backoff (`requestBackoff`) and a claim pause
+    /// (`claimPause`): past their instant nothing is left but what the engine's progress pass
+    /// does after every input (write, send a queued REQ as the budget has room, claim), so
+    /// `handle(.timer)` finds them in the table as it stood at the previous input.
     func timers(now: EngineTime, configuration: SyncEngineConfiguration) -> [EngineTimer: Int64] {
         var table: [EngineTimer: Int64] = [:]
         func set(_ timer: EngineTimer, _ t: Int64?) { if let t { table[timer] = t } }

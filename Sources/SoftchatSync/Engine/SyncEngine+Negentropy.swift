@@ -22,11 +22,11 @@ extension SyncEngine {
             silenceRecheckSeconds: configuration.negentropySilenceRecheckSeconds)
     }
 
-    /// The largest binary negentropy message that fits the relay's frames as hex, or nil when
-    /// that is below the protocol's 4,096-byte floor.
+    /// The largest binary negentropy message that fits the relay's frames as hex (the session's
+    /// frame, `frameBytes`, less 256 bytes for the NEG-MSG around it, halved), or nil when that is
+    /// below the protocol's 4,096-byte floor.
     func negentropyFrameLimit(_ r: Int) -> Int? {
-        let frame = min(relays[r].limits?.maxMessageLength ?? RelayWireContract.maxFrameBytes.value, RelayWireContract.maxFrameBytes.value)
-        let limit = (frame - 256) / 2
+        let limit = (frameBytes(r) - 256) / 2
         return limit >= 4096 ? limit : nil
     }
 
@@ -278,10 +278,14 @@ extension SyncEngine {
             .contains { t.contains($0) }
     }
 
-    /// Unanswered negentropy past the deadline.
+    /// Unanswered negentropy past the deadline (the `negentropyAnswer` timer): each late NEG
+    /// subscription is given up, so no wait is left past its deadline.
     func negentropyDeadlines(_ r: Int, _ mono: Int64) {
         let late = relays[r].neg.late(now: mono, deadline: configuration.negentropyDeadlineMilliseconds)
         guard !late.isEmpty else { return }
+        // A late wait no NEG subscription owns (nothing to give up) is forgotten: it would keep
+        // the timer due for ever.
+        defer { for negID in late where relays[r].neg.owners[negID] == nil { relays[r].neg.forgetWait(negID) } }
         if !relays[r].neg.heard {
             // Silence is weak evidence (a busy relay, an answer lost; nostr-relay ignores the
             // frames): this connection pages, and it is remembered for

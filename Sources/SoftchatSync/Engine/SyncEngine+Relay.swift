@@ -194,7 +194,7 @@ extension SyncEngine {
             relays[r].subscriptions[id]!.connectedAt = now.unixSeconds
             relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds, deepResyncInterval: configuration.deepResyncIntervalSeconds)
             let ahead = Self.aheadID(stem: relays[r].subscriptions[id]!.stem, attempt: 1)
-            relays[r].aheadREQs.insert(ahead)
+            relays[r].aheadREQs[ahead] = id
             request(r, id: ahead, filtersJSON: relays[r].subscriptions[id]!.aheadFilters(now: now.unixSeconds))
             if negentropy { beginNegentropy(r, id) } else { advanceSync(r, id) }
         }
@@ -218,9 +218,10 @@ extension SyncEngine {
     /// When (issue 45, path 6: each retry had a new id and the session's backoff counted per id,
     /// so a page the relay kept closing was asked every second, for ever):
     /// - `error:`, `rate-limited:`, the relay's limit, or no answer: after
-    ///   `retryDelayMilliseconds(failures:)` — the reconnect schedule, doubling per failure of the
-    ///   same page in a row up to the reconnect maximum, where it stays; at the `refusalTries`-th
-    ///   the window is reported refused;
+    ///   `retrySchedule.delayMilliseconds(attempt:)` of the failures of the same page in a row —
+    ///   the reconnect schedule (`ReconnectBackoff`) without jitter: the reconnect base, doubling
+    ///   per failure up to the reconnect maximum, where it stays; at the `refusalTries`-th the
+    ///   window is reported refused;
     /// - `auth-required:`: once the relay accepts our AUTH, not on a clock (at once if it already
     ///   has, once); refused when this engine does not authenticate here;
     /// - anything else (`blocked:`, `restricted:`, `invalid:`, no prefix): refused, the window
@@ -265,13 +266,13 @@ extension SyncEngine {
                 refusal = "\(cause) although our AUTH was accepted; the window stays open until the next connection"
             }
         } else if retryable {
-            let delay = retryDelayMilliseconds(failures: tries)
+            let delay = retrySchedule.delayMilliseconds(attempt: tries)
             sub.pageHold = .retryAt(mono + delay)
             if tries == 1 {
                 notice = "\(owner): \(cause); it is asked again whole in \(delay) ms, the wait doubling per failure in a row"
             }
             if tries == Self.refusalTries {
-                let longest = retryDelayMilliseconds(failures: Int.max) / 1_000
+                let longest = retrySchedule.delayMilliseconds(attempt: Int.max) / 1_000
                 refusal = "\(cause), \(tries) times in a row; not synced, it is asked again every \(longest) s at most"
             }
         } else {
@@ -462,16 +463,16 @@ extension SyncEngine {
                     relays[r].subscriptions[owner]?.sync.forget(eventID: eventID)
                     relays[r].subscriptions[owner]?.windowEvents -= 1
                 }
-                // Events for a REQ we just closed (the relay sent them before our CLOSE
-                // reached it) are no news.
+                // A REQ closed before its last 32 closings (the session still takes events of
+                // those, verified against their filters): such an event is no news to report.
                 guard
                     relays[r].pageOwner[subscriptionID] != nil || relays[r].requests.liveChunks[subscriptionID] != nil
-                        || relays[r].aheadREQs.contains(subscriptionID)
+                        || relays[r].aheadREQs[subscriptionID] != nil
                 else { continue }
                 report(.notice(relayURL: relays[r].url, "event \(eventID) on \(subscriptionID) refused: \(reason)"))
             case .endOfStoredEvents(let subscriptionID):
                 requestHeard(r, subscriptionID)
-                if relays[r].aheadREQs.remove(subscriptionID) != nil {
+                if relays[r].aheadREQs.removeValue(forKey: subscriptionID) != nil {
                     try? relays[r].session?.unsubscribe(id: subscriptionID)
                     requestEnded(r, subscriptionID)
                     continue
@@ -592,56 +593,127 @@ extension SyncEngine {
 
     // MARK: Timers and output
 
-    /// Everything due at `now`, then every frame the sessions have ready.
-    func service() {
-        let mono = now.monotonicMilliseconds
+    /// After every input: relay by relay, each timer that expired since `expiredSince` (only for
+    /// `.timer`; nil for any other input), then the progress the input may have allowed.
+    func service(expiredSince: EngineTime?) {
         for r in relays.indices {
-            switch relays[r].phase {
-            case .backingOff(let until) where mono >= until && !stopping:
-                connect(r)
-            case .connected:
-                serviceConnected(r, mono)
-            default:
-                break
+            if let previous = expiredSince {
+                for timer in expiredTimers(r, since: previous) { timerExpired(timer, relay: r) }
             }
+            makeProgress(r)
+        }
+    }
+
+    /// Relay `r`'s timers due at `now`, in `EngineTimer.allCases` order: those at or before `now`
+    /// in its table as `pollTimeout()` saw it (at `previous`, the clocks of the last input) or as
+    /// it stands now (the wall clock may have moved a Unix-second deadline since).
+    func expiredTimers(_ r: Int, since previous: EngineTime) -> [EngineTimer] {
+        let mono = now.monotonicMilliseconds
+        let before = relays[r].timers(now: previous, configuration: configuration)
+        let current = relays[r].timers(now: now, configuration: configuration)
+        return EngineTimer.allCases.filter { timer in
+            before[timer].map { $0 <= mono } == true || current[timer].map { $0 <= mono } == true
+        }
+    }
+
+    /// Runs what timer `timer` of relay `r` waited for. A handler may find nothing to do (the
+    /// state moved since the table was read, or the wall clock is behind a Unix-second deadline:
+    /// its entry, converted from the current clocks, then lies ahead); but none leaves its
+    /// entry at or before `now`, or the host would call `.timer` again at once, for ever. How
+    /// each keeps that is said per case.
+    func timerExpired(_ timer: EngineTimer, relay r: Int) {
+        let mono = now.monotonicMilliseconds
+        switch timer {
+        case .reconnect:
+            // Moves: `connect` makes the relay `connecting`; one the session refuses backs off
+            // again from now.
+            guard case .backingOff(let until) = relays[r].phase, mono >= until, !stopping else { return }
+            connect(r)
+            if case .backingOff(let still) = relays[r].phase, still <= mono {
+                relays[r].phase = .backingOff(until: mono + retrySchedule.delayMilliseconds(attempt: 1))
+            }
+        case .acknowledgement:
+            // Moves: `handleTimeout` times out each event past its deadline (or starts one that
+            // had none), ends the AUTH wait, queues each due subscription retry (or puts it a base
+            // delay later) and offers a waiting challenge, so its `pollTimeout()` lies ahead.
+            // Nothing while the wall clock is behind it: the entry lies ahead then.
+            guard relays[r].phase == .connected, let session = relays[r].session,
+                let due = session.pollTimeout(), now.unixSeconds >= due
+            else { return }
+            do { process(r, try session.handleTimeout(now: now.unixSeconds)) } catch {
+                report(.notice(relayURL: relays[r].url, "handleTimeout refused: \(error.message)"))
+            }
+        case .authenticationAnswer:
+            // Moves: silence taken as acceptance ends the wait.
+            guard relays[r].phase == .connected, relays[r].authentication.silentlyAccepted(now: mono) else { return }
+            // No answer to our AUTH: some relays stay silent on success (nostr-relay does).
+            setState(r, .ready)
+            authenticationAccepted(r)
+        case .keepalive:
+            // Moves: a ping waits for its read deadline; a ping unanswered that long ends the
+            // connection (its timers go with it).
+            guard relays[r].phase == .connected else { return }
+            switch relays[r].keepalive.poll(
+                now: mono, interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds)
+            {
+            case .lost:
+                push(.action(.close(relay: r)))
+                lost(r, reason: "no answer to a keepalive ping within \(configuration.readDeadlineMilliseconds) ms")
+            case .nothing:
+                break
+            case .ping:
+                push(.action(.ping(relay: r)))
+                // Intents another process committed to the same account file send no wake to
+                // this one: look for work on the keepalive's wakeup (the progress pass claims),
+                // so nothing waits for a reconnect.
+                relays[r].delivery.needsClaim = true
+            }
+        case .negentropyAnswer:
+            // Moves: each late NEG subscription is given up (closed, its wait forgotten).
+            guard relays[r].phase == .connected else { return }
+            negentropyDeadlines(r, mono)
+        case .deeperResync:
+            // Moves: each due subscription opens its deeper window (none is due while one is
+            // open, and the next is an interval after this one). Nothing while the wall clock is
+            // behind it: the entry lies ahead then.
+            guard relays[r].phase == .connected else { return }
+            deeperResyncs(r)
+        case .requestAnswer:
+            // Moves: each overdue one-shot is ended, its deadline with it.
+            requestDeadlines(r, mono)
+        case .refusedRequestRetry:
+            // Moves: each due suspect is sent again (no longer a suspect) or, without room,
+            // waits another round from now.
+            retrySuspects(r, mono)
+        case .closedPageRetry:
+            // Moves: each due page's hold is lifted and the page asked again.
+            retryClosedPages(r, mono)
+        case .requestBackoff:
+            // In the table only while ahead: a REQ whose backoff passed goes now if the budget
+            // has room, else when a slot frees (`requestEnded`).
+            sendQueuedRequests(r)
+        case .authenticationGrace:
+            // In the table only while ahead: what waited for the window, the progress pass after
+            // the timers writes.
+            break
+        case .claimPause:
+            // In the table only while ahead: the progress pass after the timers claims.
+            break
+        case .leaseRenewal:
+            // Moves: the due lease goes to the account, and no renewal is due while one is asked.
             if let claim = relays[r].delivery.renewalDue(now: mono) { push(.account(.renew(claim), .renew(relay: r))) }
         }
     }
 
-    func serviceConnected(_ r: Int, _ mono: Int64) {
-        guard let session = relays[r].session else { return }
-        if let due = session.pollTimeout(), now.unixSeconds >= due {
-            do { process(r, try session.handleTimeout(now: now.unixSeconds)) } catch {
-                report(.notice(relayURL: relays[r].url, "handleTimeout refused: \(error.message)"))
-            }
-        }
-        if relays[r].authentication.silentlyAccepted(now: mono) {
-            // No answer to our AUTH: some relays stay silent on success (nostr-relay does).
-            setState(r, .ready)
-            authenticationAccepted(r)
-        }
-        switch relays[r].keepalive.poll(
-            now: mono, interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds)
-        {
-        case .lost:
-            push(.action(.close(relay: r)))
-            lost(r, reason: "no answer to a keepalive ping within \(configuration.readDeadlineMilliseconds) ms")
-            return
-        case .nothing:
-            break
-        case .ping:
-            push(.action(.ping(relay: r)))
-            // Intents another process committed to the same account file send no wake to this
-            // one: look for work on the keepalive's wakeup, so nothing waits for a reconnect.
-            relays[r].delivery.needsClaim = true
-        }
-        negentropyDeadlines(r, mono)
-        deeperResyncs(r)
-        requestDeadlines(r, mono)
-        retrySuspects(r, mono)
-        retryClosedPages(r, mono)
+    /// What any input may have made ready on a connected relay, none of it on a clock: queued
+    /// REQs go as the budget has room (a REQ ended, a NIP-77 session closed); and once the
+    /// challenge window allows writing, work is claimed when it waits (`maybeClaim`: a wake, a
+    /// decision, an account answer), then the NEG frames and the session's frames are written.
+    func makeProgress(_ r: Int) {
+        guard relays[r].phase == .connected, relays[r].session != nil else { return }
         // Queued REQs whose backoff ended go as the budget has room.
         sendQueuedRequests(r)
+        let mono = now.monotonicMilliseconds
         guard relays[r].authentication.mayWrite(now: mono), relays[r].phase == .connected else { return }
         maybeClaim(r, mono)
         drainNegentropy(r)

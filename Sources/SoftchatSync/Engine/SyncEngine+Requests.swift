@@ -44,20 +44,11 @@ extension SyncEngine {
     /// The EOSE deadline of a one-shot REQ, in milliseconds (`requestDeadlineMilliseconds`).
     var requestDeadline: Int64 { min(max(1, configuration.requestDeadlineMilliseconds), Int64.max / 4) }
 
-    /// The wait before a page or a REQ is asked again after its `failures`-th failure in a row:
-    /// the session's reconnect schedule without jitter (its base, doubling, capped at its
-    /// maximum), in milliseconds.
-    func retryDelayMilliseconds(failures: Int) -> Int64 {
-        let base = min(max(1, configuration.session.reconnectBaseDelaySeconds), Int64.max / 4_000) * 1_000
-        let cap = max(base, min(configuration.session.reconnectMaxDelaySeconds, Int64.max / 4_000) * 1_000)
-        var delay = base
-        var k = 1
-        while k < failures && delay < cap {
-            delay *= 2
-            k += 1
-        }
-        return min(delay, cap)
-    }
+    /// The schedule a page or a REQ is asked again on: the sessions' reconnect schedule
+    /// (`configuration.session`'s base, doubling, maximum), without jitter: after the `n`-th
+    /// failure in a row, `retrySchedule.delayMilliseconds(attempt: n)`. Only ever read while a
+    /// session runs on that configuration (so it is a valid one).
+    var retrySchedule: ReconnectBackoff { ReconnectBackoff(config: configuration.session) }
 
     /// Subscriptions the relay holds for us now: live REQs, one-shots sent, NIP-77 sessions.
     func requestsInUse(_ r: Int) -> Int { relays[r].requests.inUse(negotiations: relays[r].neg.openCount) }
@@ -97,7 +88,7 @@ extension SyncEngine {
             relays[r].subscriptions[owner]?.refused = true
             report(.notice(relayURL: relays[r].url, "\(owner): a page cannot be sent; its window stays open until the next connection"))
         } else {
-            relays[r].aheadREQs.remove(id)
+            relays[r].aheadREQs.removeValue(forKey: id)
         }
     }
 
@@ -156,8 +147,8 @@ extension SyncEngine {
             }
             try? relays[r].session?.unsubscribe(id: id)
             _ = relays[r].requests.ended(id)
-            if relays[r].aheadREQs.remove(id) != nil {
-                aheadUnanswered(r, id, request)
+            if let owner = relays[r].aheadREQs.removeValue(forKey: id) {
+                aheadUnanswered(r, owner: owner, request)
             } else if let owner = relays[r].neg.fetchOwner[id] {
                 report(
                     .notice(
@@ -173,11 +164,11 @@ extension SyncEngine {
     /// attempt after an unanswered one.
     static func aheadID(stem: String, attempt: Int) -> String { stem + "~ahead" + (attempt > 1 ? "\(attempt)" : "") }
 
-    /// Ahead REQ `id` went unanswered past its deadline: asked again under a new id (a late
-    /// answer to the old one is not taken for it) after the backoff; given up on this connection
-    /// after `refusalTries` asks (what it would bring is the next window's).
-    func aheadUnanswered(_ r: Int, _ id: String, _ request: OpenRequest) {
-        guard let sub = relays[r].subscriptions.values.first(where: { Self.aheadID(stem: $0.stem, attempt: request.attempt) == id }) else { return }
+    /// Subscription `owner`'s ahead REQ `request` went unanswered past its deadline: asked again
+    /// under a new id (a late answer to the old one is not taken for it) after the backoff; given
+    /// up on this connection after `refusalTries` asks (what it would bring is the next window's).
+    func aheadUnanswered(_ r: Int, owner: String, _ request: OpenRequest) {
+        guard let sub = relays[r].subscriptions[owner] else { return }
         guard request.attempt < Self.refusalTries else {
             report(
                 .notice(
@@ -186,11 +177,11 @@ extension SyncEngine {
             return
         }
         let next = Self.aheadID(stem: sub.stem, attempt: request.attempt + 1)
-        relays[r].aheadREQs.insert(next)
+        relays[r].aheadREQs[next] = owner
         relays[r].requests.enqueue(
             QueuedRequest(
                 id: next, filtersJSON: request.filtersJSON, attempt: request.attempt + 1,
-                notBefore: now.monotonicMilliseconds + retryDelayMilliseconds(failures: request.attempt)))
+                notBefore: now.monotonicMilliseconds + retrySchedule.delayMilliseconds(attempt: request.attempt)))
     }
 
     /// The live REQs: every subscription's live filters, packed into as few REQs as the filter
@@ -243,15 +234,10 @@ extension SyncEngine {
 
     // MARK: Frame sizes
 
-    /// The largest frame relay `r` takes, as the session enforces it: NIP-11's
-    /// `max_message_length` when it is at least `RelaySessionConfig.minimumMessageBytes` (a
-    /// smaller one could not carry a REQ and is not believed), never above relay.wire's bound.
-    func frameBytes(_ r: Int) -> Int {
-        guard let stated = relays[r].limits?.maxMessageLength, Int64(stated) >= RelaySessionConfig.minimumMessageBytes else {
-            return RelayWireContract.maxFrameBytes.value
-        }
-        return min(stated, RelayWireContract.maxFrameBytes.value)
-    }
+    /// The largest frame relay `r` takes: its session's `frameLimit`, which the session enforces
+    /// (relay.wire's bound, lowered to NIP-11's `max_message_length` when the session started
+    /// with one it believes, see `startSession`). No session, nothing is sent: relay.wire's bound.
+    func frameBytes(_ r: Int) -> Int { relays[r].session?.frameLimit ?? RelayWireContract.maxFrameBytes.value }
 
     /// Bytes of `,"since":9223372036854775807`: the session checks a REQ with a `since` added to
     /// every filter (what a resubscription may add), so REQs are sized with it.

@@ -175,11 +175,22 @@ public final class SyncEngine {
     /// Feeds what happened at `now`. An account reply is ignored when no account request awaits
     /// one.
     ///
+    /// `.timer` runs the handler of each of the relays' timers that expired by `now`, and only
+    /// those (`timerExpired(_:relay:)`, quinn's `handle_timeout`); no other input looks at a
+    /// deadline. After every input, timer or not, each connected relay makes the progress the
+    /// input may have allowed: queued REQs go as the budget has room, and once the challenge
+    /// window allows writing, work is claimed when it waits and the NEG and session frames are
+    /// written (`makeProgress(_:)`).
+    ///
     /// - Parameters:
     ///   - input: What happened.
     ///   - now: The clocks when it happened.
     public func handle(_ input: SyncEngineInput, now: EngineTime) {
+        // The clocks `pollTimeout()` answered with: a timer due at that reading is expired now,
+        // even one the table holds only while it is ahead (see `RelayRuntime.timers`).
+        let previous = self.now
         self.now = now
+        var expiredSince: EngineTime?
         switch input {
         case .account(let reply):
             guard let context = awaiting else { return }
@@ -235,9 +246,9 @@ public final class SyncEngine {
         case .stop:
             stop()
         case .timer:
-            break
+            expiredSince = previous
         }
-        service()
+        service(expiredSince: expiredSince)
     }
 
     /// The next thing to do, or nil (nothing now, or an account request is unanswered).
@@ -287,6 +298,10 @@ public final class SyncEngine {
     }
 
     /// When to call `handle(.timer, now:)`, in monotonic milliseconds; nil when nothing is timed.
+    /// Ask again after every `handle` and `pollAction()`: the earliest entry of every relay's
+    /// timer table (`RelayRuntime.timers`), which `handle(.timer)` serves entry by entry. A time
+    /// at or before now means at once; once `.timer` ran at it, it is never returned again for
+    /// the same reason (each handler acts or moves its deadline).
     ///
     /// - Returns: The earliest deadline of any relay, in monotonic milliseconds; nil when nothing
     ///   is timed.
