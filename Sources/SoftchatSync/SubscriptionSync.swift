@@ -482,6 +482,10 @@ public struct SubscriptionSync: Sendable, Hashable {
     /// - Parameter other: What another subscription of the same relay knows of its paging.
     public mutating func learn(from other: RelayPaging) { paging.learn(from: other) }
 
+    /// Learns the relay's cap again from `start`'s page size (`RelayPaging.relearnCap(from:)`),
+    /// at a new connection.
+    mutating func relearnCap(from start: RelayPaging) { paging.relearnCap(from: start) }
+
     /// Skips filters with nothing left to ask and completes the window after the last.
     private mutating func settle() {
         guard var window, window.page == nil else { return }

@@ -137,6 +137,17 @@ public struct RelayPaging: Sendable, Hashable {
         }
         if until == .unknown, untilRevision == 0, let untilConvention { until = untilConvention }
     }
+
+    /// Starts learning the cap again from `start`'s page size, when it is larger than the one
+    /// learned (the `until` convention and the largest page seen stay). A cap learned from
+    /// answers holds for the connection it was learned on: what answers behind a URL changes, and
+    /// answers cut short (a time or byte budget, events filtered out after `LIMIT`, an event sent
+    /// after its EOSE) look like a lower cap, which must not shrink every later page for good.
+    mutating func relearnCap(from start: RelayPaging) {
+        guard start.pageSize > pageSize else { return }
+        pageSize = start.pageSize
+        largestPage = min(largestPage, pageSize)
+    }
 }
 
 /// One REQ to send: a page of one filter of the subscription.

@@ -353,6 +353,31 @@ import Testing
         #expect(w.engine.relays[0].subscriptions["notes"]?.sync.paging.pageSize == 100)
     }
 
+    /// Found by the simulator (issue 45): answers cut short while more lies below (a time or byte
+    /// budget, events filtered out after `LIMIT`, an event sent after its EOSE) look like a lower
+    /// cap, and each lowered the learned page size, which nothing raised again: down to 1 event
+    /// per REQ for the engine's life. Now a cap is learned per connection: the next one starts
+    /// again from the page size configured (narrowed by NIP-11).
+    @Test func aCapLearnedFromAnswersCutShortIsLearnedAgainOnTheNextConnection() {
+        let w = EngineWorld()
+        w.account.policy = [("notes", [SyncEngineTests.notes], nil)]
+        let before = (0..<1_200).map { Fixtures.event(w.unix - 10_000 + Int64($0 / 3), content: "before \($0)") }
+        w.relays[0].stored = Self.newestFirst(before)
+        // Every answer cut by a budget to fewer events than asked.
+        w.relays[0].budgetCutRule = { _ in true }
+        w.start()
+        w.run(for: 60_000)
+        let shrunk = w.engine.relays[0].paging?.pageSize ?? 500
+        #expect(shrunk < 500, "learned \(shrunk)")
+        #expect(before.allSatisfy { w.account.events[$0.id] != nil })
+        w.relays[0].budgetCutRule = nil
+        w.cut(0)
+        w.unix += 600
+        w.run(for: 60_000)
+        #expect(w.engine.relays[0].paging?.pageSize == 500, "\(String(describing: w.engine.relays[0].paging))")
+        #expect(w.engine.relays[0].subscriptions["notes"]?.sync.paging.pageSize == 500)
+    }
+
     /// Path 5: a learned `until` convention that changed. The relay read `until` inclusively
     /// (learned from an event past the `until` asked), then exclusively (another backend behind
     /// the URL): each page boundary inside a second lost the rest of that second, 2 of 1,200 at

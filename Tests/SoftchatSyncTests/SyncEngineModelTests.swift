@@ -67,6 +67,9 @@ import Testing
             #expect(outcome.failures.isEmpty, "seed \(seed): \(outcome.failures.count) failures, e.g. \(outcome.failures.prefix(4))")
         }
         #expect(steps == Self.seedsPerChunk * Self.stepsPerSeed)
+        // The coverage table of this chunk, in the test log (`.build/swift-test.log` under
+        // scripts/test).
+        print("model coverage, chunk \(chunk), \(steps) steps: \(coverage.summary)")
         let missing = coverage.missing.filter { !Quirk.shortAnswers.contains($0) }
         #expect(missing.isEmpty, "chunk \(chunk): quirks never reached: \(missing); \(coverage.summary)")
         #expect(mostActions <= Self.actionBound, "chunk \(chunk): \(mostActions) actions in one pump")
@@ -74,13 +77,16 @@ import Testing
 
     /// Open finding (issue 45): relays that answer short of their cap while more lies below —
     /// events filtered out after `LIMIT`, answers cut by a time or byte budget, a stored event
-    /// sent after its EOSE, duplicates and events outside the range counted by the relay, a cap
-    /// or an `until` reading that changes mid-run — each make a page look capped when it was not, so the learned page
-    /// size falls, down to 1, and nothing raises it again; deeper windows then fall behind and
-    /// events stored late past the horizon are still missing after the tail (and some `synced`
-    /// reports come while a page's events are missing). The simulator plays them (`Quirk.shortAnswers`);
-    /// this run stays off until the engine learns its page size back.
-    @Test(.disabled("open finding: short answers drive the learned page size down for good (issue 45)"))
+    /// sent after its EOSE, duplicates and events outside the range, a cap or an `until` reading
+    /// that changes mid-run. The simulator plays them (`Quirk.shortAnswers`). Two losses they
+    /// caused are fixed (an event after its EOSE was dropped; a short page confirmed by one event
+    /// asked below it read a filtered answer as the end) and one collapse (each short answer
+    /// lowered the learned page size, down to 1, for the engine's life; now a cap is learned per
+    /// connection). Still failing, 4 of these 40 seeds at fa8aa00 + that change: events stored
+    /// late past the horizon missing after the tail (3 seeds), and a `synced` while a page's
+    /// events are missing on a relay capping at 5 (1 seed). This run stays off until they are
+    /// found.
+    @Test(.disabled("open finding: 4 of 40 seeds of relays answering short of their cap still lose (issue 45)"))
     func relaysThatAnswerShortOfTheirCapLoseNothing() {
         var coverage = QuirkCoverage()
         for seed in UInt64(1)...UInt64(Self.seedsPerChunk * Self.chunks) {

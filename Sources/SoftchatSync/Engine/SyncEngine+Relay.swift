@@ -190,7 +190,13 @@ extension SyncEngine {
         // The live REQs of every subscription together, then each one's ahead REQ and its sync's
         // next page, through the REQ budget.
         subscribeLive(r)
+        // A cap learned on an earlier connection is learned again on this one, from the page
+        // size configured and narrowed by NIP-11 (`RelayPaging.relearnCap(from:)`).
+        var start = configuration.paging(for: relays[r].url)
+        start.narrow(maxLimit: relays[r].limits?.maxLimit, untilConvention: nil)
+        relays[r].paging?.relearnCap(from: start)
         for id in relays[r].subscriptions.keys.sorted() {
+            relays[r].subscriptions[id]!.sync.relearnCap(from: start)
             relays[r].subscriptions[id]!.connectedAt = now.unixSeconds
             relays[r].subscriptions[id]!.sync.begin(now: now.unixSeconds, deepResyncInterval: configuration.deepResyncIntervalSeconds)
             let ahead = Self.aheadID(stem: relays[r].subscriptions[id]!.stem, attempt: 1)
