@@ -146,7 +146,6 @@ public struct RelayPaging: Sendable, Hashable {
     mutating func relearnCap(from start: RelayPaging) {
         guard start.pageSize > pageSize else { return }
         pageSize = start.pageSize
-        largestPage = min(largestPage, pageSize)
     }
 }
 
