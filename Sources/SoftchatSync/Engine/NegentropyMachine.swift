@@ -6,7 +6,7 @@ import SoftchatCore
 /// connection has shown (an answer heard, a query too big, silence).
 ///
 /// A value type with its own transitions and deadline; each reconciliation's own state is the
-/// subscription's `NegentropySync`. The engine (SyncEngine+Negentropy) sends, receives and
+/// subscription's `NegentropySync`. The engine (RelayRuntime+Negentropy) sends, receives and
 /// reports. Tested alone in `NegentropyMachineTests`.
 struct NegentropyMachine {
     /// What the account recorded about this relay's support.

@@ -124,59 +124,61 @@ extension SyncEngine {
     /// The most ids of events sent over our frame bound each relay remembers
     /// (`RelayRuntime.oversizedIDs`): 64 KiB of ids.
     static let oversizedIDsRemembered = 1_024
+}
 
+extension RelayRuntime {
     /// Relay `r` sent a message over our frame bound, skipped by the transport. No account can
     /// hold such an event (relay.wire's bound), so it is named in a notice; what matters is that
     /// it takes its place where it was sent: an event in a page's slot (so a page the relay cut
     /// at its cap still reads as full, and paging goes on below it), a fetched id as answered
     /// (so it is not asked for again and again), a NEG-MSG as the relay's "too big" (the
     /// reconciliation is split into smaller queries, as for NEG-ERR, or paged). An event of a
-    /// page or a fetch is also counted in its subscription's next `synced` report
+    /// page or a fetch is also counted in its subscription's next `synced` cx.report
     /// (`SyncOutcome.skipped`), and its id, when it reads as one, is remembered for the relay, so
     /// no later reconciliation fetches it again (issue 45, path 10).
-    func oversized(_ r: Int, _ message: OversizedMessage) {
-        relays[r].keepalive.heard(now.monotonicMilliseconds)
-        report(
+    mutating func oversized(_ cx: RelayContext, _ message: OversizedMessage) {
+        keepalive.heard(cx.now.monotonicMilliseconds)
+        cx.report(
             .notice(
-                relayURL: relays[r].url,
+                relayURL: url,
                 "relay sent a \(message.bytes)-byte message, over our frame bound: skipped (\(message.summary))"))
         guard let verb = message.verb, let subscriptionID = message.subscriptionID else { return }
         switch verb {
         case "EVENT":
-            requestHeard(r, subscriptionID)
+            requestHeard(cx, subscriptionID)
             // Only an id that reads as one (the head is the relay's word, unverified) is listed.
             let eventID = message.eventID.flatMap { id -> String? in NegentropyID(hex: id) == nil ? nil : id }
-            if let eventID { relays[r].oversizedIDs.insert(eventID) }
-            if let owner = relays[r].pageOwner[subscriptionID] {
-                relays[r].subscriptions[owner]?.sync.receivedOversized(eventID: message.eventID, createdAt: message.createdAt)
-                skipped(r, owner, .oversized, eventID: eventID)
+            if let eventID { oversizedIDs.insert(eventID) }
+            if let owner = pageOwner[subscriptionID] {
+                subscriptions[owner]?.sync.receivedOversized(eventID: message.eventID, createdAt: message.createdAt)
+                skipped(cx, owner, .oversized, eventID: eventID)
             }
-            if let owner = relays[r].neg.fetchOwner[subscriptionID], let id = message.eventID {
-                relays[r].subscriptions[owner]?.negentropy?.fetchReceived(id)
-                skipped(r, owner, .oversized, eventID: eventID)
+            if let owner = neg.fetchOwner[subscriptionID], let id = message.eventID {
+                subscriptions[owner]?.negentropy?.fetchReceived(id)
+                skipped(cx, owner, .oversized, eventID: eventID)
             }
         case "NEG-MSG":
-            guard let (id, part) = relays[r].neg.answered(subscriptionID) else { return }
-            relays[r].neg.closed(subscriptionID, frame: ClientRelayFrame.negClose(subscriptionID: subscriptionID).toJSON())
-            heardNegentropy(r, reason: "answered NEG-OPEN (over our frame bound)")
-            relays[r].neg.tooBig()
-            guard var reconciliation = relays[r].subscriptions[id]?.negentropy, reconciliation.split(part: part) else {
-                fallBack(r, id, reason: "a NEG-MSG over our frame bound")
-                sendQueuedRequests(r)
+            guard let (id, part) = neg.answered(subscriptionID) else { return }
+            neg.closed(subscriptionID, frame: ClientRelayFrame.negClose(subscriptionID: subscriptionID).toJSON())
+            heardNegentropy(cx, reason: "answered NEG-OPEN (over our frame bound)")
+            neg.tooBig()
+            guard var reconciliation = subscriptions[id]?.negentropy, reconciliation.split(part: part) else {
+                fallBack(cx, id, reason: "a NEG-MSG over our frame bound")
+                sendQueuedRequests(cx)
                 return
             }
-            relays[r].subscriptions[id]!.negentropy = reconciliation
-            openNegentropy(r)
-            sendQueuedRequests(r)
+            subscriptions[id]!.negentropy = reconciliation
+            openNegentropy(cx)
+            sendQueuedRequests(cx)
         default:
             break
         }
     }
 
     /// Subscription `id` on relay `r` left an event out of the account, for its next `synced`
-    /// report.
-    func skipped(_ r: Int, _ id: String, _ reason: SkipReason, eventID: String?) {
-        guard relays[r].subscriptions[id] != nil else { return }
-        SkippedEvents.record(reason, eventID: eventID, in: &relays[r].subscriptions[id]!.skipped)
+    /// cx.report.
+    mutating func skipped(_ cx: RelayContext, _ id: String, _ reason: SkipReason, eventID: String?) {
+        guard subscriptions[id] != nil else { return }
+        SkippedEvents.record(reason, eventID: eventID, in: &subscriptions[id]!.skipped)
     }
 }

@@ -2,7 +2,7 @@ public import SoftchatCore
 import SoftchatJSON
 
 /// The engine's named deadlines for one relay (`RelayRuntime.timers`). `handle(.timer)` runs
-/// the handler of each one that expired (`SyncEngine.timerExpired(_:relay:)`), relay by relay,
+/// the handler of each one that expired (`RelayRuntime.timerExpired(_:_:)`), relay by relay,
 /// in the order of `allCases` — the order the checks ran in when every input ran all of them:
 /// the connection first (reconnect, the session's timers, AUTH, keepalive), then what rides on
 /// it (NIP-77, deeper windows, REQs), then publishing.
@@ -38,7 +38,10 @@ enum EngineTimer: String, CaseIterable, Sendable {
     case leaseRenewal
 }
 
-/// Everything the engine keeps for one relay.
+/// Everything the engine keeps for one relay, and what it does with it: the engine routes each
+/// input to the relay it is for (`SyncEngine.withRelay(_:_:)`), and the relay's methods
+/// (`RelayRuntime+Connection`, `+Paging`, `+Timers`, `+Requests`, `+Negentropy`, `+Delivery`, `+Inputs`, `OversizedMessage`) work on
+/// their own state, reaching the engine only through a `RelayContext`.
 struct RelayRuntime {
     enum Phase: Equatable {
         /// Waiting for the policy or the NIP-11 document.
@@ -50,8 +53,9 @@ struct RelayRuntime {
     }
 
     let url: String
+    /// Its place in the engine's relays (`relay:` in inputs, actions and account contexts).
+    let index: Int
     var phase = Phase.starting
-    var reported = RelayConnectionState.connecting
     var session: RelaySession?
     var limits: RelayLimits?
     /// When NIP-11 was last asked for (monotonic milliseconds), and whether the answer is due.
@@ -73,11 +77,11 @@ struct RelayRuntime {
     /// EOSE, asked again for its owner when unanswered.
     var aheadREQs: [String: String] = [:]
 
-    /// The REQ budget (SyncEngine+Requests, RequestBudget).
+    /// The REQ budget (RelayRuntime+Requests, RequestBudget).
     var requests = RequestBudget()
 
     /// NIP-77 on this relay: the account's record, and this connection's reconciliations and
-    /// fetches (NegentropyMachine, SyncEngine+Negentropy).
+    /// fetches (NegentropyMachine, RelayRuntime+Negentropy).
     var neg = NegentropyMachine()
     /// Ids of events this relay sent over our frame bound, on any connection of this engine (the
     /// most recent `SyncEngine.oversizedIDsRemembered`): a reconciliation does not fetch them
@@ -97,13 +101,16 @@ struct RelayRuntime {
     var keepalive = Keepalive()
     var authentication = AuthenticationMachine()
 
-    init(url: String) { self.url = url }
+    init(url: String, index: Int) {
+        self.url = url
+        self.index = index
+    }
 
     /// Every deadline the engine keeps for this relay, by name, on the one monotonic clock (the
     /// session's deadlines and the deeper windows, kept in Unix seconds, are converted here from
     /// `now`: one not yet due on the wall clock always lies ahead). The engine's `pollTimeout()`
     /// is the earliest entry over all relays; `handle(.timer)` runs the handler of each entry due
-    /// (`SyncEngine.timerExpired(_:relay:)`), as quinn's `handle_timeout` does, and no other
+    /// (`RelayRuntime.timerExpired(_:_:)`), as quinn's `handle_timeout` does, and no other
     /// input looks at the table. Each handler acts or moves its deadline, so no entry stays at or
     /// before `now` once its handler ran (the host would call `.timer` again at once, for ever).
     /// Three entries are here only while ahead of `now` — the challenge window
@@ -209,7 +216,7 @@ struct SubscriptionRuntime {
     var pageID: String?
     var pageNumber = 0
     /// The relay closed the page or left it unanswered: why it is not in flight, and when it is
-    /// asked again (`SyncEngine.pageFailed`).
+    /// asked again (`RelayRuntime.pageFailed`).
     var pageHold: PageHold?
     /// Failures in a row of the same page on this connection (CLOSED or no answer by the
     /// deadline): its backoff's exponent. Back to 0 at the page's EOSE.
@@ -296,7 +303,7 @@ struct SubscriptionRuntime {
 }
 
 /// Why a subscription's page is not in flight while its window is open: the relay closed it or
-/// left it unanswered (`SyncEngine.pageFailed`). It is asked again whole (same `until`).
+/// left it unanswered (`RelayRuntime.pageFailed`). It is asked again whole (same `until`).
 enum PageHold: Equatable {
     /// At this monotonic time (ms): the backoff after a failure that may pass (`error:`,
     /// `rate-limited:`, the relay's limit, no answer by the deadline).

@@ -3,7 +3,7 @@ import SoftchatCore
 /// The REQ budget of one relay connection, as a value with its own transitions: how many
 /// subscriptions the relay holds for us, the one-shot REQs waiting for a slot, the ones open and
 /// whether each was heard. It never sends anything: the engine sends what it hands out and
-/// reports back (`SyncEngine+Requests` says why the budget exists).
+/// reports back (`RelayRuntime+Requests` says why the budget exists).
 ///
 /// `negotiations` in the calls below is the NIP-77 sessions open on the connection: they hold a
 /// relay subscription each, so they count toward the limit.

@@ -107,7 +107,10 @@ public struct SyncEngineConfiguration: Sendable {
 public final class SyncEngine {
     /// The configuration the engine was created with.
     public let configuration: SyncEngineConfiguration
+    /// The relays, in `relayURLs` order; reached only through `withRelay(_:_:)`.
     var relays: [RelayRuntime] = []
+    /// Per relay, the connection state last reported (what the overall state sums).
+    var reportedStates: [RelayConnectionState] = []
     var queue: [Step] = []
     var queueStart = 0
     var awaiting: Context?
@@ -166,7 +169,8 @@ public final class SyncEngine {
     public init(configuration: SyncEngineConfiguration, now: EngineTime) {
         self.configuration = configuration
         self.now = now
-        relays = configuration.relayURLs.map { RelayRuntime(url: $0) }
+        relays = configuration.relayURLs.indices.map { RelayRuntime(url: configuration.relayURLs[$0], index: $0) }
+        reportedStates = Array(repeating: .connecting, count: relays.count)
         queue.append(.account(.loadSubscriptions(relayURLs: configuration.relayURLs), .load))
     }
 
@@ -210,39 +214,12 @@ public final class SyncEngine {
                     }
                 for memberContext in members { accountReplied(.failed(error), memberContext) }
             }
-        case .relayInformation(let relay, let limits):
-            guard relays.indices.contains(relay), !stopping else { return }
-            relays[relay].informationPending = false
-            if let limits { report(.relayInformation(relayURL: relays[relay].url, limits)) }
-            if relays[relay].session == nil { startSession(relay, limits: limits) } else { informationArrived(relay, limits) }
-        case .opened(let relay):
+        case .relayInformation(let relay, _), .opened(let relay), .received(let relay, _), .oversized(let relay, _, _),
+            .alive(let relay), .bytesArrived(let relay), .written(let relay, _), .lost(let relay, _), .drop(let relay):
             guard relays.indices.contains(relay) else { return }
-            opened(relay)
-        case .received(let relay, let text):
-            guard relays.indices.contains(relay), relays[relay].phase == .connected else { return }
-            received(relay, text)
-        case .oversized(let relay, let head, let bytes):
-            guard relays.indices.contains(relay), relays[relay].phase == .connected else { return }
-            oversized(relay, OversizedMessage(head: head, bytes: bytes))
-        case .alive(let relay):
-            guard relays.indices.contains(relay) else { return }
-            relays[relay].keepalive.heard(now.monotonicMilliseconds)
-        case .bytesArrived(let relay):
-            guard relays.indices.contains(relay), relays[relay].phase == .connected else { return }
-            relays[relay].keepalive.bytesArrived(now.monotonicMilliseconds)
-        case .written(let relay, let token):
-            guard relays.indices.contains(relay) else { return }
-            written(relay, token)
-        case .lost(let relay, let reason):
-            guard relays.indices.contains(relay) else { return }
-            if !stopping { report(.connectionFailed(relayURL: relays[relay].url, reason)) }
-            lost(relay, reason: reason)
-        case .drop(let relay):
-            guard relays.indices.contains(relay), relays[relay].phase == .connected || relays[relay].phase == .connecting else { return }
-            push(.action(.close(relay: relay)))
-            lost(relay, reason: "connection dropped on request")
+            withRelay(relay) { $0.handle($1, input) }
         case .workAvailable:
-            for r in relays.indices { relays[r].delivery.needsClaim = true }
+            for r in relays.indices { withRelay(r) { $0.handle($1, input) } }
         case .stop:
             stop()
         case .timer:
@@ -289,7 +266,7 @@ public final class SyncEngine {
                 deliveriesQueued = false
                 flushDeliveries()
             case .confirmSent(let relay, let ids):
-                confirmSent(relay, ids)
+                withRelay(relay) { $0.confirmSent($1, ids) }
             case .finishStop:
                 finishStop()
             }
@@ -312,8 +289,8 @@ public final class SyncEngine {
             guard let t else { return }
             next = min(next ?? t, t)
         }
-        for r in relays.indices {
-            consider(relays[r].nextDeadline(now: now, configuration: configuration))
+        for relay in relays {
+            consider(relay.nextDeadline(now: now, configuration: configuration))
         }
         return next
     }
@@ -323,7 +300,7 @@ public final class SyncEngine {
 
     /// Per relay URL, its connection state and statistics.
     public var relayStates: [(url: String, state: RelayConnectionState, statistics: RelayStatistics)] {
-        relays.map { ($0.url, $0.reported, $0.statistics) }
+        relays.map { ($0.url, reportedStates[$0.index], $0.statistics) }
     }
 
     /// Per relay URL, per subscription id: true once a whole window was synced on this run.
@@ -344,6 +321,12 @@ public final class SyncEngine {
 
     func push(_ step: Step) { queue.append(step) }
 
+    /// Runs `body` on relay `r` with the context a relay's methods take: the one place the
+    /// engine reaches into a relay's state (see `RelayContext`).
+    func withRelay<T>(_ r: Int, _ body: (inout RelayRuntime, RelayContext) -> T) -> T {
+        body(&relays[r], RelayContext(engine: self))
+    }
+
     /// Queues a report for the host, its relay text bounded (`ManagedTransportEvent.bounded`).
     func report(_ event: ManagedTransportEvent) { push(.action(.report(event.bounded))) }
 
@@ -351,12 +334,12 @@ public final class SyncEngine {
     static let stopReason = "stopped by the host"
 
     func setState(_ relay: Int, _ state: RelayConnectionState) {
-        guard relays[relay].reported != state else { return }
-        relays[relay].reported = state
-        report(.relayState(relayURL: relays[relay].url, state))
+        guard reportedStates[relay] != state else { return }
+        reportedStates[relay] = state
+        report(.relayState(relayURL: configuration.relayURLs[relay], state))
         // The overall state follows; `stopped` is reported last of all, by `finishStop`.
         guard !stopping else { return }
-        let overall = ManagedTransportState.summing(relays.map { $0.reported }, stopReason: Self.stopReason)
+        let overall = ManagedTransportState.summing(reportedStates, stopReason: Self.stopReason)
         if overall != overallReported {
             overallReported = overall
             report(.state(overall))
@@ -386,56 +369,22 @@ public final class SyncEngine {
         case .load:
             guard case .subscriptions(let byRelay) = reply else { return }
             loaded = true
-            for r in relays.indices { relays[r].policy = byRelay[relays[r].url] ?? [] }
+            for r in relays.indices { withRelay(r) { relay, _ in relay.policy = byRelay[relay.url] ?? [] } }
             guard !stopping else { return }
             if configuration.negentropy {
                 push(.account(.loadNegentropySupport(relayURLs: configuration.relayURLs), .loadNegentropy))
             }
-            for r in relays.indices {
-                if configuration.fetchRelayInformation {
-                    setState(r, .fetchingInformation)
-                    askInformation(r)
-                } else {
-                    startSession(r, limits: nil)
-                }
-            }
-        case .claim(let relay):
-            if case .heldUntil(let unix) = reply {
-                // Another lease holds the work: ask again the moment it expires (never later than
-                // a lease from now, whatever the wall clock says).
-                let wait = min(max(0, unix - now.unixSeconds), configuration.leaseSeconds)
-                relays[relay].delivery.claimAnswered(pauseUntil: now.monotonicMilliseconds + wait * 1000 + 100)
-                return
-            }
-            relays[relay].delivery.claimAnswered()
-            guard case .claimed(let result) = reply else { return }
-            claimed(relay, result)
-        case .renew(let relay):
-            guard case .renewed(let claim) = reply else {
-                relays[relay].delivery.renewalFailed(stale: false, retryAt: now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000)
-                return
-            }
-            relays[relay].delivery.renewed(claim, renewAt: now.monotonicMilliseconds + configuration.leaseSeconds * 500)
-        case .markWritten:
+            for r in relays.indices { withRelay(r) { $0.start($1) } }
+        case .claim(let relay), .renew(let relay), .apply(let relay, _), .release(let relay, _), .items(let relay, _, _):
+            withRelay(relay) { $0.accountReplied($1, reply, context) }
+        case .markWritten, .recordNegentropy:
             break
-        case .apply(let relay, let results):
-            for r in results {
-                relays[relay].statistics.count(r.decision)
-                report(.delivery(relayURL: relays[relay].url, intentID: r.intentID, decision: r.decision))
-            }
-        case .release(let relay, let leaseID):
-            relays[relay].delivery.released(leaseID)
         case .commit(let events, let states):
             guard case .committed(let result) = reply else { return }
             committed(events, states, result)
         case .loadNegentropy:
             guard case .negentropySupport(let records) = reply else { return }
-            for r in relays.indices { relays[r].neg.record = records[relays[r].url] }
-        case .items(let relay, let subscription, let connection):
-            guard case .reconciliationItems(let items) = reply else { return }
-            itemsLoaded(relay, subscription, connection: connection, items: items)
-        case .recordNegentropy:
-            break
+            for r in relays.indices { withRelay(r) { relay, _ in relay.neg.record = records[relay.url] } }
         }
     }
 
@@ -443,61 +392,25 @@ public final class SyncEngine {
     /// durable state by cutting the connection (the relay's answers come again, the intents
     /// are claimed again once their lease ends).
     func accountFailed(_ error: SoftchatError, _ context: Context) {
-        func cut(_ relay: Int) {
-            report(.notice(relayURL: relays[relay].url, "account write failed: \(error.code.rawValue): \(error.message)"))
-            guard relays[relay].phase == .connected || relays[relay].phase == .connecting else { return }
-            push(.action(.close(relay: relay)))
-            lost(relay, reason: "account write failed")
-        }
         switch context {
         case .load:
             // Without the policy nothing can start.
-            for r in relays.indices {
-                report(.notice(relayURL: relays[r].url, "cannot read the subscription policy: \(error.code.rawValue): \(error.message)"))
+            for url in configuration.relayURLs {
+                report(.notice(relayURL: url, "cannot read the subscription policy: \(error.code.rawValue): \(error.message)"))
             }
             stop()
-        case .claim(let relay):
-            relays[relay].delivery.claimAnswered(pauseUntil: now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000)
-            report(.notice(relayURL: relays[relay].url, "claim failed: \(error.code.rawValue): \(error.message)"))
-        case .renew(let relay):
-            // Stale (`invalid_delivery_state`): another claim owns the work; drop ours. Else back off.
-            let stale = error.code == .invalidDeliveryState
-            relays[relay].delivery.renewalFailed(stale: stale, retryAt: now.monotonicMilliseconds + configuration.retryDelaySeconds * 1000)
-            report(
-                .notice(
-                    relayURL: relays[relay].url,
-                    stale
-                        ? "lease renewal refused as stale, its work was claimed again: \(error.message)"
-                        : "lease renewal failed, retried in \(configuration.retryDelaySeconds) s: \(error.code.rawValue): \(error.message)"))
-        case .markWritten(let relay):
-            // A stale claim: another claim owns those intents now; the relay's answers for them
-            // are applied by nobody here (the other claim publishes them again).
-            report(.notice(relayURL: relays[relay].url, "in-flight mark not applied: \(error.message)"))
-        case .apply(let relay, let results):
-            relays[relay].delivery.notApplied(results)
-            report(.notice(relayURL: relays[relay].url, "delivery results not applied: \(error.message)"))
+        case .claim(let relay), .renew(let relay), .markWritten(let relay), .apply(let relay, _), .release(let relay, _),
+            .items(let relay, _, _):
+            withRelay(relay) { $0.accountFailed($1, error, context) }
         case .loadNegentropy, .recordNegentropy:
             // Without the record the relay is asked again; a record not written is asked again.
-            report(.notice(relayURL: relays.first?.url ?? "", "negentropy support record: \(error.code.rawValue): \(error.message)"))
-        case .items(let relay, let subscription, let connection):
-            report(.notice(relayURL: relays[relay].url, "cannot read reconciliation items: \(error.code.rawValue): \(error.message)"))
-            if connection == relays[relay].neg.connection { fallBack(relay, subscription, reason: "reconciliation items unreadable") }
-        case .release(let relay, let leaseID):
-            // A stale lease releases nothing: forget it (its work is another claim's now).
-            relays[relay].delivery.released(leaseID)
+            report(.notice(relayURL: configuration.relayURLs.first ?? "", "negentropy support record: \(error.code.rawValue): \(error.message)"))
         case .commit(let events, let states):
-            for (relay, event) in events {
-                relays[relay].awaitingCommit -= 1
-                relays[relay].session?.ingestionFailed(event.id)
-            }
-            var involved = Set(events.map(\.relay))
-            for s in states { involved.insert(s.relay) }
+            var byRelay: [Int: [VerifiedEvent]] = [:]
+            for (relay, event) in events { byRelay[relay, default: []].append(event) }
+            for s in states where byRelay[s.relay] == nil { byRelay[s.relay] = [] }
             recent.removeAll()
-            for relay in involved {
-                // Back to what is durable: the pages are asked again.
-                relays[relay].reloadDurableStates()
-                cut(relay)
-            }
+            for relay in byRelay.keys.sorted() { withRelay(relay) { $0.commitFailed($1, byRelay[relay]!, error) } }
         }
     }
 
@@ -506,27 +419,14 @@ public final class SyncEngine {
     func stop() {
         guard !stopping else { return }
         stopping = true
-        for r in relays.indices {
-            if let session = relays[r].session, relays[r].phase != .stopped {
-                if let actions = try? session.cancel() { process(r, actions) }
-                if relays[r].phase == .connected || relays[r].phase == .connecting { push(.action(.close(relay: r))) }
-            }
-            relays[r].phase = .stopped
-        }
+        for r in relays.indices { withRelay(r) { $0.stop($1) } }
         queueIngestFlush()
         queueDeliveryFlush()
         push(.finishStop)
     }
 
     func finishStop() {
-        for r in relays.indices {
-            for claim in relays[r].delivery.releaseAll() {
-                push(.account(.release(claim), .release(relay: r, leaseID: claim.leaseID)))
-            }
-            try? relays[r].session?.close()
-            relays[r].session = nil
-            setState(r, .stopped)
-        }
+        for r in relays.indices { withRelay(r) { $0.finishStop($1) } }
         finished = true
         overallReported = .stopped(reason: Self.stopReason)
         report(.state(.stopped(reason: Self.stopReason)))
