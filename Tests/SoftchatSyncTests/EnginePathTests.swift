@@ -183,9 +183,10 @@ import Testing
         #expect(!w.synced(0, "crowd"))
         let relay = w.engine.relays[0]
         #expect(relay.subscriptions["notes"]?.live == .registered)
-        #expect(relay.subscriptions["crowd"]?.pageID == nil && !relay.pageOwner.values.contains("crowd"), "a page left in flight")
+        #expect(
+            relay.subscriptions["crowd"]?.pageID == nil && !(relay.connection?.pageOwner.values.contains("crowd") ?? false), "a page left in flight")
         #expect(!relay.requests.open.keys.contains { $0.hasPrefix("crowd") } && !relay.requests.queue.contains { $0.id.hasPrefix("crowd") })
-        #expect(!relay.aheadREQs.values.contains("crowd"))
+        #expect(relay.connection != nil && !relay.connection!.aheadREQs.values.contains("crowd"))
         #expect(notices.contains { $0.hasPrefix("live feed refused for crowd (not sent:") }, "\(notices)")
         #expect(notices.contains { $0.hasPrefix("crowd: a page cannot be sent") }, "\(notices)")
         #expect(w.relays[0].overStatedLimits.isEmpty, "\(w.relays[0].overStatedLimits)")
@@ -335,6 +336,31 @@ import Testing
         w.run(for: 60_000)
         #expect(w.engine.relays[0].requests.limit > learned, "still \(w.engine.relays[0].requests.limit) after a new connection")
         #expect(w.relays[0].mostSubscriptions > 5, "at most \(w.relays[0].mostSubscriptions) REQs open at once on the new connection")
+    }
+
+    /// What exists only while a relay is connected (`RelayConnection`: page and ahead-REQ owners,
+    /// text held back for a commit, the keepalive) lives in the connection and goes with it:
+    /// the state the engine used to reset field by field in `lost` cannot outlive a connection
+    /// by a forgotten reset. The relay sheds every ahead REQ, so owners are in flight when the
+    /// connection is cut; after the cut there is no connection state at all, and the next
+    /// connection starts from its own.
+    @Test func whatExistsOnlyWhileConnectedGoesWithTheConnection() {
+        let w = EngineWorld()
+        _ = SyncEngineTests.storeConversations(in: w, ids: ["a", "b"], eventsEach: 3, from: w.unix - 500)
+        w.relays[0].noAnswerRule = { id in id.contains("~ahead") ? .silence : nil }
+        w.start()
+        w.run(for: 1_000)
+        let before = w.engine.relays[0].connection
+        #expect(w.engine.relays[0].phase == .connected)
+        #expect(before?.aheadREQs.count == 2, "\(String(describing: before?.aheadREQs))")
+        w.cut(0)
+        #expect(w.engine.relays[0].phase != .connected)
+        #expect(w.engine.relays[0].connection == nil, "connection state outlived its connection")
+        w.run(for: 60_000)
+        #expect(w.engine.relays[0].phase == .connected)
+        let after = w.engine.relays[0].connection
+        #expect(after != nil)
+        #expect(after?.keepalive.lastHeard ?? 0 > before?.keepalive.lastHeard ?? .max, "the new connection keeps its own keepalive")
     }
 
     /// Path 4: a learned page cap that went down. The relay sent pages of 500 (learned: a page

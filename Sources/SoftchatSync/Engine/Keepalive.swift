@@ -30,9 +30,6 @@ struct Keepalive: Equatable {
     /// silence is counted again from the last of them.
     mutating func bytesArrived(_ now: Int64) { heard(now) }
 
-    /// A new connection, or one that was lost: no ping is outstanding.
-    mutating func reset() { pingSentAt = nil }
-
     /// When to ping: after at least one interval of silence, on a grid of the interval.
     func pingDue(_ interval: Int64) -> Int64 {
         let interval = max(1, interval)

@@ -137,7 +137,7 @@ extension RelayRuntime {
     /// (`SyncOutcome.skipped`), and its id, when it reads as one, is remembered for the relay, so
     /// no later reconciliation fetches it again (issue 45, path 10).
     mutating func oversized(_ cx: RelayContext, _ message: OversizedMessage) {
-        keepalive.heard(cx.now.monotonicMilliseconds)
+        connection?.keepalive.heard(cx.now.monotonicMilliseconds)
         cx.report(
             .notice(
                 relayURL: url,
@@ -149,7 +149,7 @@ extension RelayRuntime {
             // Only an id that reads as one (the head is the relay's word, unverified) is listed.
             let eventID = message.eventID.flatMap { id -> String? in NegentropyID(hex: id) == nil ? nil : id }
             if let eventID { oversizedIDs.insert(eventID) }
-            if let owner = pageOwner[subscriptionID] {
+            if let owner = connection?.pageOwner[subscriptionID] {
                 subscriptions[owner]?.sync.receivedOversized(eventID: message.eventID, createdAt: message.createdAt)
                 skipped(cx, owner, .oversized, eventID: eventID)
             }

@@ -8,7 +8,7 @@ extension SyncEngine {
 
     /// True when enough events wait for a commit that the host should run `pollAction()` now
     /// rather than at the end of its round of I/O (it batches commits by rounds otherwise).
-    public var wantsFlush: Bool { pendingIngest.count >= 256 || relays.contains { !$0.deferred.isEmpty } }
+    public var wantsFlush: Bool { pendingIngest.count >= 256 || relays.contains { $0.connection?.deferred.isEmpty == false } }
 
     /// Feeds text held back while the session was full, after a commit made room.
     func replayDeferred() {
@@ -62,12 +62,13 @@ extension SyncEngine {
 extension RelayRuntime {
     /// Feeds text held back while the session was full, as far as the room a commit made.
     mutating func replayDeferred(_ cx: RelayContext) {
-        guard !deferred.isEmpty, awaitingCommit < SyncEngine.deferAt else { return }
-        let texts = deferred
-        deferred.removeAll()
+        guard let texts = connection?.deferred, !texts.isEmpty, awaitingCommit < SyncEngine.deferAt else { return }
+        connection?.deferred.removeAll()
         for (i, text) in texts.enumerated() {
+            // Stops when the session is full again, or when the text lost the connection.
+            guard phase == .connected else { break }
             if awaitingCommit >= SyncEngine.deferAt {
-                deferred = Array(texts[i...])
+                connection?.deferred = Array(texts[i...])
                 break
             }
             received(cx, text)
@@ -214,9 +215,9 @@ extension RelayRuntime {
         }
         everConnected = true
         phase = .connected
+        connection = RelayConnection(openedAt: mono)
         neg.connected()
         let negentropy = wantsNegentropy(cx)
-        keepalive.heard(mono)
         let speaksAuth = limits?.supportsAuthentication ?? false
         // Whether this connection will answer a challenge at all (an identity, and the cleartext
         // policy): otherwise neither wait for one nor cx.report "authenticating".
@@ -237,7 +238,7 @@ extension RelayRuntime {
             subscriptions[id]!.connectedAt = cx.now.unixSeconds
             subscriptions[id]!.sync.begin(now: cx.now.unixSeconds, deepResyncInterval: cx.configuration.deepResyncIntervalSeconds)
             let ahead = SyncEngine.aheadID(stem: subscriptions[id]!.stem, attempt: 1)
-            aheadREQs[ahead] = id
+            connection?.aheadREQs[ahead] = id
             request(cx, id: ahead, filtersJSON: subscriptions[id]!.aheadFilters(now: cx.now.unixSeconds))
             if negentropy { beginNegentropy(cx, id) } else { advanceSync(cx, id) }
         }
@@ -276,16 +277,15 @@ extension RelayRuntime {
         guard phase == .connected || phase == .connecting, let session = session else { return }
         cx.report(.notice(relayURL: url, "connection lost: \(reason)"))
         delivery.connectionLost()
-        deferred.removeAll()
-        keepalive.reset()
         authentication.connectionLost()
         do {
             process(cx, try session.transportLost(now: cx.now.unixSeconds))
         } catch {
             cx.report(.notice(relayURL: url, "transportLost refused: \(error.message)"))
         }
-        pageOwner.removeAll()
-        aheadREQs.removeAll()
+        // The session schedules the reconnect, which drops the connection's state with the
+        // `connected` phase; one that refused to hear of the loss backs off all the same.
+        if phase == .connected { phase = .backingOff(until: cx.now.monotonicMilliseconds + cx.retrySchedule.delayMilliseconds(attempt: 1)) }
         negentropyLost(cx)
         withdrawRequests(cx)
         for id in subscriptions.keys.sorted() {
@@ -298,15 +298,15 @@ extension RelayRuntime {
 
     mutating func received(_ cx: RelayContext, _ text: String) {
         guard let session = session else { return }
-        keepalive.heard(cx.now.monotonicMilliseconds)
+        connection?.keepalive.heard(cx.now.monotonicMilliseconds)
         if SyncEngine.isNegentropyFrame(text) {
             receivedNegentropy(cx, text)
             return
         }
         // The session holds at most 1,024 events awaiting their commit: past half of that,
         // text waits here (in order) for the next commit instead of being refused.
-        if !deferred.isEmpty || awaitingCommit >= SyncEngine.deferAt {
-            deferred.append(text)
+        if connection?.deferred.isEmpty == false || awaitingCommit >= SyncEngine.deferAt {
+            connection?.deferred.append(text)
             cx.queueIngestFlush()
             return
         }
@@ -331,7 +331,7 @@ extension RelayRuntime {
     mutating func screen(_ cx: RelayContext, _ subscriptionID: String, _ eventID: String, _ createdAt: Int64) -> Bool {
         // An answer is coming, duplicates included: its REQ's deadline moves on.
         requestHeard(cx, subscriptionID)
-        if let owner = pageOwner[subscriptionID] {
+        if let owner = connection?.pageOwner[subscriptionID] {
             // Not a durable change: what a page in flight has counted is reset when a loaded
             // state asks the page again, so the state is written at page boundaries only (with
             // the events before them), not with every event.
@@ -368,20 +368,20 @@ extension RelayRuntime {
                 cx.ingest(event, from: index)
                 cx.queueIngestFlush()
             case .eventRejected(let subscriptionID, let eventID, let reason):
-                if let owner = pageOwner[subscriptionID] {
+                if let owner = connection?.pageOwner[subscriptionID] {
                     subscriptions[owner]?.sync.forget(eventID: eventID)
                     subscriptions[owner]?.windowEvents -= 1
                 }
                 // A REQ closed before its last 32 closings (the session still takes events of
                 // those, verified against their filters): such an event is no news to cx.report.
                 guard
-                    pageOwner[subscriptionID] != nil || requests.liveChunks[subscriptionID] != nil
-                        || aheadREQs[subscriptionID] != nil
+                    connection?.pageOwner[subscriptionID] != nil || requests.liveChunks[subscriptionID] != nil
+                        || connection?.aheadREQs[subscriptionID] != nil
                 else { continue }
                 cx.report(.notice(relayURL: url, "event \(eventID) on \(subscriptionID) refused: \(reason)"))
             case .endOfStoredEvents(let subscriptionID):
                 requestHeard(cx, subscriptionID)
-                if aheadREQs.removeValue(forKey: subscriptionID) != nil {
+                if connection?.aheadREQs.removeValue(forKey: subscriptionID) != nil {
                     try? session?.unsubscribe(id: subscriptionID)
                     requestEnded(cx, subscriptionID)
                     continue
@@ -395,7 +395,7 @@ extension RelayRuntime {
                     openNegentropy(cx)
                     continue
                 }
-                guard let owner = pageOwner.removeValue(forKey: subscriptionID) else { continue }
+                guard let owner = connection?.pageOwner.removeValue(forKey: subscriptionID) else { continue }
                 try? session?.unsubscribe(id: subscriptionID)
                 requestEnded(cx, subscriptionID)
                 subscriptions[owner]?.pageID = nil
@@ -408,7 +408,7 @@ extension RelayRuntime {
                 let forLimit = requests.isOpen(subscriptionID) && SyncEngine.saysTooManySubscriptions(message)
                 // Refused for the relay's limit: not this REQ's fault; it goes again in turn.
                 if forLimit { requestsRefused(cx) }
-                if let owner = pageOwner.removeValue(forKey: subscriptionID) {
+                if let owner = connection?.pageOwner.removeValue(forKey: subscriptionID) {
                     // Reported by pageFailed, once per page however often the relay closes it.
                     pageFailed(cx, subscriptionID, owner: owner, .closed(prefix: prefix, message: message))
                     continue

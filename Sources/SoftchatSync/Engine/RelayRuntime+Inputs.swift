@@ -24,10 +24,10 @@ extension RelayRuntime {
             guard phase == .connected else { return }
             oversized(cx, OversizedMessage(head: head, bytes: bytes))
         case .alive:
-            keepalive.heard(mono)
+            connection?.keepalive.heard(mono)
         case .bytesArrived:
             guard phase == .connected else { return }
-            keepalive.bytesArrived(mono)
+            connection?.keepalive.bytesArrived(mono)
         case .written(_, let token):
             written(cx, token)
         case .lost(_, let reason):

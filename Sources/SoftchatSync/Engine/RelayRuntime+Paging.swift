@@ -107,7 +107,7 @@ extension RelayRuntime {
             let pageID = sub.stem + "~p\(sub.pageNumber)"
             sub.pageID = pageID
             sub.dirty = true
-            pageOwner[pageID] = id
+            connection?.pageOwner[pageID] = id
             // Stored before it is sent: a REQ the session refuses ends the page at once
             // (`requestNotSent`), and that must not be written over.
             subscriptions[id] = sub

@@ -111,14 +111,14 @@ extension RelayRuntime {
         cx.report(.notice(relayURL: url, "cannot send REQ \(id): \(error.message)"))
         if let owner = neg.fetchOwner[id] {
             fallBack(cx, owner, reason: "fetch not sent: \(error.message)")
-        } else if let owner = pageOwner.removeValue(forKey: id) {
+        } else if let owner = connection?.pageOwner.removeValue(forKey: id) {
             subscriptions[owner]?.pageID = nil
             subscriptions[owner]?.sync.restarted()
             subscriptions[owner]?.pageHold = .refused
             subscriptions[owner]?.refused = true
             cx.report(.notice(relayURL: url, "\(owner): a page cannot be sent; its window stays open until the next connection"))
         } else {
-            aheadREQs.removeValue(forKey: id)
+            connection?.aheadREQs.removeValue(forKey: id)
         }
     }
 
@@ -161,13 +161,13 @@ extension RelayRuntime {
         guard phase == .connected else { return }
         for id in requests.overdue(now: mono) {
             guard let request = requests.open[id] else { continue }
-            if let owner = pageOwner.removeValue(forKey: id) {
+            if let owner = connection?.pageOwner.removeValue(forKey: id) {
                 pageFailed(cx, id, owner: owner, .unanswered)
                 continue
             }
             try? session?.unsubscribe(id: id)
             _ = requests.ended(id)
-            if let owner = aheadREQs.removeValue(forKey: id) {
+            if let owner = connection?.aheadREQs.removeValue(forKey: id) {
                 aheadUnanswered(cx, owner: owner, request)
             } else if let owner = neg.fetchOwner[id] {
                 cx.report(
@@ -193,7 +193,7 @@ extension RelayRuntime {
             return
         }
         let next = SyncEngine.aheadID(stem: sub.stem, attempt: request.attempt + 1)
-        aheadREQs[next] = owner
+        connection?.aheadREQs[next] = owner
         requests.enqueue(
             QueuedRequest(
                 id: next, filtersJSON: request.filtersJSON, attempt: request.attempt + 1,

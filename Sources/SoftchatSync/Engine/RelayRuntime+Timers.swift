@@ -52,10 +52,11 @@ extension RelayRuntime {
         case .keepalive:
             // Moves: a ping waits for its read deadline; a ping unanswered that long ends the
             // connection (its timers go with it).
-            guard phase == .connected else { return }
-            switch keepalive.poll(
-                now: mono, interval: cx.configuration.keepaliveIntervalMilliseconds, readDeadline: cx.configuration.readDeadlineMilliseconds)
-            {
+            guard
+                let due = connection?.keepalive.poll(
+                    now: mono, interval: cx.configuration.keepaliveIntervalMilliseconds, readDeadline: cx.configuration.readDeadlineMilliseconds)
+            else { return }
+            switch due {
             case .lost:
                 cx.push(.action(.close(relay: index)))
                 lost(cx, reason: "no answer to a keepalive ping within \(cx.configuration.readDeadlineMilliseconds) ms")

@@ -55,7 +55,13 @@ struct RelayRuntime {
     let url: String
     /// Its place in the engine's relays (`relay:` in inputs, actions and account contexts).
     let index: Int
-    var phase = Phase.starting
+    /// Where the connection stands. Leaving `connected` drops `connection`, whatever the cause
+    /// (lost, dropped, stopped): nothing of a connection outlives it by a forgotten reset.
+    var phase = Phase.starting {
+        didSet { if phase != .connected { connection = nil } }
+    }
+    /// What exists only while connected (`phase == .connected`), created by `opened(_:)`.
+    var connection: RelayConnection?
     var session: RelaySession?
     var limits: RelayLimits?
     /// When NIP-11 was last asked for (monotonic milliseconds), and whether the answer is due.
@@ -70,12 +76,6 @@ struct RelayRuntime {
     // Subscriptions: the account's policy for this relay, and the sync of each.
     var policy: [EngineSubscription] = []
     var subscriptions: [String: SubscriptionRuntime] = [:]
-    /// Session subscription id of a page → the policy subscription it pages.
-    var pageOwner: [String: String] = [:]
-    /// Session subscription id of a one-shot REQ for events dated after a window (future-dated
-    /// ones) → the policy subscription it asks for, as `pageOwner` is for pages: closed at its
-    /// EOSE, asked again for its owner when unanswered.
-    var aheadREQs: [String: String] = [:]
 
     /// The REQ budget (RelayRuntime+Requests, RequestBudget).
     var requests = RequestBudget()
@@ -94,11 +94,7 @@ struct RelayRuntime {
 
     /// Events handed out by the session and not yet confirmed (its bound is 1,024).
     var awaitingCommit = 0
-    /// Relay text held back while too many events await their commit, in arrival order.
-    var deferred: [String] = []
 
-    // Connection timers (monotonic ms).
-    var keepalive = Keepalive()
     var authentication = AuthenticationMachine()
 
     init(url: String, index: Int) {
@@ -137,7 +133,8 @@ struct RelayRuntime {
             set(.negentropyAnswer, neg.answerDeadline(configuration.negentropyDeadlineMilliseconds))
             set(
                 .keepalive,
-                keepalive.deadline(interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds))
+                connection?.keepalive.deadline(
+                    interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds))
             set(.claimPause, delivery.claimPauseDeadline(now: now.monotonicMilliseconds, publishes: configuration.publishes))
             set(
                 .deeperResync,
@@ -170,6 +167,24 @@ struct RelayRuntime {
             subscriptions[id] = sub.reloaded()
         }
     }
+}
+
+/// What a relay's connection holds while it is up, dropped whole when it ends (`RelayRuntime.phase`
+/// leaving `connected`): the REQs' owners, text held back for a commit, the keepalive.
+struct RelayConnection {
+    /// Session subscription id of a page → the policy subscription it pages.
+    var pageOwner: [String: String] = [:]
+    /// Session subscription id of a one-shot REQ for events dated after a window (future-dated
+    /// ones) → the policy subscription it asks for, as `pageOwner` is for pages: closed at its
+    /// EOSE, asked again for its owner when unanswered.
+    var aheadREQs: [String: String] = [:]
+    /// Relay text held back while too many events await their commit, in arrival order.
+    var deferred: [String] = []
+    /// When the relay was last heard, and the ping in flight (monotonic ms).
+    var keepalive = Keepalive()
+
+    /// A connection that opened at `now` (monotonic ms): heard then.
+    init(openedAt now: Int64) { keepalive.heard(now) }
 }
 
 /// Where a subscription's live REQ stands on the current connection.

@@ -433,34 +433,3 @@ public final class SyncEngine {
         push(.action(.stopped))
     }
 }
-
-/// A bounded set of recent ids (insertion order; the oldest leave first).
-struct RecentIDs {
-    let capacity: Int
-    private var set: Set<String> = []
-    private var order: [String] = []
-    private var start = 0
-
-    init(capacity: Int) { self.capacity = capacity }
-
-    func contains(_ id: String) -> Bool { set.contains(id) }
-
-    mutating func insert(_ id: String) {
-        guard set.insert(id).inserted else { return }
-        order.append(id)
-        if set.count > capacity {
-            set.remove(order[start])
-            start += 1
-            if start > capacity / 2 {
-                order.removeFirst(start)
-                start = 0
-            }
-        }
-    }
-
-    mutating func removeAll() {
-        set.removeAll()
-        order.removeAll()
-        start = 0
-    }
-}
