@@ -335,6 +335,19 @@ public final class RelaySession: Sendable {
         try run { m throws(SoftchatError) in try m.authenticate(event, now: now) }
     }
 
+    /// How many events the session holds for delivery (pending, written, or waiting for an
+    /// AUTH): the one record of what the session has, which the engine asks instead of keeping
+    /// a copy.
+    package var heldDeliveryCount: Int { machine.withLock { $0.deliveries.count } }
+
+    /// How many events the session handed out for persistence and has not heard the end of
+    /// (`confirmIngested`, `ingestionFailed`): the one count of them (its bound is
+    /// relay.ingestion's `maxAwaitingPersistence`).
+    package var awaitingPersistenceCount: Int { machine.withLock { $0.awaiting.count } }
+
+    /// Whether the session holds event `eventID` for delivery.
+    package func holdsDelivery(_ eventID: String) -> Bool { machine.withLock { $0.deliveries[eventID] != nil } }
+
     // MARK: Diagnostics
 
     /// A redacted diagnostic view (never content, challenges or keys). Works in every state.

@@ -1,8 +1,10 @@
 import SoftchatCore
 
 /// One relay's publishing as the engine keeps it between the account and the session: the
-/// claims held and their leases, which claim holds each event's intent, what the session has,
-/// what was written, and the decisions waiting for their commit.
+/// claims held and their leases, which claim holds each event's intent, what was marked in
+/// flight under each claim, and the decisions waiting for their commit. What the session holds
+/// is the session's to say (`RelaySession.holdsDelivery(_:)`, `heldDeliveryCount`): the machine
+/// is told, it keeps no copy.
 ///
 /// A value type with its own transitions; each returns what the engine must do about it (an
 /// account request, a report), and the engine does it. Tested alone in `DeliveryMachineTests`.
@@ -15,8 +17,6 @@ struct DeliveryMachine {
     private(set) var holder: [String: (lease: String, intent: String)] = [:]
     /// Events whose intent is durably in flight under their claim.
     private(set) var written: Set<String> = []
-    /// Events the session holds as pending or in flight.
-    private(set) var inSession: Set<String> = []
     /// Terminal answers that came after the event's retryable decision was applied (a late OK):
     /// applied when the intent is claimed again instead of publishing it again.
     private(set) var lateTerminal: [String: DeliveryDecision] = [:]
@@ -64,10 +64,11 @@ struct DeliveryMachine {
 
     // MARK: Claims
 
-    /// Whether a claim may go out now: one at a time, and only once the session's queue and
-    /// the results of the last one are drained, so the session's queue stays bounded.
-    func mayClaim(now: Int64) -> Bool {
-        needsClaim && !claiming && inSession.isEmpty && now >= claimPausedUntil && pendingResults.isEmpty
+    /// Whether a claim may go out now: one at a time, and only once the session's queue
+    /// (`sessionIdle`: it holds no delivery) and the results of the last one are drained, so the
+    /// session's queue stays bounded.
+    func mayClaim(now: Int64, sessionIdle: Bool) -> Bool {
+        needsClaim && !claiming && sessionIdle && now >= claimPausedUntil && pendingResults.isEmpty
     }
 
     /// How many intents to claim now, at most `batch` (the window never grows past it).
@@ -114,15 +115,16 @@ struct DeliveryMachine {
         case publish
     }
 
-    /// Takes one payload of the claim `lease`.
-    mutating func claimed(_ payload: DeliveryPayload, lease: String) -> Payload {
+    /// Takes one payload of the claim `lease`; `inSession` when the session still holds its
+    /// event (a claim after a retryable decision the session has not let go of).
+    mutating func claimed(_ payload: DeliveryPayload, lease: String, inSession: Bool = false) -> Payload {
         if let decision = lateTerminal.removeValue(forKey: payload.eventID) {
             return .settled(DeliveryResult(intentID: payload.intentID, decision: decision))
         }
         holder[payload.eventID] = (lease, payload.intentID)
         claimedCount[lease, default: 0] += 1
         written.remove(payload.eventID)
-        return inSession.contains(payload.eventID) ? .inSession : .publish
+        return inSession ? .inSession : .publish
     }
 
     /// The event will not be published under its claim (it does not read back, or the session
@@ -135,9 +137,6 @@ struct DeliveryMachine {
         guard !results.isEmpty else { return }
         pendingResults[lease, default: []] += results
     }
-
-    /// The session took these events.
-    mutating func published(_ eventIDs: [String]) { inSession.formUnion(eventIDs) }
 
     /// The session refused the batch: its events are let go, and no claim follows before `until`.
     mutating func publishRefused(_ eventIDs: [String], pauseUntil: Int64) {
@@ -162,13 +161,10 @@ struct DeliveryMachine {
         let id = decision.eventID
         var out = Decided()
         switch decision.state {
-        case .pending:
-            inSession.insert(id)
-            return out
-        case .inFlight:
+        case .pending, .inFlight:
             return out
         case .accepted, .rejected, .retryable:
-            inSession.remove(id)
+            break
         }
         if let sent = sentAt.removeValue(forKey: id), decision.state != .retryable { out.latency = now - sent }
         let lease = holder[id]?.lease
@@ -317,8 +313,8 @@ struct DeliveryMachine {
     // MARK: Deadlines
 
     /// When claiming resumes after a pause, if something waits for it.
-    func claimPauseDeadline(now: Int64, publishes: Bool) -> Int64? {
-        publishes && needsClaim && inSession.isEmpty && !claiming && claimPausedUntil > now ? claimPausedUntil : nil
+    func claimPauseDeadline(now: Int64, publishes: Bool, sessionIdle: Bool) -> Int64? {
+        publishes && needsClaim && sessionIdle && !claiming && claimPausedUntil > now ? claimPausedUntil : nil
     }
 
     /// When the next lease is renewed.

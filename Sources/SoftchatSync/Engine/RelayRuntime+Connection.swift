@@ -364,7 +364,6 @@ extension RelayRuntime {
             case .persistEvent(let subscriptionID, let event):
                 requestHeard(cx, subscriptionID)
                 statistics.eventsReceived += 1
-                awaitingCommit += 1
                 cx.ingest(event, from: index)
                 cx.queueIngestFlush()
             case .eventRejected(let subscriptionID, let eventID, let reason):

@@ -89,7 +89,6 @@ extension RelayRuntime {
     mutating func ingested(_ eventIDs: [String]) {
         for id in eventIDs {
             try? session?.confirmIngested(id)
-            awaitingCommit -= 1
         }
     }
 
@@ -117,7 +116,7 @@ extension RelayRuntime {
     }
 
     mutating func maybeClaim(_ cx: RelayContext, _ mono: Int64) {
-        guard cx.configuration.publishes, !cx.stopping, delivery.mayClaim(now: mono) else { return }
+        guard cx.configuration.publishes, !cx.stopping, delivery.mayClaim(now: mono, sessionIdle: sessionIdle) else { return }
         delivery.claimSent(now: mono, pace: cx.configuration.retryDelaySeconds * 1000)
         cx.push(
             .account(
@@ -137,7 +136,7 @@ extension RelayRuntime {
         var fresh: [VerifiedEvent] = []
         var settled: [DeliveryResult] = []
         for payload in result.payloads {
-            switch delivery.claimed(payload, lease: lease) {
+            switch delivery.claimed(payload, lease: lease, inSession: session?.holdsDelivery(payload.eventID) ?? false) {
             case .settled(let result):
                 settled.append(result)
                 continue
@@ -176,7 +175,6 @@ extension RelayRuntime {
         if !fresh.isEmpty, let session = session {
             do {
                 try session.publish(fresh)
-                delivery.published(fresh.map { $0.id })
             } catch {
                 delivery.publishRefused(
                     fresh.map { $0.id }, pauseUntil: cx.now.monotonicMilliseconds + cx.configuration.retryDelaySeconds * 1000)

@@ -135,10 +135,7 @@ extension RelayRuntime {
     /// session takes the events back, the sync states go back to what is durable (the pages are
     /// asked again), and the connection is cut, so the relay's answers come again.
     mutating func commitFailed(_ cx: RelayContext, _ events: [VerifiedEvent], _ error: SoftchatError) {
-        for event in events {
-            awaitingCommit -= 1
-            session?.ingestionFailed(event.id)
-        }
+        for event in events { session?.ingestionFailed(event.id) }
         reloadDurableStates()
         cx.report(.notice(relayURL: url, "account write failed: \(error.code.rawValue): \(error.message)"))
         guard phase == .connected || phase == .connecting else { return }

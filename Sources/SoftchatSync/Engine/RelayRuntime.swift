@@ -92,8 +92,9 @@ struct RelayRuntime {
     /// Publishing: claims, leases, decisions waiting for their commit (DeliveryMachine).
     var delivery = DeliveryMachine()
 
-    /// Events handed out by the session and not yet confirmed (its bound is 1,024).
-    var awaitingCommit = 0
+    /// Events handed out by the session and not yet confirmed (its bound is 1,024): the
+    /// session's count, asked, not mirrored.
+    var awaitingCommit: Int { session?.awaitingPersistenceCount ?? 0 }
 
     var authentication = AuthenticationMachine()
 
@@ -135,7 +136,9 @@ struct RelayRuntime {
                 .keepalive,
                 connection?.keepalive.deadline(
                     interval: configuration.keepaliveIntervalMilliseconds, readDeadline: configuration.readDeadlineMilliseconds))
-            set(.claimPause, delivery.claimPauseDeadline(now: now.monotonicMilliseconds, publishes: configuration.publishes))
+            set(
+                .claimPause, delivery.claimPauseDeadline(now: now.monotonicMilliseconds, publishes: configuration.publishes, sessionIdle: sessionIdle)
+            )
             set(
                 .deeperResync,
                 deeperResyncDue(interval: configuration.deepResyncIntervalSeconds).map {
@@ -145,6 +148,9 @@ struct RelayRuntime {
         set(.leaseRenewal, delivery.renewalDeadline)
         return table
     }
+
+    /// The session holds no delivery: its queue is drained (the condition of a new claim).
+    var sessionIdle: Bool { (session?.heldDeliveryCount ?? 0) == 0 }
 
     /// When the first of this relay's paged subscriptions is due its deeper window (Unix
     /// seconds): only those at rest (no window, no reconciliation) — a relay that speaks NIP-77
