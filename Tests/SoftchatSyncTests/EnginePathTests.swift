@@ -462,6 +462,36 @@ import Testing
         #expect(wholeOnly.world.account.events[wholeOnly.note.id] != nil, "sent again on the next connection")
     }
 
+    /// Paths 3 and 11 together: the REQ deadline counted only whole messages, as the keepalive
+    /// once did. A page whose first event is a large message on a slow link (bytes arriving for
+    /// 40 s, twice the REQ deadline) was given up at the deadline while its answer was coming —
+    /// closed, and asked again at every deadline, for ever on that link. Now bytes of a message
+    /// still arriving keep every REQ waiting; when the message is whole, the page it answers is
+    /// still open and takes it. (Without the bytes, the page is given up as before.)
+    @Test func aPageWhoseAnswerArrivesSlowlyIsNotGivenUpWhileItsBytesKeepComing() {
+        let w = EngineWorld()
+        w.account.policy = [("notes", [SyncEngineTests.notes], nil)]
+        w.relays[0].noAnswerRule = { id in id.contains("~p") ? .silence : nil }
+        w.start()
+        w.run(for: 1_000)
+        guard let (pageID, _) = w.engine.relays[0].connection?.pageOwner.first(where: { $0.value == "notes" }) else {
+            Issue.record("no page in flight")
+            return
+        }
+        let note = Fixtures.event(w.unix - 100, content: String(repeating: "x", count: 200_000))
+        for _ in 0..<40 {
+            w.handle(.bytesArrived(relay: 0))
+            w.advance(1_000)
+        }
+        #expect(w.engine.relays[0].connection?.pageOwner[pageID] == "notes", "the page was given up while its answer was arriving")
+        // The message is whole, and the EOSE follows it.
+        w.inbox[0].append(RelayResponseFrame.event(subscriptionID: pageID, event: note).toJSON())
+        w.inbox[0].append(RelayResponseFrame.eose(subscriptionID: pageID).toJSON())
+        w.run(for: 5_000)
+        #expect(w.account.events[note.id] != nil)
+        #expect(w.opens == 1)
+    }
+
     /// Path 13: a relay that wants NIP-42 to take events and refuses our AUTH (`restricted:`).
     /// What it answered `auth-required:` after the refusal was held by the session for an AUTH
     /// nobody would send, left at its 15 s deadline as `timeout` (no pause, no retry budget), was

@@ -9,6 +9,20 @@ import Testing
         m.opened(negID, subscription: sub, part: part, frame: "[\"NEG-OPEN\",\"\(negID)\"]", now: now)
     }
 
+    /// A NEG-MSG longer than the deadline on a slow link: bytes of a message still arriving may
+    /// be its answer, so every wait counts from them, not from when the NEG message went out.
+    @Test func bytesOfAMessageStillArrivingRestartEveryNIP77Wait() {
+        var m = NegentropyMachine()
+        m.connected()
+        m.opened("a~n0", subscription: "a", part: 0, frame: "open a", now: 0)
+        m.opened("b~n0", subscription: "b", part: 0, frame: "open b", now: 4_000)
+        #expect(m.answerDeadline(10_000) == 10_000)
+        m.bytesArrived(now: 9_000)
+        #expect(m.answerDeadline(10_000) == 19_000)
+        #expect(m.late(now: 18_999, deadline: 10_000).isEmpty)
+        #expect(m.late(now: 19_000, deadline: 10_000) == ["a~n0", "b~n0"], "silence after the bytes still ends the wait")
+    }
+
     @Test func atMostFourOpenAtOnceAndOneAfterARelayFindsAQueryTooBig() {
         var m = NegentropyMachine()
         m.connected()

@@ -79,6 +79,9 @@ enum Quirk: String, CaseIterable, Hashable, Sendable {
     /// A group of account writes whose transaction rolled back (SQLite's automatic rollback on
     /// FULL, IOERR, NOMEM): every member is answered failed.
     case groupRolledBack
+    /// A large message on a slow link: its bytes take longer than the REQ and NIP-77 deadlines
+    /// to arrive (the host reports them, `bytesArrived`, about once a second), then it is whole.
+    case messageArrivedSlowly
 
     /// Relays that answer short of their cap while more lies below (and a cap or `until` reading
     /// changing mid-run):

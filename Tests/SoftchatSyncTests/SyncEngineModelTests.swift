@@ -260,6 +260,15 @@ import Testing
                 // as a whole (SQLite's automatic rollback): each member is answered failed.
                 w.relays[r].saw(.groupRolledBack)
                 w.account.failNextGroups += 1
+            case 84 where w.connected[r] && !w.inbox[r].isEmpty:
+                // The next message is large on a slow link: 25 to 45 s of bytes, past the REQ
+                // deadline (20 s) and the NIP-77 one (10 s), then it is whole.
+                w.relays[r].saw(.messageArrivedSlowly)
+                for _ in 0..<(25 + rng.below(21)) where w.connected[r] {
+                    w.handle(.bytesArrived(relay: r))
+                    w.advance(1_000)
+                }
+                w.deliver(r, max: 1)
             default:
                 w.completeOpens()
                 w.deliver(r)

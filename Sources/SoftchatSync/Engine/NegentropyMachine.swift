@@ -122,6 +122,13 @@ struct NegentropyMachine {
         return owner
     }
 
+    /// Bytes of a message arrived at `now` without completing it: it may be the answer of any
+    /// NEG message waiting, so each wait counts from now (a NEG-MSG longer than the deadline on
+    /// a slow link gave the reconciliation up, or recorded the relay as not speaking NIP-77).
+    mutating func bytesArrived(now: Int64) {
+        for negID in sentAt.keys { sentAt[negID] = max(sentAt[negID]!, now) }
+    }
+
     /// The wait for an answer to `negID` is dropped (a late one no NEG subscription owns any
     /// more: nothing else would end it).
     mutating func forgetWait(_ negID: String) { sentAt[negID] = nil }

@@ -26,8 +26,14 @@ extension RelayRuntime {
         case .alive:
             connection?.keepalive.heard(mono)
         case .bytesArrived:
+            // A message still arriving is life for the connection, and it may be the answer of
+            // any REQ or NEG message waiting: none is given up while it comes (a page whose first
+            // event takes longer than the REQ deadline on a slow link was closed and asked again
+            // at every deadline, for ever).
             guard phase == .connected else { return }
             connection?.keepalive.bytesArrived(mono)
+            requests.bytesArrived(deadline: mono + cx.requestDeadline)
+            neg.bytesArrived(now: mono)
         case .written(_, let token):
             written(cx, token)
         case .lost(_, let reason):

@@ -84,6 +84,16 @@ struct RequestBudget {
         open[id] = request
     }
 
+    /// Bytes of a message arrived without completing it: the message may answer any open
+    /// one-shot, so none is given up while it comes (each deadline moves to at least
+    /// `deadline`).
+    mutating func bytesArrived(deadline: Int64) {
+        for (id, request) in open {
+            guard let current = request.deadline, current < deadline else { continue }
+            open[id]!.deadline = deadline
+        }
+    }
+
     /// Every one-shot that heard nothing yet becomes a suspect at `now` (unless it is one
     /// already): a relay NOTICE came, whatever its text, and may have been the refusal of any of
     /// them (nostr-relay's bare "rate-limited" is all it sends for a REQ it drops). Each is sent

@@ -60,7 +60,8 @@ public struct SyncEngineConfiguration: Sendable {
     /// it never answered one on the connection) or the reconciliation is given up for paging.
     public var negentropyDeadlineMilliseconds: Int64 = 10_000
     /// A one-shot REQ (a page, an ahead REQ, a fetch by ids) that brings nothing this long —
-    /// since it went out or since its last event — without its EOSE is given up: closed, its
+    /// since it went out, its last event, or the last bytes of a message still arriving (which
+    /// may be its answer) — without its EOSE is given up: closed, its
     /// slot of the REQ budget freed, and asked again after a backoff (a page on its doubling
     /// schedule and never reported synced meanwhile; a fetch by ids falls back to paging).
     /// Relays shed queries under load and refuse REQs with a NOTICE alone; an unanswered REQ

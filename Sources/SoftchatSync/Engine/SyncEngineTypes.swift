@@ -394,7 +394,8 @@ public enum SyncEngineInput: Sendable {
     /// A pong or ping arrived: the connection is alive.
     case alive(relay: Int)
     /// Bytes arrived that completed no message (part of a large message on a slow link): the
-    /// connection is alive, and the keepalive does not count it silent. Hosts send it at most
+    /// connection is alive, the keepalive does not count it silent, and no REQ or NIP-77 wait is
+    /// given up while the message comes (it may be their answer). Hosts send it at most
     /// about once a second per connection (`IOEvent.bytesArrived`).
     case bytesArrived(relay: Int)
     /// Every byte of the `.write` action with this token was written.
