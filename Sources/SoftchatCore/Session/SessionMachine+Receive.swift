@@ -69,7 +69,7 @@ extension SessionMachine {
         func rejected(_ reason: String) -> [RelaySessionAction] {
             [.eventRejected(subscriptionID: subscriptionID, eventID: id, reason: reason)]
         }
-        guard let subscription = subscriptions[subscriptionID] ?? lingering.last(where: { $0.id == subscriptionID })?.subscription else {
+        guard let filters = subscriptions[subscriptionID]?.filters ?? lingeringFilters(subscriptionID) else {
             return rejected("no subscription \"\(subscriptionID)\"")
         }
         if let pending = awaiting[id] {
@@ -85,7 +85,7 @@ extension SessionMachine {
         } catch {
             return rejected(error.message)
         }
-        guard RelayFilter.anyMatches(subscription.filters, event) else {
+        guard RelayFilter.anyMatches(filters, event) else {
             return rejected("the event matches none of the subscription's filters")
         }
         let bound = RelayIngestionContract.maxAwaitingPersistence

@@ -102,11 +102,26 @@ struct SessionMachine {
     /// `lingeringSubscriptions`: an EVENT for one (a relay that sends a stored event after its
     /// EOSE, or before our CLOSE reached it) is still verified and checked against its filters,
     /// and handed out if it matches, so an event a relay holds for a subscription is not dropped
-    /// for arriving late. Forgotten when the connection ends.
-    var lingering: [(id: String, subscription: Subscription)] = []
+    /// for arriving late. Forgotten when the connection ends. Kept as the filters' JSON text and
+    /// parsed again for such an EVENT (rare): parsed filters cost about 0.7 KiB each, and every
+    /// idle connection keeps the pages and ahead REQs it closed (issue 45's memory figure).
+    var lingering: [(id: String, filtersJSON: [String])] = []
     /// How many unsubscribed subscriptions an EVENT is still taken for (memory: their filters).
     static let lingeringSubscriptions = 32
     var pendingCounts: [String: [RelayFilter]] = [:]
+
+    /// The filters of lingering subscription `id` (the newest of that id), parsed again; nil
+    /// when none lingers.
+    func lingeringFilters(_ id: String) -> [RelayFilter]? {
+        guard let texts = lingering.last(where: { $0.id == id })?.filtersJSON else { return nil }
+        var filters: [RelayFilter] = []
+        for text in texts {
+            // They parsed when the subscription was made; text the same parser wrote parses again.
+            guard let filter = try? RelayFilter.fromJSON(text) else { return nil }
+            filters.append(filter)
+        }
+        return filters
+    }
     var countOrder: [String] = []
 
     /// Control frames (REQ, CLOSE, COUNT, AUTH) not yet drained; publishes are framed at drain time.
@@ -466,7 +481,7 @@ struct SessionMachine {
         if let subscription = subscriptions[id], connection == .connected {
             lingering.removeAll { $0.id == id }
             if lingering.count == Self.lingeringSubscriptions { lingering.removeFirst() }
-            lingering.append((id, subscription))
+            lingering.append((id, subscription.filters.map { $0.toJSON() }))
         }
         subscriptions[id] = nil
         subscriptionOrder.removeAll { $0 == id }
