@@ -82,11 +82,12 @@ import Testing
     /// caused are fixed (an event after its EOSE was dropped; a short page confirmed by one event
     /// asked below it read a filtered answer as the end) and one collapse (each short answer
     /// lowered the learned page size, down to 1, for the engine's life; now a cap is learned per
-    /// connection). Still failing, 4 of these 40 seeds at fa8aa00 + that change: events stored
-    /// late past the horizon missing after the tail (3 seeds), and a `synced` while a page's
-    /// events are missing on a relay capping at 5 (1 seed). This run stays off until they are
-    /// found.
-    @Test(.disabled("open finding: 4 of 40 seeds of relays answering short of their cap still lose (issue 45)"))
+    /// connection). Still failing, 4 of these 40 seeds at fa8aa00 + that change, and 5 of 40 at
+    /// the slow-message quirk's commit (the draws moved): events stored late past the horizon
+    /// missing after the tail (seeds 11, 13, 15, 38: 40, 1, 6 and 20 events), and a `synced`
+    /// while a page's events are missing on a relay capping at 5 that answers NEG-OPEN with a
+    /// NOTICE (seed 25). This run stays off until they are found.
+    @Test(.disabled("open finding: 5 of 40 seeds of relays answering short of their cap still lose (issue 45)"))
     func relaysThatAnswerShortOfTheirCapLoseNothing() {
         var coverage = QuirkCoverage()
         for seed in UInt64(1)...UInt64(Self.seedsPerChunk * Self.chunks) {
