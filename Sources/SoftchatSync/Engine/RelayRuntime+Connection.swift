@@ -65,7 +65,7 @@ extension RelayRuntime {
         guard let texts = connection?.deferred, !texts.isEmpty, awaitingCommit < SyncEngine.deferAt else { return }
         connection?.deferred.removeAll()
         for (i, text) in texts.enumerated() {
-            // Stops when the session is full again, or when the text lost the connection.
+            // Stops when the session is full again, or when a replayed text ended the connection.
             guard phase == .connected else { break }
             if awaitingCommit >= SyncEngine.deferAt {
                 connection?.deferred = Array(texts[i...])

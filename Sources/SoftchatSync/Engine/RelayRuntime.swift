@@ -40,8 +40,9 @@ enum EngineTimer: String, CaseIterable, Sendable {
 
 /// Everything the engine keeps for one relay, and what it does with it: the engine routes each
 /// input to the relay it is for (`SyncEngine.withRelay(_:_:)`), and the relay's methods
-/// (`RelayRuntime+Connection`, `+Paging`, `+Timers`, `+Requests`, `+Negentropy`, `+Delivery`, `+Inputs`, `OversizedMessage`) work on
-/// their own state, reaching the engine only through a `RelayContext`.
+/// (`RelayRuntime+Connection`, `+Paging`, `+Timers`, `+Requests`, `+Negentropy`, `+Delivery`,
+/// `+Inputs`, `OversizedMessage`) work on their own state, reaching the engine only through a
+/// `RelayContext`.
 struct RelayRuntime {
     enum Phase: Equatable {
         /// Waiting for the policy or the NIP-11 document.
