@@ -185,16 +185,28 @@ public struct NegentropySync: Sendable {
         failed = true
     }
 
+    /// The most parts one reconciliation is split into (``split(part:)``): room for a relay whose
+    /// item limit is a thousandth of the window, while a relay that calls every NEG-OPEN too big
+    /// (or says "too many" for another reason) costs a bounded number of them, not one per second
+    /// of the window (found by the simulator, issue 45: 2^31 parts for a window from the epoch).
+    public static let maxParts = 2_048
+
     /// The relay found part `p` too big: it is replaced by two parts waiting to open, split at
     /// the median `created_at` of the account's items in it (the relay's set is likely shaped
     /// like the account's), or at the middle of its time range when that does not divide it.
     ///
     /// - Parameter p: The open part the relay refused.
-    /// - Returns: True when the part was split. False when it is unknown or not open, or when it
-    ///   spans a single second and cannot be split (the sync then cannot complete on this
-    ///   connection).
+    /// - Returns: True when the part was split. False when it is unknown or not open, when it
+    ///   spans a single second and cannot be split, or when the reconciliation already holds
+    ///   ``maxParts`` (the sync then cannot complete on this connection, and falls back to
+    ///   paging).
     public mutating func split(part p: Int) -> Bool {
         guard parts.indices.contains(p), case .open(let reconciler) = parts[p].state else { return false }
+        guard parts.count + 2 <= Self.maxParts else {
+            parts[p].state = .settled
+            failed = true
+            return false
+        }
         let part = parts[p]
         let low = part.filter.since ?? 0
         let high = part.filter.until

@@ -29,9 +29,15 @@ public import SoftchatJSON
 /// answer after `LIMIT` answers a one-event ask with nothing while more lies below) brings
 /// nothing. When it brings events, the relay
 /// capped that page lower than it was known to send (its cap went down: a new configuration,
-/// another backend behind the URL, a cap for clients not authenticated), or the event reached
-/// it after the page: paging goes on below the page as below a full one, and a second such page
-/// in a row makes the cap known (the page size drops to its count). A full page
+/// another backend behind the URL, a cap for clients not authenticated), cut its answer short
+/// (a time or byte budget, events filtered out after `LIMIT`, an event sent after its EOSE), or
+/// the event reached it after the page: paging goes on below the page as below a full one. A
+/// second such page in a row *of the same count* makes the cap known (the page size drops to
+/// that count): a cap answers the same count every time, a cut answer varies. The page size is
+/// never lowered below the most events one page of the window brought (the relay's cap is at
+/// least that): cut answers would otherwise walk it down to one event, where a single event
+/// filtered out or sent after its EOSE reads as the end. A short page all at one second with
+/// events below is reported incomplete at that second (a run the cut may have hidden). A full page
 /// whose events all share the page's `until` second is a run at least a page long, which paging
 /// by `until` cannot get past: that second is recorded in `incompleteSeconds` and the next page asks
 /// for `until` − 1, so paging neither loops nor stops early. Each full page thus lowers `until`
@@ -138,6 +144,11 @@ public struct SubscriptionSync: Sendable, Hashable {
         /// event that reached the relay between the page and its confirmation (a backdated
         /// arrival), so only a second in a row makes the relay's cap known.
         var cappedCount: Int?
+        /// The most events one page of this window brought, counted as the relay sent them: the
+        /// relay's cap on this window is at least that, so a page size is never lowered below it
+        /// (answers cut short would otherwise walk the page size down to one event, where a
+        /// single event filtered out after `LIMIT` or sent after EOSE reads as the end).
+        var mostSent = 0
         var page: Page?
     }
 
@@ -361,14 +372,16 @@ public struct SubscriptionSync: Sendable, Hashable {
             self.window = window
             return true
         }
+        window.mostSent = max(window.mostSent, page.count)
         if let short = window.shortPage {
             window.shortPage = nil
             if page.count > 0 {
                 // An event below a short page: the relay capped it, lower than it was known to
-                // send (or the event reached it after the page). Paging goes on below the page
-                // as below a full one; a second capped page in a row makes the cap known.
-                if let earlier = window.cappedCount {
-                    paging.pageSize = min(paging.pageSize, max(earlier, short.count))
+                // send (or cut its answer, or the event reached it after the page). Paging goes
+                // on below the page as below a full one; a second capped page in a row of the
+                // same count, no shorter than a page this window brought, makes the cap known.
+                if let earlier = window.cappedCount, earlier == short.count, short.count >= window.mostSent {
+                    paging.pageSize = min(paging.pageSize, short.count)
                     paging.largestPage = paging.pageSize
                     window.cappedCount = nil
                 } else {
@@ -394,8 +407,10 @@ public struct SubscriptionSync: Sendable, Hashable {
             return true
         }
         let known = paging.largestPage
-        if let probe = window.probe, let oldest = page.oldest, oldest < pageUntil {
-            // The last page (fewer events than asked) was cut by the relay's cap: more lay below.
+        if let probe = window.probe, let oldest = page.oldest, oldest < pageUntil, page.count == probe, probe >= window.mostSent {
+            // The last page (fewer events than asked) was cut by the relay's cap: more lay below,
+            // and this page was cut at the same count. A cap answers the same count every time;
+            // an answer cut short by a budget or a filter varies, and one alone proves nothing.
             paging.pageSize = min(paging.pageSize, probe)
         }
         window.probe = nil
@@ -573,6 +588,7 @@ extension SubscriptionSync {
                 w.append("shortPage", .null)
             }
             w.append("cappedCount", window.cappedCount.map { JSONValue.integer(Int64($0)) } ?? .null)
+            w.append("mostSent", .integer(Int64(window.mostSent)))
             if let page = window.page {
                 var p = JSONObject()
                 p.append("sent", .bool(page.sent))
@@ -702,6 +718,12 @@ extension SubscriptionSync {
                 let n = try int(capped, "window.cappedCount")
                 guard n > 0, n <= Int64(Int32.max) else { throw fail("window.cappedCount is out of range") }
                 window.cappedCount = Int(n)
+            }
+            // States written before the floor existed have none (0: no floor).
+            if let most = w["mostSent"], !most.isNull {
+                let n = try int(most, "window.mostSent")
+                guard n >= 0, n <= Int64(Int32.max) else { throw fail("window.mostSent is out of range") }
+                window.mostSent = Int(n)
             }
             if let p = w["page"], !p.isNull {
                 guard p["sent"]?.boolValue != nil else { throw fail("window.page.sent must be a boolean") }

@@ -24,15 +24,18 @@ public import SoftchatJSON
 /// - **The cap.** ``largestPage`` is the most events the relay has been seen to send for one
 ///   REQ. A page at least that long but shorter than `pageSize` may have been cut by a cap not
 ///   yet known, so paging goes on from its oldest second until a page brings nothing older;
-///   when it does bring older events, the relay capped the page before: `pageSize` drops to that
-///   count, now known. A page shorter than that is not proof of the end either (the cap may have
+///   when it does bring older events and as many as the page before, the relay capped both at
+///   that count: `pageSize` drops to it, now known (counts that differ are answers cut short, not
+///   a cap). A page shorter than that is not proof of the end either (the cap may have
 ///   gone down since it was learned or told): a page is asked below it (`until` = its oldest
 ///   − 1, the page size as `limit`; one event would not do: a relay that filters its answer after
 ///   `LIMIT` sends nothing for it while more lies below). When the relay sends events, it capped
 ///   that page (or the event reached it
-///   after the page, a backdated arrival): paging goes on below the page, and a second such page
-///   in a row makes the cap known: `pageSize` drops to its count. That costs one REQ per filter per
-///   window whose last page brought events (an EOSE alone when nothing lies below).
+///   after the page, a backdated arrival, or cut its answer short): paging goes on below the
+///   page, and a second such page in a row of the same count makes the cap known: `pageSize`
+///   drops to that count. That costs one REQ per filter per window whose last page brought
+///   events (an EOSE alone when nothing lies below). Whatever answers show, `pageSize` is never
+///   lowered below the most events one page of the same window brought.
 public struct RelayPaging: Sendable, Hashable {
     /// How a relay compares `created_at` with a filter's `until`.
     public enum UntilConvention: String, Sendable, Hashable {

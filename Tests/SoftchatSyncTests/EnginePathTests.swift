@@ -317,6 +317,39 @@ import Testing
         #expect(authed.synced(0, "a") && authed.synced(0, "b"))
     }
 
+    /// Found by the simulator (issue 45): against a relay that wants NIP-42 for reads and
+    /// refuses our AUTH, a page closed `auth-required:` *after* the refusal (a page asked again
+    /// after its deadline, a reconciliation's fetch falling back to paging) waited for an
+    /// accepted AUTH that could not come on this connection, and its window was never reported
+    /// refused: the host saw neither `synced` nor why. Now such a page is reported refused at
+    /// once (and still asked again if a later AUTH is accepted).
+    @Test func aPageClosedForAuthenticationAfterOurAuthWasRefusedIsReportedRefused() {
+        let w = EngineWorld()
+        _ = SyncEngineTests.storeConversations(in: w, ids: ["a", "b"], eventsEach: 3, from: w.unix - 500)
+        // b's first page goes unanswered: it is asked again after its deadline, once a's
+        // CLOSED brought the challenge and our AUTH stands refused.
+        var silenced = false
+        w.relays[0].authRequiredRule = { id in id.contains("~p") && (!id.hasPrefix("b~") || silenced) }
+        w.relays[0].acceptsAuthentication = false
+        w.relays[0].noAnswerRule = { id in
+            guard id.hasPrefix("b~"), id.contains("~p"), !silenced else { return nil }
+            silenced = true
+            return .silence
+        }
+        w.start { $0.identity = SoftchatIdentity.generate() }
+        w.run(for: 120_000)
+        #expect(!w.runaway)
+        #expect(silenced)
+        #expect(w.relays[0].authentications >= 1)
+        for sub in ["a", "b"] {
+            let refusals = w.reports.filter { report in
+                if case .notice(_, let text) = report { text.hasPrefix("\(sub): window refused") } else { false }
+            }
+            #expect(refusals.count == 1, "\(sub): \(refusals.count) refusals")
+            #expect(!w.synced(0, sub))
+        }
+    }
+
     /// Path 12: a relay refused past 5 subscriptions once (a burst limit, a restart) and then
     /// took 32; the budget learned 5 and kept it for the engine's life. Now the next connection
     /// starts again from the default, and pages go out as many at once as the relay takes.
@@ -380,11 +413,12 @@ import Testing
     }
 
     /// Found by the simulator (issue 45): answers cut short while more lies below (a time or byte
-    /// budget, events filtered out after `LIMIT`, an event sent after its EOSE) look like a lower
-    /// cap, and each lowered the learned page size, which nothing raised again: down to 1 event
-    /// per REQ for the engine's life. Now a cap is learned per connection: the next one starts
-    /// again from the page size configured (narrowed by NIP-11).
-    @Test func aCapLearnedFromAnswersCutShortIsLearnedAgainOnTheNextConnection() {
+    /// budget, events filtered out after `LIMIT`, an event sent after its EOSE) looked like a
+    /// lower cap, and each lowered the learned page size: down to 1 event per REQ, where one
+    /// event sent after its EOSE reads as the end. Now answers of varying length lower nothing
+    /// (a cap answers the same count twice, and never below a page the window brought), and
+    /// nothing is lost.
+    @Test func answersCutShortByABudgetLowerNoPageSizeAndLoseNothing() {
         let w = EngineWorld()
         w.account.policy = [("notes", [SyncEngineTests.notes], nil)]
         let before = (0..<1_200).map { Fixtures.event(w.unix - 10_000 + Int64($0 / 3), content: "before \($0)") }
@@ -393,10 +427,26 @@ import Testing
         w.relays[0].budgetCutRule = { _ in true }
         w.start()
         w.run(for: 60_000)
-        let shrunk = w.engine.relays[0].paging?.pageSize ?? 500
-        #expect(shrunk < 500, "learned \(shrunk)")
+        #expect(w.engine.relays[0].paging?.pageSize == 500, "\(String(describing: w.engine.relays[0].paging))")
+        let missing = before.filter { w.account.events[$0.id] == nil }
+        #expect(missing.isEmpty, "\(missing.count) of 1,200 missing")
+        #expect(w.synced(0, "notes"))
+    }
+
+    /// A cap learned from answers holds for the connection it was learned on: what answers
+    /// behind a URL changes (a new configuration, another backend), so the next connection
+    /// starts again from the page size configured (narrowed by NIP-11) and learns it anew.
+    @Test func aCapLearnedOnOneConnectionIsLearnedAgainOnTheNext() {
+        let w = EngineWorld()
+        w.account.policy = [("notes", [SyncEngineTests.notes], nil)]
+        let before = (0..<1_200).map { Fixtures.event(w.unix - 10_000 + Int64($0 / 3), content: "before \($0)") }
+        w.relays[0].stored = Self.newestFirst(before)
+        w.relays[0].cap = 100
+        w.start()
+        w.run(for: 60_000)
+        #expect(w.engine.relays[0].paging?.pageSize == 100, "\(String(describing: w.engine.relays[0].paging))")
         #expect(before.allSatisfy { w.account.events[$0.id] != nil })
-        w.relays[0].budgetCutRule = nil
+        w.relays[0].cap = 500
         w.cut(0)
         w.unix += 600
         w.run(for: 60_000)

@@ -83,15 +83,6 @@ enum Quirk: String, CaseIterable, Hashable, Sendable {
     /// to arrive (the host reports them, `bytesArrived`, about once a second), then it is whole.
     case messageArrivedSlowly
 
-    /// Relays that answer short of their cap while more lies below (and a cap or `until` reading
-    /// changing mid-run):
-    /// played only by `SyncEngineModelTests.relaysThatAnswerShortOfTheirCapLoseNothing`, an open
-    /// finding.
-    static let shortAnswers: Set<Quirk> = [
-        .answerCutByBudget, .filteredAfterLimit, .eventAfterEOSE, .duplicateInAnswer, .eventOutsideRange, .capChanged,
-        .untilConventionChanged,
-    ]
-
     /// The NEG-ERR quirk for a message, by its prefix.
     static func negentropyError(_ text: String) -> Quirk {
         if text.hasPrefix("blocked:") { return .negentropyErrorBlocked }

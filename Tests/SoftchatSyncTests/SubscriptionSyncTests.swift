@@ -490,6 +490,51 @@ func deliver(_ events: [SimEvent], to sync: inout SubscriptionSync, eose: Bool =
         #expect(old.paging == sync.paging && old.paging.untilRevision == 0)
     }
 
+    /// Issue 45, found by the simulator's short answers: answers cut short of the relay's cap (a
+    /// time or byte budget, events filtered out after `LIMIT`) look like a lower cap. Two in a
+    /// row lowered the page size to the larger of their counts, and the next two lowered it
+    /// again: against a relay capping at 5 it fell to 1, where one event sent after its EOSE
+    /// read as the end and everything below was lost with `synced` reported. Now the page size
+    /// is lowered only by two capped pages of the same count, and never below the most events
+    /// one page of the window brought (the relay's cap is at least that).
+    @Test func answersCutShortNeverLowerThePageSizeBelowAPageTheWindowBrought() {
+        var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging(pageSize: 5))
+        let events = (0..<20).map { SimEvent(id: eventID($0 + 1), createdAt: 900 - Int64($0), kind: 1) }
+        /// The relay's whole answer to a page: newest first, at most `limit` (cut to `cut`).
+        func answer(_ request: SyncRequest, cut: Int? = nil) -> [SimEvent] {
+            Array(events.filter { $0.createdAt <= request.until }.prefix(min(Int(request.filter.limit ?? 500), cut ?? .max)))
+        }
+        var new: Set<String> = []
+        func page(cut: Int? = nil) -> SyncRequest? {
+            guard let request = nextRequest(&sync) else { return nil }
+            let sent = answer(request, cut: cut)
+            for (event, disposition) in zip(sent, deliver(sent, to: &sync)) where disposition == .new { new.insert(event.id) }
+            return request
+        }
+        sync.begin(now: 1_000)
+        _ = page()  // 5 events: the cap is at least 5
+        // Two answers in a row cut to 3, each with events below (confirmed by a full page).
+        _ = page(cut: 3)
+        #expect(page()?.confirmsEnd == true)
+        _ = page(cut: 3)
+        #expect(page()?.confirmsEnd == true)
+        #expect(sync.paging.pageSize == 5, "lowered to \(sync.paging.pageSize) by answers cut short")
+        // Cut to 2, then 3: counts that differ are not a cap either.
+        _ = page(cut: 2)
+        _ = page()
+        _ = page(cut: 3)
+        _ = page()
+        #expect(sync.paging.pageSize == 5)
+        // The rest answered in full: nothing lost, nothing reported incomplete.
+        while sync.isSyncing, page() != nil {}
+        #expect(new.count == events.count, "\(events.count - new.count) of \(events.count) never came")
+        guard case .synced(let outcome) = sync.next() else {
+            Issue.record("not synced")
+            return
+        }
+        #expect(outcome.cursor == 1_000 && outcome.incompleteSeconds.isEmpty, "\(outcome)")
+    }
+
     @Test func learnedPagingSurvivesTheDurableState() throws {
         var sync = SubscriptionSync(filters: [parseFilter(#"{"kinds":[1]}"#)], paging: RelayPaging())
         sync.learn(from: RelayPaging(pageSize: 300, until: .exclusive))

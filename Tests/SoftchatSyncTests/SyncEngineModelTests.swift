@@ -11,7 +11,10 @@ import Testing
 /// arrivals, clock skew, silence, NIP-42 for reads and writes with our AUTH accepted or refused,
 /// live feeds closed for good, subscription limits in nostr-relay's, strfry's and
 /// nostr-rs-relay's words, NEG sessions holding subscription slots, re-sent REQ ids ignored,
-/// deletions and NIP-40 expiry at the relay, OKs without an id, `created_at` refusals) and I/O
+/// deletions and NIP-40 expiry at the relay, OKs without an id, `created_at` refusals, answers
+/// short of the cap while more lies below — cut by a time or byte budget, filtered after
+/// `LIMIT`, a stored event sent after its EOSE — duplicates and events outside the range in an
+/// answer, a cap or an `until` reading that changes mid-run) and I/O
 /// faults (cuts at any frame, failed commits, groups rolled back, failed and stale lease
 /// renewals, a second claimer). A failing seed replays exactly within one process.
 ///
@@ -70,32 +73,9 @@ import Testing
         // The coverage table of this chunk, in the test log (`.build/swift-test.log` under
         // scripts/test).
         print("model coverage, chunk \(chunk), \(steps) steps: \(coverage.summary)")
-        let missing = coverage.missing.filter { !Quirk.shortAnswers.contains($0) }
+        let missing = coverage.missing
         #expect(missing.isEmpty, "chunk \(chunk): quirks never reached: \(missing); \(coverage.summary)")
         #expect(mostActions <= Self.actionBound, "chunk \(chunk): \(mostActions) actions in one pump")
-    }
-
-    /// Open finding (issue 45): relays that answer short of their cap while more lies below —
-    /// events filtered out after `LIMIT`, answers cut by a time or byte budget, a stored event
-    /// sent after its EOSE, duplicates and events outside the range, a cap or an `until` reading
-    /// that changes mid-run. The simulator plays them (`Quirk.shortAnswers`). Two losses they
-    /// caused are fixed (an event after its EOSE was dropped; a short page confirmed by one event
-    /// asked below it read a filtered answer as the end) and one collapse (each short answer
-    /// lowered the learned page size, down to 1, for the engine's life; now a cap is learned per
-    /// connection). Still failing, 4 of these 40 seeds at fa8aa00 + that change, and 5 of 40 at
-    /// the slow-message quirk's commit (the draws moved): events stored late past the horizon
-    /// missing after the tail (seeds 11, 13, 15, 38: 40, 1, 6 and 20 events), and a `synced`
-    /// while a page's events are missing on a relay capping at 5 that answers NEG-OPEN with a
-    /// NOTICE (seed 25). This run stays off until they are found.
-    @Test(.disabled("open finding: 5 of 40 seeds of relays answering short of their cap still lose (issue 45)"))
-    func relaysThatAnswerShortOfTheirCapLoseNothing() {
-        var coverage = QuirkCoverage()
-        for seed in UInt64(1)...UInt64(Self.seedsPerChunk * Self.chunks) {
-            let outcome = Self.run(seed: seed, shortAnswers: true)
-            coverage.add(outcome.seen)
-            #expect(outcome.failures.isEmpty, "seed \(seed): \(outcome.failures.prefix(4))")
-        }
-        #expect(coverage.missing.isEmpty, "quirks never reached: \(coverage.missing)")
     }
 
     @Test func theModelRunsAtLeastOneHundredThousandStepsPerRun() {
@@ -110,7 +90,7 @@ import Testing
     }
 
     /// One seeded run; its failures, coverage and step count.
-    static func run(seed: UInt64, mutation: Mutation? = nil, shortAnswers: Bool = false) -> Outcome {
+    static func run(seed: UInt64, mutation: Mutation? = nil) -> Outcome {
         var out = Outcome()
         var rng = SplitMix64(seed: seed)
         let relayCount = 1 + rng.below(3)
@@ -118,7 +98,7 @@ import Testing
         let base = w.unix - 1_000
         let horizon: Int64 = 300
         var skew = [Int64](repeating: 0, count: relayCount)
-        for r in 0..<relayCount { drawRules(w, r, seed: seed, skew: &skew[r], shortAnswers: shortAnswers) }
+        for r in 0..<relayCount { drawRules(w, r, seed: seed, skew: &skew[r]) }
         // Some history first, in runs of equal created_at.
         var insertedAt: [String: Int64] = [:]
         var beyondHorizon: Set<String> = []
@@ -133,12 +113,16 @@ import Testing
 
         // No `synced` while the relay holds a matching event the account lacks: of those stored
         // before the connection opened, dated up to the window's end, not in a second reported
-        // incomplete, and not arrived past the horizon (those are the end's check).
+        // incomplete (by this window or an earlier one: a later window need not reach back to it),
+        // and not arrived past the horizon (those are the end's check).
+        var reportedIncomplete: [String: Set<Int64>] = [:]
         w.onReport = { event in
             guard case .synced(let url, let sub, _, let outcome) = event, let r = w.urls.firstIndex(of: url) else { return }
+            reportedIncomplete["\(url) \(sub)", default: []].formUnion(outcome.incompleteSeconds)
+            let incomplete = reportedIncomplete["\(url) \(sub)"] ?? []
             let lacking = w.relays[r].stored.filter { e in
                 e.kind == kinds[sub] && e.createdAt <= outcome.cursor && (insertedAt[e.id] ?? 0) <= w.openedAt[r]
-                    && !beyondHorizon.contains(e.id) && !w.relays[r].overOurBound.contains(e.id) && !outcome.incompleteSeconds.contains(e.createdAt)
+                    && !beyondHorizon.contains(e.id) && !w.relays[r].overOurBound.contains(e.id) && !incomplete.contains(e.createdAt)
                     && !w.relays[r].removedAfterLimit.contains(e.id) && !w.relays[r].listedNotServed.contains(e.id)
                     && !w.relays[r].sentAfterEOSE.contains(e.id) && w.account.events[e.id] == nil
             }
@@ -189,7 +173,7 @@ import Testing
                 // One in fifteen is over our frame bound: skipped, but in its page's place. One in
                 // twenty is filtered out of answers after their LIMIT (not held for anyone).
                 if rng.below(15) == 0 { w.relays[r].overOurBound.insert(e.id) }
-                if shortAnswers && rng.below(20) == 0 { w.relays[r].removedAfterLimit.insert(e.id) }
+                if rng.below(20) == 0 { w.relays[r].removedAfterLimit.insert(e.id) }
                 let frames = w.relays[r].publishFromElsewhere(e)
                 if w.connected[r] { w.inbox[r] += frames }
             case 65..<70:
@@ -232,9 +216,9 @@ import Testing
                 w.unix += w.account.leaseSeconds + 1
                 let rival = w.account.answer(.claim(relayURL: w.urls[r], leaseID: "rival-\(seed)-\(out.steps)", max: 4), now: w.unix)
                 if case .claimed(_?) = rival { w.relays[r].saw(.secondClaimer) }
-            case 81 where shortAnswers && rng.below(4) == 0:
+            case 81 where rng.below(4) == 0:
                 // A new configuration, another backend behind the URL: the cap changes, or how
-                // `until` is read (with the relays that answer short, an open finding).
+                // `until` is read.
                 if rng.below(2) == 0 {
                     let cap = [5, 8, 13, 500][rng.below(4)]
                     if cap != w.relays[r].cap { w.relays[r].saw(.capChanged) }
@@ -376,7 +360,7 @@ import Testing
 
     /// Draws relay `r`'s rules; the draws come from their own generator, so one rule's draws do
     /// not shift another's.
-    static func drawRules(_ w: EngineWorld, _ r: Int, seed: UInt64, skew: inout Int64, shortAnswers: Bool) {
+    static func drawRules(_ w: EngineWorld, _ r: Int, seed: UInt64, skew: inout Int64) {
         var g = SplitMix64(seed: seed &* 7_919 &+ UInt64(r))
         let cap = [5, 8, 13, 500][g.below(4)]
         let inclusive = g.below(2) == 0
@@ -475,8 +459,8 @@ import Testing
         w.relays[r].negentropyCountsAsSubscription = g.below(4) != 0
         w.relays[r].ignoresRepeatedREQ = g.below(2) == 0
         // Answers cut by a time or byte budget; events after EOSE, twice, outside the range.
-        if shortAnswers && g.below(3) == 0 { w.relays[r].budgetCutRule = { g in g.below(10) == 0 } }
-        if shortAnswers && g.below(2) == 0 {
+        if g.below(3) == 0 { w.relays[r].budgetCutRule = { g in g.below(10) == 0 } }
+        if g.below(2) == 0 {
             w.relays[r].afterEOSERule = { g in g.below(15) == 0 }
             w.relays[r].duplicateRule = { g in g.below(15) == 0 }
             w.relays[r].outsideRangeRule = { g in g.below(15) == 0 }

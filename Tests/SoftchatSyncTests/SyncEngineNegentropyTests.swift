@@ -355,6 +355,9 @@ import Testing
         ("blocked: this query is too big", SyncEngine.NegentropyRefusal.tooBig),
         ("rate-limited: too many negentropy items", .tooBig),
         ("blocked: too many negentropy items", .tooBig),
+        // The relay's subscription slots, not the query's size: splitting would multiply them.
+        ("blocked: too many open subscriptions", .ended),
+        ("rate-limited: too many concurrent REQs", .ended),
         ("closed: timed out", .ended),
         ("rate-limited: slow down", .ended),
         ("blocked: negentropy disabled", .refused),
@@ -363,6 +366,22 @@ import Testing
     ])
     func aNegErrIsReadByItsPrefix(text: String, meaning: SyncEngine.NegentropyRefusal) {
         #expect(SyncEngine.negentropyRefusal(RelayMessage(text)) == meaning)
+    }
+
+    /// Found by the simulator (issue 45): a relay that calls every NEG-OPEN too big (here a
+    /// subscription limit read as a size, which splitting cannot relieve) split the window in
+    /// two at each refusal, down to single seconds: 2^31 parts for a window from the epoch, the
+    /// I/O thread spinning. Now a reconciliation holds at most `NegentropySync.maxParts`, then
+    /// falls back to paging, and the subscription syncs.
+    @Test func aRelayThatCallsEveryQueryTooBigCostsBoundedNegOpensThenPaging() {
+        let (w, _) = world(count: 200, held: { $0 % 5 != 0 })
+        w.relays[0].negErrorRule = { _ in "blocked: this query is too big" }
+        w.start()
+        w.run(for: 60_000)
+        #expect(!w.runaway)
+        #expect(w.synced(0, "notes"))
+        #expect(w.relays[0].negOpens <= NegentropySync.maxParts, "\(w.relays[0].negOpens) NEG-OPENs")
+        #expect(outcomes(w).last?.method == .paging)
     }
 
     @Test func negentropyWritesAreNotConfirmedToTheSessionAsItsOwnFrames() {

@@ -111,6 +111,8 @@ struct WireRelay {
     /// NEG sessions count against `maxSubscriptions`, as REQs do (both hold a slot on relays
     /// that run NIP-77 on the same query engine).
     var negentropyCountsAsSubscription = false
+    /// NEG-OPENs received, answered or refused.
+    var negOpens = 0
     /// Every live REQ (`~live`) is closed for good with this message (`restricted:`, `blocked:`).
     var closesLiveFeeds: String?
     /// Each quirk, the times it changed an answer (see `Quirk`).
@@ -361,6 +363,7 @@ struct WireRelay {
         case .count:
             return []
         case .negOpen(let id, let filter, let message):
+            negOpens += 1
             switch negentropy {
             case .notice:
                 saw(.negentropyNotice)

@@ -394,7 +394,16 @@ extension RelayRuntime {
                     openNegentropy(cx)
                     continue
                 }
-                guard let owner = connection?.pageOwner.removeValue(forKey: subscriptionID) else { continue }
+                guard let owner = connection?.pageOwner.removeValue(forKey: subscriptionID) else {
+                    // A one-shot nothing here waits for any more (a REQ the session sent again
+                    // after our AUTH was accepted, when the engine had already asked again
+                    // under a new id): closed, or it holds one of the relay's subscription
+                    // slots for the life of the connection, and a relay that takes two has
+                    // no room left for pages (found by the simulator, issue 45).
+                    try? session?.unsubscribe(id: subscriptionID)
+                    requestEnded(cx, subscriptionID)
+                    continue
+                }
                 try? session?.unsubscribe(id: subscriptionID)
                 requestEnded(cx, subscriptionID)
                 subscriptions[owner]?.pageID = nil

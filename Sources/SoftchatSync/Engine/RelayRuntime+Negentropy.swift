@@ -28,8 +28,9 @@ extension SyncEngine {
         /// "blocked: this query is too big", rust-nostr's "rate-limited: too many negentropy
         /// items"): split the query.
         case tooBig
-        /// `closed:`, another `rate-limited:`, or `auth-required:` (the relay speaks NIP-77 and
-        /// wants NIP-42 first): this reconciliation ends, the relay speaks NIP-77.
+        /// `closed:`, another `rate-limited:`, `auth-required:` (the relay speaks NIP-77 and
+        /// wants NIP-42 first), or a subscription limit in either prefix ("blocked: too many open
+        /// subscriptions"): this reconciliation ends, the relay speaks NIP-77.
         case ended
         /// Anything else: before any NEG-MSG, taken as "not spoken here".
         case refused
@@ -39,6 +40,9 @@ extension SyncEngine {
         let text = message.text.lowercased()
         switch message.prefix {
         case "blocked", "rate-limited":
+            // "too many open subscriptions" is the relay's slot limit, not the query's size:
+            // splitting would only multiply the refusals.
+            if saysTooManySubscriptions(text) { return .ended }
             if text.contains("too big") || text.contains("too many") || text.contains("too large") { return .tooBig }
             return message.prefix == "rate-limited" ? .ended : .refused
         case "closed", "auth-required":

@@ -52,7 +52,13 @@ extension RelayRuntime {
                 refusal = "\(cause), and this engine does not authenticate to it; the window stays open until the next connection"
             } else if !authentication.isAccepted {
                 sub.pageHold = .authentication
-                if tries == 1 { notice = "\(owner): \(cause); it is asked again once the relay accepts our AUTH" }
+                if authentication.isRefused {
+                    // Our AUTH already stands refused here: nothing this connection will bring
+                    // answers the page (`authenticationRefused` has passed). Said now.
+                    refusal = "\(cause), and the relay refused our AUTH; it is asked again once the relay accepts one"
+                } else if tries == 1 {
+                    notice = "\(owner): \(cause); it is asked again once the relay accepts our AUTH"
+                }
             } else if !sub.pageAuthReplayed {
                 // Our AUTH was accepted before this CLOSED came (a relay that answers out of
                 // order): once more, at once.

@@ -312,12 +312,16 @@ struct SubscriptionRuntime {
 
     /// The REQ for what is dated after the window: future-dated events already stored (a
     /// sender whose clock runs ahead) belong to no window yet and would wait for the next one.
-    /// Newest first, so a page of them is the ones that matter.
+    /// Newest first, so a page of them is the ones that matter. It starts at the window's last
+    /// second, not after it: the window's first page asks for that second in the form of the
+    /// `until` convention known, and a relay that changed to reading `until` exclusively answers
+    /// it without that second's events, with no page before it to show the change (found by the
+    /// simulator, issue 45). The second asked twice costs duplicates, dropped by id.
     func aheadFilters(now: Int64) -> [String] {
         let until = sync.windowUntil ?? now
         return filters.map { filter in
             var members = filter.json.members
-            SubscriptionSync.set("since", max(until + 1, filter.since ?? 0), in: &members)
+            SubscriptionSync.set("since", max(until, filter.since ?? 0), in: &members)
             SubscriptionSync.set("limit", Int64(sync.paging.pageSize), in: &members)
             return JSONValue.object(JSONObject(members: members)).jsonText
         }
