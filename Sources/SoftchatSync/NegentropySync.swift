@@ -202,11 +202,6 @@ public struct NegentropySync: Sendable {
     ///   paging).
     public mutating func split(part p: Int) -> Bool {
         guard parts.indices.contains(p), case .open(let reconciler) = parts[p].state else { return false }
-        guard parts.count + 2 <= Self.maxParts else {
-            parts[p].state = .settled
-            failed = true
-            return false
-        }
         let part = parts[p]
         let low = part.filter.since ?? 0
         let high = part.filter.until
@@ -214,7 +209,7 @@ public struct NegentropySync: Sendable {
         let items = reconciler.storage.items
         var middle = items.isEmpty ? low : Int64(clamping: items[items.count / 2].timestamp)
         if !(middle > low && middle <= top) { middle = low + (top - low + 1) / 2 }
-        guard middle > low, middle <= top else {
+        guard middle > low, middle <= top, parts.count + 2 <= Self.maxParts else {
             parts[p].state = .settled
             failed = true
             return false

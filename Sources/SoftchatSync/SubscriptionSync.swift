@@ -150,6 +150,12 @@ public struct SubscriptionSync: Sendable, Hashable {
         /// single event filtered out after `LIMIT` or sent after EOSE reads as the end).
         var mostSent = 0
         var page: Page?
+
+        /// Whether two capped pages in a row, of `earlier` and `count` events, make the relay's
+        /// cap known: the same count (a cap answers the same count every time, an answer cut
+        /// short by a budget or a filter varies), and no fewer than a page of this window
+        /// brought.
+        func confirmsCap(_ earlier: Int?, _ count: Int) -> Bool { earlier == count && count >= mostSent }
     }
 
     /// A page shorter than the relay was known to send, waiting for the page asked below it: if
@@ -380,7 +386,7 @@ public struct SubscriptionSync: Sendable, Hashable {
                 // send (or cut its answer, or the event reached it after the page). Paging goes
                 // on below the page as below a full one; a second capped page in a row of the
                 // same count, no shorter than a page this window brought, makes the cap known.
-                if let earlier = window.cappedCount, earlier == short.count, short.count >= window.mostSent {
+                if window.confirmsCap(window.cappedCount, short.count) {
                     paging.pageSize = min(paging.pageSize, short.count)
                     paging.largestPage = paging.pageSize
                     window.cappedCount = nil
@@ -407,10 +413,9 @@ public struct SubscriptionSync: Sendable, Hashable {
             return true
         }
         let known = paging.largestPage
-        if let probe = window.probe, let oldest = page.oldest, oldest < pageUntil, page.count == probe, probe >= window.mostSent {
+        if let probe = window.probe, let oldest = page.oldest, oldest < pageUntil, window.confirmsCap(probe, page.count) {
             // The last page (fewer events than asked) was cut by the relay's cap: more lay below,
-            // and this page was cut at the same count. A cap answers the same count every time;
-            // an answer cut short by a budget or a filter varies, and one alone proves nothing.
+            // and this page was cut at the same count.
             paging.pageSize = min(paging.pageSize, probe)
         }
         window.probe = nil

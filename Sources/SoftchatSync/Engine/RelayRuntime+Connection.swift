@@ -394,18 +394,15 @@ extension RelayRuntime {
                     openNegentropy(cx)
                     continue
                 }
-                guard let owner = connection?.pageOwner.removeValue(forKey: subscriptionID) else {
-                    // A one-shot nothing here waits for any more (a REQ the session sent again
-                    // after our AUTH was accepted, when the engine had already asked again
-                    // under a new id): closed, or it holds one of the relay's subscription
-                    // slots for the life of the connection, and a relay that takes two has
-                    // no room left for pages (found by the simulator, issue 45).
-                    try? session?.unsubscribe(id: subscriptionID)
-                    requestEnded(cx, subscriptionID)
-                    continue
-                }
+                // A page, or a one-shot nothing here waits for any more (a REQ the session sent
+                // again after our AUTH was accepted, when the engine had already asked again
+                // under a new id): either is closed at its EOSE, or it holds one of the relay's
+                // subscription slots for the life of the connection, and a relay that takes two
+                // has no room left for pages (found by the simulator, issue 45).
+                let owner = connection?.pageOwner.removeValue(forKey: subscriptionID)
                 try? session?.unsubscribe(id: subscriptionID)
                 requestEnded(cx, subscriptionID)
+                guard let owner else { continue }
                 subscriptions[owner]?.pageID = nil
                 subscriptions[owner]?.clearPageFailures()
                 subscriptions[owner]?.sync.endOfStoredEvents()
