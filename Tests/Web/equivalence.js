@@ -6,7 +6,8 @@
 //   (Tests/Fixtures/nostr-sdk-ios), 10,000 seeded random frames (mutations of valid frames) each
 //   parsed both ways and fed to a live RelaySession on each backend; and the BIP-340 vectors, which
 //   the wasm build must sign and verify exactly as the CSV says (as BIP340VectorTests requires of
-//   the native build), with the same public keys on both.
+//   the native build), with the same public keys on both; and every NIP-44 v2 vector, which the wasm
+//   core must meet exactly as Nip44VectorTests requires of the native core (counted per group).
 // Prints one line per corpus and exits 1 on any difference.
 "use strict";
 const fs = require("node:fs");
@@ -95,6 +96,70 @@ const parsers = ["softchat_parse_client_relay_frame", "softchat_parse_relay_resp
     else verified++;
   }
   console.log(`equivalence: BIP-340: ${rows.length} vectors, ${signed} signatures and ${verified} verifications as the CSV says (wasm); public keys equal`);
+}
+
+// MARK: NIP-44 v2
+{
+  let memory;
+  const instance = new WebAssembly.Instance(module_, { softchat: {
+    random_fill: (p, n) => crypto.getRandomValues(new Uint8Array(memory.buffer, p, n)),
+    print_line: () => {},
+  } });
+  const x = instance.exports;
+  memory = x.memory;
+  const cstring = (s) => {
+    const bytes = new TextEncoder().encode(s);
+    const p = x.softchat_wasm_alloc(bytes.length + 1);
+    new Uint8Array(memory.buffer).set(bytes, p);
+    new Uint8Array(memory.buffer)[p + bytes.length] = 0;
+    return p;
+  };
+  const read = (p) => {
+    if (!p) return null;
+    const m = new Uint8Array(memory.buffer); let e = p; while (m[e]) e++;
+    const text = new TextDecoder().decode(m.subarray(p, e));
+    x.softchat_string_free(p);
+    return text[0] === "o" ? { value: text.slice(1) } : { error: text.slice(1) };
+  };
+  const sha256 = (s) => require("node:crypto").createHash("sha256").update(s, "utf8").digest("hex");
+  const v2 = JSON.parse(fs.readFileSync(env.NIP44, "utf8")).v2;
+  const counts = {};
+  const pass = (group, ok, what, got) => { if (ok) counts[group] = (counts[group] ?? 0) + 1; else mismatch(`NIP-44 ${group}: ${what}`, "as the vector says", got); };
+  for (const v of v2.valid.get_conversation_key) {
+    const r = read(x.softchat_wasm_nip44_conversation_key(cstring(v.sec1), cstring(v.pub2)));
+    pass("conversation keys", r && r.value === v.conversation_key, v.pub2, r);
+  }
+  for (const v of v2.invalid.get_conversation_key) {
+    const r = read(x.softchat_wasm_nip44_conversation_key(cstring(v.sec1), cstring(v.pub2)));
+    const want = v.note.startsWith("sec1") ? "secret key is not a valid secp256k1 secret" : "public key is not a valid secp256k1 x-only public key";
+    pass("invalid keys", r && r.error === want, v.note, r);
+  }
+  for (const v of v2.valid.encrypt_decrypt) {
+    const k = read(x.softchat_wasm_nip44_conversation_key(cstring(v.sec1), cstring(
+      JSON.parse(nat.softchat_identity_public_key_hex(nat.softchat_identity_import_secret_hex(v.sec2))))));
+    const e = read(x.softchat_wasm_nip44_encrypt(cstring(v.conversation_key), cstring(v.nonce), cstring(v.plaintext)));
+    const d = read(x.softchat_wasm_nip44_decrypt(cstring(v.conversation_key), cstring(v.payload)));
+    pass("encrypt-decrypt", k?.value === v.conversation_key && e?.value === v.payload && d?.value === v.plaintext, v.plaintext, [k, e, d]);
+  }
+  for (const v of v2.valid.encrypt_decrypt_long_msg) {
+    const plaintext = v.pattern.repeat(v.repeat);
+    const e = read(x.softchat_wasm_nip44_encrypt(cstring(v.conversation_key), cstring(v.nonce), cstring(plaintext)));
+    const d = e && read(x.softchat_wasm_nip44_decrypt(cstring(v.conversation_key), cstring(e.value)));
+    pass("long messages", sha256(plaintext) === v.plaintext_sha256 && e && sha256(e.value) === v.payload_sha256 && d?.value === plaintext, v.repeat, e && sha256(e.value));
+  }
+  const reason = (note) => note.startsWith("unknown encryption version") ? "unknown encryption version" : note.startsWith("invalid base64") ? "invalid base64"
+    : note.startsWith("invalid MAC") ? "invalid MAC" : note.startsWith("invalid padding") ? "invalid padding" : "invalid payload length";
+  for (const v of v2.invalid.decrypt) {
+    const r = read(x.softchat_wasm_nip44_decrypt(cstring(v.conversation_key), cstring(v.payload)));
+    pass("invalid payloads", r && r.error === reason(v.note), v.note, r);
+  }
+  for (const n of v2.invalid.encrypt_msg_lengths) {
+    const r = read(x.softchat_wasm_nip44_encrypt(cstring("01".repeat(32)), cstring("02".repeat(32)), cstring("a".repeat(n))));
+    pass("invalid lengths", r && r.error === "plaintext must be 1 to 65,535 UTF-8 bytes", n, r);
+  }
+  const want = { "conversation keys": 35, "invalid keys": 8, "encrypt-decrypt": 10, "long messages": 3, "invalid payloads": 12, "invalid lengths": 4 };
+  if (!same(counts, want)) mismatch("NIP-44 vector counts", want, counts);
+  console.log(`equivalence: NIP-44 v2 (wasm): ${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")} as the vectors say`);
 }
 
 // MARK: 10,000 random frames

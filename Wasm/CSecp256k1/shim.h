@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <secp256k1.h>
+#include <secp256k1_ecdh.h>
 #include <secp256k1_extrakeys.h>
 #include <secp256k1_schnorrsig.h>
 

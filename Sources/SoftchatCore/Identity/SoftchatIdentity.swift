@@ -118,6 +118,59 @@ public final class SoftchatIdentity: @unchecked Sendable, CustomStringConvertibl
         return hex
     }
 
+    /// The NIP-44 conversation key between this identity and another party's public key.
+    ///
+    /// - Parameter publicKeyHex: The other party's x-only public key, 64 lowercase hex characters.
+    /// - Returns: The 32-byte conversation key (a secret: the caller zeroes it after use).
+    /// - Throws: ``Nip44Failure/invalidPublicKey`` for a key that is not a curve point, or
+    ///   ``Nip44Failure/invalidSecretKey`` once the identity is erased.
+    package func conversationKey(with publicKeyHex: String) throws(Nip44Failure) -> [UInt8] {
+        guard publicKeyHex.utf8.count == 64, let publicKey = Hex.decodeLowercase(publicKeyHex) else { throw .invalidPublicKey }
+        let result: Result<[UInt8], Nip44Failure>? = withKeypair { keypair in
+            var secret = [UInt8](repeating: 0, count: 32)
+            defer { secret.withUnsafeMutableBytes { secureZero($0) } }
+            guard secp256k1_keypair_sec(Schnorr.context, &secret, keypair) == 1 else { return .failure(.invalidSecretKey) }
+            return Result { () throws(Nip44Failure) in try Nip44.conversationKey(secretKey: secret, publicKey: publicKey) }
+        }
+        guard let result else { throw .invalidSecretKey }
+        return try result.get()
+    }
+
+    /// Encrypts `plaintext` to `publicKeyHex` with NIP-44 v2 (a fresh random nonce).
+    ///
+    /// - Parameters:
+    ///   - plaintext: 1 to 65,535 UTF-8 bytes.
+    ///   - publicKeyHex: The recipient's x-only public key, 64 lowercase hex characters.
+    /// - Returns: The Base64 payload.
+    /// - Throws: ``SoftchatError`` with code `invalid_private_message` naming the reason (a bad
+    ///   length or public key, or an erased identity).
+    public func nip44Encrypt(_ plaintext: String, to publicKeyHex: String) throws(SoftchatError) -> String {
+        do throws(Nip44Failure) {
+            var key = try conversationKey(with: publicKeyHex)
+            defer { key.withUnsafeMutableBytes { secureZero($0) } }
+            return try Nip44.encrypt(plaintext, conversationKey: key)
+        } catch {
+            throw error.error(operation: .relayPublish)
+        }
+    }
+
+    /// Decrypts a NIP-44 v2 payload from `publicKeyHex`.
+    ///
+    /// - Parameters:
+    ///   - payload: The Base64 payload.
+    ///   - publicKeyHex: The other party's x-only public key, 64 lowercase hex characters.
+    /// - Returns: The plaintext.
+    /// - Throws: ``SoftchatError`` with code `invalid_private_message` naming the failed check.
+    public func nip44Decrypt(_ payload: String, from publicKeyHex: String) throws(SoftchatError) -> String {
+        do throws(Nip44Failure) {
+            var key = try conversationKey(with: publicKeyHex)
+            defer { key.withUnsafeMutableBytes { secureZero($0) } }
+            return try Nip44.decrypt(payload, conversationKey: key)
+        } catch {
+            throw error.error()
+        }
+    }
+
     /// Zeroes the secret now, for every holder of this identity: later signatures, NIP-42
     /// answers and exports fail with `invalid_relay_authentication`. Idempotent; the public key
     /// stays readable.
