@@ -84,6 +84,13 @@ public struct Rumor: Sendable, Hashable {
         try self.init(checking: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content, id: id)
     }
 
+    /// Reads a rumor the account stored (its id is recomputed and must match).
+    package init(stored text: String) throws(SoftchatError) {
+        do throws(EventIssue) { try self.init(text: text) } catch {
+            throw .invalidPersistenceResult("stored rumor: \(error.message)", operation: .relayIngestion)
+        }
+    }
+
     /// The rumor as compact JSON with its id, in NIP-01 field order (no `sig`).
     public var jsonText: String {
         var w = JSONWriter(reserve: 256 + content.utf8.count)
@@ -153,20 +160,11 @@ public enum GiftWrap {
     ///     to ``backdatingSeconds`` before it.
     /// - Returns: The gift wrap, a verified kind-1059 event signed by a fresh one-time key.
     /// - Throws: ``SoftchatError`` with code `invalid_private_message` (a bad recipient key, or
-    ///   a rumor too long for NIP-44), or `invalid_relay_authentication` (an erased identity).
+    ///   a rumor too long for NIP-44), or `signer_refused` (an erased identity).
     public static func wrap(_ rumor: Rumor, from sender: SoftchatIdentity, to recipient: String, now: Int64) throws(SoftchatError)
         -> VerifiedEvent
     {
-        guard rumor.pubkey == sender.publicKeyHex else {
-            throw .invalidPrivateMessage("rumor pubkey is not the sender's", operation: .relayPublish)
-        }
-        let sealContent = try sender.nip44Encrypt(rumor.jsonText, to: recipient)
-        let seal = try sender.sign(UnsignedEvent(createdAt: randomizedTime(now), kind: sealKind, content: sealContent))
-        let oneTime = SoftchatIdentity.generate()
-        defer { oneTime.erase() }
-        let wrapContent = try oneTime.nip44Encrypt(seal.jsonText, to: recipient)
-        return try oneTime.sign(
-            UnsignedEvent(createdAt: randomizedTime(now), kind: wrapKind, tags: [["p", recipient]], content: wrapContent))
+        try wrap(rumor, signer: sender, to: recipient, now: now, timeoutMilliseconds: 0)
     }
 
     /// A time up to ``backdatingSeconds`` before `now`, uniformly (never negative).

@@ -110,6 +110,11 @@ public struct AccountIncoming: Sendable {
         let outcome = try store.write("ingest") { db in
             var writer = EventWriter(db: db, receivedAt: receivedAt, layout: store.layout)
             for input in inputs { try writer.add(input) }
+            // Gift wraps to the unlocked signer are unwrapped here, in the transaction that
+            // stores them: both durable, or neither.
+            if !writer.insertedWraps.isEmpty, let signer = store.signer.withLock({ $0 }) {
+                try PrivateMessageStore.unwrap(db, writer.insertedWraps, signer: signer, store: store, receivedAt: receivedAt)
+            }
             try writer.recordReceipt()
             try also(db)
             return IngestionOutcome(receipt: writer.receipt, quarantined: writer.quarantined)
@@ -192,6 +197,8 @@ struct EventWriter {
     let layout: EventLayout
     var receipt = IngestionReceipt()
     var quarantined: [QuarantinedEvent] = []
+    /// The gift wraps (kind 1059) this writer inserted, for unwrapping in the same transaction.
+    var insertedWraps: [VerifiedEvent] = []
     private var seen: Set<String> = []
 
     init(db: SQLiteConnection, receivedAt: Int64, layout: EventLayout = .byArrival) {
@@ -267,6 +274,7 @@ struct EventWriter {
         }
         try store(event, dTag: dTag, expiration: expiration, hidden: try isDeleted(event, dTag: dTag))
         if event.kind == 5 { try applyDeletion(event) }
+        if event.kind == GiftWrap.wrapKind { insertedWraps.append(event) }
         receipt.insertedEventIDs.append(event.id)
         return true
     }

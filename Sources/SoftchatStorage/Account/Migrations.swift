@@ -239,6 +239,46 @@ enum Migrations {
         """
         SELECT 1;
         """,
+        // 12: NIP-17 private messages. `gift_wraps` has one row per stored gift wrap addressed to
+        // an identity the account unwraps for, written in the transaction that stores the wrap:
+        // the rumor it held, or why it failed — so no wrap is ever decrypted twice. Messages are
+        // keyed by rumor id (a second wrap of the same rumor adds none); rooms keep each room's
+        // newest message and counts, so the room list is one indexed read.
+        """
+        CREATE TABLE gift_wraps (
+            wrap_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            rumor_id TEXT,
+            failure TEXT,
+            CHECK ((rumor_id IS NULL) != (failure IS NULL))
+        ) WITHOUT ROWID;
+        CREATE TABLE private_messages (
+            seq INTEGER PRIMARY KEY,
+            owner TEXT NOT NULL,
+            rumor_id TEXT NOT NULL,
+            wrap_id TEXT NOT NULL,
+            room TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            kind INTEGER NOT NULL,
+            expires_at INTEGER,
+            deleted INTEGER NOT NULL DEFAULT 0,
+            received_at INTEGER NOT NULL,
+            rumor TEXT NOT NULL,
+            UNIQUE (owner, rumor_id)
+        );
+        CREATE INDEX private_messages_room ON private_messages (owner, room, created_at DESC, rumor_id DESC);
+        CREATE INDEX private_messages_wrap ON private_messages (wrap_id);
+        CREATE TABLE private_rooms (
+            owner TEXT NOT NULL,
+            room TEXT NOT NULL,
+            latest_at INTEGER NOT NULL,
+            messages INTEGER NOT NULL,
+            unread INTEGER NOT NULL,
+            PRIMARY KEY (owner, room)
+        ) WITHOUT ROWID;
+        CREATE INDEX private_rooms_latest ON private_rooms (owner, latest_at DESC, room);
+        """,
     ]
 
     /// The work a step does in code after its SQL, in the same transaction.

@@ -64,12 +64,16 @@ public final class SoftchatAccount: Sendable {
     public let outgoing: AccountOutgoing
     /// Delivery of publish intents: claims and leases, socket writes, relay results.
     public let delivery: AccountDelivery
+    /// NIP-17 private messages: unwrapped in the ingest transaction, sent as durable wraps, read
+    /// by room.
+    public let messages: AccountMessages
 
     private init(store: AccountStore) {
         self.store = store
         incoming = AccountIncoming(store: store)
         outgoing = AccountOutgoing(store: store)
         delivery = AccountDelivery(store: store)
+        messages = AccountMessages(store: store)
     }
 
     /// Opens (creating if needed) and migrates the account database at `path`.
@@ -163,6 +167,10 @@ final class AccountStore: Sendable {
         var handlers: [Int: @Sendable () -> Void] = [:]
     }
     let observers = Mutex(Observers())
+    /// The signer gift wraps are unwrapped for (``AccountMessages/unlock(_:now:)``), if any.
+    let signer = Mutex<(any SoftchatSigner)?>(nil)
+    /// Gift wraps handed to a signer to unwrap since this account was opened.
+    let decryptions = Atomic<Int>(0)
     let path: String
     /// The schema version this store runs at (below the latest only in upgrade tests).
     let version: Int
