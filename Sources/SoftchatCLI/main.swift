@@ -28,6 +28,7 @@ let topHelp = """
       account …               the durable SQLite account: ingest, enqueue, claim, apply, check
       publish                 publish signed events through the durable account to a relay
       sync                    sync events matching a filter from relays into the account
+      dm send|list            NIP-17 private messages: gift-wrapped to inbox relays, unwrapped once
       relay                   run embedded loopback relays in this process (the demo's relay, trying by hand)
 
     The developer tools (benchmarks, fault runs, the crash harness's child) are `softchat-dev`.
@@ -62,6 +63,7 @@ runCommandLine("softchat", wantsJSON: wantsJSON) {
     case "account": return try AccountCommand.run(rest)
     case "publish": return try PublishCommand.run(rest)
     case "sync": return try SyncCommand.run(rest)
+    case "dm": return try DmCommand.run(rest)
     case "relay": return try RelayCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")
