@@ -13,24 +13,24 @@ import SoftchatTransport
 #endif
 
 /// `softchat demo`: the main job. Starts the embedded relay on two loopback ports (or uses --relay),
-/// creates two identities with SQLite accounts in a temporary folder; alice publishes batches
-/// of public kind-1 notes addressed to bob through her durable account while bob syncs into
-/// his (not kind-14 chat messages: NIP-17 forbids publishing those in the clear, and private
-/// messages are not built yet); every
-/// delivery change and ingestion receipt is printed; the connection is dropped mid-way to show
-/// recovery; a summary ends it.
+/// creates two identities with SQLite accounts in a temporary folder, each with an inbox relay
+/// list (kind 10050); alice sends batches of NIP-17 private messages to bob through her durable
+/// account (each a kind-14 rumor sealed and gift-wrapped for bob and for herself) while bob
+/// syncs his wraps and unwraps each once; bob replies; every delivery change and ingestion
+/// receipt is printed; the connections are dropped mid-way to show recovery; a summary ends it.
 enum DemoCommand {
     static let help = """
         usage: softchat demo [--relay URL[,URL…]] [--transport ws|noise] [--messages N] [--json] [--keep]
 
         Runs Softchat end to end on this machine: two embedded loopback relays on two ports (or
-        the relays at URL…), two identities with SQLite accounts in a temporary folder, N
-        public kind-1 notes addressed to bob (default 24, in three batches) published by alice
-        through her durable account to every relay while bob syncs them from every relay into
-        his (not kind-14 chat messages: NIP-17 forbids publishing those in the clear), each
-        message verified and stored once; each delivery state change and ingestion receipt is
-        printed, every connection is dropped after the first batch to show recovery, and a
-        summary ends the run (sent, accepted per relay, received, duplicates, time).
+        the relays at URL…), two identities with SQLite accounts in a temporary folder, each
+        publishing an inbox relay list (kind 10050). Alice sends N NIP-17 private messages to bob
+        (default 24, in three batches): each a kind-14 rumor, sealed and gift-wrapped (kind 1059)
+        for bob and for herself, committed as durable publish intents to the inbox relays. Bob
+        syncs his wraps from every relay; each is unwrapped once, inside the transaction that
+        stores it; bob replies. Each delivery state change and ingestion receipt is printed,
+        every connection is dropped after the first batch to show recovery, and a summary ends
+        the run (sent, accepted intents, received, unwraps, duplicates, time).
         --keep leaves the temporary folder in place and prints its path; --keys-out DIR writes
         the two identities' secret keys to DIR/alice.key and DIR/bob.key (mode 0600).
         --auth makes the embedded relay require NIP-42 authentication.
@@ -104,10 +104,20 @@ enum DemoCommand {
             "accounts", ["alice": .string(alice.publicKeyHex), "bob": .string(bob.publicKeyHex), "folder": .string(folder.path)],
             "accounts   alice \(alice.publicKeyHex.prefix(12))…  bob \(bob.publicKeyHex.prefix(12))…  (SQLite in \(folder.path))")
 
-        // Bob follows notes addressed to him; the subscription lives in his account's policy.
-        // Public kind-1 notes, not kind-14 chat messages: NIP-17 forbids publishing a kind 14
-        // in the clear (signed, it is public and non-deniable); private messages come later.
-        try bobAccount.setSubscription(id: "chat", filtersJSON: ["{\"kinds\":[1],\"#p\":[\"\(bob.publicKeyHex)\"]}"])
+        // Private messages (NIP-17): each account unwraps the gift wraps addressed to it inside
+        // the transaction that stores them, follows its own wraps and the other's inbox list
+        // (kind 10050), and publishes its own list naming the relays.
+        let now = Int64(time(nil))
+        for (me, other, account) in [(alice, bob, aliceAccount), (bob, alice, bobAccount)] {
+            try account.messages.unlock(me, now: now)
+            try account.setSubscription(id: "inbox", filtersJSON: ["{\"kinds\":[\(GiftWrap.wrapKind)],\"#p\":[\"\(me.publicKeyHex)\"]}"])
+            try account.setSubscription(id: "inbox-lists", filtersJSON: ["{\"kinds\":[10050],\"authors\":[\"\(other.publicKeyHex)\"]}"])
+            let list = try me.sign(UnsignedEvent(createdAt: now, kind: 10050, tags: relayURLs.map { ["relay", $0] }, content: ""))
+            _ = try account.outgoing.enqueueSigned(operationID: "inbox-list", events: [list], relayURLs: relayURLs, now: now)
+        }
+        printer.say(
+            "inbox", ["relays": .integer(Int64(relayURLs.count))],
+            "inbox      alice and bob each publish an inbox relay list (kind 10050) naming the \(relayURLs.count) relays")
         var policy = ManagedTransportPolicy()
         policy.session.jitterSeed = 7
         policy.session.reconnectBaseDelaySeconds = 1
@@ -120,28 +130,35 @@ enum DemoCommand {
             aliceTransport.stop()
             bobTransport.stop()
         }
+        // A message needs its recipient's list: wait until each account holds the other's.
+        let listsKnown = try waitUntil(seconds: 20) {
+            let aliceKnows = !(try aliceAccount.messages.inboxRelays(of: bob.publicKeyHex).isEmpty)
+            let bobKnows = !(try bobAccount.messages.inboxRelays(of: alice.publicKeyHex).isEmpty)
+            return aliceKnows && bobKnows
+        }
+        guard listsKnown else {
+            printer.say("summary", ["complete": false], "summary    INCOMPLETE: the inbox relay lists did not arrive")
+            return .runtimeFailure
+        }
 
-        let now = Int64(time(nil))
-        var sent: [VerifiedEvent] = []
+        var sent: [String] = []
+        var intents = relayURLs.count  // alice's list
         let batches = [total / 3, total / 3, total - 2 * (total / 3)]
         for (b, size) in batches.enumerated() {
-            var batch: [VerifiedEvent] = []
-            for i in 0..<size {
-                let n = sent.count + i + 1
-                batch.append(
-                    try alice.sign(
-                        UnsignedEvent(
-                            createdAt: now - Int64(total - n), kind: 1, tags: [["p", bob.publicKeyHex]],
-                            content: "message \(n) of \(total): \"héllo\" 🤙")))
+            for _ in 0..<size {
+                let n = sent.count + 1
+                let message = try aliceAccount.messages.send(
+                    to: [bob.publicKeyHex], text: "message \(n) of \(total): \"héllo\" 🤙", signer: alice, now: Int64(time(nil)))
+                sent.append(message.message.id)
+                intents += message.deliveries.map(\.intentIDs.count).reduce(0, +)
             }
-            _ = try aliceAccount.outgoing.enqueueSigned(operationID: "demo-batch-\(b + 1)", events: batch, relayURLs: relayURLs, now: now)
-            sent += batch
             printer.say(
-                "enqueue", ["batch": .integer(Int64(b + 1)), "events": .integer(Int64(size))],
-                "alice      enqueued batch \(b + 1): \(size) messages committed as durable publish intents (one per relay)")
+                "enqueue", ["batch": .integer(Int64(b + 1)), "messages": .integer(Int64(size))],
+                "alice      sent batch \(b + 1): \(size) private messages, each gift-wrapped for bob and for herself and committed as durable publish intents to their inbox relays"
+            )
             if b == 0 {
                 // Let the first batch land, then cut every connection mid-run.
-                try waitUntil(seconds: 15) { try terminalCount(aliceAccount) >= batches[0] * relayURLs.count }
+                try waitUntil(seconds: 15) { try terminalCount(aliceAccount) >= intents }
                 printer.say("recovery", [:], "recovery   dropping every connection mid-run")
                 if !embedded.isEmpty {
                     for relay in embedded { relay.dropConnections() }
@@ -151,33 +168,44 @@ enum DemoCommand {
                 }
             }
         }
-        let chat = try RelayFilter.fromJSON("{\"kinds\":[1],\"#p\":[\"\(bob.publicKeyHex)\"]}")
-        let finished = try waitUntil(seconds: 30) {
-            try terminalCount(aliceAccount) >= total * relayURLs.count
-                && (try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1).count) >= total
+        func fromAlice() throws -> [PrivateMessage] {
+            try bobAccount.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: Int64(time(nil)) + 1, limit: AccountMessages.maxPage)
+                .filter { $0.sender == alice.publicKeyHex }
         }
+        var finished = try waitUntil(seconds: 30) { try terminalCount(aliceAccount) >= intents && (try fromAlice().count) >= total }
+        // Bob answers: his reply reaches alice's account the same way.
+        let reply = try bobAccount.messages.send(to: [alice.publicKeyHex], text: "got all \(total) 👍", signer: bob, now: Int64(time(nil)))
+        func replies() throws -> Int {
+            try aliceAccount.messages.messages(of: alice.publicKeyHex, in: [bob.publicKeyHex], now: Int64(time(nil)) + 1).filter { $0.id == reply.message.id }.count
+        }
+        finished = try waitUntil(seconds: 30) { try replies() == 1 } && finished
+        printer.say(
+            "reply", ["from": .string("bob"), "received": .bool(try replies() == 1)],
+            "bob        replied \"got all \(total) 👍\"; alice \(try replies() == 1 ? "received it" : "did NOT receive it")")
         let counts = try aliceAccount.delivery.stateCounts()
-        let received = try bobAccount.events(matching: [chat], now: Int64(time(nil)) + 1)
+        let received = try fromAlice()
         let receivedIDs = Set(received.map(\.id))
-        let missing = sent.filter { !receivedIDs.contains($0.id) }.count
+        let missing = sent.filter { !receivedIDs.contains($0) }.count
         let elapsed = monotonic() - started
         let c = counters
         let skipped = bobTransport.relays.map(\.statistics.duplicatesSkipped).reduce(0, +)
         let reconnects = (aliceTransport.relays + bobTransport.relays).map(\.statistics.reconnects).reduce(0, +)
+        let complete = finished && missing == 0
         printer.say(
             "summary",
             [
                 "sent": .integer(Int64(sent.count)), "accepted": .integer(Int64(counts[.accepted] ?? 0)),
                 "rejected": .integer(Int64(counts[.rejected] ?? 0)), "received": .integer(Int64(received.count)),
+                "unwrapped": .integer(Int64(bobAccount.messages.decryptions)),
                 "relays": .integer(Int64(relayURLs.count)), "duplicates": .integer(Int64(c.duplicates)),
                 "skippedBeforeVerification": .integer(Int64(skipped)), "reconnects": .integer(Int64(reconnects)),
-                "milliseconds": .integer(Int64(elapsed * 1000)), "complete": .bool(finished && missing == 0),
+                "milliseconds": .integer(Int64(elapsed * 1000)), "complete": .bool(complete),
             ],
-            "summary    sent \(sent.count) to \(relayURLs.count) relays, accepted \(counts[.accepted] ?? 0) of \(sent.count * relayURLs.count) intents, "
-                + "received \(received.count) (each stored once; \(skipped) copies skipped before verification, \(c.duplicates) duplicates at commit, "
+            "summary    sent \(sent.count) private messages to \(relayURLs.count) relays, accepted \(counts[.accepted] ?? 0) of \(intents) intents, "
+                + "received \(received.count) (each wrap unwrapped once: \(bobAccount.messages.decryptions) unwraps; \(skipped) copies skipped before verification, \(c.duplicates) duplicates at commit, "
                 + "reconnects \(reconnects)) in \(formatSeconds(elapsed)) s"
-                + (finished && missing == 0 ? "" : " — INCOMPLETE: \(missing) not received"))
-        return finished && missing == 0 ? .success : .runtimeFailure
+                + (complete ? "" : " — INCOMPLETE: \(missing) not received"))
+        return complete ? .success : .runtimeFailure
     }
 
     static func terminalCount(_ account: SoftchatAccount) throws -> Int {
