@@ -169,14 +169,18 @@ enum DemoCommand {
             }
         }
         func fromAlice() throws -> [PrivateMessage] {
-            try bobAccount.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: Int64(time(nil)) + 1, limit: AccountMessages.maxPage)
-                .filter { $0.sender == alice.publicKeyHex }
+            try bobAccount.messages.messages(
+                of: bob.publicKeyHex, in: [alice.publicKeyHex], now: Int64(time(nil)) + 1, limit: AccountMessages.maxPage
+            )
+            .filter { $0.sender == alice.publicKeyHex }
         }
         var finished = try waitUntil(seconds: 30) { try terminalCount(aliceAccount) >= intents && (try fromAlice().count) >= total }
         // Bob answers: his reply reaches alice's account the same way.
         let reply = try bobAccount.messages.send(to: [alice.publicKeyHex], text: "got all \(total) 👍", signer: bob, now: Int64(time(nil)))
         func replies() throws -> Int {
-            try aliceAccount.messages.messages(of: alice.publicKeyHex, in: [bob.publicKeyHex], now: Int64(time(nil)) + 1).filter { $0.id == reply.message.id }.count
+            try aliceAccount.messages.messages(of: alice.publicKeyHex, in: [bob.publicKeyHex], now: Int64(time(nil)) + 1).filter {
+                $0.id == reply.message.id
+            }.count
         }
         finished = try waitUntil(seconds: 30) { try replies() == 1 } && finished
         printer.say(

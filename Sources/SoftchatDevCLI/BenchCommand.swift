@@ -10,7 +10,7 @@ import SoftchatJSON
 
 enum BenchCommand {
     static let help = """
-        usage: softchat-dev bench [events|wire|session|account|scale|transport|managed|cli|memory|negentropy|all] [--json] [--quick]
+        usage: softchat-dev bench [events|wire|session|account|scale|transport|managed|cli|memory|negentropy|dm|all] [--json] [--quick]
                softchat-dev bench corpus DIR [--quick]
 
         Each figure is printed beside a baseline measured in the same process, with the ratio
@@ -43,6 +43,13 @@ enum BenchCommand {
                      fingerprints beside rescanning; --events-file FILE, --relay URL (a relay
                      holding exactly those events, e.g. LocalRelay) and --filter JSON measure
                      given sets (scripts/bench/bench-negentropy runs rust-nostr on the same)
+          dm         NIP-17: unwrap throughput on one core beside its crypto floor (two ECDH,
+                     HKDF+HMAC, ChaCha20, the seal's Schnorr verify, on precomputed inputs);
+                     durable ingestion with unwrapping beside storing alone; a 5,000-wrap inbox
+                     synced into a fresh account to its room list (goal 2 s) and a cold reopen
+                     to it (goal 100 ms) [--wraps N] [--wraps-file FILE] [--relay URL]
+                     [--write-wraps FILE: write N wraps and stop] (scripts/bench/bench-dm adds
+                     rust-nostr's unwrap rate on the same wraps)
         --small FILE / --large FILE measure these JSON-lines corpora in `events` instead of the
         generated ones (scripts/bench/bench-peers uses the peers kit's files); --small-only measures
         parse+verify of the small corpus alone (scripts/bench/bench-wasm's native figure: the
@@ -55,7 +62,11 @@ enum BenchCommand {
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
         let parsed = try Arguments(
-            args, valued: ["--small", "--large", "--events", "--events-file", "--relay", "--filter", "--arrival", "--layout"],
+            args,
+            valued: [
+                "--small", "--large", "--events", "--events-file", "--relay", "--filter", "--arrival", "--layout", "--wraps", "--wraps-file",
+                "--write-wraps",
+            ],
             switches: ["--json", "--quick", "--small-only", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
@@ -67,7 +78,12 @@ enum BenchCommand {
             try writeCorpus(to: parsed.positional[1], quick: parsed.has("--quick"))
             return .success
         }
-        let all = ["events", "wire", "session", "account", "scale", "transport", "managed", "cli", "memory", "negentropy"]
+        if which == "dm", let out = parsed.options["--write-wraps"] {
+            let wraps = PrivateMessageBenchmarks.makeWraps(count: Int(try parsed.int("--wraps") ?? 5_000))
+            guard CorpusFiles.write(wraps.map(\.jsonText), to: out) else { throw RuntimeFailure(code: "io", message: "cannot write \(out)") }
+            return .success
+        }
+        let all = ["events", "wire", "session", "account", "scale", "transport", "managed", "cli", "memory", "negentropy", "dm"]
         guard all.contains(which) || which == "all", parsed.positional.count <= 1 else {
             throw UsageError("unknown benchmark \"\(which)\" (\(all.joined(separator: ", ")), all)")
         }
@@ -115,6 +131,17 @@ enum BenchCommand {
                 options.relayURL = parsed.options["--relay"]
                 if let filter = parsed.options["--filter"] { options.filterJSON = filter }
                 let figures = NegentropyBenchmarks.run(options, executable: ChildProcess.softchatExecutable, directory: path)
+                rmdir(path)
+                print(figures, json: parsed.has("--json"))
+                continue
+            case "dm":
+                let path = try temporaryDirectory()
+                var options = PrivateMessageBenchmarks.Options()
+                options.quick = quick
+                if let n = try parsed.int("--wraps") { options.wraps = Int(n) }
+                options.wrapsFile = parsed.options["--wraps-file"]
+                options.relayURL = parsed.options["--relay"]
+                let figures = PrivateMessageBenchmarks.run(options, executable: ChildProcess.softchatExecutable, directory: path)
                 rmdir(path)
                 print(figures, json: parsed.has("--json"))
                 continue
