@@ -19,6 +19,7 @@ let topHelp = """
       bench …                 figures beside baselines measured in the same run (`bench --help`)
       faults                  seeded end-to-end runs through fault proxies; PASS/FAIL per run
       torture                 the crash harness's child: random account work, acknowledged step by step
+      wrap-torture            the private-message crash harness's child: wraps ingested and unwrapped, acknowledged per batch
       old-account             an account in an older schema's layout, for the migration harness
 
     `bench cli`, `bench memory`, `bench managed` and `bench negentropy` run the `softchat` built
@@ -36,6 +37,7 @@ runCommandLine("softchat-dev", wantsJSON: wantsJSON) {
     case "bench": return try BenchCommand.run(rest)
     case "faults": return try FaultsCommand.run(rest)
     case "torture": return try AccountTortureCommand.run(rest)
+    case "wrap-torture": return try WrapTortureCommand.run(rest)
     case "old-account": return try OldAccountCommand.run(rest)
     case let other?:
         throw UsageError("unknown command \"\(other)\"\n\n\(topHelp)")

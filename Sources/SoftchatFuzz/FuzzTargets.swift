@@ -20,6 +20,8 @@ enum FuzzTarget: String, CaseIterable {
     case nip11, websocket, session, negentropy
     /// A hostile relay against the whole engine (`HostileRelayRun`).
     case relay
+    /// NIP-44 payloads and NIP-59 layers: what a gift wrap from anyone decrypts to.
+    case giftwrap
 
     /// The responder's and initiator's set for the negentropy target: 300 items, runs of equal
     /// timestamps, ids sharing prefixes.
@@ -30,6 +32,56 @@ enum FuzzTarget: String, CaseIterable {
                 NegentropyItem(timestamp: 1_700_000_000 + UInt64(i / 7), id: NegentropyID(prefix: [UInt8(i % 3)] + rng.bytes(31)))
             })
     }()
+
+    /// The giftwrap target's fixed parties: the sender (seals), the recipient, a wrap's one-time key.
+    static let giftwrapKeys: (alice: SoftchatIdentity, bob: SoftchatIdentity, oneTime: SoftchatIdentity) = {
+        func key(_ label: String) -> SoftchatIdentity {
+            try! SoftchatIdentity.importSecretHex(Hex.encode(SHA256.hash(Array("softchat fuzz giftwrap \(label)".utf8))))
+        }
+        return (key("alice"), key("bob"), key("one-time"))
+    }()
+    /// The conversation key of NIP-44's first encrypt_decrypt vector (its payloads seed the corpus).
+    static let vectorKey = Hex.decodeLowercase("c41c775356fd92eadc63ff5a0dc1da211b268cbea22316767095b2871ea1412d")!
+
+    /// First byte 0: the rest is a NIP-44 payload; what decrypts must encrypt back to the same
+    /// payload under its own nonce. 1: the rest is what a seal decrypts to (a rumor), sealed by
+    /// alice and wrapped for bob. 2: the rest is what a wrap decrypts to (a seal). Unwrapping
+    /// must accept exactly what it should and never trap.
+    func giftwrap(_ bytes: [UInt8]) {
+        guard let mode = bytes.first else { return }
+        let text = String(decoding: bytes.dropFirst(), as: UTF8.self)
+        let (alice, bob, oneTime) = Self.giftwrapKeys
+        let nonce = [UInt8](repeating: 7, count: 32)
+        switch mode % 3 {
+        case 0:
+            if let plaintext = try? Nip44.decrypt(text, conversationKey: Self.vectorKey) {
+                let data = Base64.decode(Array(text.utf8))!
+                let again = try? Nip44.encrypt(plaintext, conversationKey: Self.vectorKey, nonce: Array(data[1..<33]))
+                precondition(again == text, "a payload that decrypts does not encrypt back to itself")
+            }
+        default:
+            let sealText: String
+            if mode % 3 == 1 {
+                guard let content = try? Nip44.encrypt(text, conversationKey: try! alice.conversationKey(with: bob.publicKeyHex), nonce: nonce),
+                    let seal = try? alice.sign(UnsignedEvent(createdAt: 1, kind: 13, content: content), auxRandom: nonce)
+                else { return }
+                sealText = seal.jsonText
+            } else {
+                sealText = text
+            }
+            guard let content = try? Nip44.encrypt(sealText, conversationKey: try! oneTime.conversationKey(with: bob.publicKeyHex), nonce: nonce),
+                let wrap = try? oneTime.sign(
+                    UnsignedEvent(createdAt: 1, kind: 1059, tags: [["p", bob.publicKeyHex]], content: content), auxRandom: nonce)
+            else { return }
+            switch Result(catching: { () throws(SoftchatError) in try GiftWrap.unwrap(wrap, with: bob) }) as Result<UnwrappedMessage, SoftchatError> {
+            case .success(let message):
+                precondition(message.wrapID == wrap.id && Rumor.kinds.contains(message.rumor.kind), "an unwrapped message is not the wrap's")
+                if mode % 3 == 1 { precondition(message.sender == alice.publicKeyHex, "a message's sender is not its seal's signer") }
+            case .failure(let error):
+                precondition(error.code == .invalidPrivateMessage, "an unwrap failed with \(error.code.rawValue)")
+            }
+        }
+    }
 
     func run(_ data: UnsafeRawBufferPointer) {
         let bytes = Array(data.bindMemory(to: UInt8.self))
@@ -93,6 +145,8 @@ enum FuzzTarget: String, CaseIterable {
             precondition(snapshot.awaitingPersistence <= RelayIngestionContract.maxAwaitingPersistence.value)
         case .relay:
             HostileRelayRun().run(bytes)
+        case .giftwrap:
+            giftwrap(bytes)
         case .negentropy:
             // The bytes are a negentropy message from the other side.
             if let message = try? NegentropyMessage.decode(bytes) {

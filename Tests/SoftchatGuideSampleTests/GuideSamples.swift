@@ -8,23 +8,23 @@ import SoftchatStorage
 import SoftchatSync
 
 extension GettingStartedSamples {
-    /// docs/guides/getting-started.md:52, sample 2.
+    /// docs/guides/getting-started.md:53, sample 2.
     func sample2() async throws {
-        #sourceLocation(file:"docs/guides/getting-started.md",line:52)
+        #sourceLocation(file:"docs/guides/getting-started.md",line:53)
 
         let now: Int64 = 1_764_000_000  // Unix seconds: the core never reads a clock
         let me = SoftchatIdentity.generate()  // or loadSecretKeyFile(path:)
         try me.writeSecretKeyFile(path: "me.key")  // mode 0600, never overwrites
-        // A public kind-1 note. Not a kind-14 chat message: NIP-17 forbids publishing one in the clear
-        // (signed, it is public and non-deniable); Softchat's private messages are not built yet.
+        // A public kind-1 note. A chat message is never signed as a kind 14 and published: NIP-17 sends
+        // it gift-wrapped (account.messages.send; see the private-messages guide).
         let message = try me.sign(
             UnsignedEvent(
                 createdAt: now, kind: 1, tags: [["p", friendPublicKeyHex]], content: "hi"))
         #sourceLocation()
     }
-    /// docs/guides/getting-started.md:70, sample 3.
+    /// docs/guides/getting-started.md:71, sample 3.
     func sample3() async throws {
-        #sourceLocation(file:"docs/guides/getting-started.md",line:70)
+        #sourceLocation(file:"docs/guides/getting-started.md",line:71)
 
         let account = try SoftchatAccount.open(path: "me.db")  // creates and migrates
         defer { account.close() }
@@ -41,9 +41,9 @@ extension GettingStartedSamples {
         let inbox = try account.events(matching: [RelayFilter.fromJSON(#"{"kinds":[14]}"#)], limit: 50, now: now)
         #sourceLocation()
     }
-    /// docs/guides/getting-started.md:100, sample 4.
+    /// docs/guides/getting-started.md:101, sample 4.
     func sample4() async throws {
-        #sourceLocation(file:"docs/guides/getting-started.md",line:100)
+        #sourceLocation(file:"docs/guides/getting-started.md",line:101)
 
         let transport = try account.startManagedTransport(
             relays: ["wss://relay-a.example", "wss://relay-b.example"], identity: me)
@@ -183,6 +183,70 @@ extension HostLoopSamples {
         socket.close()  // cancel returned closeTransport
         if let claim { try account.delivery.release(claim) }  // unfinished work goes back to pending
         try session.close()  // every later call except snapshot() fails
+        #sourceLocation()
+    }
+}
+
+extension PrivateMessagesSamples {
+    /// docs/guides/private-messages.md:40, sample 1.
+    func sample1() async throws {
+        #sourceLocation(file:"docs/guides/private-messages.md",line:40)
+
+        let account = try SoftchatAccount.open(path: "me.db")
+        defer { account.close() }
+        // From now on every gift wrap to me that the account stores is unwrapped in the same
+        // transaction; wraps stored earlier are unwrapped here, once.
+        try account.messages.unlock(me, now: now)
+
+        // The recipient's kind-10050 list must be in the account (the managed transport syncs it when
+        // the account subscribes to it; `softchat dm send --relay` fetches it).
+        try account.setSubscription(id: "inbox-lists", filtersJSON: [#"{"kinds":[10050],"authors":["\#(friendPublicKeyHex)"]}"#])
+        try account.setSubscription(id: "inbox", filtersJSON: [##"{"kinds":[1059],"#p":["\##(me.publicKeyHex)"]}"##])
+
+        do {
+            let sent = try account.messages.send(to: [friendPublicKeyHex], text: "hi", signer: me, now: now)
+            for delivery in sent.deliveries {
+                print(delivery.recipient, delivery.relayURLs, delivery.intentIDs)  // the wraps' durable intents
+            }
+        } catch {
+            guard error.code == .recipientHasNoInboxRelays else { throw error }
+            // Nothing was queued: fetch the list, or tell the user the friend has no inbox.
+        }
+
+        // The room list: newest room first, each with its newest message and unread count.
+        for room in try account.messages.rooms(of: me.publicKeyHex, now: now) {
+            print(room.members, room.latest?.content ?? "", room.unread)
+        }
+        // One room's messages, newest first; pass the last one back for the next page.
+        let page = try account.messages.messages(of: me.publicKeyHex, in: [friendPublicKeyHex], now: now, limit: 50)
+        let older = try account.messages.messages(of: me.publicKeyHex, in: [friendPublicKeyHex], now: now, before: page.last, limit: 50)
+        print(page.count + older.count)
+        try account.messages.markRead(of: me.publicKeyHex, in: [friendPublicKeyHex])
+        #sourceLocation()
+    }
+    /// docs/guides/private-messages.md:83, sample 2.
+    func sample2() async throws {
+        #sourceLocation(file:"docs/guides/private-messages.md",line:83)
+        for failed in try account.messages.failedWraps(of: me.publicKeyHex) {
+            print(failed.wrapID, failed.reason)  // "invalid_private_message: rumor: pubkey is not the seal's signer"
+        }
+        #sourceLocation()
+    }
+    /// docs/guides/private-messages.md:101, sample 3.
+    func sample3() async throws {
+        #sourceLocation(file:"docs/guides/private-messages.md",line:101)
+        final class AskTheUser: SoftchatSigner {
+            let publicKeyHex: String
+            init(publicKeyHex: String) { self.publicKeyHex = publicKeyHex }
+            func sign(_ draft: UnsignedEvent, timeoutMilliseconds: Int) -> SignerOutcome<VerifiedEvent> { .denied }
+            func nip44Encrypt(_ plaintext: String, to recipient: String, timeoutMilliseconds: Int) -> SignerOutcome<Result<String, Nip44Failure>> {
+                .timedOut
+            }
+            func nip44Decrypt(_ batch: [SignerDecryption], timeoutMilliseconds: Int) -> SignerOutcome<[Result<String, Nip44Failure>]> {
+                .unavailable
+            }
+        }
+        try account.messages.unlock(AskTheUser(publicKeyHex: me.publicKeyHex), now: now)  // throws signer_refused; wraps wait
         #sourceLocation()
     }
 }

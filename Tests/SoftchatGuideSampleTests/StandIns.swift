@@ -34,6 +34,13 @@ final class GettingStartedSamples {
     let account = standInAccount()
 }
 
+final class PrivateMessagesSamples {
+    let friendPublicKeyHex = SoftchatIdentity.generate().publicKeyHex
+    let now: Int64 = 1_764_000_000
+    let me = SoftchatIdentity.generate()
+    let account = standInAccount()
+}
+
 final class HostLoopSamples {
     let relayAcceptsEvents = true
     let relayURL = "wss://relay.example"

@@ -69,4 +69,13 @@ w("relay-frame", "neg_msg", json.dumps(["NEG-MSG", "n", split.hex()], separators
 w("relay-frame", "neg_err", json.dumps(["NEG-ERR", "n", "blocked: too big", 100000], separators=(",", ":")))
 w("client-frame", "neg_open", json.dumps(["NEG-OPEN", "n", {"kinds": [1059], "#p": ["ab" * 32]}, split.hex()], separators=(",", ":")))
 w("client-frame", "neg_close", json.dumps(["NEG-CLOSE", "n"], separators=(",", ":")))
+# giftwrap: mode 0 is a payload under the first encrypt_decrypt vector's key (NIP-44's vectors);
+# modes 1 and 2 are a rumor and a seal as a wrap from alice to bob holds them.
+v2 = json.load(open("Tests/Fixtures/nip44/nip44.vectors.json"))["v2"]
+w("giftwrap", "payload", b"\x00" + v2["valid"]["encrypt_decrypt"][0]["payload"].encode())
+for i, v in enumerate(v2["invalid"]["decrypt"][:4]):
+    w("giftwrap", f"bad-payload-{i}", b"\x00" + v["payload"].encode())
+rumor = {"id": "00" * 32, "pubkey": "ab" * 32, "created_at": 1700000000, "kind": 14, "tags": [["p", "cd" * 32], ["subject", "hi"]], "content": "hello"}
+w("giftwrap", "rumor", b"\x01" + json.dumps({k: v for k, v in rumor.items() if k != "id"}, separators=(",", ":")).encode())
+w("giftwrap", "seal", b"\x02" + compact(fixtures["seal"]).encode())
 print(f"fuzz seeds: {sum(len(fs) for _, _, fs in os.walk(out))} files in {out}")

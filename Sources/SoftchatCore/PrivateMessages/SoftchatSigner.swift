@@ -96,26 +96,31 @@ extension SoftchatIdentity: SoftchatSigner {
             })
     }
 
-    /// Decrypts the batch at once, deriving each counterparty's conversation key once; `unavailable`
-    /// once erased.
+    /// Decrypts the batch at once, on every core, deriving each counterparty's conversation key
+    /// once (a batch of seals from one sender costs one ECDH); `unavailable` once erased.
     public func nip44Decrypt(_ batch: [SignerDecryption], timeoutMilliseconds: Int) -> SignerOutcome<[Result<String, Nip44Failure>]> {
         if isErased { return .unavailable }
-        var keys: [String: [UInt8]] = [:]
-        defer { for k in keys.keys { keys[k]!.withUnsafeMutableBytes { secureZero($0) } } }
-        var results: [Result<String, Nip44Failure>] = []
-        results.reserveCapacity(batch.count)
-        for request in batch {
-            results.append(
-                Result { () throws(Nip44Failure) in
-                    let key: [UInt8]
-                    if let known = keys[request.counterparty] {
-                        key = known
-                    } else {
-                        key = try conversationKey(with: request.counterparty)
-                        keys[request.counterparty] = key
-                    }
-                    return try Nip44.decrypt(request.payload, conversationKey: key)
-                })
+        var parties: [String: Int] = [:]
+        var order: [String] = []
+        for request in batch where parties[request.counterparty] == nil {
+            parties[request.counterparty] = order.count
+            order.append(request.counterparty)
+        }
+        var keys: [Result<[UInt8], Nip44Failure>] = Parallel.map(count: order.count) { i in
+            Result { () throws(Nip44Failure) in try conversationKey(with: order[i]) }
+        }
+        defer {
+            for i in keys.indices {
+                if case .success(var key) = keys[i] {
+                    key.withUnsafeMutableBytes { secureZero($0) }
+                    keys[i] = .failure(.invalidSecretKey)
+                }
+            }
+        }
+        let results: [Result<String, Nip44Failure>] = Parallel.map(count: batch.count) { i in
+            Result { () throws(Nip44Failure) in
+                try Nip44.decrypt(batch[i].payload, conversationKey: try keys[parties[batch[i].counterparty]!].get())
+            }
         }
         return isErased ? .unavailable : .approved(results)
     }
@@ -137,32 +142,40 @@ extension GiftWrap {
         let outer = signer.nip44Decrypt(
             wraps.map { SignerDecryption(payload: $0.content, counterparty: $0.pubkey) }, timeoutMilliseconds: timeoutMilliseconds)
         guard case .approved(let sealTexts) = outer, sealTexts.count == wraps.count else { return outer.withoutValue }
-        var results: [Result<UnwrappedMessage, SoftchatError>] = []
-        var seals: [(index: Int, seal: VerifiedEvent)] = []
-        for (i, wrap) in wraps.enumerated() {
-            do throws(UnwrapFailure) {
-                guard wrap.kind == wrapKind else { throw UnwrapFailure("wrap: kind \(wrap.kind) is not a gift wrap (1059)") }
+        // The seals are verified on every core (each is a Schnorr verification).
+        let opened: [Result<VerifiedEvent, UnwrapFailure>] = Parallel.map(count: wraps.count) { i in
+            Result { () throws(UnwrapFailure) in
+                guard wraps[i].kind == wrapKind else { throw UnwrapFailure("wrap: kind \(wraps[i].kind) is not a gift wrap (1059)") }
                 switch sealTexts[i] {
-                case .success(let text): seals.append((i, try seal(text)))
+                case .success(let text): return try seal(text)
                 case .failure(let failure): throw UnwrapFailure("wrap: nip44: \(failure)")
                 }
-                results.append(.failure(UnwrapFailure("pending").error))
-            } catch {
-                results.append(.failure(error.error))
+            }
+        }
+        var results: [Result<UnwrappedMessage, SoftchatError>] = []
+        var seals: [(index: Int, seal: VerifiedEvent)] = []
+        for (i, result) in opened.enumerated() {
+            switch result {
+            case .success(let seal):
+                seals.append((i, seal))
+                results.append(.failure(UnwrapFailure("wrap: not unwrapped").error))  // replaced below
+            case .failure(let failure):
+                results.append(.failure(failure.error))
             }
         }
         let inner = signer.nip44Decrypt(
             seals.map { SignerDecryption(payload: $0.seal.content, counterparty: $0.seal.pubkey) }, timeoutMilliseconds: timeoutMilliseconds)
         guard case .approved(let rumorTexts) = inner, rumorTexts.count == seals.count else { return inner.withoutValue }
-        for (k, entry) in seals.enumerated() {
-            do throws(UnwrapFailure) {
+        let messages: [Result<UnwrappedMessage, UnwrapFailure>] = Parallel.map(count: seals.count) { k in
+            Result { () throws(UnwrapFailure) in
                 switch rumorTexts[k] {
-                case .success(let text): results[entry.index] = .success(try message(wrap: wraps[entry.index], seal: entry.seal, rumorText: text))
+                case .success(let text): return try message(wrap: wraps[seals[k].index], seal: seals[k].seal, rumorText: text)
                 case .failure(let failure): throw UnwrapFailure("seal: nip44: \(failure)")
                 }
-            } catch {
-                results[entry.index] = .failure(error.error)
             }
+        }
+        for (k, entry) in seals.enumerated() {
+            results[entry.index] = messages[k].mapError { $0.error }
         }
         return .approved(results)
     }

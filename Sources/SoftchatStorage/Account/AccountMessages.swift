@@ -95,16 +95,16 @@ public struct AccountMessages: Sendable {
         store.signer.withLock { $0 = signer }
         var unwrapped = 0
         while true {
-            let step = try store.write("unlock") { db in
+            let step = try store.write("unlock") { db -> PrivateMessageStore.Unwrapped? in
                 let pending = try PrivateMessageStore.pendingWraps(db, owner: signer.publicKeyHex, limit: 1_000)
-                guard !pending.isEmpty else { return (0, 0) }
-                let n = try PrivateMessageStore.unwrap(db, pending, signer: signer, store: store, receivedAt: now)
-                return (pending.count, n)
+                return try PrivateMessageStore.unwrap(db, pending, signer: signer, store: store, receivedAt: now)
             }
-            if step.0 == 0 { break }
-            // A refusal left the batch pending: stop rather than ask again in a loop.
-            if step.1 < 0 { throw .signerRefused("unlock: the signer did not decrypt the stored wraps", operation: .relayIngestion) }
-            unwrapped += step.1
+            // A refusal leaves the batch pending: stop rather than ask again in a loop.
+            guard let step else { throw .signerRefused("unlock: the signer did not decrypt the stored wraps", operation: .relayIngestion) }
+            unwrapped += step.messages
+            // Every pass records an outcome for each wrap it was given; one that records none
+            // has nothing left it can do (and must not spin).
+            if step.outcomes == 0 { break }
         }
         return unwrapped
     }
@@ -296,13 +296,21 @@ enum PrivateMessageStore {
         return out
     }
 
+    /// What one unwrapping pass recorded.
+    struct Unwrapped {
+        /// Wraps that became messages.
+        var messages = 0
+        /// Wraps whose outcome (a message or a failure) was recorded.
+        var outcomes = 0
+    }
+
     /// Unwraps `wraps` (stored in this transaction, or pending) through `signer` and records each
     /// outcome; wraps not addressed to the signer or already recorded are skipped.
     ///
-    /// - Returns: How many became messages, or -1 when the signer refused (nothing recorded).
+    /// - Returns: What was recorded, or nil when the signer refused (nothing recorded).
     @discardableResult
     static func unwrap(_ db: SQLiteConnection, _ wraps: [VerifiedEvent], signer: any SoftchatSigner, store: AccountStore, receivedAt: Int64)
-        throws -> Int
+        throws -> Unwrapped?
     {
         let owner = signer.publicKeyHex
         let known = try db.statement("SELECT 1 FROM gift_wraps WHERE wrap_id = ?")
@@ -312,24 +320,24 @@ enum PrivateMessageStore {
             known.reset()
             if !seen { mine.append(wrap) }
         }
-        guard !mine.isEmpty else { return 0 }
+        guard !mine.isEmpty else { return Unwrapped() }
         store.decryptions.add(mine.count, ordering: .relaxed)
         guard case .approved(let results) = GiftWrap.unwrap(mine, with: signer, timeoutMilliseconds: AccountMessages.signerTimeoutMilliseconds) else {
-            return -1
+            return nil
         }
-        var messages = 0
+        var recorded = Unwrapped(outcomes: mine.count)
         let failure = try db.statement("INSERT INTO gift_wraps (wrap_id, owner, failure) VALUES (?, ?, ?)")
         for (wrap, result) in zip(mine, results) {
             switch result {
             case .success(let message):
                 try record(db, message, owner: owner, receivedAt: receivedAt, expiresAt: wrap.firstTagValue("expiration").flatMap { Int64($0) })
-                messages += 1
+                recorded.messages += 1
             case .failure(let error):
                 try failure.bind(.text(wrap.id), .text(owner), .text("\(error.code.rawValue): \(error.message)")).run()
                 failure.reset()
             }
         }
-        return messages
+        return recorded
     }
 
     /// Records an unwrapped message and its wrap's outcome: the message in its room (once per
