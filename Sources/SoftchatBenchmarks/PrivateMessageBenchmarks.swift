@@ -152,7 +152,7 @@ public enum PrivateMessageBenchmarks {
                 offset += batch.count
             }
             let seconds = monotonicSeconds() - t0
-            let rooms = try! account.messages.rooms(of: bob.publicKeyHex, now: Int64(time(nil)) + 1)
+            let rooms = try! account.messages.rooms(ownerKey: bob.publicKeyHex, now: Int64(time(nil)) + 1)
             return (seconds, rooms.first?.messages ?? 0)
         }
         let (locked, _) = ingest(unlocked: false)
@@ -190,7 +190,7 @@ public enum PrivateMessageBenchmarks {
         var rooms: [PrivateRoom] = []
         while monotonicSeconds() < deadline {
             if synced.isSet {
-                rooms = try! account.messages.rooms(of: bob.publicKeyHex, now: Int64(time(nil)) + 1)
+                rooms = try! account.messages.rooms(ownerKey: bob.publicKeyHex, now: Int64(time(nil)) + 1)
                 break
             }
             usleep(2_000)
@@ -201,7 +201,7 @@ public enum PrivateMessageBenchmarks {
         account.close()
         let r0 = monotonicSeconds()
         let reopened = try! SoftchatAccount.open(path: path)
-        let list = try! reopened.messages.rooms(of: bob.publicKeyHex, now: Int64(time(nil)) + 1)
+        let list = try! reopened.messages.rooms(ownerKey: bob.publicKeyHex, now: Int64(time(nil)) + 1)
         let reopen = monotonicSeconds() - r0
         let decrypted = reopened.messages.decryptions
         reopened.close()

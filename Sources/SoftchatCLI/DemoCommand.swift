@@ -132,8 +132,8 @@ enum DemoCommand {
         }
         // A message needs its recipient's list: wait until each account holds the other's.
         let listsKnown = try waitUntil(seconds: 20) {
-            let aliceKnows = !(try aliceAccount.messages.inboxRelays(of: bob.publicKeyHex).isEmpty)
-            let bobKnows = !(try bobAccount.messages.inboxRelays(of: alice.publicKeyHex).isEmpty)
+            let aliceKnows = !(try aliceAccount.messages.inboxRelays(publicKey: bob.publicKeyHex).isEmpty)
+            let bobKnows = !(try bobAccount.messages.inboxRelays(publicKey: alice.publicKeyHex).isEmpty)
             return aliceKnows && bobKnows
         }
         guard listsKnown else {
@@ -170,7 +170,7 @@ enum DemoCommand {
         }
         func fromAlice() throws -> [PrivateMessage] {
             try bobAccount.messages.messages(
-                of: bob.publicKeyHex, in: [alice.publicKeyHex], now: Int64(time(nil)) + 1, limit: AccountMessages.maxPage
+                ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: Int64(time(nil)) + 1, limit: AccountMessages.maxPage
             )
             .filter { $0.sender == alice.publicKeyHex }
         }
@@ -178,7 +178,7 @@ enum DemoCommand {
         // Bob answers: his reply reaches alice's account the same way.
         let reply = try bobAccount.messages.send(to: [alice.publicKeyHex], text: "got all \(total) 👍", signer: bob, now: Int64(time(nil)))
         func replies() throws -> Int {
-            try aliceAccount.messages.messages(of: alice.publicKeyHex, in: [bob.publicKeyHex], now: Int64(time(nil)) + 1).filter {
+            try aliceAccount.messages.messages(ownerKey: alice.publicKeyHex, members: [bob.publicKeyHex], now: Int64(time(nil)) + 1).filter {
                 $0.id == reply.message.id
             }.count
         }

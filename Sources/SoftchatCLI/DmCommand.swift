@@ -140,15 +140,15 @@ enum DmCommand {
         if let with = parsed.options["--with"] {
             rooms = [[with]]
         } else {
-            rooms = try account.messages.rooms(of: me, now: now, limit: AccountMessages.maxPage).map(\.members)
+            rooms = try account.messages.rooms(ownerKey: me, now: now, limit: AccountMessages.maxPage).map(\.members)
         }
         for room in rooms {
-            var before: PrivateMessage? = nil
+            var before: PrivateMessageCursor? = nil
             while true {
-                let page = try account.messages.messages(of: me, in: room, now: now, before: before, limit: AccountMessages.maxPage)
+                let page = try account.messages.messages(ownerKey: me, members: room, now: now, limit: AccountMessages.maxPage, before: before)
                 messages += page
                 guard page.count == AccountMessages.maxPage else { break }
-                before = page.last
+                before = page.last?.cursor
             }
         }
         messages.sort { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
@@ -173,7 +173,7 @@ enum DmCommand {
     /// Enqueues the key's kind-10050 list naming `relays`, to `relays`, when the account knows
     /// none; returns the intents (none when a list is known).
     static func publishOwnInboxListIfMissing(_ account: SoftchatAccount, identity: SoftchatIdentity, relays: [String]) throws -> [String] {
-        guard try account.messages.inboxRelays(of: identity.publicKeyHex).isEmpty else { return [] }
+        guard try account.messages.inboxRelays(publicKey: identity.publicKeyHex).isEmpty else { return [] }
         let now = Int64(time(nil))
         let list = try identity.sign(UnsignedEvent(createdAt: now, kind: 10050, tags: relays.map { ["relay", $0] }, content: ""))
         return try account.outgoing.enqueueSigned(operationID: "inbox-list-\(list.id.prefix(16))", events: [list], relayURLs: relays, now: now)

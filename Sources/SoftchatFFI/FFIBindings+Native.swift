@@ -19,6 +19,13 @@ extension FFI {
     typealias PublishIntentStatus = SoftchatStorage.PublishIntentStatus
     typealias IntentStateCount = IntentStateCountFFI
     typealias AccountCheckReport = SoftchatStorage.AccountCheckReport
+    typealias AccountMessages = SoftchatStorage.AccountMessages
+    typealias PrivateMessage = SoftchatStorage.PrivateMessage
+    typealias PrivateMessageCursor = SoftchatStorage.PrivateMessageCursor
+    typealias PrivateRoom = SoftchatStorage.PrivateRoom
+    typealias PrivateMessageDelivery = SoftchatStorage.PrivateMessageDelivery
+    typealias SentPrivateMessage = SoftchatStorage.SentPrivateMessage
+    typealias FailedWrap = SoftchatStorage.FailedWrap
     typealias ManagedTransportContext = ManagedTransportContextFFI
     typealias ManagedRelayStatus = ManagedRelayStatusFFI
     typealias ManagedTransport = ManagedTransportHandle

@@ -104,6 +104,14 @@ final class IdentityHandle: @unchecked Sendable {
         try identity.createNip42Authentication(challenge: challenge, relayURL: relayURL, createdAt: createdAt)
     }
 
+    func nip44Encrypt(_ plaintext: String, to recipient: String) throws(SoftchatError) -> String {
+        try identity.nip44Encrypt(plaintext, to: recipient)
+    }
+
+    func nip44Decrypt(_ payload: String, from sender: String) throws(SoftchatError) -> String {
+        try identity.nip44Decrypt(payload, from: sender)
+    }
+
     func erase() { identity.erase() }
 
     /// The identity, for a managed transport that answers NIP-42 with it (the same object, so
@@ -111,6 +119,22 @@ final class IdentityHandle: @unchecked Sendable {
     func current() throws(SoftchatError) -> SoftchatIdentity {
         guard !identity.isErased else { throw SoftchatIdentity.erasedError }
         return identity
+    }
+}
+
+/// The handle signs and decrypts for an account's private messages as the identity it holds
+/// (the same object, so erase() ends that too).
+extension IdentityHandle: SoftchatSigner {
+    func sign(_ draft: UnsignedEvent, timeoutMilliseconds: Int) -> SignerOutcome<VerifiedEvent> {
+        identity.sign(draft, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    func nip44Encrypt(_ plaintext: String, to recipient: String, timeoutMilliseconds: Int) -> SignerOutcome<Result<String, Nip44Failure>> {
+        identity.nip44Encrypt(plaintext, to: recipient, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    func nip44Decrypt(_ batch: [SignerDecryption], timeoutMilliseconds: Int) -> SignerOutcome<[Result<String, Nip44Failure>]> {
+        identity.nip44Decrypt(batch, timeoutMilliseconds: timeoutMilliseconds)
     }
 }
 

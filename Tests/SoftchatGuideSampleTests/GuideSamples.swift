@@ -214,20 +214,21 @@ extension PrivateMessagesSamples {
         }
 
         // The room list: newest room first, each with its newest message and unread count.
-        for room in try account.messages.rooms(of: me.publicKeyHex, now: now) {
+        for room in try account.messages.rooms(ownerKey: me.publicKeyHex, now: now) {
             print(room.members, room.latest?.content ?? "", room.unread)
         }
         // One room's messages, newest first; pass the last one back for the next page.
-        let page = try account.messages.messages(of: me.publicKeyHex, in: [friendPublicKeyHex], now: now, limit: 50)
-        let older = try account.messages.messages(of: me.publicKeyHex, in: [friendPublicKeyHex], now: now, before: page.last, limit: 50)
+        let page = try account.messages.messages(ownerKey: me.publicKeyHex, members: [friendPublicKeyHex], now: now, limit: 50)
+        let older = try account.messages.messages(
+            ownerKey: me.publicKeyHex, members: [friendPublicKeyHex], now: now, limit: 50, before: page.last?.cursor)
         print(page.count + older.count)
-        try account.messages.markRead(of: me.publicKeyHex, in: [friendPublicKeyHex])
+        try account.messages.markRead(ownerKey: me.publicKeyHex, members: [friendPublicKeyHex])
         #sourceLocation()
     }
     /// docs/guides/private-messages.md:83, sample 2.
     func sample2() async throws {
         #sourceLocation(file:"docs/guides/private-messages.md",line:83)
-        for failed in try account.messages.failedWraps(of: me.publicKeyHex) {
+        for failed in try account.messages.failedWraps(ownerKey: me.publicKeyHex) {
             print(failed.wrapID, failed.reason)  // "invalid_private_message: rumor: pubkey is not the seal's signer"
         }
         #sourceLocation()

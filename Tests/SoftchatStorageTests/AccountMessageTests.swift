@@ -46,7 +46,7 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         let outcome = try t.account.incoming.ingest([w], receivedAt: t0)
         #expect(outcome.receipt.insertedEventIDs == [w.id])
         #expect(t.account.messages.decryptions == 1)
-        let list = try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0)
+        let list = try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0)
         #expect(list.map(\.content) == ["hi bob"])
         #expect(list[0].sender == alice.publicKeyHex && list[0].wrapID == w.id)
         // The same wrap again (a relay resending it) is a duplicate: nothing is decrypted.
@@ -57,8 +57,8 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         t.account.close()
         let again = try SoftchatAccount.open(path: path)
         defer { again.close() }
-        #expect(try again.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0).map(\.content) == ["hi bob"])
-        #expect(try again.messages.rooms(of: bob.publicKeyHex, now: t0).map(\.latest?.content) == ["hi bob"])
+        #expect(try again.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0).map(\.content) == ["hi bob"])
+        #expect(try again.messages.rooms(ownerKey: bob.publicKeyHex, now: t0).map(\.latest?.content) == ["hi bob"])
         #expect(try again.messages.unlock(bob, now: t0) == 0)
         #expect(again.messages.decryptions == 0)
     }
@@ -68,12 +68,12 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         let wraps = try (0..<3).map { try wrap("m\($0)", from: alice, to: [bob], for: bob, at: t0 + Int64($0)) }
         _ = try t.account.incoming.ingest(wraps, receivedAt: t0)
         #expect(t.account.messages.decryptions == 0)
-        #expect(try t.account.messages.rooms(of: bob.publicKeyHex, now: t0).isEmpty)
+        #expect(try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0).isEmpty)
         #expect(try t.account.messages.unlock(bob, now: t0 + 10) == 3)
         #expect(t.account.messages.decryptions == 3)
         #expect(try t.account.messages.unlock(bob, now: t0 + 11) == 0)
         #expect(t.account.messages.decryptions == 3)
-        let page = try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0 + 20)
+        let page = try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 20)
         #expect(page.map(\.content) == ["m2", "m1", "m0"])
     }
 
@@ -83,11 +83,11 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         try t.account.messages.unlock(RefusingSigner(bob, answer), now: t0)
         let w = try wrap("later", from: alice, to: [bob], for: bob)
         #expect(try t.account.incoming.ingest([w], receivedAt: t0).receipt.insertedEventIDs == [w.id])
-        #expect(try t.account.messages.failedWraps(of: bob.publicKeyHex).isEmpty)
+        #expect(try t.account.messages.failedWraps(ownerKey: bob.publicKeyHex).isEmpty)
         #expect(try t.served(["{\"kinds\":[1059]}"]) == [w.id])
         #expect(throws: SoftchatError.self) { try t.account.messages.unlock(RefusingSigner(bob, answer), now: t0) }
         #expect(try t.account.messages.unlock(bob, now: t0 + 1) == 1)
-        #expect(try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0).map(\.content) == ["later"])
+        #expect(try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0).map(\.content) == ["later"])
     }
 
     @Test func aWrapThatFailsIsKeptWithItsCodeAndNotDecryptedAgain() throws {
@@ -111,7 +111,7 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         let outcome = try t.account.incoming.ingest([forged, misaddressed, garbage, good], receivedAt: t0)
         #expect(outcome.receipt.insertedEventIDs.count == 4)
         #expect(t.account.messages.decryptions == 4)
-        let failed = try t.account.messages.failedWraps(of: bob.publicKeyHex)
+        let failed = try t.account.messages.failedWraps(ownerKey: bob.publicKeyHex)
         #expect(Set(failed.map(\.wrapID)) == [forged.id, misaddressed.id, garbage.id])
         #expect(failed.allSatisfy { $0.reason.hasPrefix("invalid_private_message: ") })
         #expect(failed.first { $0.wrapID == forged.id }?.reason == "invalid_private_message: rumor: pubkey is not the seal's signer")
@@ -119,7 +119,7 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         #expect(failed.first { $0.wrapID == garbage.id }?.reason == "invalid_private_message: wrap: nip44: invalid payload length")
         #expect(try t.account.messages.unlock(bob, now: t0 + 1) == 0)
         #expect(t.account.messages.decryptions == 4)
-        #expect(try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0).map(\.content) == ["real"])
+        #expect(try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0).map(\.content) == ["real"])
         // Nothing names the text or a key.
         let secret = try bob.exportSecretHex()
         #expect(!failed.contains { $0.reason.contains("forged") || $0.reason.contains(secret) })
@@ -170,7 +170,7 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
             #expect(relays == d.relayURLs.sorted())
         }
         // The sender's room shows it at once, unread 0; nothing was decrypted to show it.
-        let room = try sender.account.messages.rooms(of: alice.publicKeyHex, now: t0)
+        let room = try sender.account.messages.rooms(ownerKey: alice.publicKeyHex, now: t0)
         #expect(room.map(\.members) == [[alice.publicKeyHex, bob.publicKeyHex, carol.publicKeyHex].sorted()])
         #expect(room.first?.unread == 0 && room.first?.latest?.content == "group hello")
         #expect(sender.account.messages.decryptions == 0)
@@ -185,7 +185,7 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
             _ = try account.account.incoming.ingest(wraps, receivedAt: t0 + 5)
             #expect(account.account.messages.decryptions == 1, "only the wrap addressed to the reader is decrypted")
             let others = [alice, bob, carol].filter { $0 !== who }.map(\.publicKeyHex)
-            let got = try account.account.messages.messages(of: who.publicKeyHex, in: others, now: t0 + 5)
+            let got = try account.account.messages.messages(ownerKey: who.publicKeyHex, members: others, now: t0 + 5)
             #expect(got.map(\.content) == ["group hello"])
             #expect(got.first?.id == sent.message.id && got.first?.sender == alice.publicKeyHex)
             #expect(got.first?.recipients == [bob.publicKeyHex, carol.publicKeyHex].sorted())
@@ -199,17 +199,19 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         for i in 0..<5 { wraps.append(try wrap("a\(i)", from: alice, to: [bob], for: bob, at: t0 + Int64(i))) }
         wraps.append(try wrap("c0", from: carol, to: [bob], for: bob, at: t0 + 2))
         _ = try t.account.incoming.ingest(wraps, receivedAt: t0 + 100)
-        var rooms = try t.account.messages.rooms(of: bob.publicKeyHex, now: t0 + 100)
+        var rooms = try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0 + 100)
         #expect(rooms.map(\.latest?.content) == ["a4", "c0"])
         #expect(rooms.map(\.unread) == [5, 1])
-        try t.account.messages.markRead(of: bob.publicKeyHex, in: [alice.publicKeyHex])
-        rooms = try t.account.messages.rooms(of: bob.publicKeyHex, now: t0 + 100)
+        try t.account.messages.markRead(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex])
+        rooms = try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0 + 100)
         #expect(rooms.map(\.unread) == [0, 1])
-        let first = try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0 + 100, limit: 2)
+        let first = try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 100, limit: 2)
         #expect(first.map(\.content) == ["a4", "a3"])
-        let second = try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0 + 100, before: first.last, limit: 2)
+        let second = try t.account.messages.messages(
+            ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 100, limit: 2, before: first.last?.cursor)
         #expect(second.map(\.content) == ["a2", "a1"])
-        let third = try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0 + 100, before: second.last, limit: 2)
+        let third = try t.account.messages.messages(
+            ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 100, limit: 2, before: second.last?.cursor)
         #expect(third.map(\.content) == ["a0"])
     }
 
@@ -219,15 +221,15 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         let rumor = try Rumor(
             pubkey: alice.publicKeyHex, createdAt: t0, kind: 14, tags: [["p", bob.publicKeyHex], ["expiration", "\(t0 + 60)"]], content: "brief")
         _ = try t.account.incoming.ingest([try GiftWrap.wrap(rumor, from: alice, to: bob.publicKeyHex, now: t0)], receivedAt: t0)
-        #expect(try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0 + 59).map(\.content) == ["brief"])
-        #expect(try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0 + 60).isEmpty)
-        #expect(try t.account.messages.rooms(of: bob.publicKeyHex, now: t0 + 60).first?.latest == nil)
+        #expect(try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 59).map(\.content) == ["brief"])
+        #expect(try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 60).isEmpty)
+        #expect(try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0 + 60).first?.latest == nil)
     }
 
     @Test func theRoomListAndARoomPageAreIndexedReads() throws {
         let t = try TestAccount()
-        _ = try t.account.messages.rooms(of: bob.publicKeyHex, now: t0)
-        _ = try t.account.messages.messages(of: bob.publicKeyHex, in: [alice.publicKeyHex], now: t0)
+        _ = try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0)
+        _ = try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0)
         let rooms = try t.plan("SELECT room, messages, unread FROM private_rooms WHERE owner = ? ORDER BY latest_at DESC, room LIMIT ?")
         #expect(rooms.contains { $0.contains("private_rooms_latest") } && !rooms.contains { $0.contains("TEMP B-TREE") })
         let page = try t.plan(

@@ -21,6 +21,31 @@ public struct PrivateMessage: Sendable, Hashable {
     public var content: String { rumor.content }
     /// The recipients: the room without the sender.
     public var recipients: [String] { room.filter { $0 != rumor.pubkey } }
+    /// 14 (a chat message) or 15 (a file message).
+    public var kind: Int { rumor.kind }
+    /// The rumor's tags (`p` per recipient, `e` for a reply, `subject`).
+    public var tags: [[String]] { rumor.tags }
+    /// Where a page ending at this message ends, for the next page's `before`.
+    public var cursor: PrivateMessageCursor { PrivateMessageCursor(createdAt: rumor.createdAt, id: rumor.id) }
+}
+
+/// Where a page of a room's messages ended: its last message, in the newest-first order pages
+/// are served in (`createdAt` descending, ties by id descending).
+public struct PrivateMessageCursor: Sendable, Hashable {
+    /// The last served message's `created_at`.
+    public let createdAt: Int64
+    /// The last served message's id.
+    public let id: String
+
+    /// A cursor at a message.
+    ///
+    /// - Parameters:
+    ///   - createdAt: The message's `created_at`.
+    ///   - id: The message's (rumor's) id.
+    public init(createdAt: Int64, id: String) {
+        self.createdAt = createdAt
+        self.id = id
+    }
 }
 
 /// One room in the room list: its members, newest message and counts.
@@ -39,21 +64,23 @@ public struct PrivateRoom: Sendable, Hashable {
 /// wrap and the durable publish intents that carry it.
 public struct SentPrivateMessage: Sendable, Hashable {
     /// One recipient's wrap.
-    public struct Delivery: Sendable, Hashable {
-        /// The recipient's public key (the sender's own for the self-copy).
-        public let recipient: String
-        /// The gift wrap's event id.
-        public let wrapID: String
-        /// The recipient's inbox relays (kind 10050) the wrap is queued to.
-        public let relayURLs: [String]
-        /// The publish intents, one per relay, in `relayURLs` order.
-        public let intentIDs: [String]
-    }
-
+    public typealias Delivery = PrivateMessageDelivery
     /// The message as the rooms show it.
     public let message: PrivateMessage
     /// One delivery per recipient, then the self-copy.
-    public let deliveries: [Delivery]
+    public let deliveries: [PrivateMessageDelivery]
+}
+
+/// One recipient's wrap of a sent message and the durable intents that carry it.
+public struct PrivateMessageDelivery: Sendable, Hashable {
+    /// The recipient's public key (the sender's own for the self-copy).
+    public let recipient: String
+    /// The gift wrap's event id.
+    public let wrapID: String
+    /// The recipient's inbox relays (kind 10050) the wrap is queued to.
+    public let relayURLs: [String]
+    /// The publish intents, one per relay, in `relayURLs` order.
+    public let intentIDs: [String]
 }
 
 /// A wrap the account kept but could not read, with its stable code's reason.
@@ -122,7 +149,7 @@ public struct AccountMessages: Sendable {
     /// - Parameter publicKeyHex: The key whose list to read.
     /// - Returns: The relay URLs; empty when no list is stored or it names none.
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails.
-    public func inboxRelays(of publicKeyHex: String) throws(SoftchatError) -> [String] {
+    public func inboxRelays(publicKey publicKeyHex: String) throws(SoftchatError) -> [String] {
         try store.read("inboxRelays") { db in try PrivateMessageStore.inboxRelays(db, publicKeyHex) }
     }
 
@@ -159,7 +186,7 @@ public struct AccountMessages: Sendable {
         // Every inbox list is read before anything is made: a missing one refuses the whole send.
         var relays: [String: [String]] = [:]
         for key in others + [me] {
-            let list = try inboxRelays(of: key)
+            let list = try inboxRelays(publicKey: key)
             guard !list.isEmpty else {
                 throw .recipientHasNoInboxRelays(
                     key == me
@@ -206,7 +233,7 @@ public struct AccountMessages: Sendable {
     ///   - limit: At most this many rooms (1 to 1,000).
     /// - Returns: The rooms, each with its newest message still shown and its counts.
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails.
-    public func rooms(of owner: String, now: Int64, limit: Int = 100) throws(SoftchatError) -> [PrivateRoom] {
+    public func rooms(ownerKey owner: String, now: Int64, limit: Int = 100) throws(SoftchatError) -> [PrivateRoom] {
         let limit = Swift.max(1, Swift.min(limit, Self.maxPage))
         return try store.read("rooms") { db in
             let list = try db.statement(
@@ -228,11 +255,12 @@ public struct AccountMessages: Sendable {
     ///   - owner: The public key whose room it is.
     ///   - members: The room's members (the owner may be included or not; order does not matter).
     ///   - now: The current time in Unix seconds: expired messages are not shown.
-    ///   - before: The last message of the previous page, or nil for the newest page.
     ///   - limit: At most this many messages (1 to 1,000).
+    ///   - before: Where the previous page ended (its last message's ``PrivateMessage/cursor``), or
+    ///     nil for the newest page.
     /// - Returns: The messages, newest first (ties by id, descending).
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails.
-    public func messages(of owner: String, in members: [String], now: Int64, before: PrivateMessage? = nil, limit: Int = 50)
+    public func messages(ownerKey owner: String, members: [String], now: Int64, limit: Int = 50, before: PrivateMessageCursor? = nil)
         throws(SoftchatError) -> [PrivateMessage]
     {
         let room = PrivateMessageStore.roomKey(Set(members + [owner]).sorted())
@@ -249,7 +277,7 @@ public struct AccountMessages: Sendable {
     ///   - owner: The public key whose room it is.
     ///   - members: The room's members.
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails.
-    public func markRead(of owner: String, in members: [String]) throws(SoftchatError) {
+    public func markRead(ownerKey owner: String, members: [String]) throws(SoftchatError) {
         let room = PrivateMessageStore.roomKey(Set(members + [owner]).sorted())
         try store.write("markRead") { db in
             try db.statement("UPDATE private_rooms SET unread = 0 WHERE owner = ? AND room = ?").bind(.text(owner), .text(room)).run()
@@ -262,7 +290,7 @@ public struct AccountMessages: Sendable {
     /// - Parameter owner: The recipient's public key.
     /// - Returns: The failed wraps, by wrap id.
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails.
-    public func failedWraps(of owner: String) throws(SoftchatError) -> [FailedWrap] {
+    public func failedWraps(ownerKey owner: String) throws(SoftchatError) -> [FailedWrap] {
         try store.read("failedWraps") { db in
             let rows = try db.statement("SELECT wrap_id, failure FROM gift_wraps WHERE owner = ? AND failure IS NOT NULL ORDER BY wrap_id")
                 .bind(.text(owner))

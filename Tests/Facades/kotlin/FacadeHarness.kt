@@ -241,11 +241,48 @@ fun main() {
     Report.equal("concurrent subscriptions", snap.subscriptionIds.sorted(), (0 until 8).map { "t$it" })
     Report.equal("concurrent outbound drained", snap.outboundFrames, 0L)
     account.close()
+    privateMessages(dir)
     dir.deleteRecursively()
 
     checkNames()
     println("kotlin: ${Report.passed} passed, ${Report.failed} failed")
     if (Report.failed > 0) System.exit(1)
+}
+
+/** NIP-17 through the facade: NIP-44 both ways, a send to bob's inbox relays, bob unwrapping it once. */
+fun privateMessages(dir: File) {
+    val alice = SoftchatIdentity.generate()
+    val bob = SoftchatIdentity.generate()
+    val payload = alice.nip44Encrypt("hi bob ☃", bob.publicKeyHex)
+    Report.equal("nip44 round trip", bob.nip44Decrypt(payload, alice.publicKeyHex), "hi bob ☃")
+    val tampered = payload.substring(0, 10) + (if (payload[10] == 'A') 'B' else 'A') + payload.substring(11)
+    Report.expectError("nip44 tampered payload", "invalid_private_message") { bob.nip44Decrypt(tampered, alice.publicKeyHex) }
+    val now = System.currentTimeMillis() / 1000
+    fun inbox(who: SoftchatIdentity, relay: String) =
+        who.sign(UnsignedEvent(pubkey = null, createdAt = now - 10, kind = 10050, tags = listOf(listOf("relay", relay)), content = ""))
+    val sender = SoftchatAccount.open(File(dir, "alice-dm.sqlite").path)
+    val reader = SoftchatAccount.open(File(dir, "bob-dm.sqlite").path)
+    Report.expectError("send without an inbox list", "recipient_has_no_inbox_relays") {
+        sender.messages.send(listOf(bob.publicKeyHex), "hello", alice, now)
+    }
+    sender.incoming.ingest(listOf(inbox(alice, "wss://alice.example"), inbox(bob, "wss://bob.example")), now)
+    Report.equal("inbox relays", sender.messages.inboxRelays(bob.publicKeyHex), listOf("wss://bob.example"))
+    val sent = sender.messages.send(listOf(bob.publicKeyHex), "hello from kotlin", alice, now)
+    Report.equal("deliveries", sent.deliveries.map { it.recipient to it.relayUrls }, listOf(bob.publicKeyHex to listOf("wss://bob.example"), alice.publicKeyHex to listOf("wss://alice.example")))
+    val wraps = sender.queryEvents(listOf("{\"kinds\":[1059]}"), 10, now).events
+    Report.equal("two wraps stored", wraps.size, 2)
+    Report.equal("unlock finds nothing", reader.messages.unlock(bob, now), 0)
+    reader.incoming.ingest(wraps, now)
+    val rooms = reader.messages.rooms(bob.publicKeyHex, now, 10)
+    Report.equal("bob's room", rooms.map { it.latest?.content to it.unread }, listOf("hello from kotlin" to 1))
+    val page = reader.messages.messages(bob.publicKeyHex, listOf(alice.publicKeyHex), now, 10)
+    Report.equal("bob's message", page.map { listOf(it.id, it.sender, it.recipients) }, listOf(listOf(sent.message.id, alice.publicKeyHex, listOf(bob.publicKeyHex))))
+    Report.equal("the next page is empty", reader.messages.messages(bob.publicKeyHex, listOf(alice.publicKeyHex), now, 10, page.last().cursor).size, 0)
+    reader.messages.markRead(bob.publicKeyHex, listOf(alice.publicKeyHex))
+    Report.equal("read", reader.messages.rooms(bob.publicKeyHex, now, 10).single().unread, 0)
+    Report.equal("no failed wraps", reader.messages.failedWraps(bob.publicKeyHex).size, 0)
+    sender.close()
+    reader.close()
 }
 
 /** The public names of the compiled facade (package org.softchat, from the facade jar) against the schema. */

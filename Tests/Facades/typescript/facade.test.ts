@@ -198,6 +198,17 @@ test("the page's TypeScript recipes over the recorded conversation", async (t: a
   });
 });
 
+test("NIP-44 v2 through the identity handle, both ways, and a tampered payload refused", () => {
+  const alice = SoftchatIdentity.generate();
+  const bob = SoftchatIdentity.generate();
+  const payload = alice.nip44Encrypt("hi bob ☃ \"quoted\"", bob.publicKeyHex);
+  assert.equal(bob.nip44Decrypt(payload, alice.publicKeyHex), "hi bob ☃ \"quoted\"");
+  assert.equal(alice.nip44Decrypt(bob.nip44Encrypt("back", alice.publicKeyHex), bob.publicKeyHex), "back");
+  const tampered = (payload[10] === "A" ? "B" : "A");
+  assert.equal(code(() => bob.nip44Decrypt(payload.slice(0, 10) + tampered + payload.slice(11), alice.publicKeyHex)), "invalid_private_message");
+  assert.equal(code(() => alice.nip44Encrypt("", bob.publicKeyHex)), "invalid_private_message");
+});
+
 test("generated public names equal the schema's declarations", () => {
   const ts = require("typescript");
   const names = JSON.parse(fs.readFileSync(process.env.SOFTCHAT_NAMES!, "utf8"));

@@ -52,6 +52,39 @@ function codeOf(body: () => unknown): string {
   return "none";
 }
 
+/** NIP-17 through the facade: a send to bob's inbox relays, bob unwrapping it once, his room and page. */
+function privateMessages(work: string): void {
+  const alice = SoftchatIdentity.generate();
+  const bob = SoftchatIdentity.generate();
+  const t = now();
+  const inbox = (who: SoftchatIdentity, relay: string): VerifiedEvent =>
+    who.sign({ pubkey: null, createdAt: t - 10, kind: 10050, tags: [["relay", relay]], content: "" });
+  const sender = SoftchatAccount.open(`${work}/alice-dm.db`);
+  const reader = SoftchatAccount.open(`${work}/bob-dm.db`);
+  check(codeOf(() => sender.messages.send([bob.publicKeyHex], "hello", alice, t)) === "recipient_has_no_inbox_relays",
+    "a send without the recipient's inbox list is refused with recipient_has_no_inbox_relays");
+  sender.incoming.ingest([inbox(alice, "wss://alice.example"), inbox(bob, "wss://bob.example")], t);
+  const sent = sender.messages.send([bob.publicKeyHex], "hello from typescript", alice, t);
+  check(JSON.stringify(sent.deliveries.map((d) => [d.recipient, d.relayUrls])) ===
+    JSON.stringify([[bob.publicKeyHex, ["wss://bob.example"]], [alice.publicKeyHex, ["wss://alice.example"]]]),
+    `each wrap goes to its recipient's inbox relays: ${JSON.stringify(sent.deliveries)}`);
+  const wraps = sender.queryEvents([JSON.stringify({ kinds: [1059] })], 10, t).events;
+  check(wraps.length === 2, `two wraps stored (${wraps.length})`);
+  check(reader.messages.unlock(bob, t) === 0, "unlocking an empty inbox unwraps nothing");
+  reader.incoming.ingest(wraps, t);
+  const rooms = reader.messages.rooms(bob.publicKeyHex, t, 10);
+  check(rooms.length === 1 && rooms[0].latest?.content === "hello from typescript" && rooms[0].unread === 1,
+    `bob's room shows the message, unread: ${JSON.stringify(rooms)}`);
+  const page = reader.messages.messages(bob.publicKeyHex, [alice.publicKeyHex], t, 10);
+  check(page.length === 1 && page[0].id === sent.message.id && page[0].sender === alice.publicKeyHex,
+    `bob's page holds the message from alice: ${JSON.stringify(page)}`);
+  check(reader.messages.messages(bob.publicKeyHex, [alice.publicKeyHex], t, 10, page[0].cursor).length === 0, "the next page is empty");
+  reader.messages.markRead(bob.publicKeyHex, [alice.publicKeyHex]);
+  check(reader.messages.rooms(bob.publicKeyHex, t, 10)[0].unread === 0, "marked read");
+  sender.close();
+  reader.close();
+}
+
 async function main(): Promise<void> {
   const relay = process.env.SOFTCHAT_RELAY!;
   const work = process.env.SOFTCHAT_WORK!;
@@ -148,6 +181,7 @@ async function main(): Promise<void> {
   check(readerCheck.ok && readerCheck.events === 200, `the reader's check: ${readerCheck.problems}, ${readerCheck.events} events`);
   writer.close();
   reader.close();
+  privateMessages(work);
   console.log(JSON.stringify({ language: "typescript", accepted, received, pages, phases: phases.join(","), failures: failures.length }));
   for (const f of failures) console.error(`FAIL ${f}`);
   process.exit(failures.length === 0 ? 0 : 1);

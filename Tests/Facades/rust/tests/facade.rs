@@ -607,3 +607,55 @@ fn a_panic_in_a_listeners_drop_or_in_its_panic_payloads_drop_does_not_abort_the_
     account.close();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn nip44_round_trips_and_a_tampered_payload_is_refused() {
+    let alice = SoftchatIdentity::generate();
+    let bob = SoftchatIdentity::generate();
+    let payload = alice.nip44_encrypt("hi bob ☃", &bob.public_key_hex()).unwrap();
+    assert_eq!(bob.nip44_decrypt(&payload, &alice.public_key_hex()).unwrap(), "hi bob ☃");
+    let mut tampered = payload.clone().into_bytes();
+    tampered[10] = if tampered[10] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    assert_eq!(code(bob.nip44_decrypt(&tampered, &alice.public_key_hex())), "invalid_private_message");
+    assert_eq!(code(alice.nip44_encrypt("", &bob.public_key_hex())), "invalid_private_message");
+}
+
+#[test]
+fn a_private_message_goes_to_the_inbox_relays_and_is_unwrapped_once_by_the_recipient() {
+    let alice = SoftchatIdentity::generate();
+    let bob = SoftchatIdentity::generate();
+    let now = 1_800_000_000;
+    let inbox = |who: &SoftchatIdentity, relay: &str| {
+        who.sign(&UnsignedEvent { pubkey: None, created_at: now - 10, kind: 10050, tags: vec![vec!["relay".into(), relay.into()]], content: String::new() })
+            .unwrap()
+    };
+    let (sender, sender_dir) = temporary_account("dm-alice");
+    let (reader, reader_dir) = temporary_account("dm-bob");
+    assert_eq!(code(sender.messages().send([bob.public_key_hex()], "hello", &alice, now)), "recipient_has_no_inbox_relays");
+    sender.incoming().ingest(vec![inbox(&alice, "wss://alice.example"), inbox(&bob, "wss://bob.example")], now).unwrap();
+    let sent = sender.messages().send([bob.public_key_hex()], "hello from rust", &alice, now).unwrap();
+    let routes: Vec<(String, Vec<String>)> = sent.deliveries.iter().map(|d| (d.recipient.clone(), d.relay_urls.clone())).collect();
+    assert_eq!(
+        routes,
+        vec![(bob.public_key_hex(), vec!["wss://bob.example".to_owned()]), (alice.public_key_hex(), vec!["wss://alice.example".to_owned()])]
+    );
+    let wraps = sender.query_events([r#"{"kinds":[1059]}"#], 10, now, None).unwrap().events;
+    assert_eq!(wraps.len(), 2);
+    assert_eq!(reader.messages().unlock(&bob, now).unwrap(), 0);
+    reader.incoming().ingest(wraps, now).unwrap();
+    let rooms = reader.messages().rooms(&bob.public_key_hex(), now, 10).unwrap();
+    assert_eq!(rooms.len(), 1);
+    assert_eq!(rooms[0].latest.as_ref().map(|m| m.content.as_str()), Some("hello from rust"));
+    assert_eq!(rooms[0].unread, 1);
+    let page = reader.messages().messages(&bob.public_key_hex(), [alice.public_key_hex()], now, 10, None).unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!((page[0].id(), page[0].sender()), (sent.message.id(), alice.public_key_hex().as_str()));
+    assert!(reader.messages().messages(&bob.public_key_hex(), [alice.public_key_hex()], now, 10, Some(&page[0].cursor)).unwrap().is_empty());
+    reader.messages().mark_read(&bob.public_key_hex(), [alice.public_key_hex()]).unwrap();
+    assert_eq!(reader.messages().rooms(&bob.public_key_hex(), now, 10).unwrap()[0].unread, 0);
+    sender.close();
+    reader.close();
+    let _ = std::fs::remove_dir_all(sender_dir);
+    let _ = std::fs::remove_dir_all(reader_dir);
+}
