@@ -109,9 +109,8 @@ enum DemoCommand {
         // (kind 10050), and publishes its own list naming the relays.
         let now = Int64(time(nil))
         for (me, other, account) in [(alice, bob, aliceAccount), (bob, alice, bobAccount)] {
-            try account.messages.unlock(me, now: now)
-            try account.setSubscription(id: "inbox", filtersJSON: ["{\"kinds\":[\(GiftWrap.wrapKind)],\"#p\":[\"\(me.publicKeyHex)\"]}"])
-            try account.setSubscription(id: "inbox-lists", filtersJSON: ["{\"kinds\":[10050],\"authors\":[\"\(other.publicKeyHex)\"]}"])
+            try account.messages.unlock(me, now: now)  // and keeps its wraps and own list synced
+            try account.messages.watchInboxLists(publicKeys: [other.publicKeyHex])
             let list = try me.sign(UnsignedEvent(createdAt: now, kind: 10050, tags: relayURLs.map { ["relay", $0] }, content: ""))
             _ = try account.outgoing.enqueueSigned(operationID: "inbox-list", events: [list], relayURLs: relayURLs, now: now)
         }

@@ -74,10 +74,12 @@ enum DmCommand {
         var intents: [String] = []
         if !relays.isEmpty {
             // The inbox lists of everyone in the room, from the given relays, before sending.
-            let authors = ([me] + recipients).map { "\"\($0)\"" }.joined(separator: ",")
+            try account.messages.watchInboxLists(publicKeys: recipients)
+            // The sender's own list comes with the inbox subscription: both must be synced before
+            // a missing list is published (a list the relays hold must never be overwritten).
             try syncOnce(
-                account, identity: identity, relays: relays, policy: policy, timeout: timeout, subscription: "dm-inbox-lists",
-                filter: "{\"kinds\":[10050],\"authors\":[\(authors)]}")
+                account, identity: identity, relays: relays, policy: policy, timeout: timeout,
+                subscriptions: [AccountMessages.inboxListsSubscriptionID, AccountMessages.inboxSubscriptionID])
             intents += try publishOwnInboxListIfMissing(account, identity: identity, relays: relays)
         }
         let sent = try account.messages.send(to: recipients, text: text, signer: identity, now: Int64(time(nil)))
@@ -119,11 +121,10 @@ enum DmCommand {
         let me = identity.publicKeyHex
         var synced = true
         if !relays.isEmpty {
-            // The key's own inbox list too: one is published to the given relays when none is
-            // known, so others can send here.
+            // The key's wraps and its own inbox list (the subscription unlock keeps); a list is
+            // published to the given relays when none is known, so others can send here.
             synced = try syncOnce(
-                account, identity: identity, relays: relays, policy: policy, timeout: timeout, subscription: "dm-inbox",
-                filter: "{\"kinds\":[\(GiftWrap.wrapKind)],\"#p\":[\"\(me)\"]}", also: "{\"kinds\":[10050],\"authors\":[\"\(me)\"]}")
+                account, identity: identity, relays: relays, policy: policy, timeout: timeout, subscriptions: [AccountMessages.inboxSubscriptionID])
             let intents = try publishOwnInboxListIfMissing(account, identity: identity, relays: relays)
             if !intents.isEmpty {
                 let transport = try account.startManagedTransport(relays: relays, identity: identity, policy: policy)
@@ -179,21 +180,21 @@ enum DmCommand {
         return try account.outgoing.enqueueSigned(operationID: "inbox-list-\(list.id.prefix(16))", events: [list], relayURLs: relays, now: now)
     }
 
-    /// Syncs one subscription from `relays` until each relay has synced it (or the timeout).
+    /// Syncs the account's policy from `relays` until each relay has synced each of
+    /// `subscriptions` (or the timeout).
     @discardableResult
     static func syncOnce(
         _ account: SoftchatAccount, identity: SoftchatIdentity, relays: [String], policy: ManagedTransportPolicy, timeout: Double,
-        subscription: String, filter: String, also: String? = nil
+        subscriptions: Set<String>
     ) throws -> Bool {
-        try account.setSubscription(id: subscription, filtersJSON: [filter] + (also.map { [$0] } ?? []))
         let done = SyncedRelays()
         var policy = policy
         policy.publishes = false
         policy.observer = { event in
-            if case .synced(let url, let sub, _, let outcome) = event, sub == subscription { done.insert(url, sub, method: outcome.method) }
+            if case .synced(let url, let sub, _, let outcome) = event, subscriptions.contains(sub) { done.insert(url, sub, method: outcome.method) }
         }
         let transport = try account.startManagedTransport(relays: relays, identity: identity, policy: policy)
         defer { transport.stop() }
-        return try DemoCommand.waitUntil(seconds: timeout) { done.count >= relays.count }
+        return try DemoCommand.waitUntil(seconds: timeout) { done.count >= relays.count * subscriptions.count }
     }
 }

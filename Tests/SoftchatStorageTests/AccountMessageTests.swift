@@ -230,11 +230,97 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         let t = try TestAccount()
         _ = try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0)
         _ = try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0)
-        let rooms = try t.plan("SELECT room, messages, unread FROM private_rooms WHERE owner = ? ORDER BY latest_at DESC, room LIMIT ?")
+        let rooms = try t.plan("SELECT room, messages, read_seq FROM private_rooms WHERE owner = ? ORDER BY latest_at DESC, room LIMIT ?")
         #expect(rooms.contains { $0.contains("private_rooms_latest") } && !rooms.contains { $0.contains("TEMP B-TREE") })
         let page = try t.plan(
-            "SELECT wrap_id, rumor FROM private_messages WHERE owner = ? AND room = ? AND deleted = 0 AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, rumor_id DESC LIMIT ?"
+            "SELECT wrap_id, rumor FROM private_messages WHERE owner = ? AND room = ? AND deleted = 0 AND kind IN \(PrivateMessageStore.shownKindsSQL) AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, rumor_id DESC LIMIT ?"
         )
         #expect(page.contains { $0.contains("private_messages_room") } && !page.contains { $0.contains("TEMP B-TREE") })
+        let unread = try t.plan(
+            "SELECT COUNT(*) FROM private_messages WHERE owner = ? AND room = ? AND seq > ? AND sender != ? AND deleted = 0 AND kind IN \(PrivateMessageStore.shownKindsSQL)"
+        )
+        #expect(unread.contains { $0.contains("private_messages_unread") && $0.contains("seq>?") }, "\(unread)")
+    }
+
+    /// A rumor of `kind` from `sender` to `recipients`, wrapped for `target`.
+    func wrapRumor(
+        kind: Int, from sender: SoftchatIdentity, to recipients: [SoftchatIdentity], for target: SoftchatIdentity, tags: [[String]] = [],
+        content: String = "", at time: Int64 = t0
+    ) throws -> (Rumor, VerifiedEvent) {
+        let rumor = try Rumor(
+            pubkey: sender.publicKeyHex, createdAt: time, kind: kind, tags: recipients.map { ["p", $0.publicKeyHex] } + tags, content: content)
+        return (rumor, try GiftWrap.wrap(rumor, from: sender, to: target.publicKeyHex, now: time))
+    }
+
+    @Test func aWrappedDeletionRemovesItsAuthorsMessageNowAndWhenItArrivesLaterButNoOneElses() throws {
+        let t = try TestAccount()
+        try t.account.messages.unlock(bob, now: t0)
+        let (first, w1) = try wrapRumor(kind: 14, from: alice, to: [bob], for: bob, content: "oops", at: t0)
+        let (second, w2) = try wrapRumor(kind: 14, from: alice, to: [bob], for: bob, content: "late", at: t0 + 1)
+        let (carols, w3) = try wrapRumor(kind: 14, from: carol, to: [bob], for: bob, content: "carol's", at: t0 + 2)
+        _ = try t.account.incoming.ingest([w1, w3], receivedAt: t0 + 5)
+        #expect(try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0 + 5).map(\.unread) == [1, 1])
+        // Alice deletes her two messages (one not yet arrived) and, in vain, carol's.
+        let (_, deletion) = try wrapRumor(
+            kind: 5, from: alice, to: [bob], for: bob, tags: [["e", first.id], ["e", second.id], ["e", carols.id]], at: t0 + 3)
+        _ = try t.account.incoming.ingest([deletion], receivedAt: t0 + 6)
+        _ = try t.account.incoming.ingest([w2], receivedAt: t0 + 7)
+        #expect(try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 10).isEmpty)
+        #expect(
+            try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [carol.publicKeyHex], now: t0 + 10).map(\.content) == ["carol's"])
+        let rooms = try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0 + 10)
+        let aliceRoom = rooms.first { $0.members.contains(alice.publicKeyHex) }
+        #expect(aliceRoom?.latest == nil && aliceRoom?.messages == 0 && aliceRoom?.unread == 0)
+        #expect(rooms.first { $0.members.contains(carol.publicKeyHex) }?.unread == 1)
+        #expect(try t.account.messages.failedWraps(ownerKey: bob.publicKeyHex).isEmpty)
+    }
+
+    @Test func aReactionIsKeptButNotShownAsAMessage() throws {
+        let t = try TestAccount()
+        try t.account.messages.unlock(bob, now: t0)
+        let (message, w1) = try wrapRumor(kind: 14, from: alice, to: [bob], for: bob, content: "hi", at: t0)
+        let (_, reaction) = try wrapRumor(kind: 7, from: alice, to: [bob], for: bob, tags: [["e", message.id]], content: "+", at: t0 + 1)
+        _ = try t.account.incoming.ingest([w1, reaction], receivedAt: t0 + 2)
+        #expect(try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 2).map(\.content) == ["hi"])
+        #expect(try t.scalar("SELECT COUNT(*) FROM private_messages WHERE kind = 7") == 1)
+        #expect(try t.account.messages.rooms(ownerKey: bob.publicKeyHex, now: t0 + 2).first?.messages == 1)
+    }
+
+    @Test func aSealsExpirationMakesTheMessageDisappear() throws {
+        let t = try TestAccount()
+        try t.account.messages.unlock(bob, now: t0)
+        let rumor = try Rumor(pubkey: alice.publicKeyHex, createdAt: t0, kind: 14, tags: [["p", bob.publicKeyHex]], content: "sealed brief")
+        let sealContent = try alice.nip44Encrypt(rumor.jsonText, to: bob.publicKeyHex)
+        let seal = try alice.sign(UnsignedEvent(createdAt: t0, kind: 13, tags: [["expiration", "\(t0 + 30)"]], content: sealContent))
+        let oneTime = SoftchatIdentity.generate()
+        let wrap = try oneTime.sign(
+            UnsignedEvent(
+                createdAt: t0, kind: 1059, tags: [["p", bob.publicKeyHex]], content: try oneTime.nip44Encrypt(seal.jsonText, to: bob.publicKeyHex)))
+        _ = try t.account.incoming.ingest([wrap], receivedAt: t0)
+        #expect(try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 29).count == 1)
+        #expect(try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 30).isEmpty)
+    }
+
+    @Test func unlockingKeepsTheKeysWrapsSyncedAndSendingWatchesTheRecipientsListsEvenWhenRefused() throws {
+        let t = try TestAccount()
+        try t.account.messages.unlock(bob, now: t0)
+        let inbox = try t.account.subscriptions().first { $0.subscriptionID == AccountMessages.inboxSubscriptionID }
+        #expect(
+            inbox?.filtersJSON == [##"{"kinds":[1059],"#p":["\##(bob.publicKeyHex)"]}"##, #"{"kinds":[10050],"authors":["\#(bob.publicKeyHex)"]}"#])
+        #expect(inbox?.relayURL == nil)
+        // Refused for want of carol's list, but her list is watched from now on.
+        #expect(throws: SoftchatError.self) { try t.account.messages.send(to: [carol.publicKeyHex], text: "hi", signer: bob, now: t0) }
+        func lists() throws -> [String] {
+            try t.account.subscriptions().first { $0.subscriptionID == AccountMessages.inboxListsSubscriptionID }?.filtersJSON ?? []
+        }
+        #expect(try lists() == [#"{"kinds":[10050],"authors":["\#(carol.publicKeyHex)"]}"#])
+        // Watching again adds nothing twice; more than 500 keys take another filter.
+        let many = (0..<600).map { Hex.encode(SHA256.hash(Array("key \($0)".utf8))) }
+        try t.account.messages.watchInboxLists(publicKeys: [carol.publicKeyHex] + many)
+        let filters = try lists().map { try RelayFilter.fromJSON($0) }
+        #expect(filters.count == 2)
+        #expect(try lists().joined().components(separatedBy: "\"").filter { $0.count == 64 }.count == 601)
+        #expect(throws: SoftchatError.self) { try t.account.messages.watchInboxLists(publicKeys: ["not hex"]) }
+        #expect(try lists().count == 2)
     }
 }

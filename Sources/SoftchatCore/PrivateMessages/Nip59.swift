@@ -9,26 +9,30 @@ public struct Rumor: Sendable, Hashable {
     public let pubkey: String
     /// The author's creation time, in Unix seconds.
     public let createdAt: Int64
-    /// 14 (a chat message) or 15 (a file message).
+    /// 14 (a chat message), 15 (a file message), 7 (a reaction) or 5 (a deletion of the
+    /// author's earlier messages), the kinds NIP-17 sends in a conversation.
     public let kind: Int
     /// The tags: `p` for each recipient, `e` for a reply, `subject` for a room's title.
     public let tags: [[String]]
     /// The text (kind 14) or the file's URL (kind 15).
     public let content: String
 
-    /// The kinds NIP-17 carries: chat messages and file messages.
-    public static let kinds: Set<Int> = [14, 15]
+    /// The kinds NIP-17 carries: chat messages (14), file messages (15), reactions (7) and
+    /// deletions of the author's own messages (5).
+    public static let kinds: Set<Int> = [5, 7, 14, 15]
+    /// The kinds a room shows as messages.
+    public static let messageKinds: Set<Int> = [14, 15]
 
     /// A rumor from its fields, with its id computed.
     ///
     /// - Parameters:
     ///   - pubkey: The author's public key, 64 lowercase hex characters.
     ///   - createdAt: The creation time, in Unix seconds (not negative).
-    ///   - kind: 14 or 15.
+    ///   - kind: 14, 15, 7 or 5.
     ///   - tags: The tags, each with at least one string.
     ///   - content: The text.
     /// - Throws: ``SoftchatError`` with code `invalid_private_message` when a field breaks NIP-01's
-    ///   rules or the kind is not 14 or 15.
+    ///   rules or the kind is not 5, 7, 14 or 15.
     public init(pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String) throws(SoftchatError) {
         do throws(EventIssue) {
             try self.init(checking: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content, id: nil)
@@ -40,7 +44,7 @@ public struct Rumor: Sendable, Hashable {
     private init(checking pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: String, id: String?) throws(EventIssue) {
         guard Hex.isLowercase(pubkey, count: 64) else { throw EventIssue("pubkey must be 64 lowercase hex characters") }
         try UnsignedEvent(pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content).validate()
-        guard Self.kinds.contains(kind) else { throw EventIssue("kind \(kind) is not a private message (14 or 15)") }
+        guard Self.kinds.contains(kind) else { throw EventIssue("kind \(kind) is not sent in a NIP-17 conversation (5, 7, 14 or 15)") }
         let computed = Hex.encode(
             CanonicalSerialization.digest(pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content))
         if let id, id != computed { throw EventIssue("id \(id) is not the digest of its fields") }
@@ -127,10 +131,15 @@ public struct UnwrappedMessage: Sendable, Hashable {
     public let wrapID: String
     /// The message; its `pubkey` is the seal's signer.
     public let rumor: Rumor
+    /// When the message disappears (NIP-40, Unix seconds): the earliest `expiration` of the
+    /// wrap, the seal and the rumor, or nil when none has one.
+    public let expiration: Int64?
 
-    package init(wrapID: String, rumor: Rumor) {
+    package init(wrapID: String, rumor: Rumor, expiration: Int64? = nil) {
         self.wrapID = wrapID
         self.rumor = rumor
+        let own = rumor.tags.first { $0.count >= 2 && $0[0] == "expiration" }.flatMap { Int64($0[1]) }
+        self.expiration = [expiration, own].compactMap { $0 }.min()
     }
 
     /// The author: the seal's signer and the rumor's pubkey, which the unwrap checked are one.
@@ -218,7 +227,8 @@ public enum GiftWrap {
         let rumor: Rumor
         do throws(EventIssue) { rumor = try Rumor(text: rumorText) } catch { throw UnwrapFailure("rumor: \(error.message)") }
         guard rumor.pubkey == seal.pubkey else { throw UnwrapFailure("rumor: pubkey is not the seal's signer") }
-        return UnwrappedMessage(wrapID: wrap.id, rumor: rumor)
+        let layers = [wrap.firstTagValue("expiration"), seal.firstTagValue("expiration")].compactMap { $0.flatMap { Int64($0) } }
+        return UnwrappedMessage(wrapID: wrap.id, rumor: rumor, expiration: layers.min())
     }
 
     private static func plainDecrypt(_ identity: SoftchatIdentity, _ payload: String, _ from: String) throws(Nip44Failure) -> String {

@@ -56,7 +56,7 @@ public struct PrivateRoom: Sendable, Hashable {
     public let latest: PrivateMessage?
     /// How many messages the room has received.
     public let messages: Int
-    /// Messages from others since the room was last marked read.
+    /// Messages from others since the room was last marked read (deleted ones not counted).
     public let unread: Int
 }
 
@@ -108,8 +108,9 @@ public struct AccountMessages: Sendable {
     /// The most messages or rooms one read returns.
     public static let maxPage = 1_000
 
-    /// Unwraps for `signer` from now on, and unwraps every stored wrap addressed to it that has
-    /// no outcome yet, in transactions of at most 1,000 wraps.
+    /// Unwraps for `signer` from now on, keeps its gift wraps and inbox list synced (the
+    /// ``inboxSubscriptionID`` subscription in the account's policy), and unwraps every stored
+    /// wrap addressed to it that has no outcome yet, in transactions of at most 1,000 wraps.
     ///
     /// - Parameters:
     ///   - signer: The recipient's signer; it replaces any signer unlocked before.
@@ -120,6 +121,15 @@ public struct AccountMessages: Sendable {
     @discardableResult
     public func unlock(_ signer: any SoftchatSigner, now: Int64) throws(SoftchatError) -> Int {
         store.signer.withLock { $0 = signer }
+        let key = signer.publicKeyHex
+        let filters = JSONValue.array([
+            .string(##"{"kinds":[\##(GiftWrap.wrapKind)],"#p":["\##(key)"]}"##), .string(#"{"kinds":[10050],"authors":["\#(key)"]}"#),
+        ])
+        try store.write("unlock") { db in
+            try db.statement(
+                "INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, NULL) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = NULL"
+            ).bind(.text(Self.inboxSubscriptionID), .text(filters.jsonText)).run()
+        }
         var unwrapped = 0
         while true {
             let step = try store.write("unlock") { db -> PrivateMessageStore.Unwrapped? in
@@ -134,6 +144,55 @@ public struct AccountMessages: Sendable {
             if step.outcomes == 0 { break }
         }
         return unwrapped
+    }
+
+    /// The subscription ``unlock(_:now:)`` keeps in the account's policy: the key's gift wraps
+    /// (`{"kinds":[1059],"#p":[key]}`, whose sync horizon covers NIP-59's two days of
+    /// backdating) and its own inbox list.
+    public static let inboxSubscriptionID = "nip17-inbox"
+    /// The subscription ``watchInboxLists(publicKeys:)`` keeps: the kind-10050 lists of the keys
+    /// this account sends to, kept current (they are replaceable) by the managed transport.
+    public static let inboxListsSubscriptionID = "nip17-inbox-lists"
+    /// The authors one filter of the inbox-lists subscription names; more keys take more filters.
+    static let authorsPerFilter = 500
+
+    /// Keeps the kind-10050 inbox lists of `publicKeys` synced: they join the authors of the
+    /// ``inboxListsSubscriptionID`` subscription in the account's policy (a running managed
+    /// transport subscribes to the new filters on its next connection).
+    ///
+    /// - Parameter publicKeys: x-only public keys, 64 lowercase hex characters each.
+    /// - Throws: `SoftchatError` with code `invalid_private_message` for a key that is not 64
+    ///   lowercase hex characters (nothing changes), or `account_storage_failed`.
+    public func watchInboxLists(publicKeys: [String]) throws(SoftchatError) {
+        for key in publicKeys where !Hex.isLowercase(key, count: 64) {
+            throw .invalidPrivateMessage("watchInboxLists: \(key.prefix(80)) is not 64 lowercase hex characters", operation: .relayIngestion)
+        }
+        try store.write("watchInboxLists") { db in
+            let current = try db.statement("SELECT filters_json FROM subscription_policy WHERE subscription_id = ?")
+                .bind(.text(Self.inboxListsSubscriptionID))
+            var authors: [String] = []
+            if try current.step() {
+                for filter in (try? JSONReader().parse(current.text(0)))?.arrayValue ?? [] {
+                    guard let text = filter.stringValue, let object = (try? JSONReader().parse(text))?.objectValue else { continue }
+                    for author in object["authors"]?.arrayValue ?? [] { if let a = author.stringValue { authors.append(a) } }
+                }
+            }
+            current.reset()
+            var known = Set(authors)
+            for key in publicKeys where known.insert(key).inserted { authors.append(key) }
+            var filters: [JSONValue] = []
+            var offset = 0
+            while offset < authors.count {
+                let chunk = authors[offset..<Swift.min(offset + Self.authorsPerFilter, authors.count)]
+                let filter = JSONValue.object(JSONObject(["kinds": .array([.integer(10050)]), "authors": .array(chunk.map(JSONValue.string))]))
+                filters.append(.string(filter.jsonText))
+                offset += Self.authorsPerFilter
+            }
+            guard !filters.isEmpty else { return }
+            try db.statement(
+                "INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, NULL) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = NULL"
+            ).bind(.text(Self.inboxListsSubscriptionID), .text(JSONValue.array(filters).jsonText)).run()
+        }
     }
 
     /// Stops unwrapping: later wraps are stored and wait for the next ``unlock(_:now:)``.
@@ -166,7 +225,8 @@ public struct AccountMessages: Sendable {
     ///   - tags: Extra rumor tags (`e` for a reply, `subject`), after the `p` tags.
     /// - Returns: The message and every delivery.
     /// - Throws: `SoftchatError` with code `recipient_has_no_inbox_relays` (nothing queued) when
-    ///   a recipient or the sender has no stored kind-10050 list with a usable relay,
+    ///   a recipient or the sender has no stored kind-10050 list with a usable relay (the
+    ///   recipients' lists are watched all the same, ``watchInboxLists(publicKeys:)``),
     ///   `invalid_private_message` for a bad key or text, `signer_refused`, or
     ///   `account_storage_failed`.
     public func send(to recipients: [String], text: String, signer: any SoftchatSigner, now: Int64, tags: [[String]] = [])
@@ -184,6 +244,8 @@ public struct AccountMessages: Sendable {
             throw .invalidPrivateMessage("send: \(others.count) recipients; a message goes to 1 to 100 others", operation: .relayPublish)
         }
         // Every inbox list is read before anything is made: a missing one refuses the whole send.
+        // Their lists are kept current from now on; a missing one may arrive for the next try.
+        try watchInboxLists(publicKeys: others)
         var relays: [String: [String]] = [:]
         for key in others + [me] {
             let list = try inboxRelays(publicKey: key)
@@ -237,13 +299,14 @@ public struct AccountMessages: Sendable {
         let limit = Swift.max(1, Swift.min(limit, Self.maxPage))
         return try store.read("rooms") { db in
             let list = try db.statement(
-                "SELECT room, messages, unread FROM private_rooms WHERE owner = ? ORDER BY latest_at DESC, room LIMIT ?"
+                "SELECT room, messages, read_seq FROM private_rooms WHERE owner = ? ORDER BY latest_at DESC, room LIMIT ?"
             ).bind(.text(owner), .int(Int64(limit)))
-            var rows: [(String, Int, Int)] = []
-            while try list.step() { rows.append((list.text(0), Int(list.int64(1)), Int(list.int64(2)))) }
+            var rows: [(String, Int, Int64)] = []
+            while try list.step() { rows.append((list.text(0), Int(list.int64(1)), list.int64(2))) }
             list.reset()
-            return try rows.map { room, messages, unread in
+            return try rows.map { room, messages, readSeq in
                 let latest = try PrivateMessageStore.page(db, owner: owner, room: room, now: now, before: nil, limit: 1).first
+                let unread = try PrivateMessageStore.unread(db, owner: owner, room: room, readSeq: readSeq)
                 return PrivateRoom(members: PrivateMessageStore.members(room), latest: latest, messages: messages, unread: unread)
             }
         }
@@ -280,7 +343,9 @@ public struct AccountMessages: Sendable {
     public func markRead(ownerKey owner: String, members: [String]) throws(SoftchatError) {
         let room = PrivateMessageStore.roomKey(Set(members + [owner]).sorted())
         try store.write("markRead") { db in
-            try db.statement("UPDATE private_rooms SET unread = 0 WHERE owner = ? AND room = ?").bind(.text(owner), .text(room)).run()
+            try db.statement(
+                "UPDATE private_rooms SET read_seq = (SELECT COALESCE(MAX(seq), 0) FROM private_messages WHERE owner = ?1 AND room = ?2) WHERE owner = ?1 AND room = ?2"
+            ).bind(.text(owner), .text(room)).run()
         }
     }
 
@@ -358,7 +423,7 @@ enum PrivateMessageStore {
         for (wrap, result) in zip(mine, results) {
             switch result {
             case .success(let message):
-                try record(db, message, owner: owner, receivedAt: receivedAt, expiresAt: wrap.firstTagValue("expiration").flatMap { Int64($0) })
+                try record(db, message, owner: owner, receivedAt: receivedAt)
                 recorded.messages += 1
             case .failure(let error):
                 try failure.bind(.text(wrap.id), .text(owner), .text("\(error.code.rawValue): \(error.message)")).run()
@@ -370,26 +435,59 @@ enum PrivateMessageStore {
 
     /// Records an unwrapped message and its wrap's outcome: the message in its room (once per
     /// rumor id), the wrap as read.
-    static func record(_ db: SQLiteConnection, _ message: UnwrappedMessage, owner: String, receivedAt: Int64, expiresAt: Int64? = nil) throws {
+    static func record(_ db: SQLiteConnection, _ message: UnwrappedMessage, owner: String, receivedAt: Int64) throws {
         let rumor = message.rumor
         let room = roomKey(rumor.room.contains(owner) ? rumor.room : (rumor.room + [owner]).sorted())
-        let rumorExpiry = rumor.tags.first { $0.count >= 2 && $0[0] == "expiration" }.flatMap { Int64($0[1]) }
-        let expiry = [expiresAt, rumorExpiry].compactMap { $0 }.min()
+        if rumor.kind == 5 {
+            // NIP-17's deletion: a wrapped kind 5 removes its author's own messages it names by
+            // `e`, now and when they arrive later.
+            for tag in rumor.tags where tag.count >= 2 && tag[0] == "e" {
+                try db.statement("INSERT OR IGNORE INTO private_deletions (owner, sender, target) VALUES (?, ?, ?)")
+                    .bind(.text(owner), .text(rumor.pubkey), .text(tag[1])).run()
+                let target = try db.statement(
+                    "SELECT room FROM private_messages WHERE owner = ? AND rumor_id = ? AND sender = ? AND deleted = 0 AND kind IN \(shownKindsSQL)"
+                ).bind(.text(owner), .text(tag[1]), .text(rumor.pubkey))
+                let targetRoom = try target.step() ? target.text(0) : nil
+                target.reset()
+                if let targetRoom {
+                    try db.statement("UPDATE private_messages SET deleted = 1 WHERE owner = ? AND rumor_id = ?").bind(.text(owner), .text(tag[1]))
+                        .run()
+                    try db.statement("UPDATE private_rooms SET messages = messages - 1 WHERE owner = ? AND room = ? AND messages > 0")
+                        .bind(.text(owner), .text(targetRoom)).run()
+                }
+            }
+        }
+        let deleted = try db.statement("SELECT 1 FROM private_deletions WHERE owner = ? AND sender = ? AND target = ?")
+            .bind(.text(owner), .text(rumor.pubkey), .text(rumor.id)).step()
         try db.statement(
-            "INSERT OR IGNORE INTO private_messages (owner, rumor_id, wrap_id, room, sender, created_at, kind, expires_at, received_at, rumor) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT OR IGNORE INTO private_messages (owner, rumor_id, wrap_id, room, sender, created_at, kind, expires_at, deleted, received_at, rumor) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         ).bind(
             .text(owner), .text(rumor.id), .text(message.wrapID), .text(room), .text(rumor.pubkey), .int(rumor.createdAt),
-            .int(Int64(rumor.kind)), .optional(expiry), .int(receivedAt), .text(rumor.jsonText)
+            .int(Int64(rumor.kind)), .optional(message.expiration), .int(deleted ? 1 : 0), .int(receivedAt), .text(rumor.jsonText)
         ).run()
-        if db.changes == 1 {
+        if db.changes == 1, Rumor.messageKinds.contains(rumor.kind), !deleted {
             // A message places its room no later than its arrival: a created_at far in the
             // future must not pin a room at the top of the list for good.
             try db.statement(
-                "INSERT INTO private_rooms (owner, room, latest_at, messages, unread) VALUES (?, ?, ?, 1, ?) ON CONFLICT (owner, room) DO UPDATE SET latest_at = max(latest_at, excluded.latest_at), messages = messages + 1, unread = unread + excluded.unread"
-            ).bind(.text(owner), .text(room), .int(Swift.min(rumor.createdAt, receivedAt)), .int(rumor.pubkey == owner ? 0 : 1)).run()
+                "INSERT INTO private_rooms (owner, room, latest_at, messages) VALUES (?, ?, ?, 1) ON CONFLICT (owner, room) DO UPDATE SET latest_at = max(latest_at, excluded.latest_at), messages = messages + 1"
+            ).bind(.text(owner), .text(room), .int(Swift.min(rumor.createdAt, receivedAt))).run()
         }
         try db.statement("INSERT OR IGNORE INTO gift_wraps (wrap_id, owner, rumor_id) VALUES (?, ?, ?)")
             .bind(.text(message.wrapID), .text(owner), .text(rumor.id)).run()
+    }
+
+    /// The kinds a room shows, as SQL.
+    static let shownKindsSQL = "(" + Rumor.messageKinds.sorted().map(String.init).joined(separator: ", ") + ")"
+
+    /// Messages from others after the room's read mark: an indexed count over the unread rows only.
+    static func unread(_ db: SQLiteConnection, owner: String, room: String, readSeq: Int64) throws -> Int {
+        let count = try db.statement(
+            "SELECT COUNT(*) FROM private_messages WHERE owner = ? AND room = ? AND seq > ? AND sender != ? AND deleted = 0 AND kind IN \(shownKindsSQL)"
+        ).bind(.text(owner), .text(room), .int(readSeq), .text(owner))
+        _ = try count.step()
+        let n = Int(count.int64(0))
+        count.reset()
+        return n
     }
 
     /// A page of a room's shown messages, newest first.
@@ -398,11 +496,11 @@ enum PrivateMessageStore {
         let rows: Statement
         if let (time, id) = before {
             rows = try db.statement(
-                "SELECT wrap_id, rumor FROM private_messages WHERE owner = ? AND room = ? AND deleted = 0 AND (expires_at IS NULL OR expires_at > ?) AND (created_at < ? OR (created_at = ? AND rumor_id < ?)) ORDER BY created_at DESC, rumor_id DESC LIMIT ?"
+                "SELECT wrap_id, rumor FROM private_messages WHERE owner = ? AND room = ? AND deleted = 0 AND kind IN \(shownKindsSQL) AND (expires_at IS NULL OR expires_at > ?) AND (created_at < ? OR (created_at = ? AND rumor_id < ?)) ORDER BY created_at DESC, rumor_id DESC LIMIT ?"
             ).bind(.text(owner), .text(room), .int(now), .int(time), .int(time), .text(id), .int(Int64(limit)))
         } else {
             rows = try db.statement(
-                "SELECT wrap_id, rumor FROM private_messages WHERE owner = ? AND room = ? AND deleted = 0 AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, rumor_id DESC LIMIT ?"
+                "SELECT wrap_id, rumor FROM private_messages WHERE owner = ? AND room = ? AND deleted = 0 AND kind IN \(shownKindsSQL) AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, rumor_id DESC LIMIT ?"
             ).bind(.text(owner), .text(room), .int(now), .int(Int64(limit)))
         }
         var out: [PrivateMessage] = []

@@ -243,7 +243,8 @@ enum Migrations {
         // an identity the account unwraps for, written in the transaction that stores the wrap:
         // the rumor it held, or why it failed — so no wrap is ever decrypted twice. Messages are
         // keyed by rumor id (a second wrap of the same rumor adds none); rooms keep each room's
-        // newest message and counts, so the room list is one indexed read.
+        // newest time, message count and read mark, so the room list is one indexed read; a
+        // wrapped kind-5 deletion of the sender's own messages is remembered for late arrivals.
         """
         CREATE TABLE gift_wraps (
             wrap_id TEXT PRIMARY KEY,
@@ -268,14 +269,20 @@ enum Migrations {
             UNIQUE (owner, rumor_id)
         );
         CREATE INDEX private_messages_room ON private_messages (owner, room, created_at DESC, rumor_id DESC);
-        CREATE INDEX private_messages_wrap ON private_messages (wrap_id);
+        CREATE INDEX private_messages_unread ON private_messages (owner, room, seq);
         CREATE TABLE private_rooms (
             owner TEXT NOT NULL,
             room TEXT NOT NULL,
             latest_at INTEGER NOT NULL,
             messages INTEGER NOT NULL,
-            unread INTEGER NOT NULL,
+            read_seq INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (owner, room)
+        ) WITHOUT ROWID;
+        CREATE TABLE private_deletions (
+            owner TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            target TEXT NOT NULL,
+            PRIMARY KEY (owner, sender, target)
         ) WITHOUT ROWID;
         CREATE INDEX private_rooms_latest ON private_rooms (owner, latest_at DESC, room);
         """,
