@@ -13,6 +13,8 @@ enum FFI {
     typealias UnsignedEvent = SoftchatCore.UnsignedEvent
     typealias SignedNostrEvent = SignedNostrEventFFI
     typealias SoftchatIdentity = IdentityHandle
+    typealias Rumor = SoftchatCore.Rumor
+    typealias UnwrappedMessage = SoftchatCore.UnwrappedMessage
     typealias RelayFilter = SoftchatCore.RelayFilter
     typealias ClientRelayFrame = SoftchatCore.ClientRelayFrame
     typealias CountResult = SoftchatCore.CountResult
@@ -110,6 +112,18 @@ final class IdentityHandle: @unchecked Sendable {
 
     func nip44Decrypt(_ payload: String, from sender: String) throws(SoftchatError) -> String {
         try identity.nip44Decrypt(payload, from: sender)
+    }
+
+    func giftWrap(_ rumor: UnsignedEvent, recipient: String, now: Int64) throws(SoftchatError) -> VerifiedEvent {
+        if let given = rumor.pubkey, given != publicKeyHex {
+            throw .invalidPrivateMessage("giftWrap: the rumor's pubkey is not this identity's", operation: .relayPublish)
+        }
+        let made = try Rumor(pubkey: publicKeyHex, createdAt: rumor.createdAt, kind: rumor.kind, tags: rumor.tags, content: rumor.content)
+        return try GiftWrap.wrap(made, from: identity, to: recipient, now: now)
+    }
+
+    func unwrapGift(_ wrap: VerifiedEvent) throws(SoftchatError) -> UnwrappedMessage {
+        try GiftWrap.unwrap(wrap, with: identity)
     }
 
     func erase() { identity.erase() }

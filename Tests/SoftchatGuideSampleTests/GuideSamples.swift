@@ -198,10 +198,10 @@ extension PrivateMessagesSamples {
         // transaction; wraps stored earlier are unwrapped here, once.
         try account.messages.unlock(me, now: now)
 
-        // The recipient's kind-10050 list must be in the account (the managed transport syncs it when
-        // the account subscribes to it; `softchat dm send --relay` fetches it).
-        try account.setSubscription(id: "inbox-lists", filtersJSON: [#"{"kinds":[10050],"authors":["\#(friendPublicKeyHex)"]}"#])
-        try account.setSubscription(id: "inbox", filtersJSON: [##"{"kinds":[1059],"#p":["\##(me.publicKeyHex)"]}"##])
+        // unlock also keeps my wraps and my own inbox list synced (the "nip17-inbox" subscription).
+        // A recipient's kind-10050 list must be in the account before a send: watch it, and the
+        // managed transport syncs it (and keeps it current) from its next connection.
+        try account.messages.watchInboxLists(publicKeys: [friendPublicKeyHex])
 
         do {
             let sent = try account.messages.send(to: [friendPublicKeyHex], text: "hi", signer: me, now: now)

@@ -258,6 +258,10 @@ fun privateMessages(dir: File) {
     val tampered = payload.substring(0, 10) + (if (payload[10] == 'A') 'B' else 'A') + payload.substring(11)
     Report.expectError("nip44 tampered payload", "invalid_private_message") { bob.nip44Decrypt(tampered, alice.publicKeyHex) }
     val now = System.currentTimeMillis() / 1000
+    val wrap = alice.giftWrap(UnsignedEvent(pubkey = null, createdAt = now, kind = 14, tags = listOf(listOf("p", bob.publicKeyHex)), content = "sealed"), bob.publicKeyHex, now)
+    val opened = bob.unwrapGift(wrap)
+    Report.equal("gift wrap", listOf(wrap.kind, opened.sender, opened.rumor.content, opened.wrapId), listOf(1059, alice.publicKeyHex, "sealed", wrap.id.hex))
+    Report.expectError("a wrap for someone else", "invalid_private_message") { alice.unwrapGift(wrap) }
     fun inbox(who: SoftchatIdentity, relay: String) =
         who.sign(UnsignedEvent(pubkey = null, createdAt = now - 10, kind = 10050, tags = listOf(listOf("relay", relay)), content = ""))
     val sender = SoftchatAccount.open(File(dir, "alice-dm.sqlite").path)

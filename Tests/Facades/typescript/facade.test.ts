@@ -209,6 +209,25 @@ test("NIP-44 v2 through the identity handle, both ways, and a tampered payload r
   assert.equal(code(() => alice.nip44Encrypt("", bob.publicKeyHex)), "invalid_private_message");
 });
 
+test("NIP-59 gift wraps through the identity handle: made for bob, unwrapped only by bob, from alice", () => {
+  const alice = SoftchatIdentity.generate();
+  const bob = SoftchatIdentity.generate();
+  const now = 1_800_000_000;
+  const wrap = alice.giftWrap({ pubkey: null, createdAt: now, kind: 14, tags: [["p", bob.publicKeyHex]], content: "sealed ☃" }, bob.publicKeyHex, now);
+  assert.equal(wrap.kind, 1059);
+  assert.ok(wrap.pubkey !== alice.publicKeyHex);
+  assert.deepEqual(wrap.tags, [["p", bob.publicKeyHex]]);
+  assert.ok(wrap.createdAt <= now && wrap.createdAt >= now - 2 * 86400);
+  const message = bob.unwrapGift(wrap);
+  assert.equal(message.sender, alice.publicKeyHex);
+  assert.equal(message.wrapId, wrap.id);
+  assert.equal(message.rumor.content, "sealed ☃");
+  assert.equal(message.rumor.createdAt, now);
+  assert.equal(message.rumor.kind, 14);
+  assert.equal(code(() => alice.unwrapGift(wrap)), "invalid_private_message");
+  assert.equal(code(() => alice.giftWrap({ pubkey: null, createdAt: now, kind: 1, tags: [], content: "public" }, bob.publicKeyHex, now)), "invalid_private_message");
+});
+
 test("generated public names equal the schema's declarations", () => {
   const ts = require("typescript");
   const names = JSON.parse(fs.readFileSync(process.env.SOFTCHAT_NAMES!, "utf8"));

@@ -619,6 +619,12 @@ fn nip44_round_trips_and_a_tampered_payload_is_refused() {
     let tampered = String::from_utf8(tampered).unwrap();
     assert_eq!(code(bob.nip44_decrypt(&tampered, &alice.public_key_hex())), "invalid_private_message");
     assert_eq!(code(alice.nip44_encrypt("", &bob.public_key_hex())), "invalid_private_message");
+    let draft = UnsignedEvent { pubkey: None, created_at: 1_800_000_000, kind: 14, tags: vec![vec!["p".into(), bob.public_key_hex()]], content: "sealed".into() };
+    let wrap = alice.gift_wrap(&draft, &bob.public_key_hex(), 1_800_000_000).unwrap();
+    assert_eq!(wrap.kind, 1059);
+    let opened = bob.unwrap_gift(&wrap).unwrap();
+    assert_eq!((opened.sender.as_str(), opened.rumor.content.as_str(), opened.wrap_id.as_str()), (alice.public_key_hex().as_str(), "sealed", wrap.id.as_str()));
+    assert_eq!(code(alice.unwrap_gift(&wrap)), "invalid_private_message");
 }
 
 #[test]
