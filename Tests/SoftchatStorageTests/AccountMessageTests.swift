@@ -73,6 +73,7 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         #expect(t.account.messages.decryptions == 3)
         #expect(try t.account.messages.unlock(bob, now: t0 + 11) == 0)
         #expect(t.account.messages.decryptions == 3)
+        #expect(try t.account.check(now: t0 + 20).problems == [])
         let page = try t.account.messages.messages(ownerKey: bob.publicKeyHex, members: [alice.publicKeyHex], now: t0 + 20)
         #expect(page.map(\.content) == ["m2", "m1", "m0"])
     }
@@ -273,6 +274,10 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         #expect(aliceRoom?.latest == nil && aliceRoom?.messages == 0 && aliceRoom?.unread == 0)
         #expect(rooms.first { $0.members.contains(carol.publicKeyHex) }?.unread == 1)
         #expect(try t.account.messages.failedWraps(ownerKey: bob.publicKeyHex).isEmpty)
+        #expect(try t.account.check(now: t0 + 10).problems == [])
+        // The check sees a room whose count is not its messages.
+        _ = try t.scalar("UPDATE private_rooms SET messages = messages + 1 WHERE messages = 1 RETURNING 0")
+        #expect(try t.account.check(now: t0 + 10).problems == ["1 private rooms' counts are not their messages"])
     }
 
     @Test func aReactionIsKeptButNotShownAsAMessage() throws {
