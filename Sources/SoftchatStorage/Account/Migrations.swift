@@ -306,6 +306,9 @@ enum Migrations {
 
     static var latestVersion: Int { steps.count }
 
+    /// The version that added private messages (step 12's tables).
+    static let privateMessagesVersion = 12
+
     /// Refuses a file that is not a Softchat account before anything writes to it: only a file
     /// with Softchat's application_id, an empty file, or an account made before accounts carried
     /// the id (a schema version of ours and our tables) is opened, and the id is then set.
