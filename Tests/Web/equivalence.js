@@ -62,8 +62,8 @@ const parsers = ["softchat_parse_client_relay_frame", "softchat_parse_relay_resp
   console.log(`equivalence: NIP-01 fixtures: ${n} files × ${parsers.length} parsers compared`);
 }
 
-// MARK: BIP-340
-{
+/** A second instance of the module for its wasm-only exports: its exports, memory, and a C string writer. */
+function rawInstance() {
   let memory;
   const instance = new WebAssembly.Instance(module_, { softchat: {
     random_fill: (p, n) => crypto.getRandomValues(new Uint8Array(memory.buffer, p, n)),
@@ -78,6 +78,12 @@ const parsers = ["softchat_parse_client_relay_frame", "softchat_parse_relay_resp
     new Uint8Array(memory.buffer)[p + bytes.length] = 0;
     return p;
   };
+  return { x, memory, cstring };
+}
+
+// MARK: BIP-340
+{
+  const { x, memory, cstring } = rawInstance();
   const read = (p) => { const m = new Uint8Array(memory.buffer); let e = p; while (m[e]) e++; return new TextDecoder().decode(m.subarray(p, e)); };
   const rows = fs.readFileSync(env.BIP340, "utf8").trim().split(/\r?\n/).slice(1).map((l) => l.split(","));
   let signed = 0, verified = 0;
@@ -100,20 +106,7 @@ const parsers = ["softchat_parse_client_relay_frame", "softchat_parse_relay_resp
 
 // MARK: NIP-44 v2
 {
-  let memory;
-  const instance = new WebAssembly.Instance(module_, { softchat: {
-    random_fill: (p, n) => crypto.getRandomValues(new Uint8Array(memory.buffer, p, n)),
-    print_line: () => {},
-  } });
-  const x = instance.exports;
-  memory = x.memory;
-  const cstring = (s) => {
-    const bytes = new TextEncoder().encode(s);
-    const p = x.softchat_wasm_alloc(bytes.length + 1);
-    new Uint8Array(memory.buffer).set(bytes, p);
-    new Uint8Array(memory.buffer)[p + bytes.length] = 0;
-    return p;
-  };
+  const { x, memory, cstring } = rawInstance();
   const read = (p) => {
     if (!p) return null;
     const m = new Uint8Array(memory.buffer); let e = p; while (m[e]) e++;

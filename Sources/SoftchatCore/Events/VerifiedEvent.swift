@@ -123,7 +123,15 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
     /// `jsonValue` as text, written directly: content kept escaped (see `EventContent`) is
     /// copied as it arrived when its escapes are the writer's own, without being decoded.
     public var jsonText: String {
-        var w = JSONWriter(reserve: 512 + (contentStorage.escapedBody?.utf8.count ?? content.utf8.count))
+        Self.jsonText(id: id, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: contentStorage, sig: sig)
+    }
+
+    /// An event object's text in NIP-01 field order, written directly: content kept escaped is
+    /// copied as it arrived; without `sig` for a NIP-59 rumor, which is never signed.
+    package static func jsonText(id: String, pubkey: String, createdAt: Int64, kind: Int, tags: [[String]], content: EventContent, sig: String?)
+        -> String
+    {
+        var w = JSONWriter(reserve: 512 + (content.escapedBody?.utf8.count ?? content.string.utf8.count))
         w.write("{\"id\":")
         w.writeString(id)
         w.write(",\"pubkey\":")
@@ -135,9 +143,11 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
         w.write(",\"tags\":")
         w.writeTags(tags)
         w.write(",\"content\":")
-        w.writeContent(contentStorage)
-        w.write(",\"sig\":")
-        w.writeString(sig)
+        w.writeContent(content)
+        if let sig {
+            w.write(",\"sig\":")
+            w.writeString(sig)
+        }
         w.write(UInt8(ascii: "}"))
         return w.string
     }

@@ -97,21 +97,7 @@ public struct Rumor: Sendable, Hashable {
 
     /// The rumor as compact JSON with its id, in NIP-01 field order (no `sig`).
     public var jsonText: String {
-        var w = JSONWriter(reserve: 256 + content.utf8.count)
-        w.write("{\"id\":")
-        w.writeString(id)
-        w.write(",\"pubkey\":")
-        w.writeString(pubkey)
-        w.write(",\"created_at\":")
-        w.writeInteger(createdAt)
-        w.write(",\"kind\":")
-        w.writeInteger(Int64(kind))
-        w.write(",\"tags\":")
-        w.writeTags(tags)
-        w.write(",\"content\":")
-        w.writeString(content)
-        w.write(UInt8(ascii: "}"))
-        return w.string
+        VerifiedEvent.jsonText(id: id, pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: EventContent(content), sig: nil)
     }
 
     /// The room: the author and every `p` tag's value, sorted and without repeats. NIP-17 names
