@@ -126,6 +126,24 @@ func inboxList(_ identity: SoftchatIdentity, _ relays: [String], at time: Int64 
         #expect(!failed.contains { $0.reason.contains("forged") || $0.reason.contains(secret) })
     }
 
+    @Test func aFailureReasonQuotingWhatTheSenderWroteIsKeptShort() throws {
+        let t = try TestAccount()
+        try t.account.messages.unlock(bob, now: t0)
+        // A rumor with a 20,000-character field name, sealed and wrapped properly by alice.
+        let rumorText =
+            #"{"pubkey":"\#(alice.publicKeyHex)","created_at":1,"kind":14,"tags":[],"content":"x","\#(String(repeating: "k", count: 20_000))":1}"#
+        let seal = try alice.sign(UnsignedEvent(createdAt: t0, kind: 13, content: try alice.nip44Encrypt(rumorText, to: bob.publicKeyHex)))
+        let oneTime = SoftchatIdentity.generate()
+        let wrap = try oneTime.sign(
+            UnsignedEvent(
+                createdAt: t0, kind: 1059, tags: [["p", bob.publicKeyHex]], content: try oneTime.nip44Encrypt(seal.jsonText, to: bob.publicKeyHex)))
+        _ = try t.account.incoming.ingest([wrap], receivedAt: t0)
+        let failed = try t.account.messages.failedWraps(ownerKey: bob.publicKeyHex)
+        #expect(failed.count == 1)
+        #expect(failed.first?.reason.hasPrefix("invalid_private_message: rumor: unknown field") == true)
+        #expect((failed.first?.reason.count ?? .max) <= PrivateMessageStore.maxFailureCharacters)
+    }
+
     @Test func sendingWithoutAnInboxListIsRefusedAndQueuesNothing() throws {
         let t = try TestAccount()
         _ = try t.account.incoming.ingest([inboxList(alice, [StorageKeys.relayA])], receivedAt: t0)

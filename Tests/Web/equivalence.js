@@ -6,8 +6,8 @@
 //   (Tests/Fixtures/nostr-sdk-ios), 10,000 seeded random frames (mutations of valid frames) each
 //   parsed both ways and fed to a live RelaySession on each backend; and the BIP-340 vectors, which
 //   the wasm build must sign and verify exactly as the CSV says (as BIP340VectorTests requires of
-//   the native build), with the same public keys on both; and every NIP-44 v2 vector, which the wasm
-//   core must meet exactly as Nip44VectorTests requires of the native core (counted per group).
+//   the native build), with the same public keys on both; and every NIP-44 v2 vector (128), which the
+//   wasm core must meet exactly as Nip44VectorTests requires of the native core (counted per group).
 // Prints one line per corpus and exits 1 on any difference.
 "use strict";
 const fs = require("node:fs");
@@ -127,6 +127,15 @@ function rawInstance() {
     const want = v.note.startsWith("sec1") ? "secret key is not a valid secp256k1 secret" : "public key is not a valid secp256k1 x-only public key";
     pass("invalid keys", r && r.error === want, v.note, r);
   }
+  const mk = v2.valid.get_message_keys;
+  for (const k of mk.keys) {
+    const r = read(x.softchat_wasm_nip44_message_keys(cstring(mk.conversation_key), cstring(k.nonce)));
+    pass("message keys", r && r.value === [k.chacha_key, k.chacha_nonce, k.hmac_key].join(":"), k.nonce, r);
+  }
+  for (const [unpadded, padded] of v2.valid.calc_padded_len) {
+    const got = x.softchat_wasm_nip44_padded_length(unpadded);
+    pass("padded lengths", got === padded, unpadded, got);
+  }
   for (const v of v2.valid.encrypt_decrypt) {
     const k = read(x.softchat_wasm_nip44_conversation_key(cstring(v.sec1), cstring(
       JSON.parse(nat.softchat_identity_public_key_hex(nat.softchat_identity_import_secret_hex(v.sec2))))));
@@ -150,7 +159,8 @@ function rawInstance() {
     const r = read(x.softchat_wasm_nip44_encrypt(cstring("01".repeat(32)), cstring("02".repeat(32)), cstring("a".repeat(n))));
     pass("invalid lengths", r && r.error === "plaintext must be 1 to 65,535 UTF-8 bytes", n, r);
   }
-  const want = { "conversation keys": 35, "invalid keys": 8, "encrypt-decrypt": 10, "long messages": 3, "invalid payloads": 12, "invalid lengths": 4 };
+  const want = { "conversation keys": 35, "invalid keys": 8, "message keys": 32, "padded lengths": 24, "encrypt-decrypt": 10, "long messages": 3,
+    "invalid payloads": 12, "invalid lengths": 4 };
   if (!same(counts, want)) mismatch("NIP-44 vector counts", want, counts);
   console.log(`equivalence: NIP-44 v2 (wasm): ${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(", ")} as the vectors say`);
 }

@@ -79,7 +79,7 @@ public struct Rumor: Sendable, Hashable {
                 guard case .string(let s) = member.value else { throw EventIssue("content must be a string") }
                 content = s
             case "sig": throw EventIssue("a rumor is never signed")
-            default: throw EventIssue("unknown field \"\(member.key)\"")
+            default: throw EventIssue("unknown field \"\(member.key.prefix(64))\"")
             }
         }
         guard let pubkey, let createdAt, let kind, let tags, let content else {

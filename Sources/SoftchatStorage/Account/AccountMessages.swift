@@ -389,6 +389,9 @@ enum PrivateMessageStore {
         return out
     }
 
+    /// The longest failure reason kept for a wrap, in characters.
+    static let maxFailureCharacters = 300
+
     /// What one unwrapping pass recorded.
     struct Unwrapped {
         /// Wraps that became messages.
@@ -426,7 +429,9 @@ enum PrivateMessageStore {
                 try record(db, message, owner: owner, receivedAt: receivedAt)
                 recorded.messages += 1
             case .failure(let error):
-                try failure.bind(.text(wrap.id), .text(owner), .text("\(error.code.rawValue): \(error.message)")).run()
+                // The reason may quote what the sender wrote (a field's name): kept short.
+                let reason = "\(error.code.rawValue): \(error.message)"
+                try failure.bind(.text(wrap.id), .text(owner), .text(String(reason.prefix(Self.maxFailureCharacters)))).run()
                 failure.reset()
             }
         }
