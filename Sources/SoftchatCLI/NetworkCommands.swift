@@ -35,12 +35,29 @@ enum NetworkOptions {
     }
 
     /// `--relay URL[,URL…]`: one or more relays, each delivered to and synced from.
-    static func relays(_ parsed: Arguments) throws -> [String]? {
-        guard let text = parsed.options["--relay"] else { return nil }
-        let urls = text.split(separator: ",", omittingEmptySubsequences: false).map { String($0.drop { $0 == " " }) }
-        guard !urls.isEmpty, !urls.contains(where: \.isEmpty) else { throw UsageError("--relay needs one or more URLs, separated by commas") }
-        guard Set(urls).count == urls.count else { throw UsageError("--relay names a relay twice") }
-        for url in urls { _ = try RelayURL(url) }  // invalid_relay_url before anything opens or dials
+    ///
+    /// - Parameters:
+    ///   - parsed: The command's arguments.
+    ///   - repeatable: `dm`'s form: `--relay` may be given more than once (parse it with
+    ///     `repeatable: ["--relay"]`) and a relay named twice counts once. Otherwise one
+    ///     `--relay` names each relay once, and a repeat is a usage error.
+    /// - Returns: The relays in the order given, or nil when there is no `--relay`.
+    static func relays(_ parsed: Arguments, repeatable: Bool = false) throws -> [String]? {
+        let values = repeatable ? parsed.repeated["--relay"] ?? [] : parsed.options["--relay"].map { [$0] } ?? []
+        guard !values.isEmpty else { return nil }
+        var urls: [String] = []
+        for text in values {
+            let listed = text.split(separator: ",", omittingEmptySubsequences: false).map { String($0.drop { $0 == " " }) }
+            guard !listed.contains(where: \.isEmpty) else { throw UsageError("--relay needs one or more URLs, separated by commas") }
+            for url in listed {
+                if urls.contains(url) {
+                    guard repeatable else { throw UsageError("--relay names a relay twice") }
+                    continue
+                }
+                _ = try RelayURL(url)  // invalid_relay_url before anything opens or dials
+                urls.append(url)
+            }
+        }
         return urls
     }
 

@@ -172,32 +172,20 @@ public enum GiftWrap {
 
     /// Unwraps a gift wrap addressed to `identity`: decrypts the wrap to its seal, verifies the
     /// seal (id, signature, kind 13), decrypts the seal to its rumor, and checks that the rumor's
-    /// author is the seal's signer.
+    /// author is the seal's signer — the batch ``unwrap(_:with:timeoutMilliseconds:)`` with one wrap.
     ///
     /// - Parameters:
     ///   - wrap: A verified kind-1059 event.
     ///   - identity: The recipient's identity.
     /// - Returns: The authenticated message.
     /// - Throws: ``SoftchatError`` with code `invalid_private_message` naming the step that failed
-    ///   (`wrap:`, `seal:`, `rumor:`) and why.
+    ///   (`wrap:`, `seal:`, `rumor:`) and why, or `signer_refused` once `identity` is erased.
     public static func unwrap(_ wrap: VerifiedEvent, with identity: SoftchatIdentity) throws(SoftchatError) -> UnwrappedMessage {
-        do throws(UnwrapFailure) {
-            let seal = try openWrap(wrap) { payload, from throws(Nip44Failure) in try plainDecrypt(identity, payload, from) }
-            let rumorText = try decrypt(identity, seal.content, seal.pubkey, step: "seal")
-            return try message(wrap: wrap, seal: seal, rumorText: rumorText)
-        } catch {
-            throw error.error
+        let outcome = unwrap([wrap], with: identity, timeoutMilliseconds: 0)
+        guard case .approved(let results) = outcome, let result = results.first else {
+            throw outcome.refusal("unwrap", operation: .relayIngestion) ?? .invalidPrivateMessage("wrap: not unwrapped", operation: .relayIngestion)
         }
-    }
-
-    /// The wrap's seal, decrypted with `decrypt` and verified.
-    package static func openWrap(_ wrap: VerifiedEvent, decrypt: (String, String) throws(Nip44Failure) -> String) throws(UnwrapFailure)
-        -> VerifiedEvent
-    {
-        guard wrap.kind == wrapKind else { throw UnwrapFailure("wrap: kind \(wrap.kind) is not a gift wrap (1059)") }
-        let sealText: String
-        do throws(Nip44Failure) { sealText = try decrypt(wrap.content, wrap.pubkey) } catch { throw UnwrapFailure("wrap: nip44: \(error)") }
-        return try seal(sealText)
+        return try result.get()
     }
 
     /// The seal in `text`, verified: id, signature, kind 13.
@@ -215,20 +203,6 @@ public enum GiftWrap {
         guard rumor.pubkey == seal.pubkey else { throw UnwrapFailure("rumor: pubkey is not the seal's signer") }
         let layers = [wrap.firstTagValue("expiration"), seal.firstTagValue("expiration")].compactMap { $0.flatMap { Int64($0) } }
         return UnwrappedMessage(wrapID: wrap.id, rumor: rumor, expiration: layers.min())
-    }
-
-    private static func plainDecrypt(_ identity: SoftchatIdentity, _ payload: String, _ from: String) throws(Nip44Failure) -> String {
-        var key = try identity.conversationKey(with: from)
-        defer { key.withUnsafeMutableBytes { secureZero($0) } }
-        return try Nip44.decrypt(payload, conversationKey: key)
-    }
-
-    private static func decrypt(_ identity: SoftchatIdentity, _ payload: String, _ from: String, step: String) throws(UnwrapFailure) -> String {
-        do throws(Nip44Failure) {
-            return try plainDecrypt(identity, payload, from)
-        } catch {
-            throw UnwrapFailure("\(step): nip44: \(error)")
-        }
     }
 }
 

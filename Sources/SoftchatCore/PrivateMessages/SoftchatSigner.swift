@@ -128,7 +128,10 @@ extension SoftchatIdentity: SoftchatSigner {
 
 extension GiftWrap {
     /// Unwraps a batch of gift wraps through a signer: two decryption calls (the wraps, then the
-    /// seals they held), each wrap checked as ``unwrap(_:with:)`` checks one.
+    /// seals they held). Each wrap is decrypted to its seal, the seal verified (id, signature,
+    /// kind 13) and decrypted to its rumor, and the rumor's author checked against the seal's
+    /// signer; an event that is not a gift wrap fails before any decryption. The one pipeline:
+    /// ``unwrap(_:with:)`` unwraps one wrap through it.
     ///
     /// - Parameters:
     ///   - wraps: Verified kind-1059 events addressed to the signer.
@@ -139,14 +142,19 @@ extension GiftWrap {
     public static func unwrap(_ wraps: [VerifiedEvent], with signer: any SoftchatSigner, timeoutMilliseconds: Int)
         -> SignerOutcome<[Result<UnwrappedMessage, SoftchatError>]>
     {
+        // A non-wrap costs no decryption: only kind-1059 events are sent to the signer.
+        let candidates = wraps.indices.filter { wraps[$0].kind == wrapKind }
         let outer = signer.nip44Decrypt(
-            wraps.map { SignerDecryption(payload: $0.content, counterparty: $0.pubkey) }, timeoutMilliseconds: timeoutMilliseconds)
-        guard case .approved(let sealTexts) = outer, sealTexts.count == wraps.count else { return outer.withoutValue }
+            candidates.map { SignerDecryption(payload: wraps[$0].content, counterparty: wraps[$0].pubkey) },
+            timeoutMilliseconds: timeoutMilliseconds)
+        guard case .approved(let sealTexts) = outer, sealTexts.count == candidates.count else { return outer.withoutValue }
+        var sealText: [Result<String, Nip44Failure>?] = Array(repeating: nil, count: wraps.count)
+        for (k, i) in candidates.enumerated() { sealText[i] = sealTexts[k] }
         // The seals are verified on every core (each is a Schnorr verification).
         let opened: [Result<VerifiedEvent, UnwrapFailure>] = Parallel.map(count: wraps.count) { i in
             Result { () throws(UnwrapFailure) in
-                guard wraps[i].kind == wrapKind else { throw UnwrapFailure("wrap: kind \(wraps[i].kind) is not a gift wrap (1059)") }
-                switch sealTexts[i] {
+                switch sealText[i] {
+                case nil: throw UnwrapFailure("wrap: kind \(wraps[i].kind) is not a gift wrap (1059)")
                 case .success(let text): return try seal(text)
                 case .failure(let failure): throw UnwrapFailure("wrap: nip44: \(failure)")
                 }

@@ -63,8 +63,6 @@ public struct PrivateRoom: Sendable, Hashable {
 /// A private message sent: its rumor and, per recipient (the sender's self-copy included), the
 /// wrap and the durable publish intents that carry it.
 public struct SentPrivateMessage: Sendable, Hashable {
-    /// One recipient's wrap.
-    public typealias Delivery = PrivateMessageDelivery
     /// The message as the rooms show it.
     public let message: PrivateMessage
     /// One delivery per recipient, then the self-copy.
@@ -126,9 +124,7 @@ public struct AccountMessages: Sendable {
             .string(##"{"kinds":[\##(GiftWrap.wrapKind)],"#p":["\##(key)"]}"##), .string(#"{"kinds":[10050],"authors":["\#(key)"]}"#),
         ])
         try store.write("unlock") { db in
-            try db.statement(
-                "INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, NULL) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = NULL"
-            ).bind(.text(Self.inboxSubscriptionID), .text(filters.jsonText)).run()
+            try SubscriptionPolicyStore.write(db, id: Self.inboxSubscriptionID, filtersJSON: filters.jsonText, relayURL: nil)
         }
         var unwrapped = 0
         while true {
@@ -189,9 +185,7 @@ public struct AccountMessages: Sendable {
                 offset += Self.authorsPerFilter
             }
             guard !filters.isEmpty else { return }
-            try db.statement(
-                "INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, NULL) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = NULL"
-            ).bind(.text(Self.inboxListsSubscriptionID), .text(JSONValue.array(filters).jsonText)).run()
+            try SubscriptionPolicyStore.write(db, id: Self.inboxListsSubscriptionID, filtersJSON: JSONValue.array(filters).jsonText, relayURL: nil)
         }
     }
 
@@ -283,7 +277,7 @@ public struct AccountMessages: Sendable {
         return SentPrivateMessage(
             message: PrivateMessage(rumor: rumor, wrapID: selfWrap.id, room: rumor.room),
             deliveries: wraps.indices.map { i in
-                SentPrivateMessage.Delivery(recipient: wraps[i].0, wrapID: wraps[i].1.id, relayURLs: relays[wraps[i].0]!, intentIDs: intentIDs[i])
+                PrivateMessageDelivery(recipient: wraps[i].0, wrapID: wraps[i].1.id, relayURLs: relays[wraps[i].0]!, intentIDs: intentIDs[i])
             })
     }
 

@@ -11,6 +11,24 @@ public struct SubscriptionPolicyEntry: Sendable, Hashable {
     public let relayURL: String?
 }
 
+/// The one writer of the account's subscription policy rows, used by ``SoftchatAccount/setSubscription(id:filtersJSON:relayURL:)``
+/// and by the private-message subscriptions ``AccountMessages`` keeps.
+enum SubscriptionPolicyStore {
+    /// Records (or replaces) subscription `id`.
+    ///
+    /// - Parameters:
+    ///   - db: The connection, inside a write transaction.
+    ///   - id: The subscription's id; an entry with this id is replaced.
+    ///   - filtersJSON: A JSON array of filter texts, already validated by the caller.
+    ///   - relayURL: The one relay the subscription applies to; nil for every relay.
+    static func write(_ db: SQLiteConnection, id: String, filtersJSON: String, relayURL: String?) throws(SQLiteError) {
+        try db.statement(
+            "INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, ?) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = excluded.relay_url"
+        )
+        .bind(.text(id), .text(filtersJSON), .optional(relayURL)).run()
+    }
+}
+
 extension SoftchatAccount {
     /// Records (or replaces) a subscription in the account's policy, so a restarted process
     /// resubscribes without the host remembering it. The filters are validated first.
@@ -27,10 +45,7 @@ extension SoftchatAccount {
         if let relayURL { try AccountOutgoing.checkRelayURL(relayURL, "setSubscription") }
         let encoded = JSONValue.array(filtersJSON.map(JSONValue.string)).jsonText
         try store.write("setSubscription") { db in
-            try db.statement(
-                "INSERT INTO subscription_policy (subscription_id, filters_json, relay_url) VALUES (?, ?, ?) ON CONFLICT (subscription_id) DO UPDATE SET filters_json = excluded.filters_json, relay_url = excluded.relay_url"
-            )
-            .bind(.text(id), .text(encoded), .optional(relayURL)).run()
+            try SubscriptionPolicyStore.write(db, id: id, filtersJSON: encoded, relayURL: relayURL)
         }
     }
 
