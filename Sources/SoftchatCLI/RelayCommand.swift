@@ -14,7 +14,7 @@ import SoftchatTransport
 /// not count a relay's threads as the client's, and for trying the CLI by hand.
 enum RelayCommand {
     static let help = """
-        usage: softchat relay [--count N] [--cap N] [--preload FILE] [--echo] [--negentropy answer|notice|silent|blocked]
+        usage: softchat relay [--port P] [--count N] [--cap N] [--preload FILE] [--echo] [--negentropy answer|notice|silent|blocked]
 
         Starts N embedded loopback relays (default 1; NIP-01, NIP-11, NIP-42, NIP-45, EVENTS
         batches) and prints one ws:// URL per line; with --echo, a last line gives a loopback
@@ -22,18 +22,30 @@ enum RelayCommand {
         at most N events per REQ, as LocalRelay does with 500. --preload FILE stores the signed
         events in FILE (one JSON per line, verified first) in every relay before the URLs are
         printed. --negentropy says how NIP-77's NEG-OPEN is met: as a responder (the default), with
-        a NOTICE, with silence, or with NEG-ERR blocked. Runs until standard input closes. Test
-        tool: nothing is persisted.
+        a NOTICE, with silence, or with NEG-ERR blocked. --port P listens on 127.0.0.1:P (with
+        --count N, on P to P+N-1; default: ports the system chooses). Runs until SIGINT, SIGTERM or
+        SIGHUP, and, when standard input is a pipe, until that pipe closes (the parent that
+        started it is gone). Test tool: nothing is persisted.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--count", "--cap", "--preload", "--negentropy"], switches: ["--echo", "--help", "-h"])
+        let parsed = try Arguments(args, valued: ["--port", "--count", "--cap", "--preload", "--negentropy"], switches: ["--echo", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
         }
+        // The stop signals are blocked before any thread starts (threads inherit the mask), so
+        // only sigwait below receives them.
+        var stops = sigset_t()
+        sigemptyset(&stops)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&stops, signal) }
+        pthread_sigmask(SIG_BLOCK, &stops, nil)
         let count = Int(try parsed.int("--count") ?? 1)
         guard count >= 1 && count <= 1_000 else { throw UsageError("--count must be 1 to 1000") }
+        let firstPort = Int(try parsed.int("--port") ?? 0)
+        guard firstPort == 0 || (firstPort >= 1 && firstPort + count - 1 <= 65_535) else {
+            throw UsageError("--port must be 1 to 65535, with room for --count ports")
+        }
         var options = TestRelayOptions()
         if let cap = try parsed.int("--cap") { options.reqCap = Int(cap) }
         switch parsed.options["--negentropy"] {
@@ -59,8 +71,8 @@ enum RelayCommand {
             }
         }
         var relays: [TestRelay] = []
-        for _ in 0..<count {
-            let relay = try TestRelay(options: options)
+        for i in 0..<count {
+            let relay = try TestRelay(options: options, port: firstPort == 0 ? 0 : firstPort + i)
             relay.preload(preload)
             relays.append(relay)
             Output.standard.line(relay.url)
@@ -72,13 +84,26 @@ enum RelayCommand {
             Output.standard.line(server.url)
         }
         Output.standard.flush()
-        // Until standard input closes (the parent exits or closes its end).
-        var byte: UInt8 = 0
-        while read(0, &byte, 1) > 0 {}
+        if isPipe(0) {
+            // A parent holding our standard input: its end closing (it exited or is done) stops us.
+            DispatchQueue(label: "softchat.relay.stdin").async {
+                var byte: UInt8 = 0
+                while read(0, &byte, 1) > 0 {}
+                kill(getpid(), SIGTERM)
+            }
+        }
+        var received: Int32 = 0
+        sigwait(&stops, &received)
         echo?.stop()
         for relay in relays { relay.stop() }
         return .success
     }
+}
+
+/// Whether `fd` is a pipe (or FIFO): a parent's end it can close, unlike /dev/null or a terminal.
+func isPipe(_ fd: Int32) -> Bool {
+    var info = stat()
+    return fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO
 }
 
 /// A loopback WebSocket server that sends every text message straight back, one thread per
