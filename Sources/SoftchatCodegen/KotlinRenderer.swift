@@ -194,10 +194,42 @@ public struct KotlinRenderer {
             }
         }
         w.line()
-        w.line("/** Loads libSoftchatFFI (JNA search path, or the `softchat.library` system property) once. */")
+        w.line("/**")
+        w.line(" * Loads libSoftchatFFI once: the `softchat.library` system property (a path), else the library")
+        w.line(" * this jar carries (see [packaged]), else JNA's search (`jna.library.path`, the system's paths).")
+        w.line(" */")
         w.block("internal object SoftchatNative {") { w in
+            w.line("/** The file listing the jar's native files, in JNA's resource folder for this platform. */")
+            w.line("const val NATIVE_INDEX = \"softchat-native.txt\"")
+            w.line()
+            w.line("/**")
+            w.line(" * The library the jar carries, or null when it carries none for this platform: every file")
+            w.line(" * [NATIVE_INDEX] lists under the platform's folder (`linux-x86-64/`: libSoftchatFFI.so and")
+            w.line(" * the libraries it needs, which it finds beside itself through its `$ORIGIN` run path),")
+            w.line(" * copied into one private temporary folder, removed when the JVM exits. JNA's own resource")
+            w.line(" * loading extracts one file alone, which would leave the library without its neighbours.")
+            w.line(" */")
+            w.block("fun packaged(): String? {") { w in
+                w.line("val folder = com.sun.jna.Platform.RESOURCE_PREFIX")
+                w.line("val index = SoftchatNative::class.java.getResourceAsStream(\"/$folder/$NATIVE_INDEX\") ?: return null")
+                w.line("val files = index.bufferedReader().use { reader -> reader.readLines().map { it.trim() }.filter { it.isNotEmpty() } }")
+                w.line("val dir = java.nio.file.Files.createTempDirectory(\"softchat-native\").toFile()")
+                w.line("dir.deleteOnExit()")
+                w.block("for (file in files) {") { w in
+                    w.block("require(file == java.io.File(file).name) {") { w in
+                        w.line("\"softchat: $NATIVE_INDEX names $file, which is not a plain file name\"")
+                    }
+                    w.line("val input = SoftchatNative::class.java.getResourceAsStream(\"/$folder/$file\")")
+                    w.line("    ?: throw IllegalStateException(\"softchat: the jar lists $folder/$file but does not carry it\")")
+                    w.line("val target = java.io.File(dir, file)")
+                    w.line("input.use { source -> target.outputStream().use { source.copyTo(it) } }")
+                    w.line("target.deleteOnExit()")
+                }
+                w.line("return java.io.File(dir, \"libSoftchatFFI.so\").absolutePath")
+            }
+            w.line()
             w.block("val lib: SoftchatNativeLibrary by lazy {") { w in
-                w.line("val name = System.getProperty(\"softchat.library\") ?: \"SoftchatFFI\"")
+                w.line("val name = System.getProperty(\"softchat.library\") ?: packaged() ?: \"SoftchatFFI\"")
                 w.line("val options = mapOf(Library.OPTION_STRING_ENCODING to \"UTF-8\")")
                 w.line("val loaded = Native.load(name, SoftchatNativeLibrary::class.java, options)")
                 w.line("val actual = loaded.softchat_contract_checksum()")

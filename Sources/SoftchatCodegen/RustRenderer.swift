@@ -22,6 +22,8 @@ public struct RustRenderer {
     }
 
     static let root = "generated/rust"
+    /// Both crates' version: the package version every binding and `softchat --version` give.
+    var version: String { "\(set.schemaVersion).0.0" }
     /// The oldest Rust the crates build with (`OnceLock`, `let … else`).
     static let minimumRust = "1.70"
     static let keywords: Set<String> = [
@@ -41,7 +43,6 @@ public struct RustRenderer {
             GeneratedFile(path: "\(Self.root)/softchat-sys/build.rs", contents: sysBuildScript()),
             GeneratedFile(path: "\(Self.root)/softchat-sys/src/lib.rs", contents: renderSys()),
             GeneratedFile(path: "\(Self.root)/softchat/Cargo.toml", contents: crateManifest()),
-            GeneratedFile(path: "\(Self.root)/softchat/build.rs", contents: crateBuildScript()),
             GeneratedFile(path: "\(Self.root)/softchat/src/lib.rs", contents: renderLib()),
             GeneratedFile(path: "\(Self.root)/softchat/src/types.rs", contents: renderTypes()),
             GeneratedFile(path: "\(Self.root)/softchat/src/api.rs", contents: renderAPI()),
@@ -91,34 +92,35 @@ public struct RustRenderer {
 
         [[package]]
         name = "softchat"
-        version = "0.1.0"
+        version = "\(version)"
         dependencies = [
          "softchat-sys",
         ]
 
         [[package]]
         name = "softchat-sys"
-        version = "0.1.0"
+        version = "\(version)"
 
         """
     }
 
-    func package(_ w: inout SourceWriter, name: String, description: String) {
+    func package(_ w: inout SourceWriter, name: String, description: String, buildScript: Bool) {
         w.line("[package]")
         w.line("name = \(quoted(name))")
-        w.line("version = \"0.1.0\"")
+        w.line("version = \(quoted(version))")
         w.line("edition = \"2021\"")
         w.line("rust-version = \(quoted(Self.minimumRust))")
         w.line("description = \(quoted(description))")
         w.line("license = \"MIT\"")
-        w.line("publish = false")
-        w.line("build = \"build.rs\"")
+        if buildScript { w.line("build = \"build.rs\"") }
     }
 
     func sysManifest() -> String {
         var w = SourceWriter()
         header(&w, comment: "#")
-        package(&w, name: "softchat-sys", description: "The C ABI of the Softchat Swift core (libSoftchatFFI), declared by hand from softchat.h.")
+        package(
+            &w, name: "softchat-sys", description: "The C ABI of the Softchat Swift core (libSoftchatFFI), declared by hand from softchat.h.",
+            buildScript: true)
         w.line("links = \"SoftchatFFI\"")
         w.line()
         w.line("[lib]")
@@ -129,13 +131,15 @@ public struct RustRenderer {
     func crateManifest() -> String {
         var w = SourceWriter()
         header(&w, comment: "#")
-        package(&w, name: "softchat", description: "Softchat's relay and persistence SDK for Nostr chat apps, over the Swift core's C ABI.")
+        package(
+            &w, name: "softchat", description: "Softchat's relay and persistence SDK for Nostr chat apps, over the Swift core's C ABI.",
+            buildScript: false)
         w.line()
         w.line("[lib]")
         w.line("path = \"src/lib.rs\"")
         w.line()
         w.line("[dependencies]")
-        w.line("softchat-sys = { path = \"../softchat-sys\" }")
+        w.line("softchat-sys = { path = \"../softchat-sys\", version = \(quoted("=" + version)) }")
         return w.text
     }
 
@@ -143,34 +147,37 @@ public struct RustRenderer {
         var w = SourceWriter()
         header(&w)
         w.line()
-        w.line("//! Links libSoftchatFFI from SOFTCHAT_LIB_DIR (the folder `swift build --product SoftchatFFI`")
-        w.line("//! writes it to) and records that folder as a run path, so this crate's tests find the")
-        w.line("//! library without LD_LIBRARY_PATH. Dependents read it as DEP_SOFTCHATFFI_LIB_DIR.")
+        w.line("//! Links libSoftchatFFI by its absolute path, so a program built on this crate (or on one that")
+        w.line("//! depends on it) loads it with no RUSTFLAGS, run path or LD_LIBRARY_PATH: a linker run-path")
+        w.line("//! argument would reach this crate's own targets only, never its dependents'.")
+        w.line("//!")
+        w.line("//! The library is the one in SOFTCHAT_LIB_DIR when it is set (a folder `swift build --product")
+        w.line("//! SoftchatFFI` wrote), else the one the packaged crate carries in `native/linux-x86-64/`")
+        w.line("//! (`scripts/package/build-packages`), beside the libraries it needs, which it finds through its")
+        w.line("//! `$ORIGIN` run path. This script writes a one-line GNU linker script, `INPUT(<path>)`, as")
+        w.line("//! `libSoftchatFFI.so` in OUT_DIR: the linker then records the library's absolute path as the")
+        w.line("//! program's dependency (the library has no SONAME). Dependents read the folder as")
+        w.line("//! DEP_SOFTCHATFFI_LIB_DIR.")
         w.block("fn main() {") { w in
             w.line("println!(\"cargo:rerun-if-env-changed=SOFTCHAT_LIB_DIR\");")
-            w.block("match std::env::var(\"SOFTCHAT_LIB_DIR\") {") { w in
-                w.block("Ok(dir) => {") { w in
-                    w.line("println!(\"cargo:rustc-link-search=native={dir}\");")
-                    w.line("println!(\"cargo:rustc-link-arg=-Wl,-rpath,{dir}\");")
-                    w.line("println!(\"cargo:lib_dir={dir}\");")
-                }
-                w.line("Err(_) => println!(\"cargo:warning=SOFTCHAT_LIB_DIR is not set: the linker searches its default paths for libSoftchatFFI\"),")
+            w.line("let manifest = std::env::var(\"CARGO_MANIFEST_DIR\").expect(\"cargo sets CARGO_MANIFEST_DIR\");")
+            w.line("let packaged = std::path::Path::new(&manifest).join(\"native\").join(\"linux-x86-64\");")
+            w.line("let dir = std::env::var(\"SOFTCHAT_LIB_DIR\").map(std::path::PathBuf::from).unwrap_or(packaged);")
+            w.line("let library = dir.join(\"libSoftchatFFI.so\");")
+            w.line("println!(\"cargo:rerun-if-changed={}\", library.display());")
+            w.block("if !library.is_file() {") { w in
+                w.line("panic!(")
+                w.line("    \"softchat-sys: no {} (set SOFTCHAT_LIB_DIR to the folder holding libSoftchatFFI.so, or use the packaged crate)\",")
+                w.line("    library.display()")
+                w.line(");")
             }
+            w.line("let library = library.canonicalize().expect(\"softchat-sys: the library's path resolves\");")
+            w.line("let out = std::env::var(\"OUT_DIR\").expect(\"cargo sets OUT_DIR\");")
+            w.line("let script = format!(\"INPUT(\\\"{}\\\")\\n\", library.display());")
+            w.line("std::fs::write(std::path::Path::new(&out).join(\"libSoftchatFFI.so\"), script).expect(\"softchat-sys: OUT_DIR is writable\");")
+            w.line("println!(\"cargo:rustc-link-search=native={out}\");")
             w.line("println!(\"cargo:rustc-link-lib=dylib=SoftchatFFI\");")
-        }
-        return w.text
-    }
-
-    func crateBuildScript() -> String {
-        var w = SourceWriter()
-        header(&w)
-        w.line()
-        w.line("//! Gives this crate's own tests, examples and doc tests the run path softchat-sys found the")
-        w.line("//! library at (a link argument does not pass from a dependency to its dependents).")
-        w.block("fn main() {") { w in
-            w.block("if let Ok(dir) = std::env::var(\"DEP_SOFTCHATFFI_LIB_DIR\") {") { w in
-                w.line("println!(\"cargo:rustc-link-arg=-Wl,-rpath,{dir}\");")
-            }
+            w.line("println!(\"cargo:lib_dir={}\", library.parent().expect(\"a file has a folder\").display());")
         }
         return w.text
     }

@@ -570,7 +570,9 @@ public struct TypeScriptRenderer {
         return names
     }
 
-    /// `package.json` of the built package (tsc's CommonJS output beside the addon, and `esm/`).
+    /// `package.json` of the built package (tsc's CommonJS output beside the addon, `esm/`, and
+    /// `native/`: libSoftchatFFI and the libraries it needs, which `scripts/package/build-packages`
+    /// puts there and the addon finds through its `$ORIGIN/native` run path).
     func renderPackage() -> GeneratedFile {
         let json = """
             {
@@ -586,7 +588,10 @@ public struct TypeScriptRenderer {
                 },
                 "./package.json": "./package.json"
               },
-              "files": ["*.js", "*.d.ts", "esm/", "softchat_addon.node"],
+              "files": ["*.js", "*.d.ts", "esm/", "softchat_addon.node", "native/"],
+              "os": ["linux"],
+              "cpu": ["x64"],
+              "license": "MIT",
               "engines": { "node": ">=18" }
             }
 

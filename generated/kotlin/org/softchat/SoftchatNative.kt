@@ -98,10 +98,42 @@ internal interface SoftchatNativeLibrary : Library {
     fun softchat_validate_ingestion_result(batch: String?, result: String?, error: PointerByReference)
 }
 
-/** Loads libSoftchatFFI (JNA search path, or the `softchat.library` system property) once. */
+/**
+ * Loads libSoftchatFFI once: the `softchat.library` system property (a path), else the library
+ * this jar carries (see [packaged]), else JNA's search (`jna.library.path`, the system's paths).
+ */
 internal object SoftchatNative {
+    /** The file listing the jar's native files, in JNA's resource folder for this platform. */
+    const val NATIVE_INDEX = "softchat-native.txt"
+
+    /**
+     * The library the jar carries, or null when it carries none for this platform: every file
+     * [NATIVE_INDEX] lists under the platform's folder (`linux-x86-64/`: libSoftchatFFI.so and
+     * the libraries it needs, which it finds beside itself through its `$ORIGIN` run path),
+     * copied into one private temporary folder, removed when the JVM exits. JNA's own resource
+     * loading extracts one file alone, which would leave the library without its neighbours.
+     */
+    fun packaged(): String? {
+        val folder = com.sun.jna.Platform.RESOURCE_PREFIX
+        val index = SoftchatNative::class.java.getResourceAsStream("/$folder/$NATIVE_INDEX") ?: return null
+        val files = index.bufferedReader().use { reader -> reader.readLines().map { it.trim() }.filter { it.isNotEmpty() } }
+        val dir = java.nio.file.Files.createTempDirectory("softchat-native").toFile()
+        dir.deleteOnExit()
+        for (file in files) {
+            require(file == java.io.File(file).name) {
+                "softchat: $NATIVE_INDEX names $file, which is not a plain file name"
+            }
+            val input = SoftchatNative::class.java.getResourceAsStream("/$folder/$file")
+                ?: throw IllegalStateException("softchat: the jar lists $folder/$file but does not carry it")
+            val target = java.io.File(dir, file)
+            input.use { source -> target.outputStream().use { source.copyTo(it) } }
+            target.deleteOnExit()
+        }
+        return java.io.File(dir, "libSoftchatFFI.so").absolutePath
+    }
+
     val lib: SoftchatNativeLibrary by lazy {
-        val name = System.getProperty("softchat.library") ?: "SoftchatFFI"
+        val name = System.getProperty("softchat.library") ?: packaged() ?: "SoftchatFFI"
         val options = mapOf(Library.OPTION_STRING_ENCODING to "UTF-8")
         val loaded = Native.load(name, SoftchatNativeLibrary::class.java, options)
         val actual = loaded.softchat_contract_checksum()
