@@ -50,6 +50,9 @@ public struct FFIModel: Sendable {
         public var throwsCodes: [String]
         /// `RelaySession.subscribe` or `classifyDeliveryAcknowledgement`: what errors name.
         public var symbol: String
+        /// The schema says the call blocks (SQLite or a wait): the Node addon also exports
+        /// `<cName>_async`, which runs it as async work and returns a Promise.
+        public var blocks: Bool = false
     }
 
     public let set: ContractSet
@@ -108,7 +111,7 @@ public struct FFIModel: Sendable {
                     EntryPoint(
                         cName: "\(prefix)_\(Naming.snake(m.name))", kind: m.isStatic ? .staticMethod : .method, type: t.name,
                         member: m.name, receiver: m.isStatic ? .none : receiver, params: m.params, returns: m.returns,
-                        throwsCodes: m.throwsCodes, symbol: "\(t.name).\(m.name)"))
+                        throwsCodes: m.throwsCodes, symbol: "\(t.name).\(m.name)", blocks: m.blocks))
             }
             if role == .handle {
                 points.append(

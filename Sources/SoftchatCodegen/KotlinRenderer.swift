@@ -509,7 +509,31 @@ public struct KotlinRenderer {
     }
 
     func renderMember(_ t: TypeDecl, _ m: FunctionDecl, receiver: String?, override: Bool, _ w: inout SourceWriter) {
-        w.doc(m.doc)
+        renderBlockingMember(t, m, receiver: receiver, override: override, &w)
+        guard m.blocks else { return }
+        w.line()
+        w.doc(
+            "[\(ident(m.name))] on [executor] (default [SoftchatExecutors.blocking]), so the calling thread does not block: the future completes with its result, or exceptionally with its [SoftchatException]."
+        )
+        let sep = m.params.isEmpty ? "" : ", "
+        let result = m.returns.map { typeName($0) } ?? "Unit"
+        let args = m.params.map { ident($0.name) }.joined(separator: ", ")
+        w.line(
+            "fun \(m.name)Async(\(params(m))\(sep)executor: java.util.concurrent.Executor = SoftchatExecutors.blocking): java.util.concurrent.CompletableFuture<\(result)> ="
+        )
+        w.line("    java.util.concurrent.CompletableFuture.supplyAsync(java.util.function.Supplier { \(ident(m.name))(\(args)) }, executor)")
+    }
+
+    func renderBlockingMember(_ t: TypeDecl, _ m: FunctionDecl, receiver: String?, override: Bool, _ w: inout SourceWriter) {
+        var doc = m.doc
+        if m.blocks {
+            doc += " Blocks the calling thread (SQLite, or a wait): call it off the main thread, or use [\(m.name)Async]."
+        }
+        if m.params.contains(where: { model.callback($0.type) != nil }) {
+            doc +=
+                " Listeners run on the transport's own delivery thread, one update at a time, never on the caller's thread: post to the main thread to touch views."
+        }
+        w.doc(doc)
         let e = entry(t.name, m.name, kind: m.isStatic ? .staticMethod : .method)
         let ret = m.returns.map { ": " + typeName($0) } ?? ": Unit"
         let callbacks = m.params.compactMap { p in model.callback(p.type).map { (p, $0) } }

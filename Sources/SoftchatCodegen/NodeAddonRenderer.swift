@@ -58,12 +58,17 @@ public struct NodeAddonRenderer {
         for e in model.entryPoints where e.kind != .free {
             w.line()
             renderFunction(e, &w)
+            if e.blocks {
+                w.line()
+                renderAsyncFunction(e, &w)
+            }
         }
         w.line()
         w.block("static napi_value init(napi_env env, napi_value exports) {") { w in
             w.line("export_function(env, exports, \"softchat_contract_checksum\", js_softchat_contract_checksum);")
             for e in model.entryPoints where e.kind != .free {
                 w.line("export_function(env, exports, \(quoted(e.cName)), js_\(e.cName));")
+                if e.blocks { w.line("export_function(env, exports, \(quoted(e.cName + "_async")), js_\(e.cName)_async);") }
             }
             w.line("return exports;")
         }
@@ -179,6 +184,87 @@ public struct NodeAddonRenderer {
             case .handle(let n): w.line("return wrap_handle(env, result, finalize_\(FFIModel.cPrefix(n)), &tag_\(FFIModel.cPrefix(n)));")
             case .json: w.line("return take_string(env, result);")
             }
+        }
+    }
+
+    /// `js_<cName>_async`: the same arguments as the synchronous form, decoded the same way on the
+    /// JS thread into an `async_call` (the prelude's), the call run on a worker thread, and a
+    /// Promise of its result. No `callback_wait_begin`: the JS thread is free while it runs, so
+    /// a delivery thread waiting for room in a callback queue is served.
+    func renderAsyncFunction(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
+        let jsArgs = model.arguments(e).filter { a in
+            switch a.role {
+            case .error, .callbackContext: false
+            default: true
+            }
+        }
+        // The C call on the worker, from the decoded arguments.
+        var callArgs: [String] = []
+        var slot = 0
+        var decode: [String] = []
+        func hold(_ a: FFIModel.Argument, _ i: Int, _ optional: Bool) {
+            let type = a.cType.replacingOccurrences(of: " *", with: "")
+            let getter = optional ? "get_optional_handle" : "get_handle"
+            decode.append("\(type) *h\(i) = NULL;")
+            decode.append(
+                "if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&h\(i)) || !async_hold(env, c, \(slot), argv[\(i)], h\(i))) { async_call_free(env, c, 1); return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optional ? " or null" : "")"))); }"
+            )
+            callArgs.append("(\(type) *)c->args[\(slot)]")
+        }
+        for (i, a) in jsArgs.enumerated() {
+            switch a.role {
+            case .parameter(_, .callback):
+                decode.append("callback_context *t\(i) = NULL;")
+                decode.append(
+                    "if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) { async_call_free(env, c, 1); return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a function or null"))); }"
+                )
+                decode.append("c->args[\(slot)] = t\(i);")
+                decode.append("if (t\(i) != NULL) c->callbacks[c->callback_count++] = t\(i);")
+                callArgs += ["c->args[\(slot)] != NULL ? callback_trampoline : NULL", "c->args[\(slot)]"]
+            case .parameter(_, .handle(_, let optional)):
+                hold(a, i, optional)
+            case .receiverHandle:
+                hold(a, i, false)
+            default:
+                decode.append("char *s\(i) = NULL;")
+                decode.append(
+                    "if (!get_text(env, argv[\(i)], &s\(i))) { async_call_free(env, c, 1); return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a string or null"))); }"
+                )
+                decode.append("c->args[\(slot)] = s\(i);")
+                decode.append("c->texts[c->text_count++] = s\(i);")
+                callArgs.append("(const char *)c->args[\(slot)]")
+            }
+            slot += 1
+        }
+        precondition(slot <= 12, "\(e.cName): more arguments than the addon's ASYNC_MAX_ARGS")
+        let call = "\(e.cName)(\((callArgs + ["&c->error"]).joined(separator: ", ")))"
+        w.block("static void run_\(e.cName)(async_call *c) {") { w in
+            switch model.result(e) {
+            case .none: w.line("\(call);")
+            case .handle, .json: w.line("c->result = (void *)\(call);")
+            }
+        }
+        w.line()
+        w.block("static napi_value js_\(e.cName)_async(napi_env env, napi_callback_info info) {") { w in
+            w.line("size_t argc = \(max(jsArgs.count, 1));")
+            w.line("napi_value argv[\(max(jsArgs.count, 1))];")
+            w.line("napi_get_cb_info(env, info, &argc, argv, NULL, NULL);")
+            if !jsArgs.isEmpty {
+                w.line("if (argc < \(jsArgs.count)) return throw_type_error(env, \(quoted("\(e.cName)_async takes \(jsArgs.count) arguments")));")
+            } else {
+                w.line("(void)argc;")
+            }
+            w.line("async_call *c = async_call_new(run_\(e.cName));")
+            w.line("if (c == NULL) return throw_type_error(env, \"softchat: out of memory\");")
+            for l in decode { w.line(l) }
+            switch model.result(e) {
+            case .none: break
+            case .json: w.line("c->returns_json = 1;")
+            case .handle(let n):
+                w.line("c->finalize = finalize_\(FFIModel.cPrefix(n));")
+                w.line("c->tag = &tag_\(FFIModel.cPrefix(n));")
+            }
+            w.line("return async_start(env, c, \(quoted(e.cName)));")
         }
     }
 

@@ -149,7 +149,10 @@ extension RustRenderer {
         w.block("pub struct \(t.name) {") { w in
             for f in t.fields {
                 rustDoc(&w, f.doc)
-                w.line("pub \(ident(f.name)): \(rustType(f.type)),")
+                // A sealed record's proof is the crate's to set: outside it, no struct literal can
+                // make one (a proof type), and every other field stays as readable as before.
+                let visibility = t.sealed && f.name == TypeDecl.proofField.name ? "pub(crate)" : "pub"
+                w.line("\(visibility) \(ident(f.name)): \(rustType(f.type)),")
             }
         }
         w.line()

@@ -106,7 +106,8 @@ public struct TypeScriptRenderer {
     /// A NIP-01 event record (`VerifiedEvent`): its `createdAt` is also served as `created_at`,
     /// the name other Nostr libraries read.
     func isNostrEvent(_ t: TypeDecl) -> Bool {
-        t.kind == .record && Set(t.fields.map(\.name)) == ["id", "pubkey", "createdAt", "kind", "tags", "content", "sig"]
+        t.kind == .record
+            && Set(t.fields.map(\.name)).subtracting([TypeDecl.proofField.name]) == ["id", "pubkey", "createdAt", "kind", "tags", "content", "sig"]
     }
 
     /// Records only ever passed in (never in a result or a callback's payload): their optional
@@ -191,14 +192,56 @@ public struct TypeScriptRenderer {
                 }
                 w.line("return \(body);")
             }
+            if m.blocks {
+                w.doc("\(m.name)() as a Promise, run on a worker thread so the event loop keeps running while it reads SQLite.")
+                w.block("\(m.isStatic ? "static " : "")async \(m.name)Async(\(params(m))): Promise<\(ret)> {") { w in
+                    for (name, payload) in channels {
+                        w.line("const \(name) = new UpdateChannel<\(typeName(payload))>((v) => \(decode(payload, "v")));")
+                    }
+                    var args: [String] = m.isStatic ? [] : [receiver].compactMap { $0 }
+                    args += e.params.map(argument)
+                    let invoke = "await callAsync(\(quoted(e.symbol)), () => native().\(e.cName)_async(\(args.joined(separator: ", "))))"
+                    guard case .named(let n)? = e.returns else { return }
+                    w.line("return wrapStreams(\(n), \(invoke), { \(channels.map(\.0).joined(separator: ", ")) });")
+                }
+            }
             return
         }
-        if m.isAsync {
+        if m.isAsync && m.blocks {
+            // Already a Promise: it runs off the event loop.
+            w.line(
+                "\(m.isStatic ? "static " : "")async \(m.name)(\(params(m))): Promise<\(ret)> { \(m.returns == nil ? "" : "return ")\(asyncCall(e, receiver: m.isStatic ? nil : receiver)); }"
+            )
+        } else if m.isAsync {
             ret = "Promise<\(ret)>"
             w.line("\(m.isStatic ? "static " : "")async \(m.name)(\(params(m))): \(ret) { \(m.returns == nil ? "" : "return ")\(body); }")
         } else {
             w.line("\(m.isStatic ? "static " : "")\(m.name)(\(params(m))): \(ret) { \(m.returns == nil ? "" : "return ")\(body); }")
+            if m.blocks { renderAsyncForm(t, m, e, receiver: receiver, &w) }
         }
+    }
+
+    /// `<name>Async`: the call as a Promise, run off the event loop (the addon's `_async` export);
+    /// the synchronous form stays as the page's recipes write it.
+    func renderAsyncForm(_ t: TypeDecl, _ m: FunctionDecl, _ e: FFIModel.EntryPoint, receiver: String?, _ w: inout SourceWriter) {
+        w.doc(
+            "\(m.name)() as a Promise, run on a worker thread so the event loop keeps running while it \(m.name == "stop" || m.name == "close" ? "waits" : "reads or writes SQLite")."
+        )
+        let ret = m.returns.map(typeName) ?? "void"
+        w.line(
+            "\(m.isStatic ? "static " : "")async \(m.name)Async(\(params(m))): Promise<\(ret)> { \(m.returns == nil ? "" : "return ")\(asyncCall(e, receiver: m.isStatic ? nil : receiver)); }"
+        )
+    }
+
+    /// The expression that awaits the `_async` export of `e` and decodes its result.
+    func asyncCall(_ e: FFIModel.EntryPoint, receiver: String?) -> String {
+        var args: [String] = []
+        if let receiver { args.append(receiver) }
+        args += e.params.map(argument)
+        let invoke = "await callAsync(\(quoted(e.symbol)), () => native().\(e.cName)_async(\(args.joined(separator: ", "))))"
+        guard let r = e.returns else { return invoke }
+        if model.isHandle(r), case .named(let n) = r { return "wrap(\(n), \(invoke))" }
+        return decode(r, "JSON.parse(\(invoke) as string)")
     }
 
     func renderAPI() -> GeneratedFile {
@@ -208,7 +251,7 @@ public struct TypeScriptRenderer {
         w.line("// that calls the C ABI (generated/c/softchat.h). Records are plain objects in the schema's")
         w.line("// names; handle classes free their native handle when collected; errors are SoftchatError.")
         w.line()
-        w.line("import { call, encode, native, setHandle, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native.js\";")
+        w.line("import { call, callAsync, encode, native, setHandle, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native.js\";")
         let inputOnly = inputOnlyRecords
         for t in set.allTypes {
             w.line()
@@ -224,7 +267,7 @@ public struct TypeScriptRenderer {
                 w.block("export interface \(t.name) {") { w in
                     for f in t.fields {
                         w.doc(f.doc)
-                        let optional = omittable && f.type.nonOptional != f.type ? "?" : ""
+                        let optional = (omittable || (t.sealed && f.name == TypeDecl.proofField.name)) && f.type.nonOptional != f.type ? "?" : ""
                         w.line("readonly \(f.name)\(optional): \(typeName(f.type));")
                         if f.name == "createdAt" && isNostrEvent(t) {
                             w.doc(
@@ -492,19 +535,38 @@ public struct TypeScriptRenderer {
             w.line("return loaded;")
         }
         w.line()
-        w.line("const codes = new Set<string>(Object.values(SoftchatErrorCodes).map((e) => e.code));")
+        w.line("/** The codes this facade was generated with; a newer library may report others. */")
+        w.line("export const knownErrorCodes: ReadonlySet<string> = new Set<string>(Object.values(SoftchatErrorCodes).map((e) => e.code));")
         w.line()
-        w.line("/** Runs one addon call; an error carrying a Softchat code becomes a SoftchatError. */")
+        w.line("/** A library error (an Error with a string `code`, not the addon's TypeError for a bad argument) as a")
+        w.line(" * SoftchatError, whether or not this facade knows its code: a code added by a newer library reaches")
+        w.line(" * the app as a SoftchatError whose code is that string (`knownErrorCodes` tells them apart). */")
+        w.block("function translate(e: unknown, symbol: string): unknown {") { w in
+            w.line("const code = (e as { code?: unknown } | null)?.code;")
+            w.block("if (typeof code === \"string\" && e instanceof Error && !(e instanceof TypeError) && !(e instanceof SoftchatError)) {") { w in
+                w.line("return new SoftchatError(code as SoftchatErrorCode, e.message, symbol);")
+            }
+            w.line("return e;")
+        }
+        w.line()
+        w.line("/** Runs one addon call; a library error becomes a SoftchatError. */")
         w.block("export function call<T>(symbol: string, body: () => T): T {") { w in
             w.block("try {") { w in
                 w.line("return body();")
             }
             w.block("catch (e) {") { w in
-                w.line("const code = (e as { code?: unknown }).code;")
-                w.block("if (typeof code === \"string\" && codes.has(code)) {") { w in
-                    w.line("throw new SoftchatError(code as SoftchatErrorCode, (e as Error).message, symbol);")
-                }
-                w.line("throw e;")
+                w.line("throw translate(e, symbol);")
+            }
+        }
+        w.line()
+        w.line("/** Runs one addon call off the event loop: `body` calls an `_async` export, which runs the C call on a")
+        w.line(" * worker thread and returns a Promise; a library error becomes a SoftchatError. */")
+        w.block("export async function callAsync(symbol: string, body: () => unknown): Promise<unknown> {") { w in
+            w.block("try {") { w in
+                w.line("return await body();")
+            }
+            w.block("catch (e) {") { w in
+                w.line("throw translate(e, symbol);")
             }
         }
         w.line()

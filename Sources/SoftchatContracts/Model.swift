@@ -260,6 +260,19 @@ public struct TypeDecl: Sendable, Equatable {
     /// managed transport): its entry points exist in the native library only, not in the
     /// WebAssembly build, whose backend reports them as unavailable.
     public var nativeOnly: Bool = false
+    /// A proof type (`"sealed": true`, a record: the verified event). The native library
+    /// hands each value out with a `proof`, its per-process seal, which every binding carries as
+    /// an opaque extra field; a value that comes back with its seal intact is recognised without
+    /// checking it again, and any other (hand-made, altered, from another process) is checked in
+    /// full, so no binding can forge one.
+    public var sealed: Bool = false
+
+    /// The field every sealed record carries after its declared ones, in every binding.
+    public static let proofField = Field(
+        name: "proof", type: .optional(.string),
+        doc:
+            "This process's seal over the id and signature (opaque), set on every event the library returns: handed back, the event is not verified again. An event made by hand, altered, or from another process is verified in full."
+    )
 
     public init(
         name: String, contract: String, kind: Kind, doc: String, fields: [Field] = [], cases: [EnumCase] = [],
@@ -351,6 +364,11 @@ public struct FunctionDecl: Sendable, Equatable {
     public var throwsCodes: [String]
     public var isAsync: Bool
     public var isStatic: Bool
+    /// The call blocks its thread: it touches SQLite or waits (`"blocks": true`). Bindings with an
+    /// event loop give it a form that runs off the loop (TypeScript: `<name>Async`, a Promise run
+    /// as Node-API async work; Kotlin: `<name>Async`, a CompletableFuture on an executor), and
+    /// every binding's documentation says it blocks.
+    public var blocks: Bool = false
 }
 
 public struct Recipe: Sendable, Equatable {

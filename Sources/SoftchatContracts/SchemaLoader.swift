@@ -259,7 +259,7 @@ public struct SchemaLoader {
     private func loadType(_ t: SchemaNode, contract: String) -> TypeDecl? {
         let keys: Set<String> = [
             "name", "kind", "doc", "fields", "cases", "constructors", "properties", "methods", "tag", "variants",
-            "encoding", "bytes", "payload", "concurrent", "nativeOnly",
+            "encoding", "bytes", "payload", "concurrent", "nativeOnly", "sealed",
         ]
         guard t.expectObject(keys: keys, what: "a type") else { return nil }
         let name = t.string("name", in: "a type") ?? ""
@@ -285,6 +285,11 @@ public struct SchemaLoader {
         } else if let nativeOnly = t.child("nativeOnly") {
             nativeOnly.error("\(what) is a \(kind.rawValue) and cannot have \"nativeOnly\"", atKey: true)
         }
+        if kind == .record, t.child("sealed") != nil {
+            decl.sealed = t.bool("sealed", in: what) ?? false
+        } else if let sealed = t.child("sealed") {
+            sealed.error("\(what) is a \(kind.rawValue) and cannot have \"sealed\"", atKey: true)
+        }
         for key in ["fields", "cases", "constructors", "properties", "methods", "tag", "variants", "encoding", "bytes", "payload"]
         where t.child(key) != nil && !allowedByKind[kind]!.contains(key) {
             t.child(key)!.error("\(what) is a \(kind.rawValue) and cannot have \"\(key)\"", atKey: true)
@@ -292,6 +297,12 @@ public struct SchemaLoader {
         switch kind {
         case .record:
             decl.fields = (t.array("fields", in: what) ?? []).compactMap { loadField($0, owner: what) }
+            if decl.sealed {
+                if decl.fields.contains(where: { $0.name == TypeDecl.proofField.name }) {
+                    t.child("fields")!.error("\(what) is sealed and so cannot declare a field named \"proof\"")
+                }
+                decl.fields.append(TypeDecl.proofField)
+            }
         case .enum:
             for c in t.array("cases", in: what) ?? [] {
                 guard c.expectObject(keys: ["name", "value", "doc"], what: "an enum case") else { continue }
@@ -356,7 +367,7 @@ public struct SchemaLoader {
     }
 
     private func loadFunction(_ f: SchemaNode, what: String, requireName: Bool) -> FunctionDecl? {
-        let keys: Set<String> = ["name", "doc", "params", "returns", "throws", "async", "static"]
+        let keys: Set<String> = ["name", "doc", "params", "returns", "throws", "async", "static", "blocks"]
         guard f.expectObject(keys: keys, what: what) else { return nil }
         let name = requireName ? (f.string("name", in: what) ?? "") : "init"
         let label = requireName ? "\"\(name)\"" : what
@@ -364,6 +375,7 @@ public struct SchemaLoader {
             name: name, doc: f.string("doc", in: label, required: requireName) ?? "", params: [], returns: nil,
             throwsCodes: f.strings("throws", in: label) ?? [],
             isAsync: f.bool("async", in: label) ?? false, isStatic: f.bool("static", in: label) ?? false)
+        decl.blocks = f.bool("blocks", in: label) ?? false
         for p in f.array("params", in: label) ?? [] {
             guard p.expectObject(keys: ["name", "type", "label", "default", "doc", "secret"], what: "a parameter of \(label)") else {
                 continue

@@ -155,18 +155,21 @@ extension IdentityHandle: SoftchatSigner {
 // MARK: Hand-written codecs (CABIRenderer.handWrittenCodecs and value objects)
 
 extension VerifiedEvent: FFIEncodable, FFIDecodable {
-    /// The schema's record form: NIP-01 fields under the schema's names (`createdAt`).
+    /// The schema's record form: NIP-01 fields under the schema's names (`createdAt`), and `proof`,
+    /// this process's seal (``VerificationSeal``), which the event carries through every binding.
     var ffiJSON: JSONValue {
         .object(
             JSONObject([
                 "id": .string(id), "pubkey": .string(pubkey), "createdAt": .integer(createdAt),
                 "kind": .integer(Int64(kind)), "tags": .array(tags.map { .array($0.map { JSONValue.string($0) }) }),
-                "content": .string(content), "sig": .string(sig),
+                "content": .string(content), "sig": .string(sig), "proof": .string(VerificationSeal.seal(self)),
             ]))
     }
 
-    /// Verifies: the id is recomputed and the signature checked (`invalid_relay_frame` otherwise),
-    /// so a facade cannot hand the core an event that is not what it claims.
+    /// An event from a binding: one that carries this process's seal is recognised (its id
+    /// re-hashed, its signature not checked again); any other is verified in full (the id
+    /// recomputed and the signature checked, `invalid_relay_frame` otherwise), so a facade cannot
+    /// hand the core an event that is not what it claims.
     init(ffi value: JSONValue, code: String) throws(SoftchatError) {
         let o = try ffiObject(value, "VerifiedEvent", code: code)
         // Either name may come (TypeScript events carry both); when both do, they must agree.
@@ -177,7 +180,7 @@ extension VerifiedEvent: FFIEncodable, FFIDecodable {
         for m in o where !(m.key == "created_at" && o["createdAt"] != nil) {
             nip01.append(m.key == "createdAt" ? "created_at" : m.key, m.value)
         }
-        self = try VerifiedEvent(json: .object(nip01))
+        self = try VerificationSeal.open(nip01).event
     }
 }
 

@@ -80,6 +80,18 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// An event whose signature this process verified before it left through a binding
+    /// (``VerificationSeal/open(_:)`` found its seal): the id is re-hashed, which binds every
+    /// field, and the signature is not checked again.
+    package init(sealedEvent e: UnverifiedEvent) throws(SoftchatError) {
+        do throws(EventIssue) {
+            try EventVerifier.checkID(e)
+        } catch {
+            throw .invalidRelayFrame("event \(e.id): \(error.message)")
+        }
+        self.init(e)
+    }
+
     /// Re-reads an event that was verified before it was stored by Softchat's own account:
     /// the id is re-hashed (catching corruption of any field), the signature — checked when the
     /// event arrived — is not checked again. Never use this for text from a socket.

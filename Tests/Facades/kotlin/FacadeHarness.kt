@@ -218,6 +218,10 @@ fun main() {
     Report.equal("snapshot after close", closed.snapshot().state, "closed")
     val filter = RelayFilter.fromJson("{\"kinds\":[14],\"#p\":[\"${Fixture.alice}\"]}")
     Report.check("RelayFilter.matches") { filter.matches(persisted[0]) && !filter.matches(fourth) }
+    // The verified event is a proof type: what the library returns carries its seal; handed back
+    // it is recognised, made by hand (no proof) it is verified in full, and both match.
+    Report.check("VerifiedEvent carries its proof (32 hex)", persisted[0].proof?.matches(Regex("[0-9a-f]{32}")) == true) { "${persisted[0].proof}" }
+    Report.check("a hand-made copy without the proof is verified in full and matches") { filter.matches(persisted[0].copy(proof = null)) }
     identity.erase()
     Report.expectError("signing after erase", "invalid_relay_authentication") {
         identity.createNip42Authentication(h.challenge, h.relayUrl, h.createdAt)

@@ -130,6 +130,22 @@ fun main() {
     }
     check(error == "invalid_relay_url", "a bad relay URL is refused with invalid_relay_url, not $error")
 
+    // The CompletableFuture forms: the same answers off the calling thread, and the same codes.
+    val viaFuture = reader.queryEventsAsync(listOf(filter), 33, now()).get()
+    check(viaFuture == reader.queryEvents(listOf(filter), 33, now()), "queryEventsAsync returns what queryEvents does")
+    val ranOn = java.util.concurrent.atomic.AtomicReference<String>()
+    val report = reader.checkAsync(now(), java.util.concurrent.Executor { task ->
+        Thread({ ranOn.set(Thread.currentThread().name); task.run() }, "app-io").start()
+    }).get()
+    check(report.ok && ranOn.get() == "app-io", "an Async form runs on the executor it is given (${ranOn.get()})")
+    error = try {
+        reader.queryEventsAsync(listOf(filter), 0, now()).get()
+        "none"
+    } catch (e: java.util.concurrent.ExecutionException) {
+        (e.cause as? SoftchatException)?.code?.code ?: "not a SoftchatException: ${e.cause}"
+    }
+    check(error == "invalid_relay_filter", "queryEventsAsync with a page of 0 fails with invalid_relay_filter, not $error")
+
     writerTransport.close()
     readerTransport.use { }
     // close() returns after every update was delivered: one acceptance per intent, no more.

@@ -334,3 +334,49 @@ test("a handle cannot be swapped for another object's: the field is read-only an
   assert.ok(/^[0-9a-f]{64}$/.test(identity.publicKeyHex));
   assert.equal(typeof session.snapshot(), "object");
 });
+
+// A library newer than this facade may report an error code the facade was not generated with: it
+// still arrives as a SoftchatError with that code (before, it arrived as a plain Error). The
+// addon's own argument errors stay TypeErrors. (Node-API build: native.js is loaded by path.)
+if (!process.env.SOFTCHAT_WASM) test("an error code a newer library adds arrives as a SoftchatError with that code", () => {
+  const { call, knownErrorCodes } = require(`${process.env.SOFTCHAT_LIB}/native.js`);
+  const newer = Object.assign(new Error("a reason from a newer library"), { code: "relay_quota_exhausted" });
+  let caught: unknown;
+  try {
+    call("SoftchatAccount.queryEvents", () => { throw newer; });
+  } catch (e) {
+    caught = e;
+  }
+  assert.ok(caught instanceof SoftchatError, `not a SoftchatError: ${String(caught)}`);
+  assert.equal((caught as SoftchatError).code, "relay_quota_exhausted");
+  assert.equal((caught as SoftchatError).operation, "SoftchatAccount.queryEvents");
+  assert.ok(!knownErrorCodes.has("relay_quota_exhausted"));
+  const argument = Object.assign(new TypeError("must be a Softchat handle"), { code: "softchat_argument" });
+  assert.throws(() => call("X", () => { throw argument; }), (e: unknown) => e instanceof TypeError && !(e instanceof SoftchatError));
+});
+
+// Both backends: the verified event is a proof type. What the library returns carries its seal;
+// handed back, it is recognised; made by hand, it is verified in full; altered, it is refused.
+test("a verified event keeps its proof across the boundary: recognised when handed back, refused when altered", () => {
+  const identity = SoftchatIdentity.generate();
+  const event = identity.sign({ pubkey: null, createdAt: 1760000000, kind: 1, tags: [["t", "seal"]], content: "hello" });
+  assert.ok(typeof event.proof === "string" && /^[0-9a-f]{32}$/.test(event.proof), `proof: ${String(event.proof)}`);
+  const filter = RelayFilter.fromJson('{"kinds":[1],"#t":["seal"]}');
+  assert.equal(filter.matches(event), true);
+  const handMade: VerifiedEvent = { id: event.id, pubkey: event.pubkey, createdAt: event.createdAt, kind: event.kind, tags: event.tags, content: event.content, sig: event.sig };
+  assert.equal(filter.matches(handMade), true);
+  let code = "none";
+  try {
+    filter.matches({ ...event, content: "altered" });
+  } catch (e) {
+    code = e instanceof SoftchatError ? e.code : String(e);
+  }
+  assert.equal(code, "invalid_relay_frame");
+  code = "none";
+  try {
+    filter.matches({ ...handMade, sig: "1".repeat(128), proof: event.proof });
+  } catch (e) {
+    code = e instanceof SoftchatError ? e.code : String(e);
+  }
+  assert.equal(code, "invalid_relay_frame");
+});

@@ -85,6 +85,43 @@ function privateMessages(work: string): void {
   reader.close();
 }
 
+/** The Promise forms (`<name>Async`, run on worker threads): the same answers as the synchronous
+ * forms, and the same SoftchatError codes as rejections. */
+async function promiseForms(work: string): Promise<void> {
+  const identity = SoftchatIdentity.generate();
+  const account = await SoftchatAccount.openAsync(`${work}/promises.db`);
+  const filter = JSON.stringify({ kinds: [1], "#t": ["promises"] });
+  const t = now();
+  const events = Array.from({ length: 30 }, (_, i) =>
+    identity.sign({ pubkey: null, createdAt: t - 100 + i, kind: 1, tags: [["t", "promises"]], content: `promise ${i}` }));
+  const outcome = await account.incoming.ingestAsync(events, t);
+  check(outcome.receipt.insertedEventIds.length === 30, `ingestAsync inserted 30: ${JSON.stringify(outcome.receipt)}`);
+  const viaPromise = await account.queryEventsAsync([filter], 10, t);
+  const viaCall = account.queryEvents([filter], 10, t);
+  check(JSON.stringify(viaPromise) === JSON.stringify(viaCall) && viaPromise.events.length === 10,
+    "queryEventsAsync returns what queryEvents does");
+  const second = await account.queryEventsAsync([filter], 10, t, viaPromise.next);
+  check(second.events.length === 10 && second.events[0].id !== viaPromise.events[0].id, "queryEventsAsync pages with its cursor");
+  const rejection = async (body: () => Promise<unknown>): Promise<string> => {
+    try {
+      await body();
+    } catch (e) {
+      return e instanceof SoftchatError ? e.code : `not a SoftchatError: ${String(e)}`;
+    }
+    return "none";
+  };
+  check(await rejection(() => account.queryEventsAsync([filter], 0, t)) === "invalid_relay_filter",
+    "queryEventsAsync with a page of 0 rejects with invalid_relay_filter");
+  check(await rejection(() => SoftchatAccount.openAsync(`${work}/no/such/folder/x.db`)) === "account_storage_failed",
+    "openAsync of a path in a missing folder rejects with account_storage_failed");
+  // Many at once on one account: each answered, none lost.
+  const pages = await Promise.all(Array.from({ length: 16 }, () => account.queryEventsAsync([filter], 30, t)));
+  check(pages.every((p) => p.events.length === 30), "16 concurrent queryEventsAsync calls each return the 30 events");
+  const report = await account.checkAsync(t);
+  check(report.ok && report.events === 30, `checkAsync: ${JSON.stringify(report.problems)}, ${report.events} events`);
+  account.close();
+}
+
 async function main(): Promise<void> {
   const relay = process.env.SOFTCHAT_RELAY!;
   const work = process.env.SOFTCHAT_WORK!;
@@ -182,6 +219,7 @@ async function main(): Promise<void> {
   writer.close();
   reader.close();
   privateMessages(work);
+  await promiseForms(work);
   console.log(JSON.stringify({ language: "typescript", accepted, received, pages, phases: phases.join(","), failures: failures.length }));
   for (const f of failures) console.error(`FAIL ${f}`);
   process.exit(failures.length === 0 ? 0 : 1);

@@ -5,7 +5,7 @@
 // that calls the C ABI (generated/c/softchat.h). Records are plain objects in the schema's
 // names; handle classes free their native handle when collected; errors are SoftchatError.
 
-import { call, encode, native, setHandle, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from "./native.js";
+import { call, callAsync, encode, native, setHandle, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from "./native.js";
 
 /** How loud. */
 export type EchoKind = "quiet" | "rate-limited";

@@ -38,19 +38,38 @@ export function native(): Addon {
   return loaded;
 }
 
-const codes = new Set<string>(Object.values(SoftchatErrorCodes).map((e) => e.code));
+/** The codes this facade was generated with; a newer library may report others. */
+export const knownErrorCodes: ReadonlySet<string> = new Set<string>(Object.values(SoftchatErrorCodes).map((e) => e.code));
 
-/** Runs one addon call; an error carrying a Softchat code becomes a SoftchatError. */
+/** A library error (an Error with a string `code`, not the addon's TypeError for a bad argument) as a
+ * SoftchatError, whether or not this facade knows its code: a code added by a newer library reaches
+ * the app as a SoftchatError whose code is that string (`knownErrorCodes` tells them apart). */
+function translate(e: unknown, symbol: string): unknown {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && e instanceof Error && !(e instanceof TypeError) && !(e instanceof SoftchatError)) {
+    return new SoftchatError(code as SoftchatErrorCode, e.message, symbol);
+  }
+  return e;
+}
+
+/** Runs one addon call; a library error becomes a SoftchatError. */
 export function call<T>(symbol: string, body: () => T): T {
   try {
     return body();
   }
   catch (e) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string" && codes.has(code)) {
-      throw new SoftchatError(code as SoftchatErrorCode, (e as Error).message, symbol);
-    }
-    throw e;
+    throw translate(e, symbol);
+  }
+}
+
+/** Runs one addon call off the event loop: `body` calls an `_async` export, which runs the C call on a
+ * worker thread and returns a Promise; a library error becomes a SoftchatError. */
+export async function callAsync(symbol: string, body: () => unknown): Promise<unknown> {
+  try {
+    return await body();
+  }
+  catch (e) {
+    throw translate(e, symbol);
   }
 }
 

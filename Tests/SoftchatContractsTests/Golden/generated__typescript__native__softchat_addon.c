@@ -21,14 +21,19 @@ static napi_value throw_type_error(napi_env env, const char *message) {
     return NULL;
 }
 
-/* Throws an Error whose `code` is the stable Softchat error code; frees the error. */
-static napi_value throw_softchat_error(napi_env env, softchat_error *error) {
+/* An Error whose `code` is the stable Softchat error code; frees the error. */
+static napi_value softchat_error_value(napi_env env, softchat_error *error) {
     napi_value code, message, err;
     napi_create_string_utf8(env, error->code, NAPI_AUTO_LENGTH, &code);
     napi_create_string_utf8(env, error->message, NAPI_AUTO_LENGTH, &message);
     softchat_error_free(error);
     napi_create_error(env, code, message, &err);
-    napi_throw(env, err);
+    return err;
+}
+
+/* Throws softchat_error_value(error). */
+static napi_value throw_softchat_error(napi_env env, softchat_error *error) {
+    napi_throw(env, softchat_error_value(env, error));
     return NULL;
 }
 
@@ -275,6 +280,117 @@ static void export_function(napi_env env, napi_value exports, const char *name, 
     napi_value fn;
     napi_create_function(env, name, NAPI_AUTO_LENGTH, callback, NULL, &fn);
     napi_set_named_property(env, exports, name, fn);
+}
+
+/* The most arguments a call the schema marks "blocks" takes (the receiver, callbacks and their
+ * contexts counted); the generator refuses a schema that needs more. */
+#define ASYNC_MAX_ARGS 12
+
+/* One call run off the JS thread as Node-API async work: the `<name>_async` export of each call
+ * the schema marks "blocks" (SQLite, or a wait such as a transport's stop). Its arguments are
+ * decoded on the JS thread; the call runs on a libuv worker thread, so the event loop keeps
+ * running (timers fire, and a stopping transport's last updates are delivered to their
+ * listeners); the result or the error settles the Promise back on the JS thread. Every handle
+ * argument's external is held by a reference until then, so the garbage collector cannot free a
+ * handle the worker is using. Text arguments are zeroed and freed after the call, as the
+ * synchronous form does. */
+typedef struct async_call {
+    napi_async_work work;
+    napi_deferred deferred;
+    void (*run)(struct async_call *call);      /* the C call, on the worker thread */
+    void *args[ASYNC_MAX_ARGS];                 /* the C arguments in order (handles, texts, callback contexts) */
+    napi_ref refs[ASYNC_MAX_ARGS];              /* the handle arguments' externals */
+    size_t ref_count;
+    char *texts[ASYNC_MAX_ARGS];                /* the text arguments, zeroed and freed when settled */
+    size_t text_count;
+    callback_context *callbacks[ASYNC_MAX_ARGS]; /* released if the call fails (nothing will call them) */
+    size_t callback_count;
+    softchat_error *error;
+    void *result;                               /* char * (JSON) or a handle */
+    napi_finalize finalize;                     /* a handle result's free, else NULL */
+    const napi_type_tag *tag;                   /* a handle result's tag */
+    int returns_json;
+} async_call;
+
+/* A zeroed async_call for `run`; NULL when out of memory. */
+static async_call *async_call_new(void (*run)(async_call *)) {
+    async_call *c = calloc(1, sizeof(async_call));
+    if (c != NULL) c->run = run;
+    return c;
+}
+
+/* Frees what the call holds on every way out: texts, references, and (when it failed or never
+ * ran) its callbacks; then the call itself. On the JS thread. */
+static void async_call_free(napi_env env, async_call *c, int release_callbacks) {
+    for (size_t i = 0; i < c->text_count; i++) free_text(c->texts[i]);
+    for (size_t i = 0; i < c->ref_count; i++) napi_delete_reference(env, c->refs[i]);
+    if (release_callbacks) {
+        for (size_t i = 0; i < c->callback_count; i++) release_callback(c->callbacks[i]);
+    }
+    free(c);
+}
+
+/* Holds a handle argument: keeps `value` (its external) alive and records the handle. */
+static int async_hold(napi_env env, async_call *c, size_t index, napi_value value, void *handle) {
+    c->args[index] = handle;
+    if (handle == NULL) return 1;
+    return napi_create_reference(env, value, 1, &c->refs[c->ref_count++]) == napi_ok;
+}
+
+static void async_execute(napi_env env, void *data) {
+    (void)env;
+    async_call *c = (async_call *)data;
+    c->run(c);
+}
+
+static void async_complete(napi_env env, napi_status status, void *data) {
+    async_call *c = (async_call *)data;
+    napi_deferred deferred = c->deferred;
+    napi_delete_async_work(env, c->work);
+    if (c->error != NULL) {
+        softchat_error *error = c->error;
+        async_call_free(env, c, 1);
+        napi_reject_deferred(env, deferred, softchat_error_value(env, error));
+        return;
+    }
+    if (status != napi_ok) {
+        async_call_free(env, c, 1);
+        napi_value message, err;
+        napi_create_string_utf8(env, "softchat: the call was not run", NAPI_AUTO_LENGTH, &message);
+        napi_create_error(env, NULL, message, &err);
+        napi_reject_deferred(env, deferred, err);
+        return;
+    }
+    napi_value value;
+    if (c->finalize != NULL) {
+        value = wrap_handle(env, c->result, c->finalize, c->tag);
+    } else if (c->returns_json) {
+        value = take_string(env, (char *)c->result);
+    } else {
+        value = undefined(env);
+    }
+    async_call_free(env, c, 0);
+    napi_resolve_deferred(env, deferred, value);
+}
+
+/* Queues the call and returns its Promise; on failure frees it and throws. */
+static napi_value async_start(napi_env env, async_call *c, const char *name) {
+    napi_value promise, resource;
+    if (napi_create_promise(env, &c->deferred, &promise) != napi_ok) {
+        async_call_free(env, c, 1);
+        return throw_type_error(env, "softchat: cannot create a promise");
+    }
+    napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &resource);
+    if (napi_create_async_work(env, NULL, resource, async_execute, async_complete, c, &c->work) != napi_ok
+        || napi_queue_async_work(env, c->work) != napi_ok) {
+        napi_deferred deferred = c->deferred;
+        async_call_free(env, c, 1);
+        napi_value message, err;
+        napi_create_string_utf8(env, "softchat: cannot queue the call", NAPI_AUTO_LENGTH, &message);
+        napi_create_error(env, NULL, message, &err);
+        napi_reject_deferred(env, deferred, err);
+    }
+    return promise;
 }
 
 /* The type tag of every softchat_echoer external (from the FNV-1a hashes of its name). */

@@ -665,3 +665,22 @@ fn a_private_message_goes_to_the_inbox_relays_and_is_unwrapped_once_by_the_recip
     let _ = std::fs::remove_dir_all(sender_dir);
     let _ = std::fs::remove_dir_all(reader_dir);
 }
+
+#[test]
+fn a_verified_event_carries_its_proof_and_only_the_crate_can_make_one() {
+    let identity = SoftchatIdentity::generate();
+    let draft = UnsignedEvent { pubkey: None, created_at: 1_760_000_000, kind: 1, tags: vec![vec!["t".into(), "seal".into()]], content: "hello".into() };
+    let signed = identity.sign(&draft).unwrap();
+    let proof = signed.proof().expect("an event the library returns carries its seal");
+    assert!(proof.len() == 32 && proof.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    // Handed back (the proof recognised) and parsed from text (verified in full, sealed anew).
+    let filter = RelayFilter::from_json(r##"{"kinds":[1],"#t":["seal"]}"##).unwrap();
+    assert!(filter.matches(&signed));
+    let text = format!(
+        r#"{{"id":"{}","pubkey":"{}","created_at":{},"kind":1,"tags":[["t","seal"]],"content":"hello","sig":"{}"}}"#,
+        signed.id.as_str(), signed.pubkey.as_str(), signed.created_at, signed.sig
+    );
+    let parsed = SignedNostrEvent::parse(&text).unwrap();
+    assert_eq!(parsed, signed);
+    // `VerifiedEvent { … }` does not compile outside the crate: its proof field is the crate's.
+}
