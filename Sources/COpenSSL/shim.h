@@ -6,3 +6,4 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <openssl/hmac.h>
+#include <openssl/pem.h>

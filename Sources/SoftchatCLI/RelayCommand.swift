@@ -15,6 +15,7 @@ import SoftchatTransport
 enum RelayCommand {
     static let help = """
         usage: softchat relay [--port P] [--count N] [--cap N] [--preload FILE] [--echo] [--negentropy answer|notice|silent|blocked]
+                              [--cert FILE --key FILE]
 
         Starts N embedded loopback relays (default 1; NIP-01, NIP-11, NIP-42, NIP-45, EVENTS
         batches) and prints one ws:// URL per line; with --echo, a last line gives a loopback
@@ -23,13 +24,15 @@ enum RelayCommand {
         events in FILE (one JSON per line, verified first) in every relay before the URLs are
         printed. --negentropy says how NIP-77's NEG-OPEN is met: as a responder (the default), with
         a NOTICE, with silence, or with NEG-ERR blocked. --port P listens on 127.0.0.1:P (with
-        --count N, on P to P+N-1; default: ports the system chooses). Runs until SIGINT, SIGTERM or
+        --count N, on P to P+N-1; default: ports the system chooses). --cert and --key (PEM files)
+        serve wss:// with that certificate instead of ws://. Runs until SIGINT, SIGTERM or
         SIGHUP, and, when standard input is a pipe, until that pipe closes (the parent that
         started it is gone). Test tool: nothing is persisted.
         """
 
     static func run(_ args: ArraySlice<String>) throws -> ExitStatus {
-        let parsed = try Arguments(args, valued: ["--port", "--count", "--cap", "--preload", "--negentropy"], switches: ["--echo", "--help", "-h"])
+        let parsed = try Arguments(
+            args, valued: ["--port", "--count", "--cap", "--preload", "--negentropy", "--cert", "--key"], switches: ["--echo", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
             Output.standard.line(help)
             return .success
@@ -48,6 +51,13 @@ enum RelayCommand {
         }
         var options = TestRelayOptions()
         if let cap = try parsed.int("--cap") { options.reqCap = Int(cap) }
+        switch (parsed.options["--cert"], parsed.options["--key"]) {
+        case (let cert?, let key?):
+            options.certificateFile = cert
+            options.keyFile = key
+        case (nil, nil): break
+        default: throw UsageError("--cert and --key go together")
+        }
         switch parsed.options["--negentropy"] {
         case nil, "answer": options.negentropy = .answer
         case "notice": options.negentropy = .notice

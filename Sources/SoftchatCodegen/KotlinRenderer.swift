@@ -308,7 +308,7 @@ public struct KotlinRenderer {
             guard let t = set.type(named: n) else { return expr }
             switch t.kind {
             case .enum:
-                return "\(typeName(ref)).fromValue(jsonString(\(expr))) ?: throw IllegalStateException(\"softchat: unknown \(n) value\")"
+                return "\(typeName(ref)).decode(jsonString(\(expr)))"
             case .record, .union: return "decode\(n)(\(expr))"
             case .identifier: return "\(n)(jsonString(\(expr)))"
             case .object: return "\(n)(SoftchatJson.write(\(expr)))"
@@ -440,6 +440,7 @@ public struct KotlinRenderer {
                 w.line("    \(kindName).\(caseName) -> \(t.name).\(variantClass(v))(\(args))")
             }
         }
+        w.line("    \(kindName).UNRECOGNIZED -> \(t.name).Unrecognized(jsonString(jsonField(v, \(quoted(tag.name)))))")
         w.line("}")
         _ = tagEnum
         w.line()
@@ -450,6 +451,7 @@ public struct KotlinRenderer {
                 + t.fields(of: v).map { "\(quoted($0.name)) to \(encode($0.type, "x." + ident($0.name)))" }
             w.line("    is \(t.name).\(variantClass(v)) -> linkedMapOf<String, Any?>(\(pairs.joined(separator: ", ")))")
         }
+        w.line("    is \(t.name).Unrecognized -> linkedMapOf<String, Any?>(\(quoted(tag.name)) to x.kindValue)")
         w.line("}")
     }
 
@@ -487,6 +489,13 @@ public struct KotlinRenderer {
                     w.line("}")
                 }
             }
+            w.line()
+            w.doc(
+                "A kind this version of the facade does not know (kindValue is its JSON text): a newer library reported it. Its fields are not read; skip it, or treat it as the cautious case."
+            )
+            w.block("data class Unrecognized(val kindValue: String) : \(t.name)() {") { w in
+                w.line("override val \(ident(tag.name)): \(typeName(tag.type)) get() = \(typeName(tag.type)).UNRECOGNIZED")
+            }
             if let nested {
                 w.line()
                 w.line("/** Kinds of \(t.name). */")
@@ -497,13 +506,21 @@ public struct KotlinRenderer {
 
     func renderEnum(_ t: TypeDecl, name: String, _ w: inout SourceWriter) {
         w.block("enum class \(name)(val value: String) {") { w in
-            for (i, c) in t.cases.enumerated() {
+            for c in t.cases {
                 w.doc(c.doc)
-                w.line("\(Naming.screamingSnake(c.name))(\(quoted(c.value, dollar: true)))\(i + 1 < t.cases.count ? "," : ";")")
+                w.line("\(Naming.screamingSnake(c.name))(\(quoted(c.value, dollar: true))),")
             }
+            w.doc(
+                "A value this version of the facade does not know: a newer library reported it. Read from the library, it decodes to this instead of failing; handle it as the cautious case. Sent back, the library refuses it."
+            )
+            w.line("UNRECOGNIZED(\"\");")
             w.line()
             w.block("companion object {") { w in
-                w.line("fun fromValue(value: String): \(name)? = values().firstOrNull { it.value == value }")
+                w.line("/** The case with this JSON text; null for any other (UNRECOGNIZED is never named). */")
+                w.line("fun fromValue(value: String): \(name)? = values().firstOrNull { it.value == value && it != UNRECOGNIZED }")
+                w.line()
+                w.line("/** The case with this JSON text, or UNRECOGNIZED: how values from the library are read. */")
+                w.line("internal fun decode(value: String): \(name) = fromValue(value) ?: UNRECOGNIZED")
             }
         }
     }

@@ -65,14 +65,19 @@ extension RustRenderer {
 
     /// `Display` and the JSON codec of a type whose value is one text (an identifier, an enum):
     /// `text` borrows it, `owned` copies it, `parse` is the constructor that checks it.
-    func textValueImpls(_ name: String, text: String, owned: String, parse: String, _ w: inout SourceWriter) {
+    func textValueImpls(_ name: String, text: String, owned: String, parse: String, lenient: String? = nil, _ w: inout SourceWriter) {
         w.line()
         fmtImpl("Display", for: name, "f.write_str(\(text))", &w)
         w.line()
         w.block("impl FromJson for \(name) {") { w in
             w.block("fn from_json(value: &Json) -> Result<Self, String> {") { w in
                 w.line("let text = String::from_json(value)?;")
-                w.line("\(name)::\(parse)(&text).ok_or_else(|| format!(\"not a \(name): {text}\"))")
+                if let lenient {
+                    // A text this crate does not know came from a newer library: kept as Unrecognized.
+                    w.line("Ok(\(name)::\(parse)(&text).unwrap_or(\(name)::\(lenient)))")
+                } else {
+                    w.line("\(name)::\(parse)(&text).ok_or_else(|| format!(\"not a \(name): {text}\"))")
+                }
             }
         }
         w.line()
@@ -89,16 +94,19 @@ extension RustRenderer {
                 rustDoc(&w, c.doc)
                 w.line("\(variantName(c.name)),")
             }
+            rustDoc(&w, Self.unrecognizedDoc)
+            w.line("Unrecognized,")
         }
         w.line()
         w.block("impl \(t.name) {") { w in
             w.line("/// Every case, in schema order.")
             w.line("pub const ALL: &'static [\(t.name)] = &[\(t.cases.map { "\(t.name)::\(variantName($0.name))" }.joined(separator: ", "))];")
             w.line()
-            w.line("/// The case's JSON text (`\(t.cases.first?.value ?? "")`).")
+            w.line("/// The case's JSON text (`\(t.cases.first?.value ?? "")`); empty for `Unrecognized`.")
             w.block("pub fn as_str(self) -> &'static str {") { w in
                 w.block("match self {") { w in
                     for c in t.cases { w.line("\(t.name)::\(variantName(c.name)) => \(quoted(c.value)),") }
+                    w.line("\(t.name)::Unrecognized => \"\",")
                 }
             }
             w.line()
@@ -107,8 +115,12 @@ extension RustRenderer {
                 w.line("\(t.name)::ALL.iter().copied().find(|c| c.as_str() == text)")
             }
         }
-        textValueImpls(t.name, text: "self.as_str()", owned: "self.as_str().to_owned()", parse: "from_text", &w)
+        textValueImpls(t.name, text: "self.as_str()", owned: "self.as_str().to_owned()", parse: "from_text", lenient: "Unrecognized", &w)
     }
+
+    /// What an enum's `Unrecognized` case means, in every enum.
+    static let unrecognizedDoc =
+        "A value this version of the crate does not know: a newer library reported it. Read from the library, it decodes to this instead of failing; handle it as the cautious case. Sent back, the library refuses it."
 
     /// The accessor of a field: by value for copies, borrowed otherwise (`event.id()`, the form
     /// the page's ingestion recipe reads; the field itself is public too).
@@ -228,6 +240,7 @@ extension RustRenderer {
                             }
                         }
                     }
+                    w.line("\(rustType(tag.type))::Unrecognized => {}")
                 }
                 w.line("Json::Object(members)")
             }
@@ -256,7 +269,7 @@ extension RustRenderer {
         w.line()
         w.block("impl \(t.name) {") { w in
             w.line("/// The variant with its fields; `None` when a field the variant requires is missing, which")
-            w.line("/// only a value built by hand can be.")
+            w.line("/// only a value built by hand can be, or for a kind this crate does not know (`Unrecognized`).")
             w.block("pub fn into_variant(self) -> Option<\(name)> {") { w in
                 w.block("Some(match self.\(ident(tag.name)) {", closer: "})") { w in
                     for v in t.variants {
@@ -272,6 +285,7 @@ extension RustRenderer {
                             w.line("\(pattern) => \(name)::\(variantName(v.name)) { \(values.joined(separator: ", ")) },")
                         }
                     }
+                    w.line("\(kindType)::Unrecognized => return None,")
                 }
             }
         }

@@ -131,7 +131,9 @@ public struct TypeScriptRenderer {
             case .enum, .identifier, .callback: return false
             case .object: return true
             case .record where isNostrEvent(t): return true
-            case .record, .union: return t.fields.contains { needsDecoding($0.type, seen.union([n])) }
+            // Every union is decoded, so a kind a newer library adds becomes `<Union>Unrecognized`.
+            case .union: return true
+            case .record: return t.fields.contains { needsDecoding($0.type, seen.union([n])) }
             }
         }
     }
@@ -340,8 +342,17 @@ public struct TypeScriptRenderer {
     func renderUnion(_ t: TypeDecl, _ w: inout SourceWriter) {
         guard let tag = t.tag else { return }
         w.line("export type \(t.name) =")
-        for (i, v) in t.variants.enumerated() {
-            w.line("  | \(variantInterface(t, v))\(i + 1 == t.variants.count ? ";" : "")")
+        for v in t.variants {
+            w.line("  | \(variantInterface(t, v))")
+        }
+        w.line("  | \(t.name)Unrecognized;")
+        w.line()
+        w.doc(
+            "A \(tag.name) this version of the facade does not know (\(tag.name)Value is its JSON text): a newer library reported it. Its fields are not read; skip it, or treat it as the cautious case."
+        )
+        w.block("export interface \(t.name)Unrecognized {") { w in
+            w.line("readonly \(tag.name): \"unrecognized\";")
+            w.line("readonly \(tag.name)Value: string;")
         }
         for v in t.variants {
             w.line()
@@ -357,7 +368,8 @@ public struct TypeScriptRenderer {
         }
     }
 
-    /// Unions holding value objects are rebuilt variant by variant from their JSON.
+    /// Unions are rebuilt variant by variant from their JSON (a kind this facade does not know
+    /// becomes `<Union>Unrecognized`).
     func renderUnionDecoder(_ t: TypeDecl, _ w: inout SourceWriter) {
         guard let tag = t.tag else { return }
         w.block("function decode\(t.name)(v: unknown): \(t.name) {") { w in
@@ -368,7 +380,8 @@ public struct TypeScriptRenderer {
                     let all = ["\(tag.name): \(quoted(tagValue(t, v)))"] + fields
                     w.line("case \(quoted(tagValue(t, v))): return { \(all.joined(separator: ", ")) };")
                 }
-                w.line("default: throw new TypeError(`softchat: unknown \(t.name) \(tag.name) ${String(o[\(quoted(tag.name))])}`);")
+                // A newer library's kind: kept, with its text, instead of failing the update.
+                w.line("default: return { \(tag.name): \"unrecognized\", \(tag.name)Value: String(o[\(quoted(tag.name))]) };")
             }
         }
     }

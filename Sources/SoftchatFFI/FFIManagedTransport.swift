@@ -46,6 +46,8 @@ struct ManagedTransportContextFFI: Sendable {
     var authenticatesOverCleartext: Bool?
     var allowsUnauthenticatedNoise: Bool?
     var allowsPrivateAddresses: Bool?
+    var caFile: String?
+    var caPem: String?
 }
 
 /// One relay's phase and counters (the schema's `ManagedRelayStatus`).
@@ -140,6 +142,7 @@ final class ManagedTransportHandle: Sendable {
         if let a = context.authenticatesOverCleartext { policy.authenticatesOverCleartext = a }
         if let a = context.allowsUnauthenticatedNoise { policy.connection.allowsUnauthenticatedNoise = a }
         if let a = context.allowsPrivateAddresses { policy.connection.allowsPrivateAddresses = a }
+        if context.caFile != nil || context.caPem != nil { policy.connection.tls = TLSOptions(caFile: context.caFile, caPEM: context.caPem) }
         self.states = states
         self.events = events
         let delivery = DispatchQueue(label: "softchat.ffi.delivery")

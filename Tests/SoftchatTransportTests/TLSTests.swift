@@ -180,6 +180,45 @@ final class TestPKI: Sendable {
         }
     }
 
+    /// The trust an app gives as PEM text (a phone has no OpenSSL store to read).
+    @Test func aCAGivenAsPEMTextIsTrusted() throws {
+        let relay = try relay("valid")
+        defer { relay.stop() }
+        let pem = try String(contentsOfFile: try Self.pki.get().caFile, encoding: .utf8)
+        let ws = try WebSocketClient.connect(
+            try RelayEndpoint(relay.url), options: ConnectionOptions(tls: TLSOptions(caPEM: pem), connectTimeoutMilliseconds: 3000))
+        try ws.send(text: #"["REQ","s",{"kinds":[1]}]"#)
+        #expect(try ws.receive(timeoutMilliseconds: 3000) == .text(#"["EOSE","s"]"#))
+        ws.close()
+    }
+
+    @Test(arguments: ["", "not a certificate at all", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"])
+    func pemTextWithoutAUsableCertificateIsRefused(pem: String) throws {
+        let relay = try relay("valid")
+        defer { relay.stop() }
+        do {
+            _ = try WebSocketClient.connect(
+                try RelayEndpoint(relay.url), options: ConnectionOptions(tls: TLSOptions(caPEM: pem), connectTimeoutMilliseconds: 3000))
+            Issue.record("connected with CA PEM text \(pem.debugDescription)")
+        } catch {
+            #expect(error.kind == .tls, "\(error)")
+        }
+    }
+
+    @Test func aValidCAFollowedByABrokenBlockIsRefused() throws {
+        let relay = try relay("valid")
+        defer { relay.stop() }
+        let pem =
+            try String(contentsOfFile: try Self.pki.get().caFile, encoding: .utf8) + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+        do {
+            _ = try WebSocketClient.connect(
+                try RelayEndpoint(relay.url), options: ConnectionOptions(tls: TLSOptions(caPEM: pem), connectTimeoutMilliseconds: 3000))
+            Issue.record("connected with a broken block after the CA")
+        } catch {
+            #expect(error.kind == .tls && error.message.contains("does not parse"), "\(error)")
+        }
+    }
+
     @Test func theSystemStoreDoesNotTrustTheTestCA() throws {
         let relay = try relay("valid")
         defer { relay.stop() }

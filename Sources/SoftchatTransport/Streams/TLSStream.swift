@@ -12,9 +12,18 @@ import Synchronization
 public struct TLSOptions: Sendable, Hashable {
     /// PEM file of CA certificates to trust instead of the system store.
     public var caFile: String?
-    /// Creates TLS settings that trust `caFile`, or the system store when it is nil.
-    /// - Parameter caFile: A PEM file of CA certificates to trust instead of the system store.
-    public init(caFile: String? = nil) { self.caFile = caFile }
+    /// CA certificates to trust instead of the system store, as PEM text: what an app gives on
+    /// a platform with no OpenSSL store to read (a phone), or for a private CA. With `caFile`
+    /// too, both are trusted.
+    public var caPEM: String?
+    /// Creates TLS settings that trust `caFile` and `caPEM`, or the system store when both are nil.
+    /// - Parameters:
+    ///   - caFile: A PEM file of CA certificates to trust instead of the system store.
+    ///   - caPEM: PEM text of CA certificates to trust instead of the system store.
+    public init(caFile: String? = nil, caPEM: String? = nil) {
+        self.caFile = caFile
+        self.caPEM = caPEM
+    }
 }
 
 /// A TLS 1.2+ connection over a TCP stream through OpenSSL: SNI, certificate chain and
@@ -74,10 +83,60 @@ public final class TLSStream: ByteStream, @unchecked Sendable {
                 SSL_CTX_free(ctx)
                 throw Self.error(.tls, "cannot load CA file \(caFile)")
             }
-        } else {
+        }
+        if let pem = options.caPEM {
+            do throws(TransportError) {
+                try addCertificates(pem, to: ctx)
+            } catch {
+                SSL_CTX_free(ctx)
+                throw error
+            }
+        }
+        if options.caFile == nil && options.caPEM == nil {
             SSL_CTX_set_default_verify_paths(ctx)
         }
         return ctx
+    }
+
+    /// The most PEM text read as trusted CA certificates (a bundle of a few hundred CAs is
+    /// about 200 KB).
+    static let maxCAPEMBytes = 4 << 20
+
+    /// Adds every certificate in `pem` to the context's trust store; text with none, or with a
+    /// block that does not parse, is refused, never trusted in part.
+    static func addCertificates(_ pem: String, to ctx: OpaquePointer) throws(TransportError) {
+        let bytes = Array(pem.utf8)
+        guard bytes.count <= maxCAPEMBytes else { throw Self.error(.tls, "CA PEM text is over \(maxCAPEMBytes) bytes") }
+        guard let store = SSL_CTX_get_cert_store(ctx) else { throw Self.error(.tls, "the TLS context has no certificate store") }
+        var added = 0
+        var failure: String?
+        bytes.withUnsafeBytes { raw in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else {
+                failure = "cannot read CA PEM text"
+                return
+            }
+            defer { BIO_free(bio) }
+            while true {
+                ERR_clear_error()
+                guard let certificate = PEM_read_bio_X509(bio, nil, nil, nil) else {
+                    // The end of the text, or a block that is not a certificate.
+                    let reason = ERR_peek_last_error()
+                    let endOfText = ERR_GET_LIB(reason) == ERR_LIB_PEM && ERR_GET_REASON(reason) == PEM_R_NO_START_LINE
+                    if !endOfText || added == 0 {
+                        failure = added == 0 ? "CA PEM text holds no certificate" : "CA PEM text has a block that does not parse"
+                    }
+                    ERR_clear_error()
+                    return
+                }
+                defer { X509_free(certificate) }
+                guard X509_STORE_add_cert(store, certificate) == 1 else {
+                    failure = "cannot trust a certificate of the CA PEM text"
+                    return
+                }
+                added += 1
+            }
+        }
+        if let failure { throw Self.error(.tls, failure) }
     }
 
     /// What the certificate must name: an IP literal is checked against the IP SANs; a host

@@ -380,3 +380,24 @@ test("a verified event keeps its proof across the boundary: recognised when hand
   }
   assert.equal(code, "invalid_relay_frame");
 });
+
+// Output of a library built from a newer schema: a backend whose receive() reports an action kind
+// this facade was not generated with. It arrives as RelaySessionActionUnrecognized, with its text,
+// beside the known actions; before, the whole call threw a TypeError. (Node-API build: the backend
+// is swapped through native.js, which the other backend's bundle does not expose by path.)
+if (!process.env.SOFTCHAT_WASM) test("an action kind a newer library adds arrives as Unrecognized, not an exception", () => {
+  const nat = require(`${process.env.SOFTCHAT_LIB}/native.js`);
+  const real = nat.native();
+  const newer = {
+    ...real,
+    softchat_relay_session_receive: () => JSON.stringify([{ kind: "relayMigrated", to: "wss://elsewhere" }, { kind: "endOfStoredEvents", subscriptionId: "s" }]),
+  };
+  nat.useBackend(newer);
+  try {
+    const session = new RelaySession();
+    const actions = session.receive('["EOSE","s"]');
+    assert.deepEqual(actions, [{ kind: "unrecognized", kindValue: "relayMigrated" }, { kind: "endOfStoredEvents", subscriptionId: "s" }]);
+  } finally {
+    nat.useBackend(real);
+  }
+});

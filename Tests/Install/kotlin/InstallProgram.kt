@@ -13,8 +13,10 @@ fun main() {
     val reader = SoftchatAccount.open("$work/reader.db")
     val identity = SoftchatIdentity.generate()
     reader.setSubscription("install", listOf(filter))
-    val writerTransport = writer.startManagedTransport(ManagedTransportContext(relayUrls = listOf(relay)), identity)
-    val readerTransport = reader.startManagedTransport(ManagedTransportContext(relayUrls = listOf(relay), publishes = false))
+    // SOFTCHAT_CA_PEM: the private CA of a wss:// relay, given as text (a phone has no store to read).
+    val caPem = System.getenv("SOFTCHAT_CA_PEM")
+    val writerTransport = writer.startManagedTransport(ManagedTransportContext(relayUrls = listOf(relay), caPem = caPem), identity)
+    val readerTransport = reader.startManagedTransport(ManagedTransportContext(relayUrls = listOf(relay), publishes = false, caPem = caPem))
     val operations = (0 until 5).map { "install-kotlin-$it" }
     for (i in 0 until 5) {
         val event = identity.sign(UnsignedEvent(createdAt = now() - 10 + i, kind = 1, tags = listOf(listOf("t", "install-kotlin")), content = "install kotlin $i"))

@@ -19,10 +19,20 @@ data class Echo(
         /** Softly. */
         QUIET("quiet"),
         /** Slowly. */
-        RATE_LIMITED("rate-limited");
+        RATE_LIMITED("rate-limited"),
+        /**
+         * A value this version of the facade does not know: a newer library reported it. Read from the
+         * library, it decodes to this instead of failing; handle it as the cautious case. Sent back, the
+         * library refuses it.
+         */
+        UNRECOGNIZED("");
 
         companion object {
-            fun fromValue(value: String): Kind? = values().firstOrNull { it.value == value }
+            /** The case with this JSON text; null for any other (UNRECOGNIZED is never named). */
+            fun fromValue(value: String): Kind? = values().firstOrNull { it.value == value && it != UNRECOGNIZED }
+
+            /** The case with this JSON text, or UNRECOGNIZED: how values from the library are read. */
+            internal fun decode(value: String): Kind = fromValue(value) ?: UNRECOGNIZED
         }
     }
 }
@@ -97,6 +107,14 @@ sealed class EchoEvent {
     override val delay: Int
 ) : EchoEvent() {
         override val kind: Echo.Kind get() = Echo.Kind.RATE_LIMITED
+    }
+
+    /**
+     * A kind this version of the facade does not know (kindValue is its JSON text): a newer library
+     * reported it. Its fields are not read; skip it, or treat it as the cautious case.
+     */
+    data class Unrecognized(val kindValue: String) : EchoEvent() {
+        override val kind: Echo.Kind get() = Echo.Kind.UNRECOGNIZED
     }
 }
 

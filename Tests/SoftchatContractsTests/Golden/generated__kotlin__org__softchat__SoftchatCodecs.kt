@@ -4,18 +4,20 @@ package org.softchat
 
 // JSON codecs of the records for the C ABI (keys are the schema's names). Internal.
 
-internal fun decodeEchoEvent(v: Any?): EchoEvent = when (Echo.Kind.fromValue(jsonString(jsonField(v, "kind"))) ?: throw IllegalStateException("softchat: unknown EchoKind value")) {
+internal fun decodeEchoEvent(v: Any?): EchoEvent = when (Echo.Kind.decode(jsonString(jsonField(v, "kind")))) {
     Echo.Kind.QUIET -> EchoEvent.Quiet(jsonString(jsonField(v, "text")))
     Echo.Kind.RATE_LIMITED -> EchoEvent.RateLimited(jsonField(v, "text")?.let { jsonString(it) }, EchoId(jsonString(jsonField(v, "echoId"))), jsonLong(jsonField(v, "delay")).toInt())
+    Echo.Kind.UNRECOGNIZED -> EchoEvent.Unrecognized(jsonString(jsonField(v, "kind")))
 }
 
 internal fun encodeEchoEvent(x: EchoEvent): Map<String, Any?> = when (x) {
     is EchoEvent.Quiet -> linkedMapOf<String, Any?>("kind" to "quiet", "text" to x.text)
     is EchoEvent.RateLimited -> linkedMapOf<String, Any?>("kind" to "rate-limited", "text" to x.text, "echoId" to x.echoId.hex, "delay" to x.delay)
+    is EchoEvent.Unrecognized -> linkedMapOf<String, Any?>("kind" to x.kindValue)
 }
 
 internal fun decodeEcho(v: Any?): Echo = Echo(
-    Echo.Kind.fromValue(jsonString(jsonField(v, "kind"))) ?: throw IllegalStateException("softchat: unknown EchoKind value"),
+    Echo.Kind.decode(jsonString(jsonField(v, "kind"))),
     jsonString(jsonField(v, "text")),
     jsonField(v, "replyIds")?.let { jsonList(it).map { jsonString(it) } }
 )

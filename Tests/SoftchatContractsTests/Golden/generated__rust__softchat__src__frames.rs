@@ -118,6 +118,7 @@ impl FromJson for ClientRelayFrame {
         let filters: Vec<RelayFilter> = field(value, r, "filters")?;
         let negentropy: Option<String> = field(value, r, "negentropy")?;
         Ok(match verb {
+            ClientFrameVerb::Unrecognized => return Err(format!("{r}: a verb this crate does not know")),
             ClientFrameVerb::Event => ClientRelayFrame::Event { event: one(&events, v)? },
             ClientFrameVerb::Auth => ClientRelayFrame::Auth { event: one(&events, v)? },
             ClientFrameVerb::Req => ClientRelayFrame::Req { subscription_id: present(sub, v, "subscriptionId")?, filters },
@@ -188,6 +189,7 @@ impl FromJson for RelayResponseFrame {
         let prefix: Option<String> = field(value, r, "prefix")?;
         let message = || -> Result<String, String> { present(field(value, r, "message")?, v, "message") };
         Ok(match verb {
+            RelayFrameVerb::Unrecognized => return Err(format!("{r}: a verb this crate does not know")),
             RelayFrameVerb::Event => {
                 RelayResponseFrame::Event { subscription_id: sub()?, event: present(field(value, r, "event")?, v, "event")? }
             }

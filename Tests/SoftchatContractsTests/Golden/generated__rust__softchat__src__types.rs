@@ -14,17 +14,22 @@ pub enum EchoKind {
     Quiet,
     /// Slowly.
     RateLimited,
+    /// A value this version of the crate does not know: a newer library reported it. Read from the
+    /// library, it decodes to this instead of failing; handle it as the cautious case. Sent back, the
+    /// library refuses it.
+    Unrecognized,
 }
 
 impl EchoKind {
     /// Every case, in schema order.
     pub const ALL: &'static [EchoKind] = &[EchoKind::Quiet, EchoKind::RateLimited];
 
-    /// The case's JSON text (`quiet`).
+    /// The case's JSON text (`quiet`); empty for `Unrecognized`.
     pub fn as_str(self) -> &'static str {
         match self {
             EchoKind::Quiet => "quiet",
             EchoKind::RateLimited => "rate-limited",
+            EchoKind::Unrecognized => "",
         }
     }
 
@@ -43,7 +48,7 @@ impl fmt::Display for EchoKind {
 impl FromJson for EchoKind {
     fn from_json(value: &Json) -> Result<Self, String> {
         let text = String::from_json(value)?;
-        EchoKind::from_text(&text).ok_or_else(|| format!("not a EchoKind: {text}"))
+        Ok(EchoKind::from_text(&text).unwrap_or(EchoKind::Unrecognized))
     }
 }
 
@@ -180,6 +185,7 @@ impl ToJson for EchoEvent {
                 members.push(("echoId".to_owned(), self.echo_id.to_json()));
                 members.push(("delay".to_owned(), self.delay.to_json()));
             }
+            EchoKind::Unrecognized => {}
         }
         Json::Object(members)
     }
@@ -197,11 +203,12 @@ pub enum EchoEventVariant {
 
 impl EchoEvent {
     /// The variant with its fields; `None` when a field the variant requires is missing, which
-    /// only a value built by hand can be.
+    /// only a value built by hand can be, or for a kind this crate does not know (`Unrecognized`).
     pub fn into_variant(self) -> Option<EchoEventVariant> {
         Some(match self.kind {
             EchoKind::Quiet => EchoEventVariant::Quiet { text: self.text? },
             EchoKind::RateLimited => EchoEventVariant::RateLimited { text: self.text, echo_id: self.echo_id?, delay: self.delay? },
+            EchoKind::Unrecognized => return None,
         })
     }
 }

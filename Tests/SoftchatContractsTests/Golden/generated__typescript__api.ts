@@ -46,7 +46,7 @@ export class Echoer {
   static fromJson(json: string): Echoer { return wrap(Echoer, call("Echoer.fromJson", () => native().softchat_echoer_from_json(json))); }
 
   /** The latest event about an echo. */
-  lastEvent(echoId: EchoId): EchoEvent | null { return JSON.parse(call("Echoer.lastEvent", () => native().softchat_echoer_last_event(this.handle, echoId)) as string) as EchoEvent | null; }
+  lastEvent(echoId: EchoId): EchoEvent | null { return (JSON.parse(call("Echoer.lastEvent", () => native().softchat_echoer_last_event(this.handle, echoId)) as string) == null ? null : decodeEchoEvent(JSON.parse(call("Echoer.lastEvent", () => native().softchat_echoer_last_event(this.handle, echoId)) as string))); }
 }
 
 /** An echo id. */
@@ -55,7 +55,17 @@ export type EchoId = string;
 /** What an echoer reports. */
 export type EchoEvent =
   | EchoEventQuiet
-  | EchoEventRateLimited;
+  | EchoEventRateLimited
+  | EchoEventUnrecognized;
+
+/**
+ * A kind this version of the facade does not know (kindValue is its JSON text): a newer library
+ * reported it. Its fields are not read; skip it, or treat it as the cautious case.
+ */
+export interface EchoEventUnrecognized {
+  readonly kind: "unrecognized";
+  readonly kindValue: string;
+}
 
 /** Softly. */
 export interface EchoEventQuiet {
@@ -79,3 +89,12 @@ export interface EchoEventRateLimited {
 
 /** Make one. */
 export function makeEchoer(relayUrl: string): Echoer { return wrap(Echoer, call("makeEchoer", () => native().softchat_make_echoer(relayUrl))); }
+
+function decodeEchoEvent(v: unknown): EchoEvent {
+  const o = v as Record<string, unknown>;
+  switch (o["kind"]) {
+    case "quiet": return { kind: "quiet", text: o["text"] as string };
+    case "rate-limited": return { kind: "rate-limited", text: o["text"] as string | null, echoId: o["echoId"] as EchoId, delay: o["delay"] as number };
+    default: return { kind: "unrecognized", kindValue: String(o["kind"]) };
+  }
+}

@@ -327,3 +327,42 @@ pub(crate) fn field<T: FromJson>(object: &Json, record: &str, name: &str) -> Res
 pub(crate) fn text_list<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> Json {
     Json::Array(items.into_iter().map(|s| Json::String(s.as_ref().to_owned())).collect())
 }
+
+/// Output of a library built from a newer schema: values this crate was not generated with decode
+/// to `Unrecognized` instead of failing the whole value (and with it a listener's update).
+#[cfg(test)]
+mod newer_library_output {
+    use super::FromJson;
+    use crate::json::Json;
+    use crate::{DeliveryState, ManagedTransportActivity, ManagedTransportActivityKind, PublishIntentStatus};
+
+    #[test]
+    fn an_enum_value_a_newer_library_adds_decodes_as_unrecognized() {
+        let state = DeliveryState::from_json(&Json::String("expired".into())).unwrap();
+        assert_eq!(state, DeliveryState::Unrecognized);
+        assert_eq!(state.as_str(), "");
+        assert!(!DeliveryState::ALL.contains(&DeliveryState::Unrecognized));
+        assert_eq!(DeliveryState::from_json(&Json::String("accepted".into())).unwrap(), DeliveryState::Accepted);
+    }
+
+    #[test]
+    fn a_record_holding_a_newer_enum_value_still_decodes() {
+        let status = Json::parse(
+            r#"{"intentId":"i","eventId":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","relayUrl":"wss://r","state":"expired","category":"quota","message":"m","attempts":1}"#,
+        )
+        .unwrap();
+        let decoded = PublishIntentStatus::from_json(&status);
+        assert!(decoded.is_ok(), "{decoded:?}");
+        let decoded = decoded.unwrap();
+        assert_eq!(decoded.state, DeliveryState::Unrecognized);
+        assert_eq!(decoded.category, Some(crate::DeliveryCategory::Unrecognized));
+    }
+
+    #[test]
+    fn a_union_kind_a_newer_library_adds_decodes_and_has_no_variant() {
+        let activity = ManagedTransportActivity::from_json(&Json::parse(r#"{"kind":"relayMigrated","relayUrl":"wss://r"}"#).unwrap()).unwrap();
+        assert_eq!(activity.kind, ManagedTransportActivityKind::Unrecognized);
+        assert_eq!(activity.relay_url.as_deref(), Some("wss://r"));
+        assert!(activity.into_variant().is_none());
+    }
+}

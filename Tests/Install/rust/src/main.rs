@@ -15,9 +15,11 @@ fn main() {
     let reader = SoftchatAccount::open(&format!("{work}/reader.db")).unwrap();
     let identity = SoftchatIdentity::generate();
     reader.set_subscription("install", [&filter]).unwrap();
-    let writer_context = ManagedTransportContext { relay_urls: vec![relay.clone()], ..Default::default() };
+    // SOFTCHAT_CA_PEM: the private CA of a wss:// relay, given as text (a phone has no store to read).
+    let ca_pem = std::env::var("SOFTCHAT_CA_PEM").ok();
+    let writer_context = ManagedTransportContext { relay_urls: vec![relay.clone()], ca_pem: ca_pem.clone(), ..Default::default() };
     let writer_transport = writer.start_managed_transport(&writer_context, Some(&identity), None, None).unwrap();
-    let reader_context = ManagedTransportContext { relay_urls: vec![relay.clone()], publishes: Some(false), ..Default::default() };
+    let reader_context = ManagedTransportContext { relay_urls: vec![relay.clone()], publishes: Some(false), ca_pem, ..Default::default() };
     let reader_transport = reader.start_managed_transport(&reader_context, None, None, None).unwrap();
     let operations: Vec<String> = (0..5).map(|i| format!("install-rust-{i}")).collect();
     for (i, operation) in operations.iter().enumerate() {
