@@ -25,6 +25,15 @@ def node_addon_command(root, libdir, output, flags=()):
             f"-Wl,-rpath,{libdir}", "-o", output]
 
 
+# The names the guides' Kotlin samples take from an Android app, as parameters of the function each
+# sample becomes (the app's Context only for its filesDir): test-facades compiles the samples so,
+# and test-install runs them so.
+KOTLIN_SAMPLE_STANDINS = """class AndroidContext(val filesDir: java.io.File)
+"""
+KOTLIN_SAMPLE_PARAMETERS = ("context: AndroidContext, me: String, identity: SoftchatIdentity, draft: UnsignedEvent, now: Long, "
+                            "render: (ManagedTransportStateChange) -> Unit, log: (ManagedTransportActivity) -> Unit")
+
+
 def facade_sources(root):
     """The TypeScript facade's sources (generated/typescript/*.ts) of the checkout at `root`, sorted."""
     directory = os.path.join(root, "generated/typescript")
