@@ -645,9 +645,10 @@ public struct TypeScriptRenderer {
         return names
     }
 
-    /// `package.json` of the built package (tsc's CommonJS output beside the addon, `esm/`, and
+    /// `package.json` of the built package (tsc's CommonJS output beside the addon, `esm/`,
     /// `native/`: libSoftchatFFI and the libraries it needs, which `scripts/package/build-packages`
-    /// puts there and the addon finds through its `$ORIGIN/native` run path).
+    /// puts there and the addon finds through its `$ORIGIN/native` run path, and `browser/`: the
+    /// WebAssembly build, which the `browser` export condition selects for bundlers).
     func renderPackage() -> GeneratedFile {
         let json = """
             {
@@ -658,12 +659,14 @@ public struct TypeScriptRenderer {
               "types": "./index.d.ts",
               "exports": {
                 ".": {
+                  "browser": { "types": "./browser/browser.d.ts", "default": "./browser/browser.js" },
                   "import": { "types": "./esm/index.d.mts", "default": "./esm/index.mjs" },
                   "require": { "types": "./index.d.ts", "default": "./index.js" }
                 },
+                "./softchat.wasm": "./browser/softchat.wasm",
                 "./package.json": "./package.json"
               },
-              "files": ["*.js", "*.d.ts", "esm/", "softchat_addon.node", "native/"],
+              "files": ["*.js", "*.d.ts", "esm/", "browser/", "softchat_addon.node", "native/"],
               "os": ["linux"],
               "cpu": ["x64"],
               "license": "MIT",

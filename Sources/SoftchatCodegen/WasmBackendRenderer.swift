@@ -78,11 +78,26 @@ public struct WasmBackendRenderer {
         var w = SourceWriter(indent: "  ")
         header(&w)
         w.line("// The browser build's entry (an ES module beside softchat.wasm; loadable in a Worker): the same")
-        w.line("// classes as the Node package, over the WebAssembly backend. Call `await loadSoftchat(…)` once")
-        w.line("// before anything else.")
+        w.line("// classes as the Node package, over the WebAssembly backend. Call `await loadSoftchat()` once")
+        w.line("// before anything else. The npm package's `browser` export condition resolves \"softchat\" here.")
+        w.line("import { loadSoftchat as loadModule } from \"./wasm.js\";")
+        w.line()
         w.line("export * from \"./contracts.js\";")
         w.line("export * from \"./api.js\";")
-        w.line("export { loadSoftchat, instantiateSoftchat, wasmEntryPoints, nativeOnlyEntryPoints } from \"./wasm.js\";")
+        w.line("export { instantiateSoftchat, wasmEntryPoints, nativeOnlyEntryPoints } from \"./wasm.js\";")
+        w.line()
+        w.line("/**")
+        w.line(" * Compiles and instantiates softchat.wasm, once, before any other call. With no argument it")
+        w.line(" * fetches `softchat.wasm` beside this module (or beside the bundle a bundler made of it: copy")
+        w.line(" * `node_modules/softchat/browser/softchat.wasm` there); pass the bytes or a `fetch` to load it")
+        w.line(" * from anywhere else.")
+        w.line(" */")
+        w.block(
+            "export function loadSoftchat(source: ArrayBuffer | Uint8Array | Response | Promise<Response> = fetch(new URL(\"./softchat.wasm\", import.meta.url))): Promise<void> {",
+            closer: "}"
+        ) { w in
+            w.line("return loadModule(source);")
+        }
         return GeneratedFile(path: "generated/typescript/browser.ts", contents: w.text)
     }
 

@@ -14,6 +14,20 @@ import peerslib as peers  # noqa: F401  (re-exported: `from checks import peers`
 
 
 NODE_INCLUDE = "/usr/include/node"
+# Debian's JNA and Kotlin standard library: what the Kotlin facade compiles and runs against.
+JNA = "/usr/share/java/jna.jar"
+KOTLIN_STDLIB = "/usr/share/java/kotlin-stdlib.jar"
+# npm with no network chatter: no update notice, funding message or audit request.
+NPM_QUIET = {"npm_config_update_notifier": "false", "npm_config_fund": "false", "npm_config_audit": "false"}
+
+
+def npm_project(folder, name, tarball, env=None):
+    """A fresh ES-module project in `folder` (created) with the package `tarball` installed
+    offline, as an app team's first `npm install` makes it; returns npm's CompletedProcess."""
+    os.makedirs(folder, exist_ok=True)
+    json.dump({"name": name, "version": "1.0.0", "private": True, "type": "module"}, open(os.path.join(folder, "package.json"), "w"))
+    return subprocess.run(["npm", "install", "--offline", "--no-package-lock", tarball], cwd=folder, capture_output=True, text=True,
+                          env=dict(env if env is not None else os.environ, **NPM_QUIET))
 
 
 def node_addon_command(root, libdir, output, flags=()):
@@ -34,10 +48,30 @@ KOTLIN_SAMPLE_PARAMETERS = ("context: AndroidContext, me: String, identity: Soft
                             "render: (ManagedTransportStateChange) -> Unit, log: (ManagedTransportActivity) -> Unit")
 
 
+# The names the guides' Rust samples take from the app, as parameters of the function each sample
+# becomes: test-facades compiles the samples so, and test-install runs them so.
+RUST_SAMPLE_PARAMETERS = ("account: &SoftchatAccount, identity: &SoftchatIdentity, draft: &UnsignedEvent, now: i64, me: &str, "
+                          "frame: &str")
+
+
+def rust_guide_sample_functions(root):
+    """Each ```rust sample of the guides of the checkout at `root` as `fn guide_sample_N(…) ->
+    Result<(), SoftchatError>`: returns ([(where, function name)], the Rust source lines)."""
+    guides = sorted(f"docs/guides/{name}" for name in os.listdir(os.path.join(root, "docs/guides")) if name.endswith(".md"))
+    samples, lines = [], []
+    for i, (where, line, _, code) in enumerate(code_blocks(root, guides, ["rust"]), 1):
+        samples.append((f"{where}:{line}", f"guide_sample_{i}"))
+        lines += [f"// {where}:{line}", f"fn guide_sample_{i}({RUST_SAMPLE_PARAMETERS}) -> Result<(), SoftchatError> {{"]
+        lines += ["    " + l if l else "" for l in code.split("\n")] + ["    Ok(())", "}", ""]
+    return samples, lines
+
+
 def facade_sources(root):
-    """The TypeScript facade's sources (generated/typescript/*.ts) of the checkout at `root`, sorted."""
+    """The TypeScript facade's sources (generated/typescript/*.ts) of the checkout at `root`, sorted,
+    but browser.ts: the browser build's entry is an ES module only (it finds softchat.wasm through
+    import.meta.url), which scripts/build/build-wasm compiles."""
     directory = os.path.join(root, "generated/typescript")
-    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".ts"))
+    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".ts") and f != "browser.ts")
 
 
 def code_blocks(root, paths, languages):

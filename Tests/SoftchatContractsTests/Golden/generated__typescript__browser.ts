@@ -2,8 +2,20 @@
 // edit Schema/*.json and run `swift package --allow-writing-to-package-directory generate-bindings`.
 
 // The browser build's entry (an ES module beside softchat.wasm; loadable in a Worker): the same
-// classes as the Node package, over the WebAssembly backend. Call `await loadSoftchat(…)` once
-// before anything else.
+// classes as the Node package, over the WebAssembly backend. Call `await loadSoftchat()` once
+// before anything else. The npm package's `browser` export condition resolves "softchat" here.
+import { loadSoftchat as loadModule } from "./wasm.js";
+
 export * from "./contracts.js";
 export * from "./api.js";
-export { loadSoftchat, instantiateSoftchat, wasmEntryPoints, nativeOnlyEntryPoints } from "./wasm.js";
+export { instantiateSoftchat, wasmEntryPoints, nativeOnlyEntryPoints } from "./wasm.js";
+
+/**
+ * Compiles and instantiates softchat.wasm, once, before any other call. With no argument it
+ * fetches `softchat.wasm` beside this module (or beside the bundle a bundler made of it: copy
+ * `node_modules/softchat/browser/softchat.wasm` there); pass the bytes or a `fetch` to load it
+ * from anywhere else.
+ */
+export function loadSoftchat(source: ArrayBuffer | Uint8Array | Response | Promise<Response> = fetch(new URL("./softchat.wasm", import.meta.url))): Promise<void> {
+  return loadModule(source);
+}

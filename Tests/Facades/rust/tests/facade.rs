@@ -194,7 +194,7 @@ mod recipes {
     include!(env!("SOFTCHAT_RUST_RECIPES"));
 }
 
-/// The ```rust samples of docs/guides, compiled (not run) against the crate as the bodies of
+/// The ```rust samples of docs/guides, compiled against the crate (test-install runs them) as the bodies of
 /// functions whose parameters stand in for the app's values.
 mod guide_samples {
     #![allow(dead_code, unused_variables, unused_mut, unused_imports, unreachable_code, clippy::all)]
