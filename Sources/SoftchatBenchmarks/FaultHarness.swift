@@ -144,7 +144,7 @@ public enum FaultHarness {
             if !restarted && next >= restartAt {
                 // A process restart: the same account file, the same subscription.
                 say("seed \(seed): restarting the receiver")
-                receiverReconnects += syncing.relays.reduce(0) { $0 + $1.statistics.reconnects }
+                receiverReconnects += syncing.relays.reduce(0) { $0 + $1.reconnects }
                 syncing.stop()
                 receiver.close()
                 receiver = try SoftchatAccount.open(path: receiverPath)
@@ -179,8 +179,8 @@ public enum FaultHarness {
         result.timedOut = !waitUntil(options.deadlineSeconds, converged, every: 250_000)
         if !result.timedOut && options.quietSeconds > 0 { usleep(UInt32(options.quietSeconds * 1_000_000)) }
 
-        receiverReconnects += syncing.relays.reduce(0) { $0 + $1.statistics.reconnects }
-        let senderReconnects = publishing.relays.reduce(0) { $0 + $1.statistics.reconnects }
+        receiverReconnects += syncing.relays.reduce(0) { $0 + $1.reconnects }
+        let senderReconnects = publishing.relays.reduce(0) { $0 + $1.reconnects }
         publishing.stop()
         stopped = true
         syncing.stop()

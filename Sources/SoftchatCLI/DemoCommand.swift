@@ -191,8 +191,8 @@ enum DemoCommand {
         let missing = sent.filter { !receivedIDs.contains($0) }.count
         let elapsed = monotonic() - started
         let c = counters
-        let skipped = bobTransport.relays.map(\.statistics.duplicatesSkipped).reduce(0, +)
-        let reconnects = (aliceTransport.relays + bobTransport.relays).map(\.statistics.reconnects).reduce(0, +)
+        let skipped = bobTransport.relays.map(\.duplicatesSkipped).reduce(0, +)
+        let reconnects = (aliceTransport.relays + bobTransport.relays).map(\.reconnects).reduce(0, +)
         let complete = finished && missing == 0
         printer.say(
             "summary",

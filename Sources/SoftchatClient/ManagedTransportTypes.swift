@@ -2,14 +2,16 @@ public import SoftchatCore
 public import SoftchatSync
 public import SoftchatTransport
 
-/// One relay of a managed transport, as a snapshot.
-public struct ManagedRelayStatus: Sendable, Hashable {
-    /// The relay's URL, as given at start.
-    public let relayURL: String
-    /// The relay's connection state.
-    public let state: RelayConnectionState
-    /// Accepted, rejected, retried, reconnects, events received, duplicates skipped, latency.
-    public let statistics: RelayStatistics
+extension ManagedRelayStatus {
+    /// One relay's snapshot (the schema's `ManagedRelayStatus`) from the engine's state and
+    /// statistics for it.
+    init(relayURL: String, state: RelayConnectionState, statistics: RelayStatistics) {
+        self.init(
+            relayURL: relayURL, phase: state.phase, delayMilliseconds: state.delayMilliseconds, accepted: statistics.accepted,
+            rejected: statistics.rejected, retried: statistics.retried, reconnects: statistics.reconnects,
+            eventsReceived: statistics.eventsReceived, duplicatesSkipped: statistics.duplicatesSkipped,
+            meanLatencyMilliseconds: statistics.meanLatencyMilliseconds)
+    }
 }
 
 /// How a managed transport connects, publishes and syncs; the defaults suit most hosts.
@@ -66,6 +68,32 @@ public struct ManagedTransportPolicy: Sendable {
 
     /// The default policy: publish and sync, NIP-11 and negentropy on.
     public init() {}
+
+    /// The policy an app's `ManagedTransportContext` (the schema's, which every binding
+    /// writes) describes: each field it sets over the default, each checked against its bound.
+    /// An option added to the schema's context is read here and nowhere else.
+    ///
+    /// - Parameter context: What the app decided; nil fields keep the defaults.
+    /// - Throws: `invalid_relay_session` for a value out of its bounds (an acknowledgement
+    ///   timeout under 1 s, a keepalive under 1,000 ms). CA text is read when a `wss://`
+    ///   connection opens: text holding no certificate fails that connection (`connectionFailed`).
+    public init(_ context: ManagedTransportContext) throws(SoftchatError) {
+        if let s = context.acknowledgementTimeoutSeconds {
+            guard s >= 1 else { throw .invalidRelaySession("startManagedTransport: acknowledgementTimeoutSeconds must be at least 1, not \(s)") }
+            acknowledgementTimeoutSeconds = s
+        }
+        if let ms = context.keepaliveIntervalMilliseconds {
+            guard ms >= 1_000 else {
+                throw .invalidRelaySession("startManagedTransport: keepaliveIntervalMilliseconds must be at least 1,000, not \(ms)")
+            }
+            keepaliveIntervalMilliseconds = ms
+        }
+        if let p = context.publishes { publishes = p }
+        if let a = context.authenticatesOverCleartext { authenticatesOverCleartext = a }
+        if let a = context.allowsUnauthenticatedNoise { connection.allowsUnauthenticatedNoise = a }
+        if let a = context.allowsPrivateAddresses { connection.allowsPrivateAddresses = a }
+        if context.caFile != nil || context.caPem != nil { connection.tls = TLSOptions(caFile: context.caFile, caPEM: context.caPem) }
+    }
 }
 
 extension RelayLimits {

@@ -526,7 +526,7 @@ public struct KotlinRenderer {
     }
 
     func renderMember(_ t: TypeDecl, _ m: FunctionDecl, receiver: String?, override: Bool, _ w: inout SourceWriter) {
-        renderBlockingMember(t, m, receiver: receiver, override: override, &w)
+        renderSyncMember(t, m, receiver: receiver, override: override, &w)
         guard m.blocks else { return }
         w.line()
         w.doc(
@@ -541,7 +541,9 @@ public struct KotlinRenderer {
         w.line("    java.util.concurrent.CompletableFuture.supplyAsync(java.util.function.Supplier { \(ident(m.name))(\(args)) }, executor)")
     }
 
-    func renderBlockingMember(_ t: TypeDecl, _ m: FunctionDecl, receiver: String?, override: Bool, _ w: inout SourceWriter) {
+    /// The member as the schema declares it (every member has this form; a blocking one also
+    /// gets `<name>Async` from `renderMember`), its KDoc saying what blocks and where listeners run.
+    func renderSyncMember(_ t: TypeDecl, _ m: FunctionDecl, receiver: String?, override: Bool, _ w: inout SourceWriter) {
         var doc = m.doc
         if m.blocks {
             doc += " Blocks the calling thread (SQLite, or a wait): call it off the main thread, or use [\(m.name)Async]."

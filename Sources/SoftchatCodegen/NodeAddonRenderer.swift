@@ -92,87 +92,140 @@ public struct NodeAddonRenderer {
             })
     }
 
-    func renderFunction(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
-        // What JavaScript passes: one value per C argument, except the error slot and a
-        // callback's context, which is the thread-safe function the addon makes of the callback's
-        // JS function.
-        let jsArgs = model.arguments(e).filter { a in
+    /// What JavaScript passes: one value per C argument, except the error slot and a callback's
+    /// context, which is the thread-safe function the addon makes of the callback's JS function.
+    func jsArguments(_ e: FFIModel.EntryPoint) -> [FFIModel.Argument] {
+        model.arguments(e).filter { a in
             switch a.role {
             case .error, .callbackContext: false
             default: true
             }
         }
+    }
+
+    /// Where decoded arguments go: locals of the synchronous form, or the `async_call` the
+    /// Promise form hands to its worker thread (texts and callbacks it frees, handles it holds
+    /// by reference until the call settles).
+    enum Destination {
+        case locals
+        case asyncCall
+    }
+
+    /// What a synchronous call owns once an argument is decoded: freed on every way out.
+    enum Owned {
+        case text(String)
+        case callback(String)
+        var release: String {
+            switch self {
+            case .text(let v): "free_text(\(v)); "
+            case .callback(let v): "release_callback(\(v)); "
+            }
+        }
+    }
+
+    /// One entry point's arguments decoded from `argv`, the same checks and messages for both
+    /// forms: the C lines that decode them, the C call's arguments, what the synchronous form
+    /// must release, and whether the call may wait for a callback's delivery thread.
+    struct DecodedArguments {
+        var lines: [String] = []
+        var callArgs: [String] = []
+        var owned: [Owned] = []
+        var waitsForDelivery = false
+    }
+
+    func decodeArguments(_ e: FFIModel.EntryPoint, into destination: Destination) -> DecodedArguments {
+        var d = DecodedArguments()
+        // On failure: the synchronous form frees what it decoded so far; the Promise form frees
+        // its async_call, which holds all of it.
+        func fail(_ message: String) -> String {
+            let cleanup =
+                switch destination {
+                case .locals: d.owned.map(\.release).joined()
+                case .asyncCall: "async_call_free(env, c, 1); "
+                }
+            return "{ \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(message)"))); }"
+        }
+        for (i, a) in jsArguments(e).enumerated() {
+            // The Promise form's slot in c->args: one per JavaScript argument.
+            let slot = "c->args[\(i)]"
+            switch a.role {
+            case .parameter(_, .callback):
+                d.lines.append("callback_context *t\(i) = NULL;")
+                d.lines.append("if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) \(fail("\(a.name) must be a function or null"))")
+                switch destination {
+                case .locals:
+                    d.owned.append(.callback("t\(i)"))
+                    d.callArgs += ["t\(i) != NULL ? callback_trampoline : NULL", "(void *)t\(i)"]
+                case .asyncCall:
+                    d.lines.append("\(slot) = t\(i);")
+                    d.lines.append("if (t\(i) != NULL) c->callbacks[c->callback_count++] = t\(i);")
+                    d.callArgs += ["\(slot) != NULL ? callback_trampoline : NULL", slot]
+                }
+            case .parameter(_, .handle), .receiverHandle:
+                let optional = if case .parameter(_, .handle(_, let optional)) = a.role { optional } else { false }
+                let type = a.cType.replacingOccurrences(of: " *", with: "")
+                let getter = optional ? "get_optional_handle" : "get_handle"
+                let message = "\(a.name) must be a Softchat handle\(optional ? " or null" : "")"
+                switch destination {
+                case .locals:
+                    if callbackOwners.contains(type) { d.waitsForDelivery = true }
+                    d.lines.append("\(type) *a\(i) = NULL;")
+                    d.lines.append("if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&a\(i))) \(fail(message))")
+                    d.callArgs.append("a\(i)")
+                case .asyncCall:
+                    d.lines.append("\(type) *h\(i) = NULL;")
+                    d.lines.append(
+                        "if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&h\(i)) || !async_hold(env, c, \(i), argv[\(i)], h\(i))) \(fail(message))"
+                    )
+                    d.callArgs.append("(\(type) *)\(slot)")
+                }
+            default:
+                let v = destination == .locals ? "a\(i)" : "s\(i)"
+                d.lines.append("char *\(v) = NULL;")
+                d.lines.append("if (!get_text(env, argv[\(i)], &\(v))) \(fail("\(a.name) must be a string or null"))")
+                switch destination {
+                case .locals:
+                    d.owned.append(.text(v))
+                    d.callArgs.append(v)
+                case .asyncCall:
+                    d.lines.append("\(slot) = \(v);")
+                    d.lines.append("c->texts[c->text_count++] = \(v);")
+                    d.callArgs.append("(const char *)\(slot)")
+                }
+            }
+        }
+        return d
+    }
+
+    /// The argument count check both forms open with.
+    func renderArgumentCount(_ e: FFIModel.EntryPoint, name: String, _ w: inout SourceWriter) {
+        let count = jsArguments(e).count
+        w.line("size_t argc = \(max(count, 1));")
+        w.line("napi_value argv[\(max(count, 1))];")
+        w.line("napi_get_cb_info(env, info, &argc, argv, NULL, NULL);")
+        if count > 0 {
+            w.line("if (argc < \(count)) return throw_type_error(env, \(quoted("\(name) takes \(count) arguments")));")
+        } else {
+            w.line("(void)argc;")
+        }
+    }
+
+    func renderFunction(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
         w.block("static napi_value js_\(e.cName)(napi_env env, napi_callback_info info) {") { w in
-            w.line("size_t argc = \(max(jsArgs.count, 1));")
-            w.line("napi_value argv[\(max(jsArgs.count, 1))];")
-            w.line("napi_get_cb_info(env, info, &argc, argv, NULL, NULL);")
-            if !jsArgs.isEmpty {
-                w.line("if (argc < \(jsArgs.count)) return throw_type_error(env, \(quoted("\(e.cName) takes \(jsArgs.count) arguments")));")
-            } else {
-                w.line("(void)argc;")
-            }
-            // What the function owns once an argument is decoded: freed on every way out.
-            enum Owned {
-                case text(String)
-                case callback(String)
-                var release: String {
-                    switch self {
-                    case .text(let v): "free_text(\(v)); "
-                    case .callback(let v): "release_callback(\(v)); "
-                    }
-                }
-            }
-            var owned: [Owned] = []
-            var cleanup: String { owned.map(\.release).joined() }
-            var callArgs: [String] = []
-            var waitsForDelivery = false
-            for (i, a) in jsArgs.enumerated() {
-                let isCallback: Bool
-                let optionalHandle: Bool
-                switch a.role {
-                case .parameter(_, .callback):
-                    (isCallback, optionalHandle) = (true, false)
-                case .parameter(_, .handle(_, let optional)):
-                    (isCallback, optionalHandle) = (false, optional)
-                default:
-                    (isCallback, optionalHandle) = (false, false)
-                }
-                if isCallback {
-                    w.line("callback_context *t\(i) = NULL;")
-                    w.line(
-                        "if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a function or null"))); }"
-                    )
-                    owned.append(.callback("t\(i)"))
-                    callArgs += ["t\(i) != NULL ? callback_trampoline : NULL", "(void *)t\(i)"]
-                } else if a.cType == "const char *" {
-                    w.line("char *a\(i) = NULL;")
-                    w.line(
-                        "if (!get_text(env, argv[\(i)], &a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a string or null"))); }"
-                    )
-                    owned.append(.text("a\(i)"))
-                    callArgs.append("a\(i)")
-                } else {
-                    let type = a.cType.replacingOccurrences(of: " *", with: "")
-                    let getter = optionalHandle ? "get_optional_handle" : "get_handle"
-                    if callbackOwners.contains(type) { waitsForDelivery = true }
-                    w.line("\(type) *a\(i) = NULL;")
-                    w.line(
-                        "if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&a\(i))) { \(cleanup)return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optionalHandle ? " or null" : "")"))); }"
-                    )
-                    callArgs.append("a\(i)")
-                }
-            }
+            renderArgumentCount(e, name: e.cName, &w)
+            let d = decodeArguments(e, into: .locals)
+            for l in d.lines { w.line(l) }
             w.line("softchat_error *error = NULL;")
-            let call = "\(e.cName)(\((callArgs + ["&error"]).joined(separator: ", ")))"
-            if waitsForDelivery { w.line("callback_wait_begin();") }
+            let call = "\(e.cName)(\((d.callArgs + ["&error"]).joined(separator: ", ")))"
+            if d.waitsForDelivery { w.line("callback_wait_begin();") }
             switch model.result(e) {
             case .none: w.line("\(call);")
             case .handle(let n): w.line("\(FFIModel.cPrefix(n)) *result = \(call);")
             case .json: w.line("char *result = \(call);")
             }
-            if waitsForDelivery { w.line("callback_wait_end();") }
-            for case .text(let v) in owned { w.line("free_text(\(v));") }
-            let callbacks = owned.filter { if case .callback = $0 { true } else { false } }.map(\.release)
+            if d.waitsForDelivery { w.line("callback_wait_end();") }
+            for case .text(let v) in d.owned { w.line("free_text(\(v));") }
+            let callbacks = d.owned.filter { if case .callback = $0 { true } else { false } }.map(\.release)
             if callbacks.isEmpty {
                 w.line("if (error != NULL) return throw_softchat_error(env, error);")
             } else {
@@ -187,57 +240,14 @@ public struct NodeAddonRenderer {
         }
     }
 
-    /// `js_<cName>_async`: the same arguments as the synchronous form, decoded the same way on the
-    /// JS thread into an `async_call` (the prelude's), the call run on a worker thread, and a
+    /// `js_<cName>_async`: the same arguments as the synchronous form, decoded by the same code on
+    /// the JS thread into an `async_call` (the prelude's), the call run on a worker thread, and a
     /// Promise of its result. No `callback_wait_begin`: the JS thread is free while it runs, so
     /// a delivery thread waiting for room in a callback queue is served.
     func renderAsyncFunction(_ e: FFIModel.EntryPoint, _ w: inout SourceWriter) {
-        let jsArgs = model.arguments(e).filter { a in
-            switch a.role {
-            case .error, .callbackContext: false
-            default: true
-            }
-        }
-        // The C call on the worker, from the decoded arguments.
-        var callArgs: [String] = []
-        var slot = 0
-        var decode: [String] = []
-        func hold(_ a: FFIModel.Argument, _ i: Int, _ optional: Bool) {
-            let type = a.cType.replacingOccurrences(of: " *", with: "")
-            let getter = optional ? "get_optional_handle" : "get_handle"
-            decode.append("\(type) *h\(i) = NULL;")
-            decode.append(
-                "if (!\(getter)(env, argv[\(i)], &tag_\(type), (void **)&h\(i)) || !async_hold(env, c, \(slot), argv[\(i)], h\(i))) { async_call_free(env, c, 1); return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a Softchat handle\(optional ? " or null" : "")"))); }"
-            )
-            callArgs.append("(\(type) *)c->args[\(slot)]")
-        }
-        for (i, a) in jsArgs.enumerated() {
-            switch a.role {
-            case .parameter(_, .callback):
-                decode.append("callback_context *t\(i) = NULL;")
-                decode.append(
-                    "if (!get_callback(env, argv[\(i)], \(quoted(a.name)), &t\(i))) { async_call_free(env, c, 1); return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a function or null"))); }"
-                )
-                decode.append("c->args[\(slot)] = t\(i);")
-                decode.append("if (t\(i) != NULL) c->callbacks[c->callback_count++] = t\(i);")
-                callArgs += ["c->args[\(slot)] != NULL ? callback_trampoline : NULL", "c->args[\(slot)]"]
-            case .parameter(_, .handle(_, let optional)):
-                hold(a, i, optional)
-            case .receiverHandle:
-                hold(a, i, false)
-            default:
-                decode.append("char *s\(i) = NULL;")
-                decode.append(
-                    "if (!get_text(env, argv[\(i)], &s\(i))) { async_call_free(env, c, 1); return throw_type_error(env, \(quoted("\(e.cName): argument \(a.name) must be a string or null"))); }"
-                )
-                decode.append("c->args[\(slot)] = s\(i);")
-                decode.append("c->texts[c->text_count++] = s\(i);")
-                callArgs.append("(const char *)c->args[\(slot)]")
-            }
-            slot += 1
-        }
-        precondition(slot <= 12, "\(e.cName): more arguments than the addon's ASYNC_MAX_ARGS")
-        let call = "\(e.cName)(\((callArgs + ["&c->error"]).joined(separator: ", ")))"
+        let d = decodeArguments(e, into: .asyncCall)
+        precondition(jsArguments(e).count <= 12, "\(e.cName): more arguments than the addon's ASYNC_MAX_ARGS")
+        let call = "\(e.cName)(\((d.callArgs + ["&c->error"]).joined(separator: ", ")))"
         w.block("static void run_\(e.cName)(async_call *c) {") { w in
             switch model.result(e) {
             case .none: w.line("\(call);")
@@ -246,17 +256,10 @@ public struct NodeAddonRenderer {
         }
         w.line()
         w.block("static napi_value js_\(e.cName)_async(napi_env env, napi_callback_info info) {") { w in
-            w.line("size_t argc = \(max(jsArgs.count, 1));")
-            w.line("napi_value argv[\(max(jsArgs.count, 1))];")
-            w.line("napi_get_cb_info(env, info, &argc, argv, NULL, NULL);")
-            if !jsArgs.isEmpty {
-                w.line("if (argc < \(jsArgs.count)) return throw_type_error(env, \(quoted("\(e.cName)_async takes \(jsArgs.count) arguments")));")
-            } else {
-                w.line("(void)argc;")
-            }
+            renderArgumentCount(e, name: "\(e.cName)_async", &w)
             w.line("async_call *c = async_call_new(run_\(e.cName));")
             w.line("if (c == NULL) return throw_type_error(env, \"softchat: out of memory\");")
-            for l in decode { w.line(l) }
+            for l in d.lines { w.line(l) }
             switch model.result(e) {
             case .none: break
             case .json: w.line("c->returns_json = 1;")

@@ -40,6 +40,22 @@ struct SourceWriter {
     }
 
     /// Writes `text` as comment lines with `prefix`, wrapped at about 100 columns.
+    /// A comment's text wrapped at 96 columns, its first line after `first` and the rest after
+    /// `rest` (a DocC parameter: `///   - name: …` continued under the name).
+    mutating func comment(_ text: String, first: String, rest: String) {
+        var prefix = first
+        var current = ""
+        for word in text.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
+            if !current.isEmpty && current.count + word.count + 1 > 96 {
+                line(prefix + current)
+                prefix = rest
+                current = ""
+            }
+            current += current.isEmpty ? String(word) : " " + word
+        }
+        line(prefix + current)
+    }
+
     mutating func comment(_ text: String, prefix: String) {
         for paragraph in text.split(separator: "\n", omittingEmptySubsequences: false) {
             var current = ""

@@ -19,6 +19,10 @@ public struct SwiftRenderer {
         renderError(&w)
         for contract in set.contracts { renderContract(contract, &w) }
         renderCatalog(&w)
+        for type in set.allTypes where type.swiftSurface {
+            w.line()
+            if type.kind == .enum { renderEnum(type, &w) } else { renderRecord(type, &w) }
+        }
         for type in set.allTypes where type.kind == .union {
             w.line()
             renderUnion(type, &w)
@@ -294,13 +298,52 @@ public struct SwiftRenderer {
         }
     }
 
+    /// A schema type's doc, and where the schema declares it.
+    func renderDeclaredDoc(_ t: TypeDecl, as kind: String, _ w: inout SourceWriter) {
+        w.comment(t.doc, prefix: "/// ")
+        w.line("///")
+        w.line("/// Declared in Schema/\(set.contract(t.contract)?.file ?? t.contract) as \(kind).")
+    }
+
+    /// An enum marked `"swiftSurface"`: one case per schema case, its raw value the schema's.
+    func renderEnum(_ t: TypeDecl, _ w: inout SourceWriter) {
+        renderDeclaredDoc(t, as: "an enum", &w)
+        w.block("public enum \(t.name): String, Sendable, Hashable, CaseIterable {") { w in
+            for c in t.cases {
+                w.comment(c.doc, prefix: "/// ")
+                w.line("case \(c.name)" + (c.value == c.name ? "" : " = \(quoted(c.value))"))
+            }
+        }
+    }
+
+    /// A record marked `"swiftSurface"`: a struct of its fields, with a memberwise initializer
+    /// whose optional parameters default to nil (what the schema leaves unsaid is the default).
+    func renderRecord(_ t: TypeDecl, _ w: inout SourceWriter) {
+        renderDeclaredDoc(t, as: "a record", &w)
+        w.block("public struct \(t.name): Sendable, Hashable {") { w in
+            for f in t.fields {
+                w.comment(f.doc, prefix: "/// ")
+                w.line("public var \(Naming.swift(f.name)): \(swiftType(f.type))")
+            }
+            w.line()
+            w.line("/// Creates a value from its fields.")
+            w.line("///")
+            w.line("/// - Parameters:")
+            for f in t.fields { w.comment("\(Naming.swift(f.name)): \(f.doc)", first: "///   - ", rest: "///     ") }
+            let parameters = t.fields.map { f in
+                "\(Naming.swift(f.name)): \(swiftType(f.type))" + (f.type.nonOptional != f.type ? " = nil" : "")
+            }
+            w.block("public init(\(parameters.joined(separator: ", "))) {") { w in
+                for f in t.fields { w.line("self.\(Naming.swift(f.name)) = \(Naming.swift(f.name))") }
+            }
+        }
+    }
+
     /// A union as an enum with one case per variant, its associated values labelled with the
     /// variant's fields, plus the tag accessor and one optional accessor per field name, so
     /// code that reads a single field (`action.event`) needs no `switch`.
     func renderUnion(_ t: TypeDecl, _ w: inout SourceWriter) {
-        w.comment(t.doc, prefix: "/// ")
-        w.line("///")
-        w.line("/// Declared in Schema/\(set.contract(t.contract)?.file ?? t.contract) as a union.")
+        renderDeclaredDoc(t, as: "a union", &w)
         w.block("public enum \(t.name): Sendable, Hashable {") { w in
             for v in t.variants {
                 w.comment(v.doc, prefix: "/// ")

@@ -162,11 +162,17 @@ public struct TypeScriptRenderer {
         }
     }
 
-    func call(_ e: FFIModel.EntryPoint, receiver: String?) -> String {
+    /// The expression that calls `e` and decodes its result: through the addon's synchronous
+    /// export, or (`async`) awaiting its `_async` export, which runs the call on a worker thread.
+    /// A call that takes listeners returns its handle with their channels (`wrapStreams`).
+    func call(_ e: FFIModel.EntryPoint, receiver: String?, async: Bool = false) -> String {
         var args: [String] = []
         if let receiver { args.append(receiver) }
         args += e.params.map(argument)
-        let invoke = "call(\(quoted(e.symbol)), () => native().\(e.cName)(\(args.joined(separator: ", "))))"
+        let invoke =
+            async
+            ? "await callAsync(\(quoted(e.symbol)), () => native().\(e.cName)_async(\(args.joined(separator: ", "))))"
+            : "call(\(quoted(e.symbol)), () => native().\(e.cName)(\(args.joined(separator: ", "))))"
         guard let r = e.returns else { return invoke }
         let streams = e.params.filter { model.callback($0.type) != nil }.map(\.name)
         if model.isHandle(r), case .named(let n) = r, !streams.isEmpty {
@@ -174,6 +180,12 @@ public struct TypeScriptRenderer {
         }
         if model.isHandle(r), case .named(let n) = r { return "wrap(\(n), \(invoke))" }
         return decode(r, "JSON.parse(\(invoke) as string)")
+    }
+
+    /// The doc of `<name>Async`: the member's first sentence, and that it runs off the loop.
+    func asyncDoc(_ m: FunctionDecl) -> String {
+        let first = m.doc.split(separator: ".", maxSplits: 1).first.map { String($0) + "." } ?? ""
+        return "\(m.name)() as a Promise, run on a worker thread so the event loop keeps running while it blocks. \(first)"
     }
 
     func entry(_ typeName: String?, _ member: String, kind: FFIModel.Kind? = nil) -> FFIModel.EntryPoint {
@@ -184,66 +196,40 @@ public struct TypeScriptRenderer {
         w.doc(m.doc)
         let e = entry(t.name, m.name, kind: m.isStatic ? .staticMethod : .method)
         var ret = m.returns.map(typeName) ?? "void"
-        let body = call(e, receiver: m.isStatic ? nil : receiver)
         let channels = m.params.compactMap { p in model.callback(p.type)?.payload.map { (p.name, $0) } }
+        let receiver = m.isStatic ? nil : receiver
+        let statik = m.isStatic ? "static " : ""
+        let returns = m.returns == nil ? "" : "return "
         if !channels.isEmpty {
             // Each callback becomes a channel the returned handle reads as an AsyncIterable.
-            w.block("\(m.isStatic ? "static " : "")\(m.name)(\(params(m))): \(ret) {") { w in
-                for (name, payload) in channels {
-                    w.line("const \(name) = new UpdateChannel<\(typeName(payload))>((v) => \(decode(payload, "v")));")
-                }
-                w.line("return \(body);")
-            }
-            if m.blocks {
-                w.doc("\(m.name)() as a Promise, run on a worker thread so the event loop keeps running while it reads SQLite.")
-                w.block("\(m.isStatic ? "static " : "")async \(m.name)Async(\(params(m))): Promise<\(ret)> {") { w in
+            let forms = m.blocks ? [false, true] : [false]
+            for async in forms {
+                if async { w.doc(asyncDoc(m)) }
+                let signature = async ? "async \(m.name)Async(\(params(m))): Promise<\(ret)>" : "\(m.name)(\(params(m))): \(ret)"
+                w.block("\(statik)\(signature) {") { w in
                     for (name, payload) in channels {
                         w.line("const \(name) = new UpdateChannel<\(typeName(payload))>((v) => \(decode(payload, "v")));")
                     }
-                    var args: [String] = m.isStatic ? [] : [receiver].compactMap { $0 }
-                    args += e.params.map(argument)
-                    let invoke = "await callAsync(\(quoted(e.symbol)), () => native().\(e.cName)_async(\(args.joined(separator: ", "))))"
-                    guard case .named(let n)? = e.returns else { return }
-                    w.line("return wrapStreams(\(n), \(invoke), { \(channels.map(\.0).joined(separator: ", ")) });")
+                    w.line("return \(call(e, receiver: receiver, async: async));")
                 }
             }
             return
         }
         if m.isAsync && m.blocks {
             // Already a Promise: it runs off the event loop.
-            w.line(
-                "\(m.isStatic ? "static " : "")async \(m.name)(\(params(m))): Promise<\(ret)> { \(m.returns == nil ? "" : "return ")\(asyncCall(e, receiver: m.isStatic ? nil : receiver)); }"
-            )
+            w.line("\(statik)async \(m.name)(\(params(m))): Promise<\(ret)> { \(returns)\(call(e, receiver: receiver, async: true)); }")
         } else if m.isAsync {
             ret = "Promise<\(ret)>"
-            w.line("\(m.isStatic ? "static " : "")async \(m.name)(\(params(m))): \(ret) { \(m.returns == nil ? "" : "return ")\(body); }")
+            w.line("\(statik)async \(m.name)(\(params(m))): \(ret) { \(returns)\(call(e, receiver: receiver)); }")
         } else {
-            w.line("\(m.isStatic ? "static " : "")\(m.name)(\(params(m))): \(ret) { \(m.returns == nil ? "" : "return ")\(body); }")
-            if m.blocks { renderAsyncForm(t, m, e, receiver: receiver, &w) }
+            w.line("\(statik)\(m.name)(\(params(m))): \(ret) { \(returns)\(call(e, receiver: receiver)); }")
+            if m.blocks {
+                // `<name>Async`: the call as a Promise, run off the event loop (the addon's
+                // `_async` export); the synchronous form stays as the page's recipes write it.
+                w.doc(asyncDoc(m))
+                w.line("\(statik)async \(m.name)Async(\(params(m))): Promise<\(ret)> { \(returns)\(call(e, receiver: receiver, async: true)); }")
+            }
         }
-    }
-
-    /// `<name>Async`: the call as a Promise, run off the event loop (the addon's `_async` export);
-    /// the synchronous form stays as the page's recipes write it.
-    func renderAsyncForm(_ t: TypeDecl, _ m: FunctionDecl, _ e: FFIModel.EntryPoint, receiver: String?, _ w: inout SourceWriter) {
-        w.doc(
-            "\(m.name)() as a Promise, run on a worker thread so the event loop keeps running while it \(m.name == "stop" || m.name == "close" ? "waits" : "reads or writes SQLite")."
-        )
-        let ret = m.returns.map(typeName) ?? "void"
-        w.line(
-            "\(m.isStatic ? "static " : "")async \(m.name)Async(\(params(m))): Promise<\(ret)> { \(m.returns == nil ? "" : "return ")\(asyncCall(e, receiver: m.isStatic ? nil : receiver)); }"
-        )
-    }
-
-    /// The expression that awaits the `_async` export of `e` and decodes its result.
-    func asyncCall(_ e: FFIModel.EntryPoint, receiver: String?) -> String {
-        var args: [String] = []
-        if let receiver { args.append(receiver) }
-        args += e.params.map(argument)
-        let invoke = "await callAsync(\(quoted(e.symbol)), () => native().\(e.cName)_async(\(args.joined(separator: ", "))))"
-        guard let r = e.returns else { return invoke }
-        if model.isHandle(r), case .named(let n) = r { return "wrap(\(n), \(invoke))" }
-        return decode(r, "JSON.parse(\(invoke) as string)")
     }
 
     func renderAPI() -> GeneratedFile {

@@ -266,6 +266,10 @@ public struct TypeDecl: Sendable, Equatable {
     /// checking it again, and any other (hand-made, altered, from another process) is checked in
     /// full, so no binding can forge one.
     public var sealed: Bool = false
+    /// A record or enum the Swift surface renders too (`"swiftSurface": true`: the managed
+    /// transport's context, phases and report kinds), so the engine reads the very type every
+    /// binding writes and no module keeps a copy to translate from.
+    public var swiftSurface: Bool = false
 
     /// The field every sealed record carries after its declared ones, in every binding.
     public static let proofField = Field(

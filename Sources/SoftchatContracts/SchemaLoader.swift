@@ -259,7 +259,7 @@ public struct SchemaLoader {
     private func loadType(_ t: SchemaNode, contract: String) -> TypeDecl? {
         let keys: Set<String> = [
             "name", "kind", "doc", "fields", "cases", "constructors", "properties", "methods", "tag", "variants",
-            "encoding", "bytes", "payload", "concurrent", "nativeOnly", "sealed",
+            "encoding", "bytes", "payload", "concurrent", "nativeOnly", "sealed", "swiftSurface",
         ]
         guard t.expectObject(keys: keys, what: "a type") else { return nil }
         let name = t.string("name", in: "a type") ?? ""
@@ -289,6 +289,11 @@ public struct SchemaLoader {
             decl.sealed = t.bool("sealed", in: what) ?? false
         } else if let sealed = t.child("sealed") {
             sealed.error("\(what) is a \(kind.rawValue) and cannot have \"sealed\"", atKey: true)
+        }
+        if kind == .record || kind == .enum, t.child("swiftSurface") != nil {
+            decl.swiftSurface = t.bool("swiftSurface", in: what) ?? false
+        } else if let surface = t.child("swiftSurface") {
+            surface.error("\(what) is a \(kind.rawValue) and cannot have \"swiftSurface\"", atKey: true)
         }
         for key in ["fields", "cases", "constructors", "properties", "methods", "tag", "variants", "encoding", "bytes", "payload"]
         where t.child(key) != nil && !allowedByKind[kind]!.contains(key) {

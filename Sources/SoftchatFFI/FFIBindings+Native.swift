@@ -26,7 +26,7 @@ extension FFI {
     typealias PrivateMessageDelivery = SoftchatStorage.PrivateMessageDelivery
     typealias SentPrivateMessage = SoftchatStorage.SentPrivateMessage
     typealias FailedWrap = SoftchatStorage.FailedWrap
-    typealias ManagedTransportContext = ManagedTransportContextFFI
-    typealias ManagedRelayStatus = ManagedRelayStatusFFI
+    typealias ManagedTransportContext = SoftchatCore.ManagedTransportContext
+    typealias ManagedRelayStatus = SoftchatCore.ManagedRelayStatus
     typealias ManagedTransport = ManagedTransportHandle
 }

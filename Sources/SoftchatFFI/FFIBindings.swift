@@ -171,16 +171,8 @@ extension VerifiedEvent: FFIEncodable, FFIDecodable {
     /// recomputed and the signature checked, `invalid_relay_frame` otherwise), so a facade cannot
     /// hand the core an event that is not what it claims.
     init(ffi value: JSONValue, code: String) throws(SoftchatError) {
-        let o = try ffiObject(value, "VerifiedEvent", code: code)
-        // Either name may come (TypeScript events carry both); when both do, they must agree.
-        if let a = o["createdAt"], let b = o["created_at"], a != b {
-            throw ffiFailure(code, "VerifiedEvent has createdAt \(a.jsonText) and created_at \(b.jsonText)")
-        }
-        var nip01 = JSONObject()
-        for m in o where !(m.key == "created_at" && o["createdAt"] != nil) {
-            nip01.append(m.key == "createdAt" ? "created_at" : m.key, m.value)
-        }
-        self = try VerificationSeal.open(nip01).event
+        // Either name may come (TypeScript events carry both); the seal reads them in one pass.
+        self = try VerificationSeal.open(try ffiObject(value, "VerifiedEvent", code: code)).event
     }
 }
 

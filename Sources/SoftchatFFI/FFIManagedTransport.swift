@@ -37,62 +37,10 @@ struct FFICallback<Payload: FFIEncodable>: @unchecked Sendable {
     func end() { function(context, nil) }
 }
 
-/// What the app decides for a managed transport (the schema's `ManagedTransportContext`).
-struct ManagedTransportContextFFI: Sendable {
-    var relayURLs: [String]
-    var acknowledgementTimeoutSeconds: Int64?
-    var keepaliveIntervalMilliseconds: Int64?
-    var publishes: Bool?
-    var authenticatesOverCleartext: Bool?
-    var allowsUnauthenticatedNoise: Bool?
-    var allowsPrivateAddresses: Bool?
-    var caFile: String?
-    var caPem: String?
-}
-
-/// One relay's phase and counters (the schema's `ManagedRelayStatus`).
-struct ManagedRelayStatusFFI: Sendable {
-    var relayURL: String
-    var phase: RelayPhase
-    var delayMilliseconds: Int64?
-    var accepted: Int
-    var rejected: Int
-    var retried: Int
-    var reconnects: Int
-    var eventsReceived: Int
-    var duplicatesSkipped: Int
-    var meanLatencyMilliseconds: Int64?
-
-    init(_ status: SoftchatClient.ManagedRelayStatus) {
-        relayURL = status.relayURL
-        (phase, delayMilliseconds) = RelayPhase.of(status.state)
-        accepted = status.statistics.accepted
-        rejected = status.statistics.rejected
-        retried = status.statistics.retried
-        reconnects = status.statistics.reconnects
-        eventsReceived = status.statistics.eventsReceived
-        duplicatesSkipped = status.statistics.duplicatesSkipped
-        meanLatencyMilliseconds = status.statistics.meanLatencyMilliseconds
-    }
-}
-
 /// The schema's `IntentStateCount` (only inside `AccountCheckReport`, whose codec is hand-written).
 struct IntentStateCountFFI: Sendable {
     var state: DeliveryState
     var count: Int
-}
-
-extension RelayPhase {
-    static func of(_ state: RelayConnectionState) -> (RelayPhase, Int64?) {
-        switch state {
-        case .fetchingInformation: (.fetchingInformation, nil)
-        case .connecting: (.connecting, nil)
-        case .authenticating: (.authenticating, nil)
-        case .ready: (.ready, nil)
-        case .backingOff(let ms): (.backingOff, ms)
-        case .stopped: (.stopped, nil)
-        }
-    }
 }
 
 /// The `ManagedTransport` handle. Concurrent (no handle lock): every member is thread-safe, so
@@ -124,25 +72,10 @@ final class ManagedTransportHandle: Sendable {
     private let token: UInt64
 
     init(
-        account: SoftchatAccount, context: ManagedTransportContextFFI, identity: SoftchatIdentity?,
+        account: SoftchatAccount, context: ManagedTransportContext, identity: SoftchatIdentity?,
         states: FFICallback<ManagedTransportStateChange>?, events: FFICallback<ManagedTransportActivity>?
     ) throws(SoftchatError) {
-        var policy = ManagedTransportPolicy()
-        if let s = context.acknowledgementTimeoutSeconds {
-            guard s >= 1 else { throw .invalidRelaySession("startManagedTransport: acknowledgementTimeoutSeconds must be at least 1, not \(s)") }
-            policy.acknowledgementTimeoutSeconds = s
-        }
-        if let ms = context.keepaliveIntervalMilliseconds {
-            guard ms >= 1_000 else {
-                throw .invalidRelaySession("startManagedTransport: keepaliveIntervalMilliseconds must be at least 1,000, not \(ms)")
-            }
-            policy.keepaliveIntervalMilliseconds = ms
-        }
-        if let p = context.publishes { policy.publishes = p }
-        if let a = context.authenticatesOverCleartext { policy.authenticatesOverCleartext = a }
-        if let a = context.allowsUnauthenticatedNoise { policy.connection.allowsUnauthenticatedNoise = a }
-        if let a = context.allowsPrivateAddresses { policy.connection.allowsPrivateAddresses = a }
-        if context.caFile != nil || context.caPem != nil { policy.connection.tls = TLSOptions(caFile: context.caFile, caPEM: context.caPem) }
+        var policy = try ManagedTransportPolicy(context)
         self.states = states
         self.events = events
         let delivery = DispatchQueue(label: "softchat.ffi.delivery")
@@ -161,15 +94,11 @@ final class ManagedTransportHandle: Sendable {
         self.updates = updates
         // The host reads the callbacks, never `ManagedTransport.events`: nothing is kept there.
         policy.eventBufferLimit = 0
-        // Called on the I/O thread: translate, and queue for the host; never call it here.
+        // Called on the I/O thread: queue the report for the host; never call the host here.
         policy.observer = { event in
-            let update = Self.translate(event)
             guard !closed.isSet else { return }
-            switch update {
-            case .state(let change): if states != nil { updates.push(.state(change)) }
-            case .activity(let activity): if events != nil { updates.push(.activity(activity)) }
-            case .none: break
-            }
+            if states != nil, let change = event.stateChange { updates.push(.state(change)) }
+            if events != nil, let activity = event.activity { updates.push(.activity(activity)) }
         }
         for url in context.relayURLs { _ = try RelayURL(url) }  // invalid_relay_url, before anything starts
         do {
@@ -184,38 +113,7 @@ final class ManagedTransportHandle: Sendable {
         case activity(ManagedTransportActivity)
     }
 
-    static func translate(_ event: ManagedTransportEvent) -> Update? {
-        switch event {
-        case .state(let s):
-            switch s {
-            case .connecting: return .state(.overall(phase: .connecting, delayMilliseconds: nil, reason: nil))
-            case .authenticating: return .state(.overall(phase: .authenticating, delayMilliseconds: nil, reason: nil))
-            case .ready: return .state(.overall(phase: .ready, delayMilliseconds: nil, reason: nil))
-            case .backingOff(let ms): return .state(.overall(phase: .backingOff, delayMilliseconds: ms, reason: nil))
-            case .stopped(let reason): return .state(.overall(phase: .stopped, delayMilliseconds: nil, reason: reason))
-            }
-        case .relayState(let url, let state):
-            let (phase, delay) = RelayPhase.of(state)
-            return .state(.relay(relayURL: url, phase: phase, delayMilliseconds: delay))
-        case .delivery(let url, let intentID, let decision):
-            return .activity(.delivery(relayURL: url, intentID: intentID, decision: decision))
-        case .ingested(let url, let result):
-            return .activity(.ingested(relayURL: url, result: result))
-        case .synced(let url, let subscriptionID, let count, let outcome):
-            return .activity(
-                .synced(
-                    relayURL: url, subscriptionID: subscriptionID, events: count, incompleteSeconds: outcome.incompleteSeconds,
-                    skipped: outcome.skipped, liveFeedRefused: outcome.liveFeedRefused))
-        case .notice(let url, let text):
-            return .activity(.notice(relayURL: url, message: text))
-        case .connectionFailed(let url, let text):
-            return .activity(.connectionFailed(relayURL: url, message: text))
-        case .relayInformation:
-            return nil
-        }
-    }
-
-    func relays() -> [ManagedRelayStatusFFI] { transport.relays.map(ManagedRelayStatusFFI.init) }
+    func relays() -> [ManagedRelayStatus] { transport.relays }
 
     func dropConnection(relayURL: String?) { transport.dropConnection(relayURL: relayURL) }
 
@@ -250,7 +148,7 @@ final class ManagedTransportHandle: Sendable {
 
 extension SoftchatAccount {
     func startManagedTransport(
-        context: ManagedTransportContextFFI, identity: IdentityHandle?,
+        context: ManagedTransportContext, identity: IdentityHandle?,
         states: FFICallback<ManagedTransportStateChange>?,
         events: FFICallback<ManagedTransportActivity>?
     ) throws(SoftchatError) -> ManagedTransportHandle {

@@ -34,6 +34,14 @@ import Testing
         #expect(d.first!.description.contains(": error: "))
     }
 
+    @Test func swiftSurfaceOnAnObjectIsReported() throws {
+        let d = try diagnostics("demo.echo.json") {
+            $0.replacingFirst(
+                "{\"name\": \"Echoer\", \"kind\": \"object\",", with: "{\"name\": \"Echoer\", \"kind\": \"object\", \"swiftSurface\": true,")
+        }
+        expectDiagnostic(d, file: "demo.echo.json", line: 30, contains: "type \"Echoer\" is a object and cannot have \"swiftSurface\"")
+    }
+
     @Test func duplicateErrorCodeIsReported() throws {
         let d = try diagnostics("errors.json") { $0.replacingFirst("\"code\": \"echo_busy\"", with: "\"code\": \"invalid_echo\"") }
         expectDiagnostic(d, file: "errors.json", line: 4, contains: "duplicate error code \"invalid_echo\"")

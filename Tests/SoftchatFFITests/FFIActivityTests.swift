@@ -19,8 +19,8 @@ import Testing
         outcome.skipped = [
             SkippedEvents(reason: .oversized, count: 3, eventIDs: [big]), SkippedEvents(reason: .notServed, count: 1, eventIDs: [gone]),
         ]
-        let update = ManagedTransportHandle.translate(.synced(relayURL: "wss://r.example", subscriptionID: "notes", events: 42, outcome: outcome))
-        guard case .activity(let activity) = update,
+        let update = ManagedTransportEvent.synced(relayURL: "wss://r.example", subscriptionID: "notes", events: 42, outcome: outcome).activity
+        guard let activity = update,
             case .synced(let url, let subscription, let events, let seconds, let skipped, let refused) = activity
         else {
             Issue.record("expected a synced activity, got \(String(describing: update))")
@@ -37,9 +37,11 @@ import Testing
                     + #""]}]"#), "\(json)")
         // A live REQ the relay refused reaches every language too (issue 45, path 2).
         outcome.liveFeedRefused = "restricted: members only"
-        let refusedUpdate = ManagedTransportHandle.translate(
-            .synced(relayURL: "wss://r.example", subscriptionID: "notes", events: 1, outcome: outcome))
-        guard case .activity(let refusedActivity) = refusedUpdate else { return }
+        let refusedUpdate = ManagedTransportEvent.synced(relayURL: "wss://r.example", subscriptionID: "notes", events: 1, outcome: outcome).activity
+        guard let refusedActivity = refusedUpdate else {
+            Issue.record("expected a synced activity")
+            return
+        }
         #expect(refusedActivity.ffiJSON.jsonText.contains(#""liveFeedRefused":"restricted: members only""#), "\(refusedActivity.ffiJSON.jsonText)")
     }
 }

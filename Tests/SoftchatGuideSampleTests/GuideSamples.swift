@@ -69,8 +69,8 @@ extension GettingStartedSamples {
         }
         // Publishing is committing: an intent enqueued with account.outgoing.enqueueSigned wakes the
         // transport at once, and its decisions arrive as .delivery events.
-        for relay in transport.relays {  // a snapshot: state and counters per relay
-            print(relay.relayURL, relay.state, relay.statistics.accepted, relay.statistics.duplicatesSkipped)
+        for relay in transport.relays {  // a snapshot: phase and counters per relay, as every language sees it
+            print(relay.relayURL, relay.phase, relay.accepted, relay.duplicatesSkipped)
         }
         // … when the app goes away:
         await transport.stop()  // cancel every session, close every socket, release every lease

@@ -910,7 +910,8 @@ export class AccountOutgoing {
   enqueueSigned(operationId: string, events: VerifiedEvent[], relayUrls: string[], now: number): string[] { return JSON.parse(call("AccountOutgoing.enqueueSigned", () => native().softchat_account_outgoing_enqueue_signed(this.owner.handle, operationId, encode(events), encode(relayUrls), encode(now))) as string) as string[]; }
   /**
    * enqueueSigned() as a Promise, run on a worker thread so the event loop keeps running while it
-   * reads or writes SQLite.
+   * blocks. Stores the events and one pending intent per event and relay in one transaction,
+   * idempotent by operation id, and returns the intent ids.
    */
   async enqueueSignedAsync(operationId: string, events: VerifiedEvent[], relayUrls: string[], now: number): Promise<string[]> { return JSON.parse(await callAsync("AccountOutgoing.enqueueSigned", () => native().softchat_account_outgoing_enqueue_signed_async(this.owner.handle, operationId, encode(events), encode(relayUrls), encode(now))) as string) as string[]; }
 }
@@ -931,8 +932,9 @@ export class AccountDelivery {
    */
   claim(leaseId: string, relayUrl: string, now: number, max?: number): DeliveryClaimResult | null { return JSON.parse(call("AccountDelivery.claim", () => native().softchat_account_delivery_claim(this.owner.handle, leaseId, relayUrl, encode(now), encode((max ?? 256)))) as string) as DeliveryClaimResult | null; }
   /**
-   * claim() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * claim() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * Leases up to max pending or retryable intents for one relay, reclaiming expired leases, or
+   * returns null when there is no work.
    */
   async claimAsync(leaseId: string, relayUrl: string, now: number, max?: number): Promise<DeliveryClaimResult | null> { return JSON.parse(await callAsync("AccountDelivery.claim", () => native().softchat_account_delivery_claim_async(this.owner.handle, leaseId, relayUrl, encode(now), encode((max ?? 256)))) as string) as DeliveryClaimResult | null; }
 
@@ -940,7 +942,7 @@ export class AccountDelivery {
   markSocketWritten(claim: DeliveryClaim, intentIds: string[]): void { call("AccountDelivery.markSocketWritten", () => native().softchat_account_delivery_mark_socket_written(this.owner.handle, encode(claim), encode(intentIds))); }
   /**
    * markSocketWritten() as a Promise, run on a worker thread so the event loop keeps running while
-   * it reads or writes SQLite.
+   * it blocks. Moves claimed intents to inFlight after their frame was written to the socket.
    */
   async markSocketWrittenAsync(claim: DeliveryClaim, intentIds: string[]): Promise<void> { await callAsync("AccountDelivery.markSocketWritten", () => native().softchat_account_delivery_mark_socket_written_async(this.owner.handle, encode(claim), encode(intentIds))); }
 
@@ -951,15 +953,17 @@ export class AccountDelivery {
   applyResults(claim: DeliveryClaim, results: DeliveryResult[]): void { call("AccountDelivery.applyResults", () => native().softchat_account_delivery_apply_results(this.owner.handle, encode(claim), encode(results))); }
   /**
    * applyResults() as a Promise, run on a worker thread so the event loop keeps running while it
-   * reads or writes SQLite.
+   * blocks. Commits correlated relay decisions for claimed intents in one transaction, the only call
+   * that sets durable terminal state.
    */
   async applyResultsAsync(claim: DeliveryClaim, results: DeliveryResult[]): Promise<void> { await callAsync("AccountDelivery.applyResults", () => native().softchat_account_delivery_apply_results_async(this.owner.handle, encode(claim), encode(results))); }
 
   /** Returns a claim's unfinished intents to pending and ends its lease, for example after transport loss. */
   release(claim: DeliveryClaim): void { call("AccountDelivery.release", () => native().softchat_account_delivery_release(this.owner.handle, encode(claim))); }
   /**
-   * release() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * release() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * Returns a claim's unfinished intents to pending and ends its lease, for example after transport
+   * loss.
    */
   async releaseAsync(claim: DeliveryClaim): Promise<void> { await callAsync("AccountDelivery.release", () => native().softchat_account_delivery_release_async(this.owner.handle, encode(claim))); }
 
@@ -969,8 +973,9 @@ export class AccountDelivery {
    */
   intents(operationId: string): PublishIntentStatus[] { return JSON.parse(call("AccountDelivery.intents", () => native().softchat_account_delivery_intents(this.owner.handle, operationId)) as string) as PublishIntentStatus[]; }
   /**
-   * intents() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * intents() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * The intents of one publish operation, in publish order (then by relay): each event's delivery
+   * state on each relay.
    */
   async intentsAsync(operationId: string): Promise<PublishIntentStatus[]> { return JSON.parse(await callAsync("AccountDelivery.intents", () => native().softchat_account_delivery_intents_async(this.owner.handle, operationId)) as string) as PublishIntentStatus[]; }
 }
@@ -1003,8 +1008,9 @@ export class SoftchatAccount {
    */
   static open(path: string): SoftchatAccount { return wrap(SoftchatAccount, call("SoftchatAccount.open", () => native().softchat_account_open(path))); }
   /**
-   * open() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * open() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * Opens or creates the account database at path and migrates it, so every commit is durable when
+   * it returns.
    */
   static async openAsync(path: string): Promise<SoftchatAccount> { return wrap(SoftchatAccount, await callAsync("SoftchatAccount.open", () => native().softchat_account_open_async(path))); }
 
@@ -1019,7 +1025,8 @@ export class SoftchatAccount {
   setSubscription(id: string, filtersJson: string[], relayUrl?: string | null): void { call("SoftchatAccount.setSubscription", () => native().softchat_account_set_subscription(this.handle, id, encode(filtersJson), encode((relayUrl ?? null)))); }
   /**
    * setSubscription() as a Promise, run on a worker thread so the event loop keeps running while it
-   * reads or writes SQLite.
+   * blocks. Records (or replaces) a subscription in the account's policy, for one relay or (relayUrl
+   * null) every relay; a running managed transport subscribes to it on its next connection.
    */
   async setSubscriptionAsync(id: string, filtersJson: string[], relayUrl?: string | null): Promise<void> { await callAsync("SoftchatAccount.setSubscription", () => native().softchat_account_set_subscription_async(this.handle, id, encode(filtersJson), encode((relayUrl ?? null)))); }
 
@@ -1027,7 +1034,7 @@ export class SoftchatAccount {
   removeSubscription(id: string): void { call("SoftchatAccount.removeSubscription", () => native().softchat_account_remove_subscription(this.handle, id)); }
   /**
    * removeSubscription() as a Promise, run on a worker thread so the event loop keeps running while
-   * it reads or writes SQLite.
+   * it blocks. Removes a subscription from the policy (nothing when it is not there).
    */
   async removeSubscriptionAsync(id: string): Promise<void> { await callAsync("SoftchatAccount.removeSubscription", () => native().softchat_account_remove_subscription_async(this.handle, id)); }
 
@@ -1035,7 +1042,8 @@ export class SoftchatAccount {
   subscriptions(relayUrl?: string | null): SubscriptionPolicyEntry[] { return JSON.parse(call("SoftchatAccount.subscriptions", () => native().softchat_account_subscriptions(this.handle, encode((relayUrl ?? null)))) as string) as SubscriptionPolicyEntry[]; }
   /**
    * subscriptions() as a Promise, run on a worker thread so the event loop keeps running while it
-   * reads or writes SQLite.
+   * blocks. The subscription policy, by id: every entry, or (relayUrl given) those that apply to
+   * that relay.
    */
   async subscriptionsAsync(relayUrl?: string | null): Promise<SubscriptionPolicyEntry[]> { return JSON.parse(await callAsync("SoftchatAccount.subscriptions", () => native().softchat_account_subscriptions_async(this.handle, encode((relayUrl ?? null)))) as string) as SubscriptionPolicyEntry[]; }
 
@@ -1049,15 +1057,16 @@ export class SoftchatAccount {
   queryEvents(filtersJson: string[], limit: number, now: number, before?: EventCursor | null): EventPage { return decodeEventPage(JSON.parse(call("SoftchatAccount.queryEvents", () => native().softchat_account_query_events(this.handle, encode(filtersJson), encode(limit), encode(now), encode((before ?? null)))) as string)); }
   /**
    * queryEvents() as a Promise, run on a worker thread so the event loop keeps running while it
-   * reads or writes SQLite.
+   * blocks. A page of the stored events matching any of the filters (a conversation's history),
+   * newest first with ties by lowest id: at most limit (1 to 1,000) events strictly after before.
    */
   async queryEventsAsync(filtersJson: string[], limit: number, now: number, before?: EventCursor | null): Promise<EventPage> { return decodeEventPage(JSON.parse(await callAsync("SoftchatAccount.queryEvents", () => native().softchat_account_query_events_async(this.handle, encode(filtersJson), encode(limit), encode(now), encode((before ?? null)))) as string)); }
 
   /** Checks the database and the account's invariants (read-only) and reports what it holds. */
   check(now: number): AccountCheckReport { return JSON.parse(call("SoftchatAccount.check", () => native().softchat_account_check(this.handle, encode(now))) as string) as AccountCheckReport; }
   /**
-   * check() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * check() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * Checks the database and the account's invariants (read-only) and reports what it holds.
    */
   async checkAsync(now: number): Promise<AccountCheckReport> { return JSON.parse(await callAsync("SoftchatAccount.check", () => native().softchat_account_check_async(this.handle, encode(now))) as string) as AccountCheckReport; }
 
@@ -1075,7 +1084,8 @@ export class SoftchatAccount {
   }
   /**
    * startManagedTransport() as a Promise, run on a worker thread so the event loop keeps running
-   * while it reads SQLite.
+   * while it blocks. Starts the managed transport: one native I/O thread keeps this account in sync
+   * with context.
    */
   async startManagedTransportAsync(context: ManagedTransportContext, identity?: SoftchatIdentity | null): Promise<ManagedTransport> {
     const states = new UpdateChannel<ManagedTransportStateChange>((v) => decodeManagedTransportStateChange(v));
@@ -1145,8 +1155,9 @@ export class AccountIncoming {
    */
   ingest(events: VerifiedEvent[], receivedAt: number): IngestionOutcome { return JSON.parse(call("AccountIncoming.ingest", () => native().softchat_account_incoming_ingest(this.owner.handle, encode(events), encode(receivedAt))) as string) as IngestionOutcome; }
   /**
-   * ingest() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * ingest() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * Commits received events in one durable transaction and returns a receipt that names every event
+   * exactly once.
    */
   async ingestAsync(events: VerifiedEvent[], receivedAt: number): Promise<IngestionOutcome> { return JSON.parse(await callAsync("AccountIncoming.ingest", () => native().softchat_account_incoming_ingest_async(this.owner.handle, encode(events), encode(receivedAt))) as string) as IngestionOutcome; }
 }
@@ -1282,8 +1293,9 @@ export class AccountMessages {
    */
   unlock(identity: SoftchatIdentity, now: number): number { return JSON.parse(call("AccountMessages.unlock", () => native().softchat_account_messages_unlock(this.owner.handle, identity.handle, encode(now))) as string) as number; }
   /**
-   * unlock() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * unlock() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * Unwraps for this identity from now on, and unwraps every stored wrap addressed to it that has no
+   * outcome yet; returns how many became messages.
    */
   async unlockAsync(identity: SoftchatIdentity, now: number): Promise<number> { return JSON.parse(await callAsync("AccountMessages.unlock", () => native().softchat_account_messages_unlock_async(this.owner.handle, identity.handle, encode(now))) as string) as number; }
 
@@ -1298,7 +1310,9 @@ export class AccountMessages {
   watchInboxLists(publicKeys: string[]): void { call("AccountMessages.watchInboxLists", () => native().softchat_account_messages_watch_inbox_lists(this.owner.handle, encode(publicKeys))); }
   /**
    * watchInboxLists() as a Promise, run on a worker thread so the event loop keeps running while it
-   * reads or writes SQLite.
+   * blocks. Keeps the kind-10050 inbox lists of these keys synced: they join the authors of the
+   * nip17-inbox-lists subscription in the account's policy (a running managed transport subscribes
+   * on its next connection).
    */
   async watchInboxListsAsync(publicKeys: string[]): Promise<void> { await callAsync("AccountMessages.watchInboxLists", () => native().softchat_account_messages_watch_inbox_lists_async(this.owner.handle, encode(publicKeys))); }
 
@@ -1310,8 +1324,10 @@ export class AccountMessages {
    */
   send(to: string[], text: string, signer: SoftchatIdentity, now: number): SentPrivateMessage { return JSON.parse(call("AccountMessages.send", () => native().softchat_account_messages_send(this.owner.handle, encode(to), text, signer.handle, encode(now))) as string) as SentPrivateMessage; }
   /**
-   * send() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * send() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * Makes the kind-14 rumor, seals and gift-wraps it for every recipient and for the sender, and in
+   * one transaction stores the message in its room and commits each wrap as durable publish intents
+   * to its recipient's kind-10050 inbox relays.
    */
   async sendAsync(to: string[], text: string, signer: SoftchatIdentity, now: number): Promise<SentPrivateMessage> { return JSON.parse(await callAsync("AccountMessages.send", () => native().softchat_account_messages_send_async(this.owner.handle, encode(to), text, signer.handle, encode(now))) as string) as SentPrivateMessage; }
 
@@ -1321,8 +1337,9 @@ export class AccountMessages {
    */
   rooms(ownerKey: string, now: number, limit: number): PrivateRoom[] { return JSON.parse(call("AccountMessages.rooms", () => native().softchat_account_messages_rooms(this.owner.handle, ownerKey, encode(now), encode(limit))) as string) as PrivateRoom[]; }
   /**
-   * rooms() as a Promise, run on a worker thread so the event loop keeps running while it reads or
-   * writes SQLite.
+   * rooms() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * The rooms of ownerKey, the one with the newest message first, each with its newest shown message
+   * and counts (limit 1 to 1,000).
    */
   async roomsAsync(ownerKey: string, now: number, limit: number): Promise<PrivateRoom[]> { return JSON.parse(await callAsync("AccountMessages.rooms", () => native().softchat_account_messages_rooms_async(this.owner.handle, ownerKey, encode(now), encode(limit))) as string) as PrivateRoom[]; }
 
@@ -1332,16 +1349,17 @@ export class AccountMessages {
    */
   messages(ownerKey: string, members: string[], now: number, limit: number, before?: PrivateMessageCursor | null): PrivateMessage[] { return JSON.parse(call("AccountMessages.messages", () => native().softchat_account_messages_messages(this.owner.handle, ownerKey, encode(members), encode(now), encode(limit), encode((before ?? null)))) as string) as PrivateMessage[]; }
   /**
-   * messages() as a Promise, run on a worker thread so the event loop keeps running while it reads
-   * or writes SQLite.
+   * messages() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * A page of one room's messages, newest first: at most limit (1 to 1,000) strictly after before;
+   * expired (as of now) messages are not shown.
    */
   async messagesAsync(ownerKey: string, members: string[], now: number, limit: number, before?: PrivateMessageCursor | null): Promise<PrivateMessage[]> { return JSON.parse(await callAsync("AccountMessages.messages", () => native().softchat_account_messages_messages_async(this.owner.handle, ownerKey, encode(members), encode(now), encode(limit), encode((before ?? null)))) as string) as PrivateMessage[]; }
 
   /** Marks a room read: its unread count goes to 0. */
   markRead(ownerKey: string, members: string[]): void { call("AccountMessages.markRead", () => native().softchat_account_messages_mark_read(this.owner.handle, ownerKey, encode(members))); }
   /**
-   * markRead() as a Promise, run on a worker thread so the event loop keeps running while it reads
-   * or writes SQLite.
+   * markRead() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * Marks a room read: its unread count goes to 0.
    */
   async markReadAsync(ownerKey: string, members: string[]): Promise<void> { await callAsync("AccountMessages.markRead", () => native().softchat_account_messages_mark_read_async(this.owner.handle, ownerKey, encode(members))); }
 
@@ -1352,7 +1370,8 @@ export class AccountMessages {
   inboxRelays(publicKey: string): string[] { return JSON.parse(call("AccountMessages.inboxRelays", () => native().softchat_account_messages_inbox_relays(this.owner.handle, publicKey)) as string) as string[]; }
   /**
    * inboxRelays() as a Promise, run on a worker thread so the event loop keeps running while it
-   * reads or writes SQLite.
+   * blocks. The usable relay URLs of a key's newest stored kind-10050 inbox list, in order; empty
+   * when none is stored.
    */
   async inboxRelaysAsync(publicKey: string): Promise<string[]> { return JSON.parse(await callAsync("AccountMessages.inboxRelays", () => native().softchat_account_messages_inbox_relays_async(this.owner.handle, publicKey)) as string) as string[]; }
 
@@ -1360,7 +1379,7 @@ export class AccountMessages {
   failedWraps(ownerKey: string): FailedWrap[] { return JSON.parse(call("AccountMessages.failedWraps", () => native().softchat_account_messages_failed_wraps(this.owner.handle, ownerKey)) as string) as FailedWrap[]; }
   /**
    * failedWraps() as a Promise, run on a worker thread so the event loop keeps running while it
-   * reads or writes SQLite.
+   * blocks. The wraps addressed to ownerKey that did not unwrap, with their reasons.
    */
   async failedWrapsAsync(ownerKey: string): Promise<FailedWrap[]> { return JSON.parse(await callAsync("AccountMessages.failedWraps", () => native().softchat_account_messages_failed_wraps_async(this.owner.handle, ownerKey)) as string) as FailedWrap[]; }
 }
@@ -1684,7 +1703,10 @@ export class ManagedTransport {
 
   /** stop(), for use/Closeable and explicit resource management. */
   close(): void { call("ManagedTransport.close", () => native().softchat_managed_transport_close(this.handle)); }
-  /** close() as a Promise, run on a worker thread so the event loop keeps running while it waits. */
+  /**
+   * close() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
+   * stop(), for use/Closeable and explicit resource management.
+   */
   async closeAsync(): Promise<void> { await callAsync("ManagedTransport.close", () => native().softchat_managed_transport_close_async(this.handle)); }
 }
 

@@ -27,25 +27,29 @@ package enum VerificationSeal {
         Hex.encode(mac(id: event.id, sig: event.sig))
     }
 
-    /// The event in `object` (NIP-01 fields, plus an optional `proof`), and whether its proof
-    /// spared the signature check.
+    /// The event in `object`, as a binding hands it back (NIP-01 fields, `createdAt` allowed
+    /// for `created_at` and equal to it when both come, plus an optional `proof`), read in one
+    /// pass, and whether its proof spared the signature check.
     ///
     /// - Parameter object: An event object; `proof`, when present, must be a string or null.
     /// - Returns: The verified event, and `true` when it came back with this process's seal.
     /// - Throws: ``SoftchatError`` with code `invalid_relay_frame` when the object is not a
     ///   well-formed event, or its id or (unsealed) signature does not verify.
     package static func open(_ object: JSONObject) throws(SoftchatError) -> (event: VerifiedEvent, sealed: Bool) {
+        let camel = object["createdAt"]
+        if let camel, let snake = object["created_at"], camel != snake {
+            throw .invalidRelayFrame("event: createdAt \(camel.jsonText) and created_at \(snake.jsonText) differ")
+        }
         var fields = JSONObject()
         var proof: String?
         for member in object {
-            if member.key == "proof" {
-                switch member.value {
-                case .string(let text): proof = text
-                case .null: break
-                default: throw .invalidRelayFrame("event: proof must be a string or null")
-                }
-            } else {
-                fields.append(member.key, member.value)
+            switch (member.key, member.value) {
+            case ("proof", .string(let text)): proof = text
+            case ("proof", .null): break
+            case ("proof", _): throw .invalidRelayFrame("event: proof must be a string or null")
+            case ("created_at", _) where camel != nil: break
+            case ("createdAt", let value): fields.append("created_at", value)
+            default: fields.append(member.key, member.value)
             }
         }
         let event = try UnverifiedEvent(json: .object(fields))

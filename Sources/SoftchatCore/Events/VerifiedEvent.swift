@@ -81,15 +81,10 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// An event whose signature this process verified before it left through a binding
-    /// (``VerificationSeal/open(_:)`` found its seal): the id is re-hashed, which binds every
-    /// field, and the signature is not checked again.
+    /// (``VerificationSeal/open(_:proof:)`` found its seal): the id is re-hashed, which binds
+    /// every field, and the signature is not checked again.
     package init(sealedEvent e: UnverifiedEvent) throws(SoftchatError) {
-        do throws(EventIssue) {
-            try EventVerifier.checkID(e)
-        } catch {
-            throw .invalidRelayFrame("event \(e.id): \(error.message)")
-        }
-        self.init(e)
+        try self.init(idChecked: e) { problem throws(SoftchatError) in throw .invalidRelayFrame("event \(e.id): \(problem)") }
     }
 
     /// Re-reads an event that was verified before it was stored by Softchat's own account:
@@ -97,10 +92,18 @@ public struct VerifiedEvent: Sendable, Hashable, CustomStringConvertible {
     /// event arrived — is not checked again. Never use this for text from a socket.
     package init(storedJSON text: String) throws(SoftchatError) {
         let e = try UnverifiedEvent(text: text)
+        try self.init(idChecked: e) { problem throws(SoftchatError) in
+            throw .invalidPersistenceResult("stored event \(e.id): \(problem)", operation: .relayIngestion)
+        }
+    }
+
+    /// An event whose signature was checked before (by this process, or before it was stored):
+    /// its id is re-hashed, and `refuse` throws the caller's error when it does not match.
+    private init(idChecked e: UnverifiedEvent, refuse: (String) throws(SoftchatError) -> Never) throws(SoftchatError) {
         do throws(EventIssue) {
             try EventVerifier.checkID(e)
         } catch {
-            throw .invalidPersistenceResult("stored event \(e.id): \(error.message)", operation: .relayIngestion)
+            try refuse(error.message)
         }
         self.init(e)
     }

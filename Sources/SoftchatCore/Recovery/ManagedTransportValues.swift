@@ -1,85 +1,13 @@
-/// The value types of the managed transport as the C ABI and the facades see it (Schema/
-/// relay.recovery.json). The unions that carry them (`ManagedTransportStateChange`,
-/// `ManagedTransportActivity`) are generated from the schema into this module; these enums
-/// are their tags and fields, spelled as the schema declares them.
+/// What the core adds to the managed transport's values. The values themselves — the context an
+/// app gives (`ManagedTransportContext`), the phases (`RelayPhase`), the report kinds, the
+/// relay status and what a sync left out (`SkipReason`, `SkippedEvents`) — are declared once in
+/// Schema/relay.recovery.json and generated into this module (`"swiftSurface": true`), so the
+/// engine reads and writes the very types every binding renders.
 
-/// Where one relay connection (or the transport as a whole) is in its lifecycle.
-public enum RelayPhase: String, Sendable, Hashable, CaseIterable {
-    /// Fetching the relay's NIP-11 document.
-    case fetchingInformation
-    /// Opening the connection (TCP, TLS or Noise, then WebSocket).
-    case connecting
-    /// Answering the relay's NIP-42 challenge.
-    case authenticating
-    /// Connected; subscriptions are live and intents are delivered.
-    case ready
-    /// Waiting to reconnect (`delayMilliseconds` says how long).
-    case backingOff
-    /// Stopped by the host; nothing more happens.
-    case stopped
-}
-
-/// The tag of `ManagedTransportStateChange`.
-public enum ManagedTransportStateChangeKind: String, Sendable, Hashable, CaseIterable {
-    /// The transport as a whole, as advanced as its least advanced relay (ready once every relay is).
-    case overall
-    /// One relay's connection.
-    case relay
-}
-
-/// The tag of `ManagedTransportActivity`.
-public enum ManagedTransportActivityKind: String, Sendable, Hashable, CaseIterable {
-    /// A relay's decision on one intent, committed to the account.
-    case delivery
-    /// Events from a relay, committed to the account.
-    case ingested
-    /// A subscription's whole window on a relay is in the account, and its cursor moved (what it
-    /// left out, and why, in `skipped`).
-    case synced
-    /// A relay's NOTICE.
-    case notice
-    /// A connection attempt or an open connection failed; it is retried on the backoff schedule.
-    case connectionFailed
-}
-
-/// Why a sync left an event out of the account (`SkippedEvents.reason`).
-public enum SkipReason: String, Sendable, Hashable, CaseIterable {
-    /// The relay's message carrying it was over our frame bound (`RelayWireContract.maxFrameBytes`):
-    /// skipped unread, since no account can hold it. A relay that speaks NIP-77 is not asked for
-    /// it by id again by the same transport.
-    case oversized
-    /// NIP-77 reconciliation listed it on the relay, but the relay sent nothing when asked for it
-    /// by id (deleted, expired or withheld since).
-    case notServed
-}
-
-/// What one subscription's window on a relay left out of the account for one reason: how many
-/// events, and which (as far as their ids are known), at most `maxListedIDs` of them.
-public struct SkippedEvents: Sendable, Hashable {
+extension SkippedEvents {
     /// The most ids one entry lists: a relay that sends 10,000 oversized events must not make a
     /// report of 640 KB.
     public static let maxListedIDs = 64
-
-    /// Why these events were skipped.
-    public var reason: SkipReason
-    /// How many events were skipped for this reason, those whose id could not be read included.
-    public var count: Int
-    /// The ids of the first of them (at most ``maxListedIDs``), 64 lowercase hex characters
-    /// each, in the order they were skipped; an event whose id could not be read is counted, not
-    /// listed.
-    public var eventIDs: [String]
-
-    /// Creates an entry.
-    ///
-    /// - Parameters:
-    ///   - reason: Why the events were skipped.
-    ///   - count: How many were skipped.
-    ///   - eventIDs: The ids of the first of them, at most ``maxListedIDs``.
-    public init(reason: SkipReason, count: Int, eventIDs: [String]) {
-        self.reason = reason
-        self.count = count
-        self.eventIDs = eventIDs
-    }
 
     /// Counts one more event skipped for `reason` in `list` (one entry per reason, in
     /// `SkipReason.allCases` order): its id is listed while the entry has room; an id already

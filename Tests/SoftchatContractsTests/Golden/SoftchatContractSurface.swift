@@ -283,6 +283,40 @@ public enum SoftchatContractCatalog {
     }
 }
 
+/// How loud.
+///
+/// Declared in Schema/demo.echo.json as an enum.
+public enum EchoKind: String, Sendable, Hashable, CaseIterable {
+    /// Softly.
+    case quiet
+    /// Slowly.
+    case rateLimited = "rate-limited"
+}
+
+/// One echo.
+///
+/// Declared in Schema/demo.echo.json as a record.
+public struct Echo: Sendable, Hashable {
+    /// Its loudness.
+    public var kind: EchoKind
+    /// The text.
+    public var text: String
+    /// Replies.
+    public var replyIDs: [String]?
+
+    /// Creates a value from its fields.
+    ///
+    /// - Parameters:
+    ///   - kind: Its loudness.
+    ///   - text: The text.
+    ///   - replyIDs: Replies.
+    public init(kind: EchoKind, text: String, replyIDs: [String]? = nil) {
+        self.kind = kind
+        self.text = text
+        self.replyIDs = replyIDs
+    }
+}
+
 /// What an echoer reports.
 ///
 /// Declared in Schema/demo.echo.json as a union.
