@@ -606,8 +606,11 @@ public struct KotlinRenderer {
             let fields = t.fields.map { f in
                 "val \(ident(f.name)): \(typeName(f.type))" + (f.type.nonOptional != f.type ? " = null" : "")
             }.joined(separator: ",\n    ")
+            // A proof type's constructor is the library's: code outside it gets one only from
+            // the library (copy() with altered fields is verified in full when handed back).
+            let constructor = t.sealed ? " internal constructor" : ""
             if let nested {
-                w.line("data class \(t.name)(\n    \(fields)\n) {")
+                w.line("data class \(t.name)\(constructor)(\n    \(fields)\n) {")
                 w.line("    /** Kinds of \(t.name). */")
                 var inner = SourceWriter()
                 renderEnum(nested, name: "Kind", &inner)
@@ -616,7 +619,7 @@ public struct KotlinRenderer {
                 }
                 w.line("}")
             } else {
-                w.line("data class \(t.name)(\n    \(fields)\n)")
+                w.line("data class \(t.name)\(constructor)(\n    \(fields)\n)")
             }
         case .object:
             let closeable = t.methods.contains { $0.name == "close" && $0.params.isEmpty && $0.returns == nil }

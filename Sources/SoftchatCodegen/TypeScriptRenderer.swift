@@ -240,6 +240,11 @@ public struct TypeScriptRenderer {
         w.line("// names; handle classes free their native handle when collected; errors are SoftchatError.")
         w.line()
         w.line("import { call, callAsync, encode, native, setHandle, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from \"./native.js\";")
+        if set.allTypes.contains(where: \.sealed) {
+            w.line()
+            w.doc("The brand of the proof types (the schema's sealed records): a type, never a value at run time.")
+            w.line("export declare const sealedBrand: unique symbol;")
+        }
         let inputOnly = inputOnlyRecords
         for t in set.allTypes {
             w.line()
@@ -257,6 +262,12 @@ public struct TypeScriptRenderer {
                         w.doc(f.doc)
                         let optional = (omittable || (t.sealed && f.name == TypeDecl.proofField.name)) && f.type.nonOptional != f.type ? "?" : ""
                         w.line("readonly \(f.name)\(optional): \(typeName(f.type));")
+                        if t.sealed && f.name == TypeDecl.proofField.name {
+                            w.doc(
+                                "Marks a proof type: only the library's decoders make one, so an object literal is not a \(t.name) without a cast (and a cast one is verified in full when handed back)."
+                            )
+                            w.line("readonly [sealedBrand]: true;")
+                        }
                         if f.name == "createdAt" && isNostrEvent(t) {
                             w.doc(
                                 "NIP-01's name for createdAt, set on every event the library returns (other Nostr libraries read it); either name is accepted."

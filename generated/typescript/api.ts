@@ -7,6 +7,9 @@
 
 import { call, callAsync, encode, native, setHandle, wrap, wrapStreams, wrapView, UpdateChannel, type Handle } from "./native.js";
 
+/** The brand of the proof types (the schema's sealed records): a type, never a value at run time. */
+export declare const sealedBrand: unique symbol;
+
 /**
  * A Nostr event id: the NIP-01 SHA-256 hash as 64 lowercase hex characters (hex in Kotlin; a plain
  * string in Swift and TypeScript).
@@ -49,6 +52,11 @@ export interface VerifiedEvent {
    * process is verified in full.
    */
   readonly proof?: string | null;
+  /**
+   * Marks a proof type: only the library's decoders make one, so an object literal is not a
+   * VerifiedEvent without a cast (and a cast one is verified in full when handed back).
+   */
+  readonly [sealedBrand]: true;
 }
 
 /**

@@ -42,7 +42,7 @@ class PublicKey(val hex: String) {
  * A Nostr event whose id hash and BIP-340 signature have been verified, so every other API can
  * trust its content.
  */
-data class VerifiedEvent(
+data class VerifiedEvent internal constructor(
     val id: EventId,
     val pubkey: PublicKey,
     val createdAt: Long,
