@@ -50,6 +50,9 @@ enum BenchCommand {
                      to it (goal 100 ms) [--wraps N] [--wraps-file FILE] [--relay URL]
                      [--write-wraps FILE: write N wraps and stop] (scripts/bench/bench-dm adds
                      rust-nostr's unwrap rate on the same wraps)
+          observe    live queries: ingest with 1,000 open observations beside none; commit to
+                     change delivered (p50, p99) for one observer and one of 1,000; memory per
+                     observation; a reader that never reads (what waits, and its reload)
         --small FILE / --large FILE measure these JSON-lines corpora in `events` instead of the
         generated ones (scripts/bench/bench-peers uses the peers kit's files); --small-only measures
         parse+verify of the small corpus alone (scripts/bench/bench-wasm's native figure: the
@@ -83,7 +86,7 @@ enum BenchCommand {
             guard CorpusFiles.write(wraps.map(\.jsonText), to: out) else { throw RuntimeFailure(code: "io", message: "cannot write \(out)") }
             return .success
         }
-        let all = ["events", "wire", "session", "account", "scale", "transport", "managed", "cli", "memory", "negentropy", "dm"]
+        let all = ["events", "wire", "session", "account", "scale", "transport", "managed", "cli", "memory", "negentropy", "dm", "observe"]
         guard all.contains(which) || which == "all", parsed.positional.count <= 1 else {
             throw UsageError("unknown benchmark \"\(which)\" (\(all.joined(separator: ", ")), all)")
         }
@@ -142,6 +145,12 @@ enum BenchCommand {
                 options.wrapsFile = parsed.options["--wraps-file"]
                 options.relayURL = parsed.options["--relay"]
                 let figures = PrivateMessageBenchmarks.run(options, executable: ChildProcess.softchatExecutable, directory: path)
+                rmdir(path)
+                print(figures, json: parsed.has("--json"))
+                continue
+            case "observe":
+                let path = try temporaryDirectory()
+                let figures = ObserveBenchmarks.run(quick: quick, directory: path)
                 rmdir(path)
                 print(figures, json: parsed.has("--json"))
                 continue

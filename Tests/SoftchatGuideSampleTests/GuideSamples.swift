@@ -187,6 +187,26 @@ extension HostLoopSamples {
     }
 }
 
+extension LiveQueriesSamples {
+    /// docs/guides/live-queries.md:16, sample 1.
+    func sample1() async throws {
+        #sourceLocation(file:"docs/guides/live-queries.md",line:16)
+        let room = try RelayFilter.fromJSON(##"{"kinds":[1],"#p":["\##(friendPublicKeyHex)"]}"##)
+        let observation = try account.observe([room], limit: 100)
+        var rows: [VerifiedEvent] = []
+        for await update in observation {
+            switch update {
+            case .snapshot(let window), .reload(let window):
+                rows = window  // the whole window
+            case .changes(let changes):
+                EventWindowChange.apply(changes, to: &rows)  // or animate each insertion and removal
+            }
+            show(rows)
+        }
+        #sourceLocation()
+    }
+}
+
 extension PrivateMessagesSamples {
     /// docs/guides/private-messages.md:40, sample 1.
     func sample1() async throws {

@@ -41,6 +41,12 @@ final class PrivateMessagesSamples {
     let account = standInAccount()
 }
 
+final class LiveQueriesSamples {
+    let friendPublicKeyHex = SoftchatIdentity.generate().publicKeyHex
+    let account = standInAccount()
+    func show(_ rows: [VerifiedEvent]) {}
+}
+
 final class HostLoopSamples {
     let relayAcceptsEvents = true
     let relayURL = "wss://relay.example"

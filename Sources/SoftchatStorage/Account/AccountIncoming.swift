@@ -327,7 +327,10 @@ struct EventWriter {
                 "INSERT INTO events (id, pubkey, created_at, kind, d_tag, expires_at, deleted, received_at, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ).bind(values).run()
         }
-        return db.lastInsertRowID
+        let seq = db.lastInsertRowID
+        // The live queries take the event as written, not decoded again from its row.
+        db.rowLog?.noteInserted(seq, event)
+        return seq
     }
 
     /// NIP-09: a kind-5 request hides the referenced events (by `e` id or `a` address) of the

@@ -1,3 +1,4 @@
+import Dispatch
 public import SoftchatCore
 import Synchronization
 
@@ -179,6 +180,13 @@ final class AccountStore: Sendable {
     let policy: AccountPolicy
     private let writer: SerialConnection
     private let reader: SerialConnection
+    /// The account's live queries (``SoftchatAccount/observe(_:limit:clock:)``).
+    let live = LiveQueryHub()
+    /// The `events` rows the writer's current transaction touched; nil below schema 9, whose
+    /// `events` table has no rowid for SQLite's update hook to report.
+    private let rowLog: RowChangeLog?
+    /// Whether the timer that checks for other processes' commits and due times is running.
+    private let ticking = Atomic<Bool>(false)
     /// The thread running a write group (``group(_:_:)``), 0 when none: its writes join the
     /// group's transaction as savepoints instead of taking the writer's lock again.
     private let groupThread = Atomic<UInt>(0)
@@ -229,6 +237,7 @@ final class AccountStore: Sendable {
             let r = try SQLiteConnection(path: path, readOnly: true)
             try r.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
             try r.execute("PRAGMA cache_size = -\(max(1, policy.cacheMebibytes) * 1024)")
+            rowLog = EventLayout(version: version) == .byArrival ? w.watchEventRows() : nil
             writer = SerialConnection(w)
             reader = SerialConnection(r)
         } catch let error as SQLiteError {
@@ -332,9 +341,23 @@ final class AccountStore: Sendable {
         }
         let result: Result<R, SoftchatError> = writer.with { db in
             guard let db else { return .failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)) }
-            return Self.mapped(call) { try db.transaction(call) { try body(db) } }
+            let result = Self.mapped(call) { try db.transaction(call) { try body(db) } }
+            afterTransaction(db, committed: result.isSuccess)
+            return result
         }
         return try result.get()
+    }
+
+    /// After the writer's transaction: a commit's touched rows go to the live queries (under the
+    /// writer's lock still, so observers see commits in order and a sender's own message before
+    /// `send` returns); a rollback's are forgotten.
+    private func afterTransaction(_ db: SQLiteConnection, committed: Bool) {
+        guard let rowLog else { return }
+        if committed {
+            live.committed(db, rowLog)
+        } else {
+            _ = rowLog.take()
+        }
     }
 
     /// Runs `body` so that every write it makes on this thread is a savepoint of one
@@ -347,7 +370,7 @@ final class AccountStore: Sendable {
     func group<R>(_ call: String, _ body: () -> R) throws(SoftchatError) -> R {
         let result: Result<R, SoftchatError> = writer.with { db in
             guard let db else { return .failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)) }
-            return Self.mapped(call) {
+            let result = Self.mapped(call) {
                 try db.transaction(call) {
                     groupSlot.db = db
                     groupSlot.ended = nil
@@ -362,8 +385,80 @@ final class AccountStore: Sendable {
                     return result
                 }
             }
+            afterTransaction(db, committed: result.isSuccess)
+            return result
         }
         return try result.get()
+    }
+
+    /// Starts observing: under the writer's lock, so the window read here is the one every later
+    /// commit is applied to.
+    func observe(_ filters: [RelayFilter], limit: Int, clock: @escaping @Sendable () -> Int64) throws(SoftchatError) -> EventObservation {
+        let queue = UpdateQueue()
+        let made: Result<Int, SoftchatError> = writer.with { db in
+            guard let db else { return .failure(.invalidPersistenceResult("observe: the account is closed", operation: .relayIngestion)) }
+            guard let rowLog else {
+                return .failure(.invalidPersistenceResult("observe: this account's schema predates live queries", operation: .relayIngestion))
+            }
+            return Self.mapped("observe") {
+                rowLog.enabled = true
+                try live.baseline(db)
+                let now = clock()
+                var kinds: Set<Int>? = []
+                for f in filters {
+                    guard let k = f.kinds else {
+                        kinds = nil
+                        break
+                    }
+                    kinds?.formUnion(k.map { Int($0) })
+                }
+                let (window, futureWake) = try LiveQueryHub.read(db, filters, kinds: kinds, limit: limit, now: now)
+                let wakes = window.compactMap(\.expiresAt).filter { $0 > now } + (futureWake.map { [$0] } ?? [])
+                let entry = LiveQueryHub.Entry(
+                    filters: filters, limit: limit, kinds: kinds, keys: LiveQueryHub.IndexKey.keys(for: filters), clock: clock, queue: queue,
+                    window: window, seqs: Set(window.map(\.seq)),
+                    wakeAt: wakes.min())
+                queue.push(.snapshot(window.map(\.event)), window: [])
+                return live.add(entry)
+            }
+        }
+        let id = try made.get()
+        startTicking()
+        return EventObservation(id: id, hub: live, queue: queue)
+    }
+
+    /// One tick now (tests; the timer does the same every `pollMilliseconds`).
+    func tickLiveQueries() throws(SoftchatError) {
+        let result: Result<Void, SoftchatError> = writer.with { db in
+            guard let db else { return .failure(.invalidPersistenceResult("tick: the account is closed", operation: .relayIngestion)) }
+            return Self.mapped("tick") { try live.tick(db) }
+        }
+        try result.get()
+    }
+
+    /// Runs ``LiveQueryHub/tick(_:)`` every `pollMilliseconds` while any observation is open.
+    private func startTicking() {
+        guard !ticking.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        scheduleTick()
+    }
+
+    private func scheduleTick() {
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(LiveQueryHub.pollMilliseconds)) { [weak self] in
+            guard let self else { return }
+            if self.live.isEmpty.load(ordering: .acquiring) {
+                self.ticking.store(false, ordering: .releasing)
+                // An observation added since the check finds the flag cleared and starts its own.
+                guard !self.live.isEmpty.load(ordering: .acquiring), !self.ticking.exchange(true, ordering: .acquiringAndReleasing) else {
+                    return
+                }
+            }
+            let open: Bool = self.writer.with { db in
+                guard let db else { return false }
+                do { try self.live.tick(db) } catch { db.resetStatements() }
+                return true
+            }
+            if open { self.scheduleTick() } else { self.ticking.store(false, ordering: .releasing) }
+        }
     }
 
     /// `body`'s outcome with every failure as the `SoftchatError` the account reports.
@@ -401,5 +496,13 @@ final class AccountStore: Sendable {
             return Self.mapped(call) { try body(db) }
         }
         return try result.get()
+    }
+}
+
+extension Result {
+    /// Whether it is a success.
+    var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
     }
 }

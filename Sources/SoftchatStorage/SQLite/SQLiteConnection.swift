@@ -28,6 +28,17 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// SQLite's update hook for ``SQLiteConnection/watchEventRows()``: records each changed rowid of
+/// the `events` table in the connection's log.
+private let eventRowChanged: @convention(c) (UnsafeMutableRawPointer?, Int32, UnsafePointer<CChar>?, UnsafePointer<CChar>?, sqlite3_int64) -> Void = {
+    context, _, _, table, rowid in
+    guard let context, let table else { return }
+    // "events\0", compared without a C library call.
+    for (i, byte) in "events".utf8.enumerated() where UInt8(bitPattern: table[i]) != byte { return }
+    guard table[6] == 0 else { return }
+    Unmanaged<RowChangeLog>.fromOpaque(context).takeUnretainedValue().record(rowid)
+}
+
 /// One SQLite connection with cached prepared statements. Not thread-safe by itself: the
 /// account serializes every use (one writer connection, one reader connection).
 final class SQLiteConnection {
@@ -55,8 +66,23 @@ final class SQLiteConnection {
     }
 
     deinit {
+        if rowLog != nil { sqlite3_update_hook(handle, nil, nil) }
         cache.removeAll()
         sqlite3_close_v2(handle)
+    }
+
+    /// The rowids of the `events` rows this connection's statements insert, update or delete,
+    /// once ``watchEventRows()`` installed SQLite's update hook (the writer's live queries).
+    private(set) var rowLog: RowChangeLog?
+
+    /// Installs the update hook that fills ``rowLog`` (only for rowid tables; `events` is one
+    /// from schema 9 on).
+    func watchEventRows() -> RowChangeLog {
+        if let rowLog { return rowLog }
+        let log = RowChangeLog()
+        rowLog = log
+        sqlite3_update_hook(handle, eventRowChanged, Unmanaged.passUnretained(log).toOpaque())
+        return log
     }
 
     func error(_ rc: Int32, _ operation: String) -> SQLiteError {

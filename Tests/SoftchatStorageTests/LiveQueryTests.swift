@@ -1,0 +1,215 @@
+import Foundation
+import SoftchatCore
+import SoftchatTestSupport
+import Synchronization
+import Testing
+
+@_spi(Benchmarks) @testable import SoftchatStorage
+
+/// A clock the test moves.
+final class TestClock: Sendable {
+    let now = Mutex<Int64>(t0)
+    var read: @Sendable () -> Int64 { { [self] in now.withLock { $0 } } }
+    func advance(_ seconds: Int64) { now.withLock { $0 += seconds } }
+}
+
+/// Every update an observation has queued, applied to `window`; false when a change does not fit.
+func drain(_ observation: EventObservation, into window: inout [VerifiedEvent]) -> Bool {
+    while let update = observation.poll() {
+        switch update {
+        case .snapshot(let w), .reload(let w): window = w
+        case .changes(let changes): guard EventWindowChange.apply(changes, to: &window) else { return false }
+        }
+    }
+    return true
+}
+
+@Suite struct LiveQueryTests {
+    func filters(_ json: [String]) throws -> [RelayFilter] { try json.map { try RelayFilter.fromJSON($0) } }
+
+    @Test func aWindowStartsWithItsSnapshotAndAnIngestedEventArrivesAsOneInsertionBeforeIngestReturns() throws {
+        let t = try TestAccount()
+        let old = signed(content: "old", createdAt: t0 - 10)
+        _ = try t.account.incoming.ingest([old], receivedAt: t0)
+        let clock = TestClock()
+        let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]), limit: 10, clock: clock.read)
+        #expect(observation.poll() == .snapshot([old]))
+        let new = signed(content: "new", createdAt: t0)
+        _ = try t.account.incoming.ingest([new], receivedAt: t0)
+        #expect(observation.poll() == .changes([.inserted(new, at: 0)]))
+        #expect(observation.poll() == nil)
+        // An event the filters do not match changes nothing.
+        _ = try t.account.incoming.ingest([signed(kind: 7, createdAt: t0)], receivedAt: t0)
+        #expect(observation.poll() == nil)
+        #expect(observation.window == [new, old])
+    }
+
+    @Test func aDeletionRemovesTheEventAndAFullWindowRefillsFromBeyondIt() throws {
+        let t = try TestAccount()
+        let events = (0..<4).map { signed(content: "n\($0)", createdAt: t0 - Int64($0)) }
+        _ = try t.account.incoming.ingest(events, receivedAt: t0)
+        let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]), limit: 3, clock: TestClock().read)
+        var window: [VerifiedEvent] = []
+        #expect(drain(observation, into: &window))
+        #expect(window == Array(events.prefix(3)))
+        let deletion = signed(kind: 5, tags: [["e", events[1].id]], createdAt: t0)
+        _ = try t.account.incoming.ingest([deletion], receivedAt: t0)
+        #expect(drain(observation, into: &window))
+        #expect(window == [events[0], events[2], events[3]])
+        #expect(window == (try t.account.events(matching: try filters(["{\"kinds\":[1]}"]), limit: 3, now: t0)))
+    }
+
+    @Test func anExpiryLeavesTheWindowWhenItsTimeComes() throws {
+        let t = try TestAccount()
+        let clock = TestClock()
+        let fleeting = signed(tags: [["expiration", String(t0 + 5)]], content: "fleeting", createdAt: t0)
+        let lasting = signed(content: "lasting", createdAt: t0 - 1)
+        _ = try t.account.incoming.ingest([fleeting, lasting], receivedAt: t0)
+        let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]), clock: clock.read)
+        var window: [VerifiedEvent] = []
+        #expect(drain(observation, into: &window))
+        #expect(window == [fleeting, lasting])
+        clock.advance(10)
+        try t.account.store.tickLiveQueries()
+        #expect(observation.poll() == .changes([.removed(id: fleeting.id, at: 0)]))
+    }
+
+    @Test func aCommitByAnotherConnectionReachesTheWindowByItself() throws {
+        let t = try TestAccount()
+        let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]))
+        #expect(observation.poll() == .snapshot([]))
+        // A second account on the same file: another connection, as a second process has. No
+        // tick is called here: the account's own timer finds the commit (data_version).
+        let other = try SoftchatAccount.open(path: t.path)
+        defer { other.close() }
+        let event = signed(createdAt: Int64(time(nil)) - 5)
+        _ = try other.incoming.ingest([event], receivedAt: Int64(time(nil)))
+        var arrived: EventWindowUpdate?
+        for _ in 0..<250 where arrived == nil {
+            usleep(20_000)
+            arrived = observation.poll()
+        }
+        #expect(arrived == .changes([.inserted(event, at: 0)]))
+    }
+
+    @Test func aReaderThatNeverReadsHoldsABoundedBacklogAndThenGetsOneReloadEqualToAFreshRead() throws {
+        let t = try TestAccount()
+        let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]), limit: 50, clock: TestClock().read)
+        for batch in 0..<40 {
+            let events = (0..<25).map { i in signed(content: "b\(batch) e\(i)", createdAt: t0 - 10_000 + Int64(batch * 25 + i)) }
+            _ = try t.account.incoming.ingest(events, receivedAt: t0)
+        }
+        let queued = observation.queue.depth
+        // At most maxBacklog changes wait (each batch here is 50: 25 in, 25 pushed out), behind
+        // at most one reload.
+        #expect(queued.changes <= EventObservation.maxBacklog && queued.updates <= EventObservation.maxBacklog + 1, "\(queued)")
+        let fresh = try t.account.events(matching: try filters(["{\"kinds\":[1]}"]), limit: 50, now: t0)
+        guard case .reload(let window) = observation.poll() else {
+            Issue.record("expected a reload first")
+            return
+        }
+        var current = window
+        #expect(drain(observation, into: &current))
+        #expect(current == fresh)
+    }
+
+    @Test func cancellingEndsTheSequence() async throws {
+        let t = try TestAccount()
+        let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]))
+        var iterator = observation.makeAsyncIterator()
+        #expect(await iterator.next() == .snapshot([]))
+        observation.cancel()
+        #expect(await iterator.next() == nil)
+        _ = try t.account.incoming.ingest([signed()], receivedAt: t0)
+        #expect(observation.poll() == nil)
+    }
+
+    @Test(arguments: [(["{\"kinds\":[1]}"], 0), (["{\"kinds\":[1]}"], 501), (["{\"kinds\":[1],\"limit\":5}"], 10), ([], 10)])
+    func aWindowThatCannotBeKeptIsRefusedWithItsCode(_ json: [String], _ limit: Int) throws {
+        let t = try TestAccount()
+        let parsed = try filters(json)
+        do {
+            _ = try t.account.observe(parsed, limit: limit)
+            Issue.record("observe accepted \(json) with limit \(limit)")
+        } catch {
+            #expect(error.code == .invalidRelayFilter)
+        }
+    }
+
+    /// The oracle: random stores (plain, replaceable, addressable, expiring, future-dated),
+    /// NIP-09 deletions, time passing, and writes from a second connection; after every round each
+    /// observation's window, and the window its changes build from the previous one, equal a
+    /// fresh read.
+    @Test func everyWindowEqualsAFreshReadAfterEveryRoundOfRandomWrites() throws {
+        let t = try TestAccount()
+        let other = try SoftchatAccount.open(path: t.path)
+        defer { other.close() }
+        let clock = TestClock()
+        var rng = StorageRNG(seed: 48)
+        let keys = [StorageKeys.alice, StorageKeys.bob, StorageKeys.carol]
+        let windows: [([String], Int)] = [
+            (["{\"kinds\":[1]}"], 5), (["{\"kinds\":[1,7]}"], 20), (["{\"kinds\":[30023]}"], 3), (["{\"kinds\":[10002]}"], 10),
+            (["{\"#t\":[\"chat\"]}"], 4), (["{}"], 8), (["{\"authors\":[\"\(StorageKeys.bob.publicKeyHex)\"],\"kinds\":[1]}"], 6),
+            (["{\"kinds\":[1],\"#t\":[\"chat\"]}", "{\"kinds\":[30023]}"], 7),
+        ]
+        let observations = try windows.map { json, limit in
+            (try filters(json), limit, try t.account.observe(try filters(json), limit: limit, clock: clock.read))
+        }
+        var built = Array(repeating: [VerifiedEvent](), count: observations.count)
+        var stored: [VerifiedEvent] = []
+        var rounds = 0
+        var changesSeen = 0
+        for round in 0..<600 {
+            let writer = rng.next() % 4 == 0 ? other : t.account
+            let now = clock.read()
+            var advanced = false
+            switch rng.next() % 8 {
+            case 0:
+                clock.advance(Int64(1 + rng.next() % 30))
+                advanced = true
+            case 1 where !stored.isEmpty:
+                // A deletion by the target's author (another author's deletion is ignored).
+                let target = stored[Int(rng.next() % UInt64(stored.count))]
+                let author = keys.first { $0.publicKeyHex == target.pubkey }!
+                let tags =
+                    target.kind >= 30000
+                    ? [["a", "\(target.kind):\(target.pubkey):\(target.tags.first { $0.first == "d" }?[1] ?? "")"]] : [["e", target.id]]
+                _ = try writer.incoming.ingest([signed(author, kind: 5, tags: tags, createdAt: now)], receivedAt: now)
+            default:
+                var batch: [VerifiedEvent] = []
+                for i in 0..<Int(1 + rng.next() % 4) {
+                    let key = keys[Int(rng.next() % 3)]
+                    let kind = [1, 1, 7, 30023, 10002][Int(rng.next() % 5)]
+                    var tags: [[String]] = rng.next() % 2 == 0 ? [["t", "chat"]] : []
+                    if kind == 30023 { tags.append(["d", "doc\(rng.next() % 2)"]) }
+                    if rng.next() % 6 == 0 { tags.append(["expiration", String(now + Int64(rng.next() % 40))]) }
+                    let future = rng.next() % 12 == 0
+                    let createdAt = future ? now + 1_000 + Int64(rng.next() % 60) : now - Int64(rng.next() % 500)
+                    batch.append(signed(key, kind: kind, tags: tags, content: "r\(round) e\(i)", createdAt: createdAt))
+                }
+                _ = try writer.incoming.ingest(batch, receivedAt: now)
+                stored += batch
+            }
+            // Another connection's writes and time reach windows at the tick (every 200 ms; here
+            // when the round needs it, and at random besides).
+            if writer === other || advanced || rng.next() % 5 == 0 { try t.account.store.tickLiveQueries() }
+            let at = clock.read()
+            for (i, (f, limit, observation)) in observations.enumerated() {
+                let fresh = try t.account.events(matching: f, limit: limit, now: at)
+                let applied = drain(observation, into: &built[i])
+                #expect(applied, "round \(round), window \(i): a change did not fit")
+                #expect(built[i].map(\.id) == fresh.map(\.id), "round \(round), window \(i)")
+                #expect(observation.window.map(\.id) == fresh.map(\.id), "round \(round), window \(i)")
+            }
+            rounds += 1
+        }
+        // Finally, after a tick, every window equals a fresh read whoever wrote last.
+        try t.account.store.tickLiveQueries()
+        for (i, (f, limit, observation)) in observations.enumerated() {
+            #expect(drain(observation, into: &built[i]))
+            #expect(built[i] == (try t.account.events(matching: f, limit: limit, now: clock.read())), "window \(i) at the end")
+            changesSeen += built[i].count
+        }
+        #expect(rounds == 600 && changesSeen > 0)
+    }
+}
