@@ -180,6 +180,13 @@ public struct RelayFilter: Sendable, Hashable, CustomStringConvertible {
     /// - Returns: The changed filter.
     public func withUntil(_ value: Int64) -> RelayFilter { with("until", value) }
 
+    /// A copy with `limit` set (added at the end, or replaced in place): a live query's window
+    /// read, which needs no more than the window from each filter.
+    ///
+    /// - Parameter value: The most stored events to match; a negative value is written as 0.
+    /// - Returns: The changed filter.
+    public func withLimit(_ value: Int64) -> RelayFilter { with("limit", value) }
+
     private func with(_ key: String, _ value: Int64) -> RelayFilter {
         let value = max(0, value)
         var members = json.members

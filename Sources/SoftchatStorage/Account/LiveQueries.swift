@@ -584,7 +584,9 @@ final class LiveQueryHub: Sendable {
     static func read(_ db: SQLiteConnection, _ filters: [RelayFilter], kinds: Set<Int>?, limit: Int, now: Int64) throws -> (
         window: [WindowEvent], futureWake: Int64?
     ) {
-        let events = try SoftchatAccount.events(db, matching: filters, limit: limit, now: now)
+        // Each filter limited to the window: the newest `limit` of the union are among the newest
+        // `limit` of each, and the read stops there instead of decoding every match.
+        let events = try SoftchatAccount.events(db, matching: filters.map { $0.withLimit(Int64(limit)) }, limit: limit, now: now)
         let statement = try db.statement("SELECT seq, expires_at FROM events WHERE \(EventLayout.byArrival.idCondition)")
         let window = try events.map { e in
             _ = try statement.bind([.int(EventLayout.idKey(e.id)), .text(e.id)])
