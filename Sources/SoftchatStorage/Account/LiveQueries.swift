@@ -162,6 +162,14 @@ public final class EventObservation: AsyncSequence, Sendable {
         var changes = 0
         var waiter: CheckedContinuation<EventWindowUpdate?, Never>?
         var finished = false
+
+        /// The oldest waiting update, its changes no longer counted as waiting.
+        mutating func popFirst() -> EventWindowUpdate? {
+            guard !updates.isEmpty else { return nil }
+            let first = updates.removeFirst()
+            if case .changes(let list) = first { changes -= list.count }
+            return first
+        }
     }
     private let state = Mutex(State())
 
@@ -207,14 +215,7 @@ public final class EventObservation: AsyncSequence, Sendable {
         }
     }
 
-    func take() -> EventWindowUpdate? {
-        state.withLock { s in
-            guard !s.updates.isEmpty else { return nil }
-            let first = s.updates.removeFirst()
-            if case .changes(let list) = first { s.changes -= list.count }
-            return first
-        }
-    }
+    func take() -> EventWindowUpdate? { state.withLock { $0.popFirst() } }
 
     func finish() {
         let waiter = state.withLock { s in
@@ -230,11 +231,7 @@ public final class EventObservation: AsyncSequence, Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<EventWindowUpdate?, Never>) in
                 let now: EventWindowUpdate?? = state.withLock { s in
-                    if !s.updates.isEmpty {
-                        let first = s.updates.removeFirst()
-                        if case .changes(let list) = first { s.changes -= list.count }
-                        return .some(first)
-                    }
+                    if let first = s.popFirst() { return .some(first) }
                     if s.finished || Task.isCancelled { return .some(nil) }
                     s.waiter = c
                     return nil
