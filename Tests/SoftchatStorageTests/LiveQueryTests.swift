@@ -37,7 +37,7 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
 @Suite struct LiveQueryTests {
     func filters(_ json: [String]) throws -> [RelayFilter] { try json.map { try RelayFilter.fromJSON($0) } }
 
-    @Test func aWindowStartsWithItsSnapshotAndAnIngestedEventArrivesAsOneInsertionBeforeIngestReturns() throws {
+    @Test func aWindowStartsWithItsSnapshotAndAnIngestedEventArrivesAsOneInsertion() throws {
         let t = try TestAccount()
         let old = signed(content: "old", createdAt: t0 - 10)
         _ = try t.account.incoming.ingest([old], receivedAt: t0)
@@ -46,12 +46,64 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
         #expect(observation.poll() == .snapshot([old]))
         let new = signed(content: "new", createdAt: t0)
         _ = try t.account.incoming.ingest([new], receivedAt: t0)
+        // Ingestion hands its rows to the live-query worker and returns; the worker's change follows.
+        t.account.store.settleLiveQueries()
         #expect(observation.poll() == .changes([.inserted(new, at: 0)]))
         #expect(observation.poll() == nil)
         // An event the filters do not match changes nothing.
         _ = try t.account.incoming.ingest([signed(kind: 7, createdAt: t0)], receivedAt: t0)
+        t.account.store.settleLiveQueries()
         #expect(observation.poll() == nil)
         #expect(observation.window == [new, old])
+    }
+
+    /// The app's own writes wait for the worker: a message sent is in its window when the call
+    /// returns, with nothing settled by the test.
+    @Test func aSentEventIsInItsWindowWhenTheSendReturns() throws {
+        let t = try TestAccount()
+        let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]), limit: 10, clock: TestClock().read)
+        #expect(observation.poll() == .snapshot([]))
+        var sent: [VerifiedEvent] = []
+        for i in 0..<20 {
+            let mine = signed(content: "mine \(i)", createdAt: t0 + Int64(i))
+            _ = try t.account.outgoing.enqueueSigned(operationID: "op\(i)", events: [mine], relayURLs: ["wss://relay.example"], now: t0)
+            // Past 10, the oldest leaves the full window as the new one enters.
+            let leaving: [EventWindowChange] = sent.count < 10 ? [] : [.removed(id: sent[sent.count - 10].id, at: 9)]
+            #expect(observation.poll() == .changes(leaving + [.inserted(mine, at: 0)]), "send \(i)")
+            sent.append(mine)
+        }
+    }
+
+    /// Observations on the wall clock with the same filters and limit share one window: each
+    /// gets every update, one joining later starts from the window as it is, and cancelling one
+    /// leaves the others' updates whole.
+    @Test func observationsOfTheSameWindowShareItAndEachGetsEveryUpdate() throws {
+        let t = try TestAccount()
+        let kind1 = try filters(["{\"kinds\":[1]}"])
+        let first = try t.account.observe(kind1, limit: 3)
+        let second = try t.account.observe(kind1, limit: 3)
+        let otherLimit = try t.account.observe(kind1, limit: 2)
+        #expect(t.account.store.live.state.withLock { $0.entries.count } == 2)
+        let events = (0..<4).map { signed(content: "s\($0)", createdAt: t0 + Int64($0)) }
+        _ = try t.account.incoming.ingest(Array(events.prefix(2)), receivedAt: t0)
+        t.account.store.settleLiveQueries()
+        let late = try t.account.observe(kind1, limit: 3)
+        var windows: [[VerifiedEvent]] = [[], [], [], []]
+        #expect(drain(first, into: &windows[0]) && windows[0] == [events[1], events[0]])
+        #expect(late.poll() == .snapshot([events[1], events[0]]))
+        windows[3] = [events[1], events[0]]
+        first.cancel()
+        _ = try t.account.incoming.ingest(Array(events.suffix(2)), receivedAt: t0)
+        t.account.store.settleLiveQueries()
+        #expect(first.poll() == nil, "a cancelled observation gets nothing more")
+        for (i, o) in [second, otherLimit, late].enumerated() { #expect(drain(o, into: &windows[i + 1])) }
+        #expect(windows[1] == [events[3], events[2], events[1]])
+        #expect(windows[2] == [events[3], events[2]])
+        #expect(windows[3] == windows[1] && late.window == windows[1])
+        second.cancel()
+        late.cancel()
+        otherLimit.cancel()
+        #expect(t.account.store.live.state.withLock { $0.entries.isEmpty && $0.index.isEmpty && $0.shared.isEmpty })
     }
 
     @Test func aDeletionRemovesTheEventAndAFullWindowRefillsFromBeyondIt() throws {
@@ -64,6 +116,7 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
         #expect(window == Array(events.prefix(3)))
         let deletion = signed(kind: 5, tags: [["e", events[1].id]], createdAt: t0)
         _ = try t.account.incoming.ingest([deletion], receivedAt: t0)
+        t.account.store.settleLiveQueries()
         #expect(drain(observation, into: &window))
         #expect(window == [events[0], events[2], events[3]])
         #expect(window == (try t.account.events(matching: try filters(["{\"kinds\":[1]}"]), limit: 3, now: t0)))
@@ -130,6 +183,7 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
             let events = (0..<25).map { i in signed(content: "b\(batch) e\(i)", createdAt: t0 - 10_000 + Int64(batch * 25 + i)) }
             _ = try t.account.incoming.ingest(events, receivedAt: t0)
         }
+        t.account.store.settleLiveQueries()
         let queued = observation.queue.depth
         // At most maxBacklog changes wait (each batch here is 50: 25 in, 25 pushed out), behind
         // at most one reload.
@@ -227,7 +281,11 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
             }
             // Another connection's writes and time reach windows at the tick (every 200 ms; here
             // when the round needs it, and at random besides).
-            if writer === other || advanced || rng.next() % 5 == 0 { try t.account.store.tickLiveQueries() }
+            if writer === other || advanced || rng.next() % 5 == 0 {
+                try t.account.store.tickLiveQueries()
+            } else {
+                t.account.store.settleLiveQueries()
+            }
             let at = clock.read()
             for (i, (f, limit, observation)) in observations.enumerated() {
                 let fresh = try t.account.events(matching: f, limit: limit, now: at)

@@ -123,12 +123,12 @@ public struct AccountMessages: Sendable {
         let filters = JSONValue.array([
             .string(##"{"kinds":[\##(GiftWrap.wrapKind)],"#p":["\##(key)"]}"##), .string(#"{"kinds":[10050],"authors":["\#(key)"]}"#),
         ])
-        try store.write("unlock") { db in
+        try store.write("unlock", observed: true) { db in
             try SubscriptionPolicyStore.write(db, id: Self.inboxSubscriptionID, filtersJSON: filters.jsonText, relayURL: nil)
         }
         var unwrapped = 0
         while true {
-            let step = try store.write("unlock") { db -> PrivateMessageStore.Unwrapped? in
+            let step = try store.write("unlock", observed: true) { db -> PrivateMessageStore.Unwrapped? in
                 let pending = try PrivateMessageStore.pendingWraps(db, owner: signer.publicKeyHex, limit: 1_000)
                 return try PrivateMessageStore.unwrap(db, pending, signer: signer, store: store, receivedAt: now)
             }
@@ -263,7 +263,7 @@ public struct AccountMessages: Sendable {
         }
         var fingerprints: [String] = []
         for op in operations { fingerprints.append(try AccountOutgoing.check(op)) }
-        let intentIDs = try store.write("send") { db in
+        let intentIDs = try store.write("send", observed: true) { db in
             // The message and its self-copy's outcome first: the self-copy stored below is
             // then known, and never decrypted when it comes back from a relay.
             try PrivateMessageStore.record(db, message, owner: me, receivedAt: now)
@@ -336,7 +336,7 @@ public struct AccountMessages: Sendable {
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails.
     public func markRead(ownerKey owner: String, members: [String]) throws(SoftchatError) {
         let room = PrivateMessageStore.roomKey(Set(members + [owner]).sorted())
-        try store.write("markRead") { db in
+        try store.write("markRead", observed: true) { db in
             try db.statement(
                 "UPDATE private_rooms SET read_seq = (SELECT COALESCE(MAX(seq), 0) FROM private_messages WHERE owner = ?1 AND room = ?2) WHERE owner = ?1 AND room = ?2"
             ).bind(.text(owner), .text(room)).run()

@@ -181,7 +181,7 @@ final class AccountStore: Sendable {
     private let writer: SerialConnection
     private let reader: SerialConnection
     /// The account's live queries (``SoftchatAccount/observe(_:limit:clock:)``).
-    let live = LiveQueryHub()
+    let live: LiveQueryHub
     /// The `events` rows the writer's current transaction touched; nil below schema 9, whose
     /// `events` table has no rowid for SQLite's update hook to report.
     private let rowLog: RowChangeLog?
@@ -238,6 +238,14 @@ final class AccountStore: Sendable {
             try r.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
             try r.execute("PRAGMA cache_size = -\(max(1, policy.cacheMebibytes) * 1024)")
             rowLog = EventLayout(version: version) == .byArrival ? w.watchEventRows() : nil
+            let cacheMebibytes = max(1, policy.cacheMebibytes)
+            let busyTimeout = policy.busyTimeoutMilliseconds
+            live = LiveQueryHub {
+                let db = try SQLiteConnection(path: path, readOnly: true)
+                try db.execute("PRAGMA busy_timeout = \(busyTimeout)")
+                try db.execute("PRAGMA cache_size = -\(cacheMebibytes * 1024)")
+                return db
+            }
             writer = SerialConnection(w)
             reader = SerialConnection(r)
         } catch let error as SQLiteError {
@@ -314,6 +322,7 @@ final class AccountStore: Sendable {
     /// read-only, so it cannot. Closed last, it left the log beside the file, and the file alone
     /// (a copy, a backup) lacked the newest commits.
     func close() {
+        live.close()
         reader.close()
         writer.close()
     }
@@ -325,7 +334,10 @@ final class AccountStore: Sendable {
 
     /// Runs `body` on the writer inside one transaction; any failure rolls everything back.
     /// Inside a write group on this thread, the transaction is a savepoint of the group's.
-    func write<R>(_ call: String, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
+    /// - Parameter observed: Whether the call returns only once the live queries hold what it
+    ///   committed (the app's own writes: a message sent is in its room's window when `send`
+    ///   returns). Ingestion does not wait: its changes reach windows from the worker.
+    func write<R>(_ call: String, observed: Bool = false, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
         if groupThread.load(ordering: .acquiring) == Self.currentThread, let db = groupSlot.db {
             // After SQLite rolled the whole transaction back, a member's `SAVEPOINT` would start
             // a transaction of its own and its `RELEASE` commit it: durable, and then reported
@@ -339,25 +351,25 @@ final class AccountStore: Sendable {
             if case .failure(let error) = result, !db.inTransaction { groupSlot.ended = error }
             return try result.get()
         }
-        let result: Result<R, SoftchatError> = writer.with { db in
-            guard let db else { return .failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)) }
+        let (result, handedOver): (Result<R, SoftchatError>, Bool) = writer.with { db in
+            guard let db else { return (.failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)), false) }
             let result = Self.mapped(call) { try db.transaction(call) { try body(db) } }
-            afterTransaction(db, committed: result.isSuccess)
-            return result
+            return (result, afterTransaction(db, committed: result.isSuccess))
         }
+        // Outside the writer's lock: the worker never takes it, and other writers need not wait.
+        if observed && handedOver { live.settle() }
         return try result.get()
     }
 
-    /// After the writer's transaction: a commit's touched rows go to the live queries (under the
-    /// writer's lock still, so observers see commits in order and a sender's own message before
-    /// `send` returns); a rollback's are forgotten.
-    private func afterTransaction(_ db: SQLiteConnection, committed: Bool) {
-        guard let rowLog else { return }
-        if committed {
-            live.committed(db, rowLog)
-        } else {
-            _ = rowLog.take()
-        }
+    /// After the writer's transaction: a commit's touched rows go to the live queries' worker
+    /// (under the writer's lock still, so the worker gets commits in order); a rollback's are
+    /// forgotten. Returns whether rows were handed over.
+    @discardableResult
+    private func afterTransaction(_ db: SQLiteConnection, committed: Bool) -> Bool {
+        guard let rowLog else { return false }
+        if committed { return live.committed(rowLog) }
+        _ = rowLog.take()
+        return false
     }
 
     /// Runs `body` so that every write it makes on this thread is a savepoint of one
@@ -391,11 +403,11 @@ final class AccountStore: Sendable {
         return try result.get()
     }
 
-    /// Starts observing: under the writer's lock, so the window read here is the one every later
-    /// commit is applied to.
-    func observe(_ filters: [RelayFilter], limit: Int, clock: @escaping @Sendable () -> Int64) throws(SoftchatError) -> EventObservation {
-        let queue = UpdateQueue()
-        let made: Result<Int, SoftchatError> = writer.with { db in
+    /// Starts observing: notes the writer's data version and starts the row log (under the
+    /// writer's lock), then reads the first window on the live-query worker, where every later
+    /// hand-over is applied to it.
+    func observe(_ filters: [RelayFilter], limit: Int, clock: (@Sendable () -> Int64)?) throws(SoftchatError) -> EventObservation {
+        let started: Result<Void, SoftchatError> = writer.with { db in
             guard let db else { return .failure(.invalidPersistenceResult("observe: the account is closed", operation: .relayIngestion)) }
             guard let rowLog else {
                 return .failure(.invalidPersistenceResult("observe: this account's schema predates live queries", operation: .relayIngestion))
@@ -403,38 +415,36 @@ final class AccountStore: Sendable {
             return Self.mapped("observe") {
                 rowLog.enabled = true
                 try live.baseline(db)
-                let now = clock()
-                var kinds: Set<Int>? = []
-                for f in filters {
-                    guard let k = f.kinds else {
-                        kinds = nil
-                        break
-                    }
-                    kinds?.formUnion(k.map { Int($0) })
-                }
-                let (window, futureWake) = try LiveQueryHub.read(db, filters, kinds: kinds, limit: limit, now: now)
-                let wakes = window.compactMap(\.expiresAt).filter { $0 > now } + (futureWake.map { [$0] } ?? [])
-                let entry = LiveQueryHub.Entry(
-                    filters: filters, limit: limit, kinds: kinds, keys: LiveQueryHub.IndexKey.keys(for: filters), clock: clock, queue: queue,
-                    window: window, seqs: Set(window.map(\.seq)),
-                    wakeAt: wakes.min())
-                queue.push(.snapshot(window.map(\.event)), window: [])
-                return live.add(entry)
             }
         }
-        let id = try made.get()
+        try started.get()
+        var kinds: Set<Int>? = []
+        for f in filters {
+            guard let k = f.kinds else {
+                kinds = nil
+                break
+            }
+            kinds?.formUnion(k.map { Int($0) })
+        }
+        let queue = UpdateQueue()
+        let id = try Self.mapped("observe") { try live.register(filters, limit: limit, kinds: kinds, clock: clock, queue: queue) }.get()
         startTicking()
         return EventObservation(id: id, hub: live, queue: queue)
     }
 
-    /// One tick now (tests; the timer does the same every `pollMilliseconds`).
+    /// One tick now, and its work done (tests; the timer does the same every `pollMilliseconds`).
     func tickLiveQueries() throws(SoftchatError) {
         let result: Result<Void, SoftchatError> = writer.with { db in
             guard let db else { return .failure(.invalidPersistenceResult("tick: the account is closed", operation: .relayIngestion)) }
             return Self.mapped("tick") { try live.tick(db) }
         }
         try result.get()
+        live.settle()
     }
+
+    /// Waits until the live queries hold every commit made so far (tests and benchmarks: the
+    /// ingest path hands its rows over and returns).
+    func settleLiveQueries() { live.settle() }
 
     /// Runs ``LiveQueryHub/tick(_:)`` every `pollMilliseconds` while any observation is open.
     private func startTicking() {

@@ -134,6 +134,18 @@ final class SQLiteConnection {
         }
     }
 
+    /// Runs `body` in one read transaction: every statement in it reads the same snapshot, the
+    /// newest commit when it began.
+    func snapshot<R>(_ body: () throws -> R) throws -> R {
+        resetStatements()
+        try execute("BEGIN")
+        defer {
+            resetStatements()
+            try? execute("COMMIT")
+        }
+        return try body()
+    }
+
     /// Runs `body` in one IMMEDIATE transaction: committed if it returns, rolled back if it
     /// throws, so nothing is ever half-applied.
     func transaction<R>(_ operation: String, _ body: () throws -> R) throws -> R {
