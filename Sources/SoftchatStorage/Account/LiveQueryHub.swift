@@ -286,7 +286,12 @@ final class LiveQueryHub: Sendable {
                 return p
             }
             guard let work else { return }
-            guard !isEmpty.load(ordering: .acquiring), !connection.closed, let db = try? workerConnection() else { continue }
+            guard !isEmpty.load(ordering: .acquiring), !connection.closed else { continue }
+            guard let db = try? workerConnection() else {
+                // The connection could not be opened: the next tick asks for every window again.
+                state.withLock { $0.rereadAll = true }
+                continue
+            }
             do {
                 try db.snapshot {
                     if work.overflowed || work.rereadAll {
