@@ -138,7 +138,8 @@ public struct KotlinRenderer {
         guard let d = p.defaultValue else { return "" }
         switch d {
         case .null: return " = null"
-        case .integer(let n): return " = \(n)L"
+        // `int` is Kotlin's Int (a count); `int64` its Long.
+        case .integer(let n): return p.type.nonOptional == .int ? " = \(n)" : " = \(n)L"
         case .bool(let b): return " = \(b)"
         case .string(let s): return " = \(quoted(s, dollar: true))"
         default: return ""

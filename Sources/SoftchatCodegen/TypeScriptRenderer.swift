@@ -437,10 +437,12 @@ public struct TypeScriptRenderer {
                         )
                     }
                 }
+                // The method that ends the handle's streams: `stop` where it has one, else `cancel`, else `close`.
+                let ender = ["stop", "cancel", "close"].first { name in t.methods.contains { $0.name == name } } ?? "close"
                 for (name, payload) in streams(of: t) {
                     w.line()
                     w.doc(
-                        "The `\(name)` updates, in order, as an AsyncIterable: every update since this handle was created reaches the first iterator; a later iterator sees those after it was created. It ends once stop() has delivered the last update."
+                        "The `\(name)` updates, in order, as an AsyncIterable: every update since this handle was created reaches the first iterator; a later iterator sees those after it was created. It ends once \(ender)() has delivered the last update."
                     )
                     w.line(
                         "\(name)(): AsyncIterable<\(typeName(payload))> { return (this.streams as Record<string, UpdateChannel<\(typeName(payload))>>)[\(quoted(name))].iterate(); }"

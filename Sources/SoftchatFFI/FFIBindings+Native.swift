@@ -29,4 +29,5 @@ extension FFI {
     typealias ManagedTransportContext = SoftchatCore.ManagedTransportContext
     typealias ManagedRelayStatus = SoftchatCore.ManagedRelayStatus
     typealias ManagedTransport = ManagedTransportHandle
+    typealias EventObservation = EventObservationHandle
 }

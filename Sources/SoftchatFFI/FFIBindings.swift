@@ -24,6 +24,10 @@ enum FFI {
     typealias OutboundRelayFrame = SoftchatCore.OutboundRelayFrame
     typealias RelaySessionActionKind = SoftchatCore.RelaySessionActionKind
     typealias RelaySessionAction = SoftchatCore.RelaySessionAction
+    typealias EventWindowChangeKind = SoftchatCore.EventWindowChangeKind
+    typealias EventWindowChange = SoftchatCore.EventWindowChange
+    typealias EventWindowUpdateKind = SoftchatCore.EventWindowUpdateKind
+    typealias EventWindowUpdate = SoftchatCore.EventWindowUpdate
     typealias RelaySessionSnapshot = SoftchatCore.RelaySessionSnapshot
     typealias RelaySession = SoftchatCore.RelaySession
     // relay.publish

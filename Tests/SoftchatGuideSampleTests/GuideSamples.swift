@@ -188,9 +188,9 @@ extension HostLoopSamples {
 }
 
 extension LiveQueriesSamples {
-    /// docs/guides/live-queries.md:16, sample 1.
+    /// docs/guides/live-queries.md:19, sample 1.
     func sample1() async throws {
-        #sourceLocation(file:"docs/guides/live-queries.md",line:16)
+        #sourceLocation(file:"docs/guides/live-queries.md",line:19)
         let room = try RelayFilter.fromJSON(##"{"kinds":[1],"#p":["\##(friendPublicKeyHex)"]}"##)
         let observation = try account.observe([room], limit: 100)
         var rows: [VerifiedEvent] = []

@@ -43,12 +43,12 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
         _ = try t.account.incoming.ingest([old], receivedAt: t0)
         let clock = TestClock()
         let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]), limit: 10, clock: clock.read)
-        #expect(observation.poll() == .snapshot([old]))
+        #expect(observation.poll() == .snapshot(events: [old]))
         let new = signed(content: "new", createdAt: t0)
         _ = try t.account.incoming.ingest([new], receivedAt: t0)
         // Ingestion hands its rows to the live-query worker and returns; the worker's change follows.
         t.account.store.settleLiveQueries()
-        #expect(observation.poll() == .changes([.inserted(new, at: 0)]))
+        #expect(observation.poll() == .changes(changes: [.inserted(event: new, at: 0)]))
         #expect(observation.poll() == nil)
         // An event the filters do not match changes nothing.
         _ = try t.account.incoming.ingest([signed(kind: 7, createdAt: t0)], receivedAt: t0)
@@ -62,14 +62,14 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
     @Test func aSentEventIsInItsWindowWhenTheSendReturns() throws {
         let t = try TestAccount()
         let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]), limit: 10, clock: TestClock().read)
-        #expect(observation.poll() == .snapshot([]))
+        #expect(observation.poll() == .snapshot(events: []))
         var sent: [VerifiedEvent] = []
         for i in 0..<20 {
             let mine = signed(content: "mine \(i)", createdAt: t0 + Int64(i))
             _ = try t.account.outgoing.enqueueSigned(operationID: "op\(i)", events: [mine], relayURLs: ["wss://relay.example"], now: t0)
             // Past 10, the oldest leaves the full window as the new one enters.
             let leaving: [EventWindowChange] = sent.count < 10 ? [] : [.removed(id: sent[sent.count - 10].id, at: 9)]
-            #expect(observation.poll() == .changes(leaving + [.inserted(mine, at: 0)]), "send \(i)")
+            #expect(observation.poll() == .changes(changes: leaving + [.inserted(event: mine, at: 0)]), "send \(i)")
             sent.append(mine)
         }
     }
@@ -90,7 +90,7 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
         let late = try t.account.observe(kind1, limit: 3)
         var windows: [[VerifiedEvent]] = [[], [], [], []]
         #expect(drain(first, into: &windows[0]) && windows[0] == [events[1], events[0]])
-        #expect(late.poll() == .snapshot([events[1], events[0]]))
+        #expect(late.poll() == .snapshot(events: [events[1], events[0]]))
         windows[3] = [events[1], events[0]]
         first.cancel()
         _ = try t.account.incoming.ingest(Array(events.suffix(2)), receivedAt: t0)
@@ -134,20 +134,20 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
         #expect(window == [fleeting, lasting])
         clock.advance(10)
         try t.account.store.tickLiveQueries()
-        #expect(observation.poll() == .changes([.removed(id: fleeting.id, at: 0)]))
+        #expect(observation.poll() == .changes(changes: [.removed(id: fleeting.id, at: 0)]))
     }
 
     @Test func aCommitByAnotherConnectionReachesTheWindowByItself() throws {
         let t = try TestAccount()
         let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]))
-        #expect(observation.poll() == .snapshot([]))
+        #expect(observation.poll() == .snapshot(events: []))
         // A second account on the same file: another connection, as a second process has. No
         // tick is called here: the account's own timer finds the commit (data_version).
         let other = try SoftchatAccount.open(path: t.path)
         defer { other.close() }
         let event = signed(createdAt: Int64(time(nil)) - 5)
         _ = try other.incoming.ingest([event], receivedAt: Int64(time(nil)))
-        #expect(firstUpdate(of: observation, within: 5) == .changes([.inserted(event, at: 0)]))
+        #expect(firstUpdate(of: observation, within: 5) == .changes(changes: [.inserted(event: event, at: 0)]))
     }
 
     /// A commit by another process: `softchat account ingest` (the CLI built beside this test
@@ -155,7 +155,7 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
     @Test func aCommitByAnotherProcessReachesTheWindow() throws {
         let t = try TestAccount()
         let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]))
-        #expect(observation.poll() == .snapshot([]))
+        #expect(observation.poll() == .snapshot(events: []))
         let event = signed(content: "from another process", createdAt: Int64(time(nil)) - 5)
         let input = t.directory.file("event.jsonl")
         try (event.jsonText + "\n").write(toFile: input, atomically: true, encoding: .utf8)
@@ -173,7 +173,7 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
         try process.run()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "softchat account ingest at \(folder.path)")
-        #expect(firstUpdate(of: observation, within: 5) == .changes([.inserted(event, at: 0)]))
+        #expect(firstUpdate(of: observation, within: 5) == .changes(changes: [.inserted(event: event, at: 0)]))
     }
 
     @Test func aReaderThatNeverReadsHoldsABoundedBacklogAndThenGetsOneReloadEqualToAFreshRead() throws {
@@ -202,7 +202,7 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
         let t = try TestAccount()
         let observation = try t.account.observe(try filters(["{\"kinds\":[1]}"]))
         var iterator = observation.makeAsyncIterator()
-        #expect(await iterator.next() == .snapshot([]))
+        #expect(await iterator.next() == .snapshot(events: []))
         observation.cancel()
         #expect(await iterator.next() == nil)
         _ = try t.account.incoming.ingest([signed()], receivedAt: t0)

@@ -66,16 +66,7 @@ extension SoftchatAccount {
     }
 }
 
-/// One change to an observed window. Applied in order, each to the window as the changes before
-/// it left it (``EventWindowChange/apply(_:to:)``), a batch turns the previous window into the
-/// new one.
-public enum EventWindowChange: Sendable, Hashable {
-    /// `event` entered the window at `index` (newest first, ties by lowest id).
-    case inserted(VerifiedEvent, at: Int)
-    /// The event with id `id` left the window from `index`: deleted (NIP-09), replaced, expired
-    /// (NIP-40), or pushed past the window's limit by newer events.
-    case removed(id: String, at: Int)
-
+extension EventWindowChange {
     /// Applies `changes` in order to `window`.
     ///
     /// - Parameters:
@@ -99,32 +90,21 @@ public enum EventWindowChange: Sendable, Hashable {
     }
 }
 
-/// What an observation yields: first the window, then what changed.
-public enum EventWindowUpdate: Sendable, Hashable {
-    /// The window when the observation began.
-    case snapshot([VerifiedEvent])
-    /// Changes to the previous window (see ``EventWindowChange``), from one commit or one reread.
-    case changes([EventWindowChange])
-    /// The whole window again, in place of changes the reader did not take in time (more than
-    /// ``EventObservation/maxBacklog`` waited): nothing is lost silently, the reader starts over
-    /// from this window.
-    case reload([VerifiedEvent])
-}
-
 /// A live window over the account: ``SoftchatAccount/observe(_:limit:clock:)`` makes one. Read
 /// it as an `AsyncSequence` (one reader) or with ``poll()``; ``cancel()`` (or letting it go)
 /// ends it.
 ///
 /// Memory: the window itself (at most `limit` events, 500 at most), the changes waiting for the
-/// reader (at most ``maxBacklog``; past that they coalesce into one ``EventWindowUpdate/reload(_:)``
+/// reader (at most ``maxBacklog``; past that they coalesce into one `EventWindowUpdate.reload`
 /// carrying the window), and the index entries that find it (one per kind it names).
 public final class EventObservation: AsyncSequence, Sendable {
-    /// The most changes that wait for a slow reader before they coalesce into a reload.
-    public static let maxBacklog = 256
+    /// The most changes that wait for a slow reader before they coalesce into a reload
+    /// (relay.ingestion.maxObservationBacklog).
+    public static let maxBacklog = RelayIngestionContract.maxObservationBacklog.value
     /// The default window: the 100 newest matching events.
     public static let defaultLimit = 100
-    /// The largest window an observation keeps.
-    public static let maxLimit = 500
+    /// The largest window an observation keeps (relay.ingestion.maxObservedWindow).
+    public static let maxLimit = RelayIngestionContract.maxObservedWindow.value
     /// The system's Unix time in seconds: an observation's default clock.
     public static let wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
 
@@ -164,6 +144,14 @@ public final class EventObservation: AsyncSequence, Sendable {
 
     /// An iterator over the updates; one reader at a time.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(queue: queue) }
+
+    /// Calls `wake` after each update is queued and once the observation ends (and once now, for
+    /// what already waits), so a reader that is not a task (the C ABI's delivery queue) takes
+    /// them with ``poll()``. `wake` runs on the queuing thread: it must only schedule the reading.
+    package func whenUpdated(_ wake: @escaping @Sendable () -> Void) { queue.whenUpdated(wake) }
+
+    /// Whether the observation ended (nothing more will be queued).
+    package var isFinished: Bool { queue.isFinished }
 }
 
 /// The updates waiting for an observation's reader, bounded by ``EventObservation/maxBacklog``
@@ -184,6 +172,14 @@ public final class EventObservation: AsyncSequence, Sendable {
         }
     }
     private let state = Mutex(State())
+    private let wake = Mutex<(@Sendable () -> Void)?>(nil)
+
+    func whenUpdated(_ wake: @escaping @Sendable () -> Void) {
+        self.wake.withLock { $0 = wake }
+        wake()
+    }
+
+    var isFinished: Bool { state.withLock { $0.finished } }
 
     /// Queues `update`; when more than `maxBacklog` changes would wait, they are replaced by one
     /// reload of `window`.
@@ -197,7 +193,7 @@ public final class EventObservation: AsyncSequence, Sendable {
             if case .changes(let list) = update {
                 s.changes += list.count
                 if s.changes > EventObservation.maxBacklog {
-                    s.updates = [.reload(window())]
+                    s.updates = [.reload(events: window())]
                     s.changes = 0
                     return nil
                 }
@@ -210,6 +206,7 @@ public final class EventObservation: AsyncSequence, Sendable {
             return nil
         }
         waiter?.resume(returning: update)
+        wake.withLock { $0 }?()
     }
 
     /// How many updates, and changes in them, wait.
@@ -237,6 +234,12 @@ public final class EventObservation: AsyncSequence, Sendable {
             return s.waiter
         }
         waiter?.resume(returning: nil)
+        // The last call: the hook is let go (it may hold the observation).
+        let last = wake.withLock { w in
+            defer { w = nil }
+            return w
+        }
+        last?()
     }
 
     func next() async -> EventWindowUpdate? {

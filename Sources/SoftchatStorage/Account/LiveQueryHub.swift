@@ -189,7 +189,7 @@ final class LiveQueryHub: Sendable {
                 let now = clock()
                 let (window, futureWake) = try db.snapshot { try Self.read(db, filters, kinds: kinds, limit: limit, now: now) }
                 let wakes = window.compactMap(\.expiresAt).filter { $0 > now } + (futureWake.map { [$0] } ?? [])
-                queue.push(.snapshot(window.map(\.event)), window: [])
+                queue.push(.snapshot(events: window.map(\.event)), window: [])
                 return state.withLock { s in
                     let windowID = s.next
                     let id = s.next + 1
@@ -216,7 +216,7 @@ final class LiveQueryHub: Sendable {
             s.next += 1
             s.entries[windowID]!.queues[id] = queue
             s.windowOf[id] = windowID
-            queue.push(.snapshot(s.entries[windowID]!.window.map(\.event)), window: [])
+            queue.push(.snapshot(events: s.entries[windowID]!.window.map(\.event)), window: [])
             return id
         }
     }
@@ -489,7 +489,7 @@ final class LiveQueryHub: Sendable {
             removed + inserted == 0
             ? nil
             : removed + inserted > max(window.count, 1)
-                ? .reload(window.map(\.event)) : .changes(Self.changes(from: entry.window, to: window, kept: newSeqs, had: oldSeqs))
+                ? .reload(events: window.map(\.event)) : .changes(changes: Self.changes(from: entry.window, to: window, kept: newSeqs, had: oldSeqs))
         entry.window = window
         entry.seqs = newSeqs
         let expiry = window.lazy.compactMap(\.expiresAt).filter { $0 > now }.min()
@@ -518,7 +518,7 @@ final class LiveQueryHub: Sendable {
             out.append(.removed(id: item.event.id, at: index - removedSoFar))
             removedSoFar += 1
         }
-        for (index, item) in new.enumerated() where !had.contains(item.seq) { out.append(.inserted(item.event, at: index)) }
+        for (index, item) in new.enumerated() where !had.contains(item.seq) { out.append(.inserted(event: item.event, at: index)) }
         return out
     }
 

@@ -246,6 +246,7 @@ fun main() {
     Report.equal("concurrent outbound drained", snap.outboundFrames, 0L)
     account.close()
     privateMessages(dir)
+    liveQueries(dir)
     dir.deleteRecursively()
 
     checkNames()
@@ -291,6 +292,54 @@ fun privateMessages(dir: File) {
     Report.equal("no failed wraps", reader.messages.failedWraps(bob.publicKeyHex).size, 0)
     sender.close()
     reader.close()
+}
+
+/** Applies one update of an observed window to the reader's copy of it. */
+fun applyUpdate(window: MutableList<VerifiedEvent>, update: EventWindowUpdate) {
+    when (update) {
+        is EventWindowUpdate.Snapshot -> { window.clear(); window.addAll(update.events) }
+        is EventWindowUpdate.Reload -> { window.clear(); window.addAll(update.events) }
+        is EventWindowUpdate.Changes -> for (change in update.changes) when (change) {
+            is EventWindowChange.Inserted -> window.add(change.at, change.event)
+            is EventWindowChange.Removed -> check(window.removeAt(change.at).id.hex == change.id) { "removed ${change.id} at ${change.at}" }
+            is EventWindowChange.Unrecognized -> error("unrecognized change ${change.kindValue}")
+        }
+        is EventWindowUpdate.Unrecognized -> error("unrecognized update ${update.kindValue}")
+    }
+}
+
+/** Live queries through the facade: a listener gets the snapshot, then changes that rebuild the window a fresh read gives; close() ends it. */
+fun liveQueries(dir: File) {
+    val account = SoftchatAccount.open(File(dir, "live.sqlite").path)
+    val author = SoftchatIdentity.generate()
+    val now = System.currentTimeMillis() / 1000
+    fun note(i: Int) = author.sign(UnsignedEvent(pubkey = null, createdAt = now - 100 + i, kind = 1, tags = listOf(), content = "note $i"))
+    account.incoming.ingest(listOf(note(0)), now)
+    val updates = java.util.concurrent.LinkedBlockingQueue<EventWindowUpdate>()
+    val filters = listOf("{\"kinds\":[1]}")
+    val observation = account.observe(filters, 3) { updates.put(it) }
+    val window = mutableListOf<VerifiedEvent>()
+    val first = updates.poll(5, java.util.concurrent.TimeUnit.SECONDS)
+    Report.check("the first update is the snapshot") { first is EventWindowUpdate.Snapshot && first.events.map { it.content } == listOf("note 0") }
+    if (first != null) applyUpdate(window, first)
+    account.incoming.ingest((1..4).map { note(it) }, now)
+    val fresh = account.queryEvents(filters, 3, now).events
+    val deadline = System.currentTimeMillis() + 5_000
+    while (window != fresh && System.currentTimeMillis() < deadline) {
+        updates.poll(100, java.util.concurrent.TimeUnit.MILLISECONDS)?.let { applyUpdate(window, it) }
+    }
+    Report.equal("the changes rebuild the window a fresh read gives", window.map { it.content }, listOf("note 4", "note 3", "note 2"))
+    Report.equal("window() is the same window", observation.window().map { it.content }, fresh.map { it.content })
+    Report.check("a window's proof survives the listener") { window.all { it.proof != null } }
+    observation.close()
+    account.incoming.ingest(listOf(note(5)), now)
+    Thread.sleep(300)
+    Report.equal("nothing after close()", updates.size, 0)
+    Report.expectError("a window of 0", "invalid_relay_filter") { account.observe(filters, 0) }
+    Report.expectError("a window over maxObservedWindow", "invalid_relay_filter") {
+        account.observe(filters, (RelayIngestionContract.maxObservedWindow.value + 1).toInt())
+    }
+    account.close()
 }
 
 /** The public names of the compiled facade (package org.softchat, from the facade jar) against the schema. */

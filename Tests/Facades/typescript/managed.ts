@@ -10,7 +10,7 @@
 // SOFTCHAT_TAG.
 import {
   SoftchatAccount, SoftchatError, SoftchatIdentity,
-  type EventCursor, type ManagedTransportActivity, type ManagedTransportStateChange, type VerifiedEvent,
+  type EventCursor, type EventWindowUpdate, type ManagedTransportActivity, type ManagedTransportStateChange, type VerifiedEvent,
 } from "../lib/index";
 
 declare function require(id: string): any;
@@ -122,6 +122,60 @@ async function promiseForms(work: string): Promise<void> {
   account.close();
 }
 
+/** Applies one update of an observed window to the reader's copy of it; false when a change does not fit. */
+function applyUpdate(window: VerifiedEvent[], update: EventWindowUpdate): boolean {
+  switch (update.kind) {
+    case "snapshot":
+    case "reload":
+      window.splice(0, window.length, ...update.events);
+      return true;
+    case "changes":
+      for (const change of update.changes) {
+        if (change.kind === "inserted") window.splice(change.at, 0, change.event);
+        else if (change.kind === "removed" && window[change.at]?.id === change.id) window.splice(change.at, 1);
+        else return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+/** Live queries through the facade: updates() as an AsyncIterable, off the event loop; close() ends it. */
+async function liveQueries(work: string): Promise<void> {
+  const account = SoftchatAccount.open(`${work}/live.db`);
+  const author = SoftchatIdentity.generate();
+  const t = now();
+  const note = (i: number): VerifiedEvent => author.sign({ pubkey: null, createdAt: t - 100 + i, kind: 1, tags: [], content: `note ${i}` });
+  account.incoming.ingest([note(0)], t);
+  const filters = [JSON.stringify({ kinds: [1] })];
+  const observation = account.observe(filters, 3);
+  const window: VerifiedEvent[] = [];
+  const kinds: string[] = [];
+  let fits = true;
+  const reading = (async () => {
+    for await (const update of observation.updates()) {
+      kinds.push(update.kind);
+      fits = applyUpdate(window, update) && fits;
+    }
+  })();
+  check(await waitUntil(5, () => kinds.length > 0), "live: the snapshot arrives");
+  check(kinds[0] === "snapshot" && window.map((e) => e.content).join() === "note 0", `live: the first update is the snapshot (${kinds})`);
+  account.incoming.ingest([1, 2, 3, 4].map(note), t);
+  const fresh = account.queryEvents(filters, 3, t).events.map((e) => e.id).join();
+  check(await waitUntil(5, () => window.map((e) => e.id).join() === fresh), `live: the changes rebuild a fresh read (${window.map((e) => e.content)})`);
+  check(fits, "live: every change fits the window it applies to");
+  check(observation.window().map((e) => e.id).join() === fresh, "live: window() is the same window");
+  observation.close();
+  await reading;  // the AsyncIterable ends after close()
+  const seen = kinds.length;
+  account.incoming.ingest([note(5)], t);
+  await sleep(300);
+  check(kinds.length === seen, "live: nothing after close()");
+  check(codeOf(() => account.observe(filters, 0)) === "invalid_relay_filter", "live: a window of 0 is refused");
+  account.close();
+}
+
 async function main(): Promise<void> {
   const relay = process.env.SOFTCHAT_RELAY!;
   const work = process.env.SOFTCHAT_WORK!;
@@ -219,6 +273,7 @@ async function main(): Promise<void> {
   writer.close();
   reader.close();
   privateMessages(work);
+  await liveQueries(work);
   await promiseForms(work);
   console.log(JSON.stringify({ language: "typescript", accepted, received, pages, phases: phases.join(","), failures: failures.length }));
   for (const f of failures) console.error(`FAIL ${f}`);

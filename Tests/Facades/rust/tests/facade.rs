@@ -684,3 +684,66 @@ fn a_verified_event_carries_its_proof_and_only_the_crate_can_make_one() {
     assert_eq!(parsed, signed);
     // `VerifiedEvent { … }` does not compile outside the crate: its proof field is the crate's.
 }
+
+/// Applies one update of an observed window to the reader's copy of it; false when a change does
+/// not fit.
+fn apply_update(window: &mut Vec<VerifiedEvent>, update: EventWindowUpdate) -> bool {
+    match update.into_variant() {
+        Some(EventWindowUpdateVariant::Snapshot { events }) | Some(EventWindowUpdateVariant::Reload { events }) => {
+            *window = events;
+            true
+        }
+        Some(EventWindowUpdateVariant::Changes { changes }) => changes.into_iter().all(|change| match change.into_variant() {
+            Some(EventWindowChangeVariant::Inserted { event, at }) if (at as usize) <= window.len() => {
+                window.insert(at as usize, event);
+                true
+            }
+            Some(EventWindowChangeVariant::Removed { id, at }) if window.get(at as usize).map(|e| e.id.as_str() == id) == Some(true) => {
+                window.remove(at as usize);
+                true
+            }
+            _ => false,
+        }),
+        None => false,
+    }
+}
+
+#[test]
+fn a_listener_gets_the_snapshot_then_changes_that_rebuild_a_fresh_read_until_close() {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+    let (account, dir) = temporary_account("live");
+    let author = SoftchatIdentity::generate();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let note = |i: i64| {
+        author
+            .sign(&UnsignedEvent { pubkey: None, created_at: now - 100 + i, kind: 1, tags: vec![], content: format!("note {i}") })
+            .unwrap()
+    };
+    account.incoming().ingest([note(0)], now).unwrap();
+    let (sender, updates) = mpsc::channel::<EventWindowUpdate>();
+    let filters = [r#"{"kinds":[1]}"#];
+    let observation = account.observe(filters, 3, Some(Box::new(move |update| { let _ = sender.send(update); }))).unwrap();
+    let mut window = Vec::new();
+    let first = updates.recv_timeout(Duration::from_secs(5)).expect("the snapshot");
+    assert_eq!(first.kind, EventWindowUpdateKind::Snapshot);
+    assert!(apply_update(&mut window, first));
+    assert_eq!(window.iter().map(|e| e.content.as_str()).collect::<Vec<_>>(), ["note 0"]);
+    account.incoming().ingest((1..=4).map(note).collect::<Vec<_>>(), now).unwrap();
+    let fresh: Vec<EventId> = account.query_events(filters, 3, now, None).unwrap().events.iter().map(|e| e.id.clone()).collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while window.iter().map(|e| e.id.clone()).collect::<Vec<_>>() != fresh && Instant::now() < deadline {
+        if let Ok(update) = updates.recv_timeout(Duration::from_millis(100)) {
+            assert!(apply_update(&mut window, update), "a change did not fit");
+        }
+    }
+    assert_eq!(window.iter().map(|e| e.content.as_str()).collect::<Vec<_>>(), ["note 4", "note 3", "note 2"]);
+    assert_eq!(observation.window().iter().map(|e| e.id.clone()).collect::<Vec<_>>(), fresh);
+    observation.close();
+    account.incoming().ingest([note(5)], now).unwrap();
+    assert!(updates.recv_timeout(Duration::from_millis(300)).is_err(), "nothing after close()");
+    assert_eq!(code(account.observe(filters, 0, None)), "invalid_relay_filter");
+    drop(observation);
+    account.close();
+    let _ = std::fs::remove_dir_all(dir);
+}
