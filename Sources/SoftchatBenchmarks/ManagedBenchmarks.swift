@@ -155,7 +155,33 @@ public enum ManagedBenchmarks {
         let durable = monotonicSeconds() - t0
         transport.stop()
         let echoRate = Double(count) / echo
+        // The floors, same run: the storage's (one fdatasync of a 4 KiB append, what one durable
+        // commit of a small transaction costs at least) and the network's (one EVENT → OK round
+        // trip through the driver). Enqueueing is one commit; a message delivered one at a time
+        // needs two around its round trip (the enqueue, and the relay's answer).
+        let sync = FsyncFloor.seconds(directory: directory, count: quick ? 50 : 500)
+        let roundTrip = relay / Double(count)
+        let oneCommitFloor = 1 / sync
+        let twoCommitFloor = 1 / (2 * sync + roundTrip)
+        let enqueueCount = quick ? 50 : 500
+        let enqueueAccount = try! SoftchatAccount.open(path: "\(directory)/enqueue.db")
+        let enqueueEvents = BenchCorpus.events(count: enqueueCount, contentBytes: 200, seed: 25)
+        let e0 = monotonicSeconds()
+        for (i, event) in enqueueEvents.enumerated() {
+            _ = try! enqueueAccount.outgoing.enqueueSigned(
+                operationID: "enqueue-\(i)", events: [event], relayURLs: [relays.urls[0]], now: Int64(time(nil)))
+        }
+        let enqueue = monotonicSeconds() - e0
+        enqueueAccount.close()
         return [
+            ManagedFigure(name: "floor: fdatasync of a 4 KiB append (one durable commit at least)", value: sync * 1e3, unit: "ms"),
+            ManagedFigure(name: "floor: one EVENT → OK round trip through the I/O driver", value: roundTrip * 1e3, unit: "ms"),
+            ManagedFigure(
+                name: "enqueue one message at a time (enqueueSigned, durable)", value: Double(enqueueCount) / enqueue, unit: "/s",
+                baselineName: "the one-commit floor (1 / fdatasync)", baselineValue: oneCommitFloor),
+            ManagedFigure(
+                name: "durable publish, one message at a time (enqueue → OK → accepted committed)", value: Double(durableCount) / durable,
+                unit: "/s", baselineName: "the two-commit floor (1 / (2 fdatasync + one round trip))", baselineValue: twoCommitFloor),
             ManagedFigure(
                 name: "single EVENT → OK round trips through the I/O driver", value: Double(count) / relay, unit: "/s",
                 baselineName: "loopback WebSocket echo through the same driver", baselineValue: echoRate),
@@ -168,6 +194,29 @@ public enum ManagedBenchmarks {
                 value: Double(durableCount) / durable, unit: "/s",
                 baselineName: "loopback WebSocket echo through the same driver", baselineValue: echoRate),
         ]
+    }
+
+    /// The storage's floor: seconds per `fdatasync` of a 4 KiB append to a file in `directory`
+    /// (the median of `count`), what the smallest durable commit costs at least on this disk.
+    enum FsyncFloor {
+        static func seconds(directory: String, count: Int) -> Double {
+            let path = "\(directory)/fsync-floor"
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o600)
+            defer {
+                close(fd)
+                unlink(path)
+            }
+            let page = [UInt8](repeating: 0x5a, count: 4096)
+            var samples: [Double] = []
+            for _ in 0..<count {
+                let t0 = monotonicSeconds()
+                _ = page.withUnsafeBytes { write(fd, $0.baseAddress, 4096) }
+                _ = fdatasync(fd)
+                samples.append(monotonicSeconds() - t0)
+            }
+            samples.sort()
+            return samples[samples.count / 2]
+        }
     }
 
     // MARK: Sync throughput
