@@ -120,7 +120,7 @@ enum BenchCommand {
             case "managed":
                 let path = try temporaryDirectory()
                 let figures = ManagedBenchmarks.run(quick: quick, executable: ChildProcess.softchatExecutable, directory: path)
-                for name in ["idle-1", "idle-50", "idle-100", "publish", "enqueue", "ingest", "sync"] {
+                for name in ["idle-1", "idle-50", "idle-100", "publish", "enqueue", "enqueue-8", "ingest", "sync"] {
                     for suffix in [".db", ".db-wal", ".db-shm"] { unlink("\(path)/\(name)\(suffix)") }
                 }
                 rmdir(path)

@@ -406,6 +406,37 @@ import Testing
         #expect(try t.account.check(now: now).ok)
     }
 
+    /// A message delivered one at a time takes two synced commits (its enqueue, the relay's
+    /// answer): the claim and the socket-written mark, whose loss in a power cut only redoes
+    /// work, commit without an fdatasync of their own. A claim that ends work past its retry
+    /// budget (a reported state) is synced.
+    @Test func onlyTheEnqueueAndTheAnswerAreSyncedUnlessAClaimEndsWork() throws {
+        let t = try TestAccount(policy: AccountPolicy(leaseSeconds: 5, retryBudget: 1))
+        let store = t.account.store
+        func counts() -> (all: Int, unsynced: Int) {
+            (store.commits.load(ordering: .relaxed), store.unsyncedCommits.load(ordering: .relaxed))
+        }
+        let start = counts()
+        let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(2), relayURLs: [relayA], now: t0)
+        let claim = try #require(try t.account.delivery.claim(leaseID: "1", relayURL: relayA, now: t0, max: 1)).claim
+        try t.account.delivery.markSocketWritten(claim, intentIDs: [ids[0]])
+        try t.account.delivery.applyResults(
+            claim,
+            results: [DeliveryResult(intentID: ids[0], decision: DeliveryDecision(eventID: "", state: .accepted, category: .accepted, message: ""))])
+        let delivered = counts()
+        #expect(delivered.all - start.all == 4 && delivered.unsynced - start.unsynced == 2, "\(start) → \(delivered)")
+        // The second intent is written and its lease runs out: its lost answer spends the budget
+        // of one, so the next claim ends it rejected/exhausted, in a synced commit.
+        let second = try #require(try t.account.delivery.claim(leaseID: "2", relayURL: relayA, now: t0)).claim
+        try t.account.delivery.markSocketWritten(second, intentIDs: [ids[1]])
+        let before = counts()
+        #expect(try t.account.delivery.claim(leaseID: "3", relayURL: relayA, now: second.expiresAt) == nil)
+        let after = counts()
+        #expect(try t.intent(ids[1])?.category == "exhausted")
+        // The unsynced attempt stopped before ending anything; the synced one ended it.
+        #expect(after.all - before.all == 2 && after.unsynced - before.unsynced == 1, "\(before) → \(after)")
+    }
+
     @Test func aSmallerRetryBudgetFromThePolicyApplies() throws {
         let t = try TestAccount(policy: AccountPolicy(leaseSeconds: 5, retryBudget: 2))
         let ids = try t.account.outgoing.enqueueSigned(operationID: "op", events: events(1), relayURLs: [relayA], now: t0)

@@ -55,74 +55,104 @@ public struct AccountDelivery: Sendable {
             throw .invalidRelayBatch("claim: max must be 1 to \(RelayWireContract.maxBatchEvents.value), not \(max)", operation: .relayPublish)
         }
         guard !leaseID.isEmpty else { throw .invalidDeliveryState("claim: leaseId must not be empty", operation: .relayPublish) }
+        // Unsynced (a claim lost in a power cut is claimed again), unless it would end work past
+        // its retry budget: that end is reported, so its claim runs again, synced.
+        let unsynced = try store.write("claim", synced: false) { db in
+            try claim(db, leaseID: leaseID, relayURL: relayURL, now: now, max: max, owner: owner, endingWork: false)
+        }
+        if case .claimed(let result) = unsynced { return result }
+        let synced = try store.write("claim") { db in
+            try claim(db, leaseID: leaseID, relayURL: relayURL, now: now, max: max, owner: owner, endingWork: true)
+        }
+        guard case .claimed(let result) = synced else {
+            throw .invalidPersistenceResult("claim: the synced claim asked to be synced", operation: .relayPublish)
+        }
+        return result
+    }
+
+    /// What a claim's transaction did: claimed (or found nothing to claim), or stopped before
+    /// ending work past its retry budget, which needs a synced commit.
+    enum ClaimStep {
+        case claimed(DeliveryClaimResult?)
+        case endsWork
+    }
+
+    /// The claim, inside the caller's transaction. `endingWork` false: returns `.endsWork`
+    /// (having changed nothing the caller reports) when work past its budget would end.
+    func claim(
+        _ db: SQLiteConnection, leaseID: String, relayURL: String, now: Int64, max: Int, owner: DeliveryOwner?, endingWork: Bool
+    ) throws -> ClaimStep {
         let budget = Int64(store.policy.retryBudget)
         let expiresAt = now + store.policy.leaseSeconds
-        return try store.write("claim") { db in
-            if try db.statement("SELECT 1 FROM delivery_leases WHERE lease_id = ?").bind(.text(leaseID)).step() {
-                throw SoftchatError.invalidDeliveryState("claim: lease \(leaseID) was already used", operation: .relayPublish)
-            }
-            let owners = store.version >= 7
-            if owners { try Self.expireDeadOwners(db, relayURL: relayURL, now: now, except: owner?.id, accountPath: store.path) }
-            // Work is claimable when no live lease holds it.
-            let claimable = """
-                relay_url = ? AND (
-                  (state IN \(DeliveryState.sql(.pending, .retryable)) AND (lease_id IS NULL OR lease_id IN
-                     (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
-                  OR (state = \(DeliveryState.inFlight.sql) AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
-                """
-            // Failures so far, with the answer lost when in-flight work is taken back (below).
-            let spent = store.version >= 8 ? "failures + (state = \(DeliveryState.inFlight.sql))" : "attempts"
-            let counted = store.version >= 8 ? "failures = \(spent), " : ""
-            try db.statement(
-                "UPDATE publish_intents SET \(counted)state = \(DeliveryState.rejected.sql), category = 'exhausted', message = 'retry budget of \(budget) failed attempts used', lease_id = NULL, updated_at = ? WHERE \(spent) >= ? AND \(claimable)"
-            )
-            .bind(.int(now), .int(budget), .text(relayURL), .int(now), .int(now)).run()
-            let select = try db.statement("SELECT intent_id FROM publish_intents WHERE \(claimable) ORDER BY sequence LIMIT ?")
-                .bind(.text(relayURL), .int(now), .int(now), .int(Int64(max)))
-            var ids: [String] = []
-            while try select.step() { ids.append(select.text(0)) }
-            guard !ids.isEmpty else { return nil }
-            try Self.pruneLeases(db, now: now)
-            if owners {
-                try db.statement(
-                    "INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at, owner) VALUES (?, ?, ?, 0, ?, ?)"
-                )
-                .bind(.text(leaseID), .text(relayURL), .int(expiresAt), .int(now), .optional(owner?.id)).run()
-            } else {
-                try db.statement("INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at) VALUES (?, ?, ?, 0, ?)")
-                    .bind(.text(leaseID), .text(relayURL), .int(expiresAt), .int(now)).run()
-            }
-            // A lease whose work is taken again (it expired) is stale from now on: it can no
-            // longer write, apply or release anything.
-            let supersede = try db.statement(
-                "UPDATE delivery_leases SET released = 1 WHERE released = 0 AND lease_id = (SELECT lease_id FROM publish_intents WHERE intent_id = ?)"
-            )
-            // Work taken back while in flight lost its answer with its owner (a crash, a lease
-            // run out): that counts against the budget, so an event that kills its process every
-            // time it is sent cannot loop for ever. A live session's timeout does not count.
-            let take = try db.statement(
-                store.version >= 8
-                    ? "UPDATE publish_intents SET failures = failures + (state = \(DeliveryState.inFlight.sql)), lease_id = ?, state = \(DeliveryState.pending.sql), updated_at = ? WHERE intent_id = ?"
-                    : "UPDATE publish_intents SET lease_id = ?, state = \(DeliveryState.pending.sql), updated_at = ? WHERE intent_id = ?")
-            let eventOf = try db.statement("SELECT event_id FROM publish_intents WHERE intent_id = ?")
-            let json = try db.statement("SELECT json FROM events WHERE \(store.layout.idCondition)")
-            var payloads: [DeliveryPayload] = []
-            for id in ids {
-                try supersede.bind(.text(id)).run()
-                supersede.reset()
-                try take.bind(.text(leaseID), .int(now), .text(id)).run()
-                take.reset()
-                try eventOf.bind(.text(id))
-                guard try eventOf.step() else { continue }
-                let eventID = eventOf.text(0)
-                eventOf.reset()
-                try json.bind(.int(EventLayout.idKey(eventID)), .text(eventID))
-                guard try json.step() else { continue }
-                payloads.append(DeliveryPayload(intentID: id, eventID: eventID, eventJSON: json.text(0)))
-                json.reset()
-            }
-            return DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseID, relayURL: relayURL, expiresAt: expiresAt), payloads: payloads)
+        if try db.statement("SELECT 1 FROM delivery_leases WHERE lease_id = ?").bind(.text(leaseID)).step() {
+            throw SoftchatError.invalidDeliveryState("claim: lease \(leaseID) was already used", operation: .relayPublish)
         }
+        let owners = store.version >= 7
+        if owners { try Self.expireDeadOwners(db, relayURL: relayURL, now: now, except: owner?.id, accountPath: store.path) }
+        // Work is claimable when no live lease holds it.
+        let claimable = """
+            relay_url = ? AND (
+              (state IN \(DeliveryState.sql(.pending, .retryable)) AND (lease_id IS NULL OR lease_id IN
+                 (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
+              OR (state = \(DeliveryState.inFlight.sql) AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
+            """
+        // Failures so far, with the answer lost when in-flight work is taken back (below).
+        let spent = store.version >= 8 ? "failures + (state = \(DeliveryState.inFlight.sql))" : "attempts"
+        let counted = store.version >= 8 ? "failures = \(spent), " : ""
+        if !endingWork {
+            let ends = try db.statement("SELECT 1 FROM publish_intents WHERE \(spent) >= ? AND \(claimable) LIMIT 1")
+                .bind(.int(budget), .text(relayURL), .int(now), .int(now)).step()
+            if ends { return .endsWork }
+        }
+        try db.statement(
+            "UPDATE publish_intents SET \(counted)state = \(DeliveryState.rejected.sql), category = 'exhausted', message = 'retry budget of \(budget) failed attempts used', lease_id = NULL, updated_at = ? WHERE \(spent) >= ? AND \(claimable)"
+        )
+        .bind(.int(now), .int(budget), .text(relayURL), .int(now), .int(now)).run()
+        let select = try db.statement("SELECT intent_id FROM publish_intents WHERE \(claimable) ORDER BY sequence LIMIT ?")
+            .bind(.text(relayURL), .int(now), .int(now), .int(Int64(max)))
+        var ids: [String] = []
+        while try select.step() { ids.append(select.text(0)) }
+        guard !ids.isEmpty else { return .claimed(nil) }
+        try Self.pruneLeases(db, now: now)
+        if owners {
+            try db.statement(
+                "INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at, owner) VALUES (?, ?, ?, 0, ?, ?)"
+            )
+            .bind(.text(leaseID), .text(relayURL), .int(expiresAt), .int(now), .optional(owner?.id)).run()
+        } else {
+            try db.statement("INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at) VALUES (?, ?, ?, 0, ?)")
+                .bind(.text(leaseID), .text(relayURL), .int(expiresAt), .int(now)).run()
+        }
+        // A lease whose work is taken again (it expired) is stale from now on: it can no
+        // longer write, apply or release anything.
+        let supersede = try db.statement(
+            "UPDATE delivery_leases SET released = 1 WHERE released = 0 AND lease_id = (SELECT lease_id FROM publish_intents WHERE intent_id = ?)"
+        )
+        // Work taken back while in flight lost its answer with its owner (a crash, a lease
+        // run out): that counts against the budget, so an event that kills its process every
+        // time it is sent cannot loop for ever. A live session's timeout does not count.
+        let take = try db.statement(
+            store.version >= 8
+                ? "UPDATE publish_intents SET failures = failures + (state = \(DeliveryState.inFlight.sql)), lease_id = ?, state = \(DeliveryState.pending.sql), updated_at = ? WHERE intent_id = ?"
+                : "UPDATE publish_intents SET lease_id = ?, state = \(DeliveryState.pending.sql), updated_at = ? WHERE intent_id = ?")
+        let eventOf = try db.statement("SELECT event_id FROM publish_intents WHERE intent_id = ?")
+        let json = try db.statement("SELECT json FROM events WHERE \(store.layout.idCondition)")
+        var payloads: [DeliveryPayload] = []
+        for id in ids {
+            try supersede.bind(.text(id)).run()
+            supersede.reset()
+            try take.bind(.text(leaseID), .int(now), .text(id)).run()
+            take.reset()
+            try eventOf.bind(.text(id))
+            guard try eventOf.step() else { continue }
+            let eventID = eventOf.text(0)
+            eventOf.reset()
+            try json.bind(.int(EventLayout.idKey(eventID)), .text(eventID))
+            guard try json.step() else { continue }
+            payloads.append(DeliveryPayload(intentID: id, eventID: eventID, eventJSON: json.text(0)))
+            json.reset()
+        }
+        return .claimed(DeliveryClaimResult(claim: DeliveryClaim(leaseID: leaseID, relayURL: relayURL, expiresAt: expiresAt), payloads: payloads))
     }
 
     /// When work for `relayURL` that another live lease holds becomes claimable: the earliest
@@ -181,7 +211,7 @@ public struct AccountDelivery: Sendable {
     ///   `account_storage_failed` when SQLite fails; `invalid_persistence_result` once the account
     ///   is closed.
     public func markSocketWritten(_ claim: DeliveryClaim, intentIDs: [String]) throws(SoftchatError) {
-        try store.write("markSocketWritten") { db in
+        try store.write("markSocketWritten", synced: false) { db in
             try Self.requireLive(db, claim)
             try Self.requireHeld(db, claim, intentIDs, states: [.pending], call: "markSocketWritten")
             let update = try db.statement(

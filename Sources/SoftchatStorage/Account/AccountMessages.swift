@@ -263,7 +263,7 @@ public struct AccountMessages: Sendable {
         }
         var fingerprints: [String] = []
         for op in operations { fingerprints.append(try AccountOutgoing.check(op)) }
-        let intentIDs = try store.write("send", observed: true) { db in
+        let intentIDs = try store.senderWrite("send") { db in
             // The message and its self-copy's outcome first: the self-copy stored below is
             // then known, and never decrypted when it comes back from a relay.
             try PrivateMessageStore.record(db, message, owner: me, receivedAt: now)

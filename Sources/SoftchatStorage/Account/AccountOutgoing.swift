@@ -76,7 +76,7 @@ public struct AccountOutgoing: Sendable {
         }
         var fingerprints: [String] = []
         for op in operations { fingerprints.append(try Self.check(op)) }
-        let ids = try store.write("enqueueSigned", observed: true) { db in
+        let ids = try store.senderWrite("enqueueSigned") { db in
             var sequence: Int64?  // read once, when the first intent is inserted
             var writer = EventWriter(db: db, receivedAt: now, layout: store.layout)
             return try operations.indices.map { i in

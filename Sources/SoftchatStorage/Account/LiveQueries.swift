@@ -25,6 +25,9 @@ extension SoftchatAccount {
     /// returned from SQLite, before its changes were found (0 before any).
     @_spi(Benchmarks) public var lastObservedCommitNanoseconds: Int64 { store.live.lastCommitNanoseconds.load(ordering: .acquiring) }
 
+    /// How many transactions this account's writer has committed (a group commit is one).
+    @_spi(Benchmarks) public var commitsForBenchmarks: Int { store.commits.load(ordering: .relaxed) }
+
     /// How many windows the open observations keep (equal ones on the wall clock share one).
     @_spi(Benchmarks) public var openWindowsForBenchmarks: Int { store.live.state.withLock { $0.entries.count } }
 

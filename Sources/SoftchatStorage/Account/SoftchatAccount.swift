@@ -178,8 +178,14 @@ final class AccountStore: Sendable {
     /// The event layout of that version.
     var layout: EventLayout { EventLayout(version: version) }
     let policy: AccountPolicy
-    private let writer: SerialConnection
+    let writer: SerialConnection
     private let reader: SerialConnection
+    /// Senders' writes waiting for the writer (GroupCommit.swift).
+    let commitQueue = Mutex(CommitQueue())
+    /// How many transactions the writer has committed (tests: a group is one), and how many of
+    /// them without an `fdatasync` of their own.
+    let commits = Atomic<Int>(0)
+    let unsyncedCommits = Atomic<Int>(0)
     /// The account's live queries (``SoftchatAccount/observe(_:limit:clock:)``).
     let live: LiveQueryHub
     /// The `events` rows the writer's current transaction touched; nil below schema 9, whose
@@ -189,9 +195,9 @@ final class AccountStore: Sendable {
     private let ticking = Atomic<Bool>(false)
     /// The thread running a write group (``group(_:_:)``), 0 when none: its writes join the
     /// group's transaction as savepoints instead of taking the writer's lock again.
-    private let groupThread = Atomic<UInt>(0)
+    let groupThread = Atomic<UInt>(0)
     /// The group's connection, written and read only by the thread in `groupThread`.
-    private let groupSlot = GroupSlot()
+    let groupSlot = GroupSlot()
 
     final class GroupSlot: @unchecked Sendable {
         // @unchecked: `db` is set, read and cleared only by the thread that holds the writer's
@@ -337,7 +343,11 @@ final class AccountStore: Sendable {
     /// - Parameter observed: Whether the call returns only once the live queries hold what it
     ///   committed (the app's own writes: a message sent is in its room's window when `send`
     ///   returns). Ingestion does not wait: its changes reach windows from the worker.
-    func write<R>(_ call: String, observed: Bool = false, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
+    /// - Parameter synced: false for a write whose loss in a power cut only redoes work (a
+    ///   claim, a socket-written mark): it commits without an `fdatasync` of its own
+    ///   (``SQLiteConnection/transaction(_:synced:_:)``). Inside a write group it joins the
+    ///   group's transaction, synced.
+    func write<R>(_ call: String, observed: Bool = false, synced: Bool = true, _ body: (SQLiteConnection) throws -> R) throws(SoftchatError) -> R {
         if groupThread.load(ordering: .acquiring) == Self.currentThread, let db = groupSlot.db {
             // After SQLite rolled the whole transaction back, a member's `SAVEPOINT` would start
             // a transaction of its own and its `RELEASE` commit it: durable, and then reported
@@ -353,7 +363,11 @@ final class AccountStore: Sendable {
         }
         let (result, handedOver): (Result<R, SoftchatError>, Bool) = writer.with { db in
             guard let db else { return (.failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)), false) }
-            let result = Self.mapped(call) { try db.transaction(call) { try body(db) } }
+            let result = Self.mapped(call) { try db.transaction(call, synced: synced) { try body(db) } }
+            if result.isSuccess {
+                commits.add(1, ordering: .relaxed)
+                if !synced { unsyncedCommits.add(1, ordering: .relaxed) }
+            }
             return (result, afterTransaction(db, committed: result.isSuccess))
         }
         // Outside the writer's lock: the worker never takes it, and other writers need not wait.
@@ -365,7 +379,7 @@ final class AccountStore: Sendable {
     /// (under the writer's lock still, so the worker gets commits in order); a rollback's are
     /// forgotten. Returns whether rows were handed over.
     @discardableResult
-    private func afterTransaction(_ db: SQLiteConnection, committed: Bool) -> Bool {
+    func afterTransaction(_ db: SQLiteConnection, committed: Bool) -> Bool {
         guard let rowLog else { return false }
         if committed { return live.committed(rowLog) }
         _ = rowLog.take()
@@ -397,6 +411,7 @@ final class AccountStore: Sendable {
                     return result
                 }
             }
+            if result.isSuccess { commits.add(1, ordering: .relaxed) }
             afterTransaction(db, committed: result.isSuccess)
             return result
         }

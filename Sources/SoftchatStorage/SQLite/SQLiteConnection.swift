@@ -146,10 +146,30 @@ final class SQLiteConnection {
         return try body()
     }
 
+    /// Whether the connection runs at `PRAGMA synchronous = NORMAL` after a transaction that
+    /// asked for it could not set `FULL` back: the next synced transaction sets it first.
+    private var syncRelaxed = false
+
     /// Runs `body` in one IMMEDIATE transaction: committed if it returns, rolled back if it
     /// throws, so nothing is ever half-applied.
-    func transaction<R>(_ operation: String, _ body: () throws -> R) throws -> R {
+    ///
+    /// - Parameter synced: false commits without an `fdatasync` of its own (`synchronous =
+    ///   NORMAL` for this transaction only): a process crash keeps it (it is in the WAL), a power
+    ///   loss may lose it and any later unsynced one, never an earlier synced one, and the next
+    ///   synced commit makes it durable too (the WAL is synced up to its end). Only for writes
+    ///   whose loss redoes work (a claim, a socket-written mark), never for one a caller reports.
+    func transaction<R>(_ operation: String, synced: Bool = true, _ body: () throws -> R) throws -> R {
         resetStatements()
+        if !synced {
+            try execute("PRAGMA synchronous = NORMAL")
+            syncRelaxed = true
+        } else if syncRelaxed {
+            try execute("PRAGMA synchronous = FULL")
+            syncRelaxed = false
+        }
+        defer {
+            if !synced, (try? execute("PRAGMA synchronous = FULL")) != nil { syncRelaxed = false }
+        }
         try execute("BEGIN IMMEDIATE")
         defer { resetStatements() }
         do {
