@@ -37,6 +37,37 @@ struct FFICallback<Payload: FFIEncodable>: @unchecked Sendable {
     func end() { function(context, nil) }
 }
 
+/// The serial queue on which one handle's host callbacks run. It knows whether the current thread
+/// runs it (each queue has its own token), so a handle's ending call from one of its own
+/// callbacks does not wait for the queue it runs on, while a callback of one handle that ends
+/// another still waits for that one's.
+final class FFIDeliveryQueue: Sendable {
+    let queue: DispatchQueue
+    private static let key = DispatchSpecificKey<UInt64>()
+    private static let tokens = Atomic<UInt64>(0)
+    private let token: UInt64
+
+    init(label: String) {
+        queue = DispatchQueue(label: label)
+        token = Self.tokens.add(1, ordering: .relaxed).newValue
+        queue.setSpecific(key: Self.key, value: token)
+    }
+
+    /// Waits for everything queued so far, unless called from this queue itself.
+    func drainUnlessOnIt() {
+        if DispatchQueue.getSpecific(key: Self.key) != token { queue.sync {} }
+    }
+}
+
+/// A flag a handle shares with the closures that run its callbacks.
+final class FFIFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    /// Sets it; true for the call that set it first.
+    func set() -> Bool { !value.exchange(true, ordering: .acquiringAndReleasing) }
+    func clear() { value.store(false, ordering: .releasing) }
+}
+
 /// The schema's `IntentStateCount` (only inside `AccountCheckReport`, whose codec is hand-written).
 struct IntentStateCountFFI: Sendable {
     var state: DeliveryState
@@ -47,29 +78,13 @@ struct IntentStateCountFFI: Sendable {
 /// a callback may call `relays()` or `stop()` while another thread is inside `stop()`.
 final class ManagedTransportHandle: Sendable {
     private let transport: SoftchatClient.ManagedTransport
-    private let delivery: DispatchQueue
+    private let delivery = FFIDeliveryQueue(label: "softchat.ffi.delivery")
     /// Set by the first stop(): no update is queued for the host after it.
-    private let closed = Flag()
-    final class Flag: Sendable {
-        private let value = Mutex(false)
-        var isSet: Bool { value.withLock { $0 } }
-        /// Sets it; true for the call that set it first.
-        func set() -> Bool {
-            value.withLock { v in
-                defer { v = true }
-                return !v
-            }
-        }
-    }
+    private let closed = FFIFlag()
     private let states: FFICallback<ManagedTransportStateChange>?
     private let events: FFICallback<ManagedTransportActivity>?
     /// What waits for the host's callbacks, bounded in count and bytes.
     private let updates: FFIUpdateQueue
-    /// Which handle's delivery queue the current thread runs (each handle has its own token),
-    /// so a callback of one transport that stops another still waits for that one's queue.
-    private static let onDelivery = DispatchSpecificKey<UInt64>()
-    private static let tokens = Atomic<UInt64>(0)
-    private let token: UInt64
 
     init(
         account: SoftchatAccount, context: ManagedTransportContext, identity: SoftchatIdentity?,
@@ -78,14 +93,9 @@ final class ManagedTransportHandle: Sendable {
         var policy = try ManagedTransportPolicy(context)
         self.states = states
         self.events = events
-        let delivery = DispatchQueue(label: "softchat.ffi.delivery")
-        let token = Self.tokens.add(1, ordering: .relaxed).newValue
-        self.token = token
-        delivery.setSpecific(key: Self.onDelivery, value: token)
-        self.delivery = delivery
         let closed = self.closed
         // Bounded, so a slow listener cannot grow memory without end (FFIUpdateQueue).
-        let updates = FFIUpdateQueue(queue: delivery) { update in
+        let updates = FFIUpdateQueue(queue: delivery.queue) { update in
             switch update {
             case .state(let change): states?.call(change)
             case .activity(let activity): events?.call(activity)
@@ -127,12 +137,12 @@ final class ManagedTransportHandle: Sendable {
         updates.discardNotices()
         if closed.set() {
             let (states, events) = (self.states, self.events)
-            delivery.async {
+            delivery.queue.async {
                 states?.end()
                 events?.end()
             }
         }
-        if DispatchQueue.getSpecific(key: Self.onDelivery) != token { delivery.sync {} }
+        delivery.drainUnlessOnIt()
     }
 
     func close() { stop() }

@@ -11,37 +11,24 @@ import Synchronization
 /// thread-safe, so a callback may call them while another thread is inside `cancel()`.
 final class EventObservationHandle: Sendable {
     private let observation: SoftchatStorage.EventObservation
-    private let delivery: Delivery
-    /// Which handle's delivery queue the current thread runs, so `cancel()` from a callback does
-    /// not wait for the queue it runs on.
-    private static let onDelivery = DispatchSpecificKey<UInt64>()
-    private static let tokens = Atomic<UInt64>(0)
-    private let token: UInt64
-
-    /// The queue the callback runs on, and its drain's state.
-    final class Delivery: Sendable {
-        let queue = DispatchQueue(label: "softchat.ffi.observation")
-        /// Whether a drain is queued and has not started taking updates yet.
-        let scheduled = Atomic<Bool>(false)
-        /// Set once the callback had its final call.
-        let ended = Atomic<Bool>(false)
-    }
+    private let delivery = FFIDeliveryQueue(label: "softchat.ffi.observation")
+    /// Whether a drain is queued and has not started taking updates yet.
+    private let scheduled = FFIFlag()
+    /// Set once the callback had its final call.
+    private let ended = FFIFlag()
 
     init(_ observation: SoftchatStorage.EventObservation, updates: FFICallback<EventWindowUpdate>?) {
         self.observation = observation
-        let delivery = Delivery()
-        self.delivery = delivery
-        token = Self.tokens.add(1, ordering: .relaxed).newValue
-        delivery.queue.setSpecific(key: Self.onDelivery, value: token)
         guard let updates else { return }
         // Each wake schedules at most one drain; the drain takes everything queued (the
         // observation's own bound holds what waits for a slow host: past it, one reload).
+        let (queue, scheduled, ended) = (delivery.queue, self.scheduled, self.ended)
         observation.whenUpdated { [observation] in
-            guard !delivery.scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            delivery.queue.async {
-                delivery.scheduled.store(false, ordering: .releasing)
+            guard scheduled.set() else { return }
+            queue.async {
+                scheduled.clear()
                 while let update = observation.poll() { updates.call(update) }
-                if observation.isFinished, !delivery.ended.exchange(true, ordering: .acquiringAndReleasing) { updates.end() }
+                if observation.isFinished, ended.set() { updates.end() }
             }
         }
     }
@@ -52,7 +39,7 @@ final class EventObservationHandle: Sendable {
     /// before. After it returns no callback runs again, unless it was called from the callback.
     func cancel() {
         observation.cancel()
-        if DispatchQueue.getSpecific(key: Self.onDelivery) != token { delivery.queue.sync {} }
+        delivery.drainUnlessOnIt()
     }
 
     func close() { cancel() }

@@ -99,13 +99,15 @@ public struct AccountDelivery: Sendable {
         // Failures so far, with the answer lost when in-flight work is taken back (below).
         let spent = store.version >= 8 ? "failures + (state = \(DeliveryState.inFlight.sql))" : "attempts"
         let counted = store.version >= 8 ? "failures = \(spent), " : ""
+        // Claimable work whose budget is spent: ended rejected/exhausted by this claim.
+        let spentWork = "\(spent) >= ? AND \(claimable)"
         if !endingWork {
-            let ends = try db.statement("SELECT 1 FROM publish_intents WHERE \(spent) >= ? AND \(claimable) LIMIT 1")
+            let ends = try db.statement("SELECT 1 FROM publish_intents WHERE \(spentWork) LIMIT 1")
                 .bind(.int(budget), .text(relayURL), .int(now), .int(now)).step()
             if ends { return .endsWork }
         }
         try db.statement(
-            "UPDATE publish_intents SET \(counted)state = \(DeliveryState.rejected.sql), category = 'exhausted', message = 'retry budget of \(budget) failed attempts used', lease_id = NULL, updated_at = ? WHERE \(spent) >= ? AND \(claimable)"
+            "UPDATE publish_intents SET \(counted)state = \(DeliveryState.rejected.sql), category = 'exhausted', message = 'retry budget of \(budget) failed attempts used', lease_id = NULL, updated_at = ? WHERE \(spentWork)"
         )
         .bind(.int(now), .int(budget), .text(relayURL), .int(now), .int(now)).run()
         let select = try db.statement("SELECT intent_id FROM publish_intents WHERE \(claimable) ORDER BY sequence LIMIT ?")

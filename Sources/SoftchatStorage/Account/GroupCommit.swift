@@ -94,10 +94,7 @@ extension AccountStore {
                 try db.transaction(leader.call) {
                     for m in group {
                         if let ended {
-                            m.result = .failure(
-                                SoftchatError(
-                                    ended.code, "\(m.call): not run, an earlier write of its group ended the transaction (\(ended.message))",
-                                    operation: ended.operation))
+                            m.result = .failure(Self.notRun(m.call, after: ended))
                             continue
                         }
                         m.result = m.run(db)
@@ -109,8 +106,6 @@ extension AccountStore {
             }
             if case .failure(let error) = committed {
                 for m in group where m.result?.isSuccess != false { m.result = .failure(error) }
-            } else {
-                commits.add(1, ordering: .relaxed)
             }
             afterTransaction(db, committed: committed.isSuccess)
             return group

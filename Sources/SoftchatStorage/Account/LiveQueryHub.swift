@@ -190,16 +190,17 @@ final class LiveQueryHub: Sendable {
                 let (window, futureWake) = try db.snapshot { try Self.read(db, filters, kinds: kinds, limit: limit, now: now) }
                 let wakes = window.compactMap(\.expiresAt).filter { $0 > now } + (futureWake.map { [$0] } ?? [])
                 queue.push(.snapshot(events: window.map(\.event)), window: [])
+                let keys = IndexKey.keys(for: filters)
                 return state.withLock { s in
                     let windowID = s.next
                     let id = s.next + 1
                     s.next += 2
                     s.entries[windowID] = Entry(
-                        filters: filters, limit: limit, kinds: kinds, keys: IndexKey.keys(for: filters), clock: clock, shared: shared,
+                        filters: filters, limit: limit, kinds: kinds, keys: keys, clock: clock, shared: shared,
                         queues: [id: queue], window: window, seqs: Set(window.map(\.seq)), wakeAt: wakes.min())
                     s.windowOf[id] = windowID
                     if let shared { s.shared[shared] = windowID }
-                    for key in IndexKey.keys(for: filters) { s.index[key, default: []].insert(windowID) }
+                    for key in keys { s.index[key, default: []].insert(windowID) }
                     isEmpty.store(false, ordering: .releasing)
                     return id
                 }

@@ -240,18 +240,9 @@ final class AccountStore: Sendable {
             try Migrations.migrate(w, upTo: version)
             // A migration's statements (a re-index's scan of every event) run once: not kept.
             w.finalizeStatements()
-            let r = try SQLiteConnection(path: path, readOnly: true)
-            try r.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
-            try r.execute("PRAGMA cache_size = -\(max(1, policy.cacheMebibytes) * 1024)")
+            let r = try Self.openReader(path, policy)
             rowLog = EventLayout(version: version) == .byArrival ? w.watchEventRows() : nil
-            let cacheMebibytes = max(1, policy.cacheMebibytes)
-            let busyTimeout = policy.busyTimeoutMilliseconds
-            live = LiveQueryHub {
-                let db = try SQLiteConnection(path: path, readOnly: true)
-                try db.execute("PRAGMA busy_timeout = \(busyTimeout)")
-                try db.execute("PRAGMA cache_size = -\(cacheMebibytes * 1024)")
-                return db
-            }
+            live = LiveQueryHub { try Self.openReader(path, policy) }
             writer = SerialConnection(w)
             reader = SerialConnection(r)
         } catch let error as SQLiteError {
@@ -261,6 +252,15 @@ final class AccountStore: Sendable {
         } catch {
             throw .invalidPersistenceResult("open \(path): \(error)", operation: .relayIngestion)
         }
+    }
+
+    /// A read-only connection to the account with the policy's busy timeout and cache: the
+    /// reader's, and the live-query worker's.
+    static func openReader(_ path: String, _ policy: AccountPolicy) throws(SQLiteError) -> SQLiteConnection {
+        let db = try SQLiteConnection(path: path, readOnly: true)
+        try db.execute("PRAGMA busy_timeout = \(policy.busyTimeoutMilliseconds)")
+        try db.execute("PRAGMA cache_size = -\(max(1, policy.cacheMebibytes) * 1024)")
+        return db
     }
 
     /// `PRAGMA application_id` of every Softchat account: "SCHT". A file with another id is
@@ -352,11 +352,7 @@ final class AccountStore: Sendable {
             // After SQLite rolled the whole transaction back, a member's `SAVEPOINT` would start
             // a transaction of its own and its `RELEASE` commit it: durable, and then reported
             // failed with the group. Nothing more runs; the group fails as a whole, as on disk.
-            if let ended = groupSlot.ended {
-                throw SoftchatError(
-                    ended.code, "\(call): not run, an earlier write of the group ended its transaction (\(ended.message))",
-                    operation: ended.operation)
-            }
+            if let ended = groupSlot.ended { throw Self.notRun(call, after: ended) }
             let result = Self.mapped(call) { try db.savepoint { try body(db) } }
             if case .failure(let error) = result, !db.inTransaction { groupSlot.ended = error }
             return try result.get()
@@ -364,22 +360,30 @@ final class AccountStore: Sendable {
         let (result, handedOver): (Result<R, SoftchatError>, Bool) = writer.with { db in
             guard let db else { return (.failure(.invalidPersistenceResult("\(call): the account is closed", operation: .relayIngestion)), false) }
             let result = Self.mapped(call) { try db.transaction(call, synced: synced) { try body(db) } }
-            if result.isSuccess {
-                commits.add(1, ordering: .relaxed)
-                if !synced { unsyncedCommits.add(1, ordering: .relaxed) }
-            }
-            return (result, afterTransaction(db, committed: result.isSuccess))
+            return (result, afterTransaction(db, committed: result.isSuccess, synced: synced))
         }
         // Outside the writer's lock: the worker never takes it, and other writers need not wait.
         if observed && handedOver { live.settle() }
         return try result.get()
     }
 
-    /// After the writer's transaction: a commit's touched rows go to the live queries' worker
-    /// (under the writer's lock still, so the worker gets commits in order); a rollback's are
-    /// forgotten. Returns whether rows were handed over.
+    /// The error of a write that did not run because an earlier write of its group (a write
+    /// group's, a group commit's) failed in a way that made SQLite end the whole transaction.
+    static func notRun(_ call: String, after ended: SoftchatError) -> SoftchatError {
+        SoftchatError(
+            ended.code, "\(call): not run, an earlier write of the group ended its transaction (\(ended.message))", operation: ended.operation)
+    }
+
+    /// After each writer transaction: a commit is counted (``commits``, and
+    /// ``unsyncedCommits`` when `synced` is false) and its touched rows go to the live queries'
+    /// worker (under the writer's lock still, so the worker gets commits in order); a rollback's
+    /// are forgotten. Returns whether rows were handed over.
     @discardableResult
-    func afterTransaction(_ db: SQLiteConnection, committed: Bool) -> Bool {
+    func afterTransaction(_ db: SQLiteConnection, committed: Bool, synced: Bool = true) -> Bool {
+        if committed {
+            commits.add(1, ordering: .relaxed)
+            if !synced { unsyncedCommits.add(1, ordering: .relaxed) }
+        }
         guard let rowLog else { return false }
         if committed { return live.committed(rowLog) }
         _ = rowLog.take()
@@ -411,7 +415,6 @@ final class AccountStore: Sendable {
                     return result
                 }
             }
-            if result.isSuccess { commits.add(1, ordering: .relaxed) }
             afterTransaction(db, committed: result.isSuccess)
             return result
         }
