@@ -172,6 +172,13 @@ public enum ManagedBenchmarks {
                 operationID: "enqueue-\(i)", events: [event], relayURLs: [relays.urls[0]], now: Int64(time(nil)))
         }
         let enqueue = monotonicSeconds() - e0
+        // The floor of the enqueue's own commit: as many WAL frames as it writes (one more
+        // enqueue, measured), written and made durable with nothing else done.
+        let frames = enqueueAccount.walFramesForBenchmarks {
+            let event = BenchCorpus.events(count: 1, contentBytes: 200, seed: 27)[0]
+            _ = try! enqueueAccount.outgoing.enqueueSigned(operationID: "frames", events: [event], relayURLs: [relays.urls[0]], now: Int64(time(nil)))
+        }
+        let commitFloor = FsyncFloor.frames(frames, directory: directory, count: quick ? 50 : 500)
         enqueueAccount.close()
         // Eight senders at once, each one message at a time: the writer commits what waits
         // together (one fdatasync per group).
@@ -202,6 +209,11 @@ public enum ManagedBenchmarks {
             ManagedFigure(
                 name: "enqueue one message at a time (enqueueSigned, durable)", value: Double(enqueueCount) / enqueue, unit: "/s",
                 baselineName: "the one-commit floor (1 / fdatasync)", baselineValue: oneCommitFloor),
+            ManagedFigure(name: "WAL frames (4 KiB pages) one enqueue commits", value: Double(frames), unit: "frames"),
+            ManagedFigure(
+                name: "enqueue one message at a time (enqueueSigned, durable)", value: Double(enqueueCount) / enqueue, unit: "/s",
+                baselineName: "its own commit's floor (\(frames) WAL frames written into a reused file, fdatasync)",
+                baselineValue: 1 / commitFloor),
             ManagedFigure(
                 name: "eight concurrent senders, each enqueueing one message at a time (durable; goal 5,000/s)",
                 value: Double(8 * perSender) / concurrent, unit: "/s", baselineName: "one sender at a time",
@@ -240,6 +252,38 @@ public enum ManagedBenchmarks {
                 let t0 = monotonicSeconds()
                 _ = page.withUnsafeBytes { write(fd, $0.baseAddress, 4096) }
                 _ = fdatasync(fd)
+                samples.append(monotonicSeconds() - t0)
+            }
+            samples.sort()
+            return samples[samples.count / 2]
+        }
+
+        /// Seconds per commit of `frames` WAL frames (a 24-byte header and a 4 KiB page each,
+        /// two writes, as SQLite writes them) into a file already that long (SQLite reuses its
+        /// WAL from the start after a checkpoint), then `fdatasync`: the median of `count`.
+        static func frames(_ frames: Int, directory: String, count: Int) -> Double {
+            let path = "\(directory)/frames-floor"
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            defer {
+                close(fd)
+                unlink(path)
+            }
+            let header = [UInt8](repeating: 0x3c, count: 24)
+            let page = [UInt8](repeating: 0x5a, count: 4096)
+            func commit() {
+                var offset = 32
+                for _ in 0..<max(frames, 1) {
+                    _ = header.withUnsafeBytes { pwrite(fd, $0.baseAddress, 24, off_t(offset)) }
+                    _ = page.withUnsafeBytes { pwrite(fd, $0.baseAddress, 4096, off_t(offset + 24)) }
+                    offset += 4120
+                }
+                _ = fdatasync(fd)
+            }
+            commit()
+            var samples: [Double] = []
+            for _ in 0..<count {
+                let t0 = monotonicSeconds()
+                commit()
                 samples.append(monotonicSeconds() - t0)
             }
             samples.sort()

@@ -89,12 +89,14 @@ public struct AccountDelivery: Sendable {
         }
         let owners = store.version >= 7
         if owners { try Self.expireDeadOwners(db, relayURL: relayURL, now: now, except: owner?.id, accountPath: store.path) }
-        // Work is claimable when no live lease holds it.
+        // Work is claimable when no live lease holds it. Found through the (relay, state) index
+        // among the relay's unfinished intents only, each one's lease looked up by key: the
+        // relay's finished intents and the leases kept with them grow for ever.
+        let ended = "EXISTS (SELECT 1 FROM delivery_leases l WHERE l.lease_id = publish_intents.lease_id AND (l.released = 1 OR l.expires_at <= ?))"
         let claimable = """
-            relay_url = ? AND (
-              (state IN \(DeliveryState.sql(.pending, .retryable)) AND (lease_id IS NULL OR lease_id IN
-                 (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
-              OR (state = \(DeliveryState.inFlight.sql) AND lease_id IN (SELECT lease_id FROM delivery_leases WHERE released = 1 OR expires_at <= ?)))
+            relay_url = ? AND state IN \(DeliveryState.sql(.pending, .retryable, .inFlight)) AND (
+              (state IN \(DeliveryState.sql(.pending, .retryable)) AND (lease_id IS NULL OR \(ended)))
+              OR (state = \(DeliveryState.inFlight.sql) AND \(ended)))
             """
         // Failures so far, with the answer lost when in-flight work is taken back (below).
         let spent = store.version >= 8 ? "failures + (state = \(DeliveryState.inFlight.sql))" : "attempts"
@@ -115,7 +117,7 @@ public struct AccountDelivery: Sendable {
         var ids: [String] = []
         while try select.step() { ids.append(select.text(0)) }
         guard !ids.isEmpty else { return .claimed(nil) }
-        try Self.pruneLeases(db, now: now)
+        if store.leasePruneDue(now: now) { try Self.pruneLeases(db, now: now) }
         if owners {
             try db.statement(
                 "INSERT INTO delivery_leases (lease_id, relay_url, expires_at, released, created_at, owner) VALUES (?, ?, ?, 0, ?, ?)"
@@ -323,6 +325,10 @@ public struct AccountDelivery: Sendable {
 
     /// How long a lease row outlives its claim: a reused lease id is refused for that long.
     static let leaseRetentionSeconds: Int64 = 86_400
+
+    /// How often a process prunes leases (an hour): the prune reads every lease, so a claim
+    /// runs it at most this often, not once per claim.
+    static let leasePruneSeconds: Int64 = 3_600
 
     /// Removes leases that ended (released or expired) more than a day after they began and that
     /// no intent names: one row per claim would otherwise grow for ever. An intent keeps its

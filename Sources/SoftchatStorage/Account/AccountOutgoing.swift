@@ -147,7 +147,10 @@ public struct AccountOutgoing: Sendable {
         let insert = try db.statement(
             "INSERT OR IGNORE INTO publish_intents (intent_id, operation_id, event_id, relay_url, state, attempts, sequence, updated_at) VALUES (?, ?, ?, ?, \(DeliveryState.pending.sql), 0, ?, ?)"
         )
-        var next = try sequence ?? db.scalarInt("SELECT COALESCE(MAX(sequence), 0) FROM publish_intents")
+        // The newest row's sequence is the largest: rows are never deleted, and each insert takes
+        // both the next rowid and the next sequence (the one rebuild, schema 9, copied rows in
+        // rowid order). Read through the rowid, O(log n); MAX(sequence) walked the whole index.
+        var next = try sequence ?? db.scalarInt("SELECT COALESCE((SELECT sequence FROM publish_intents ORDER BY rowid DESC LIMIT 1), 0)")
         defer { sequence = next }
         for e in events {
             for relay in relayURLs {

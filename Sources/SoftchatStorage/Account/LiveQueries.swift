@@ -28,6 +28,28 @@ extension SoftchatAccount {
     /// How many transactions this account's writer has committed (a group commit is one).
     @_spi(Benchmarks) public var commitsForBenchmarks: Int { store.commits.load(ordering: .relaxed) }
 
+    /// The WAL frames (pages) the commit `body` makes writes: the frames in the WAL after a
+    /// checkpoint, before and after it (a WAL the checkpoint emptied is restarted by the next
+    /// commit, which then holds only its own). A benchmark's floor is that many frames made
+    /// durable.
+    @_spi(Benchmarks) public func walFramesForBenchmarks(_ body: () throws -> Void) rethrows -> Int {
+        // (frames in the WAL, whether the checkpoint copied them all back: then the next commit
+        // writes from the WAL's start).
+        func checkpoint() -> (frames: Int64, emptied: Bool) {
+            store.settleLiveQueries()
+            // Outside any transaction (a checkpoint cannot run inside one).
+            return store.writer.with { db in
+                guard let s = try? db?.statement("PRAGMA wal_checkpoint(PASSIVE)"), (try? s.step()) == true else { return (0, false) }
+                defer { s.reset() }
+                return (s.int64(1), s.int64(0) == 0 && s.int64(1) == s.int64(2))
+            }
+        }
+        let before = checkpoint()
+        try body()
+        let after = checkpoint().frames
+        return Int(before.emptied ? after : after - before.frames)
+    }
+
     /// How many windows the open observations keep (equal ones on the wall clock share one).
     @_spi(Benchmarks) public var openWindowsForBenchmarks: Int { store.live.state.withLock { $0.entries.count } }
 

@@ -116,6 +116,13 @@ final class SQLiteConnection {
     /// The SQL of every statement this connection has prepared and cached (for query-plan tests).
     var preparedSQL: [String] { Array(cache.keys) }
 
+    /// Per cached statement, the virtual-machine steps it ran since the last reset (SQLite's
+    /// `SQLITE_STMTSTATUS_VM_STEP`): the work a statement does, counted exactly, for tests that
+    /// pin that it does not grow with a table.
+    func vmSteps(reset: Bool) -> [String: Int] {
+        cache.mapValues { Int(sqlite3_stmt_status($0.raw, SQLITE_STMTSTATUS_VM_STEP, reset ? 1 : 0)) }
+    }
+
     /// Finalizes every cached statement: the next `statement(_:)` of each SQL prepares it again.
     func finalizeStatements() {
         cache.removeAll()
