@@ -51,8 +51,6 @@ final class EventObservationHandle: Sendable {
 
 extension SoftchatAccount {
     func observe(filtersJSON: [String], limit: Int, updates: FFICallback<EventWindowUpdate>?) throws(SoftchatError) -> EventObservationHandle {
-        var filters: [RelayFilter] = []
-        for json in filtersJSON { filters.append(try RelayFilter.fromJSON(json)) }
-        return EventObservationHandle(try observe(filters, limit: limit), updates: updates)
+        EventObservationHandle(try observe(filtersJSON: filtersJSON, limit: limit), updates: updates)
     }
 }

@@ -221,6 +221,23 @@ func firstUpdate(of observation: EventObservation, within seconds: Int) -> Event
         }
     }
 
+    /// The filters as JSON texts are parsed as a subscription's are, with its bound: the one
+    /// parser every binding goes through.
+    @Test(arguments: [
+        ["{\"kinds\":[1]", "{\"kinds\":[1]}"], Array(repeating: "{\"kinds\":[1]}", count: 65), ["{\"kinds\":\"1\"}"], [],
+    ])
+    func filterTextsAreParsedAsASubscriptionsAreAndRefusedWithTheirCode(_ json: [String]) throws {
+        let t = try TestAccount()
+        do {
+            _ = try t.account.observe(filtersJSON: json)
+            Issue.record("observe accepted \(json.prefix(2)) (\(json.count) filters)")
+        } catch {
+            #expect(error.code == .invalidRelayFilter)
+        }
+        let kept = try t.account.observe(filtersJSON: Array(repeating: "{\"kinds\":[1]}", count: 64))
+        kept.cancel()
+    }
+
     /// The oracle: random stores (plain, replaceable, addressable, expiring, future-dated),
     /// NIP-09 deletions, time passing, and writes from a second connection; after every round each
     /// observation's window, and the window its changes build from the previous one, equal a

@@ -457,7 +457,8 @@ char *softchat_account_query_events(softchat_account *account, const char *filte
 
 /**
  * SoftchatAccount.observe(filtersJson: [json], limit: int, updates: EventWindowListener?) -> a new
- * handle. Observes a window of the account: the newest events matching any of the filters (as
+ * handle. Observes a window of the account: the newest events matching any of the filters (1 to
+ * maxFilters NIP-01 filters, parsed as a subscription's are, none with a limit of its own; as
  * queryEvents reads them: deleted, replaced and expired events never in it), at most limit (1 to
  * maxObservedWindow). updates gets its snapshot, then the changes each commit makes to it, found
  * in the commit (not by running the query again), and those time makes (an expiry); another

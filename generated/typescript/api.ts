@@ -1071,7 +1071,8 @@ export class SoftchatAccount {
   async queryEventsAsync(filtersJson: string[], limit: number, now: number, before?: EventCursor | null): Promise<EventPage> { return decodeEventPage(JSON.parse(await callAsync("SoftchatAccount.queryEvents", () => native().softchat_account_query_events_async(this.handle, encode(filtersJson), encode(limit), encode(now), encode((before ?? null)))) as string)); }
 
   /**
-   * Observes a window of the account: the newest events matching any of the filters (as queryEvents
+   * Observes a window of the account: the newest events matching any of the filters (1 to maxFilters
+   * NIP-01 filters, parsed as a subscription's are, none with a limit of its own; as queryEvents
    * reads them: deleted, replaced and expired events never in it), at most limit (1 to
    * maxObservedWindow). updates gets its snapshot, then the changes each commit makes to it, found
    * in the commit (not by running the query again), and those time makes (an expiry); another
@@ -1084,7 +1085,8 @@ export class SoftchatAccount {
   }
   /**
    * observe() as a Promise, run on a worker thread so the event loop keeps running while it blocks.
-   * Observes a window of the account: the newest events matching any of the filters (as queryEvents
+   * Observes a window of the account: the newest events matching any of the filters (1 to maxFilters
+   * NIP-01 filters, parsed as a subscription's are, none with a limit of its own; as queryEvents
    * reads them: deleted, replaced and expired events never in it), at most limit (1 to
    * maxObservedWindow).
    */

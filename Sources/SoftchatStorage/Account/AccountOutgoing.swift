@@ -1,4 +1,5 @@
 public import SoftchatCore
+import Synchronization
 
 /// One publish operation: the caller's idempotency key, the signed events, the relays.
 public struct OutgoingOperation: Sendable, Hashable {
@@ -96,10 +97,10 @@ public struct AccountOutgoing: Sendable {
         guard !op.operationID.isEmpty else { throw .invalidRelayBatch("enqueueSigned: operationId must not be empty", operation: .relayPublish) }
         try RelayPublishContract.maxPublishBatchEvents.check(op.events.count, "enqueueSigned events")
         guard !op.relayURLs.isEmpty else { throw .invalidRelayBatch("enqueueSigned: relayUrls must not be empty", operation: .relayPublish) }
-        guard Set(op.events.map(\.id)).count == op.events.count else {
+        guard op.events.count == 1 || Set(op.events.map(\.id)).count == op.events.count else {
             throw .invalidRelayBatch("enqueueSigned: events must have unique ids", operation: .relayPublish)
         }
-        guard Set(op.relayURLs).count == op.relayURLs.count else {
+        guard op.relayURLs.count == 1 || Set(op.relayURLs).count == op.relayURLs.count else {
             throw .invalidRelayBatch("enqueueSigned: relayUrls must be unique", operation: .relayPublish)
         }
         for url in op.relayURLs { try checkRelayURL(url, "enqueueSigned") }
@@ -171,10 +172,21 @@ public struct AccountOutgoing: Sendable {
     /// `url` as ``RelayURL`` checks it, or `invalid_relay_url` naming the call: a relay URL is
     /// never stored that could not be dialled safely.
     static func checkRelayURL(_ url: String, _ call: String) throws(SoftchatError) {
+        // An app sends to the same few relays: the texts already found valid are remembered
+        // (parsing one was an eighth of an enqueue's own time), at most `maxRememberedRelayURLs`.
+        if validRelayURLs.withLock({ $0.contains(url) }) { return }
         do throws(SoftchatError) {
             _ = try RelayURL(url)
         } catch {
             throw .invalidRelayUrl("\(call): \(error.message)", operation: .relayPublish)
         }
+        validRelayURLs.withLock { known in
+            if known.count < maxRememberedRelayURLs { known.insert(url) }
+        }
     }
+
+    /// Relay URL texts ``checkRelayURL(_:_:)`` found valid (validity depends on the text
+    /// alone, so one process-wide memo serves every account).
+    static let validRelayURLs = Mutex<Set<String>>([])
+    static let maxRememberedRelayURLs = 256
 }

@@ -89,6 +89,17 @@ extension SoftchatAccount {
         }
         return try store.observe(filters, limit: limit, clock: clock)
     }
+
+    /// As ``observe(_:limit:clock:)``, with the filters as NIP-01 JSON texts, parsed as a
+    /// subscription's are (1 to `maxFilters`, each a valid filter): what every binding calls.
+    ///
+    /// - Throws: `invalid_relay_filter` for a text that is not a valid filter, none, more than
+    ///   `maxFilters`, or as ``observe(_:limit:clock:)`` throws.
+    public func observe(
+        filtersJSON: [String], limit: Int = EventObservation.defaultLimit, clock: (@Sendable () -> Int64)? = nil
+    ) throws(SoftchatError) -> EventObservation {
+        try observe(SessionFilters.parse(filtersJSON), limit: limit, clock: clock)
+    }
 }
 
 extension EventWindowChange {

@@ -247,8 +247,13 @@ final class LiveQueryHub: Sendable {
         }
     }
 
-    /// Waits until the worker has applied everything handed over before this call.
-    func settle() { worker.sync {} }
+    /// Waits until the worker has applied everything handed over before this call. With no
+    /// observation open nothing was handed over (``committed(_:)`` hands over only then), and
+    /// there is nothing to wait for: a send then costs no hop to the worker and back.
+    func settle() {
+        guard !isEmpty.load(ordering: .acquiring) else { return }
+        worker.sync {}
+    }
 
     /// Closes the worker's connection once what it is doing is done; later hand-overs are dropped.
     func close() {

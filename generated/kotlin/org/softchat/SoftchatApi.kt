@@ -1070,7 +1070,8 @@ class SoftchatAccount internal constructor(internal val handle: Pointer) : java.
         java.util.concurrent.CompletableFuture.supplyAsync(java.util.function.Supplier { queryEvents(filtersJson, limit, now, before) }, executor)
 
     /**
-     * Observes a window of the account: the newest events matching any of the filters (as queryEvents
+     * Observes a window of the account: the newest events matching any of the filters (1 to maxFilters
+     * NIP-01 filters, parsed as a subscription's are, none with a limit of its own; as queryEvents
      * reads them: deleted, replaced and expired events never in it), at most limit (1 to
      * maxObservedWindow). updates gets its snapshot, then the changes each commit makes to it, found
      * in the commit (not by running the query again), and those time makes (an expiry); another

@@ -783,7 +783,8 @@ impl SoftchatAccount {
         call.finish_value::<EventPage>(result)
     }
 
-    /// Observes a window of the account: the newest events matching any of the filters (as queryEvents
+    /// Observes a window of the account: the newest events matching any of the filters (1 to maxFilters
+    /// NIP-01 filters, parsed as a subscription's are, none with a limit of its own; as queryEvents
     /// reads them: deleted, replaced and expired events never in it), at most limit (1 to
     /// maxObservedWindow). updates gets its snapshot, then the changes each commit makes to it, found
     /// in the commit (not by running the query again), and those time makes (an expiry); another
