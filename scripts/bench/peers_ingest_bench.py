@@ -3,7 +3,7 @@
 signed events, in one run.
 
 usage: <peers venv python> scripts/bench/peers_ingest_bench.py SOFTCHAT [--sizes 10000,100000]
-           [--data DIR] [--out FILE]
+           [--shuffled] [--data DIR] [--out FILE]
 
 scripts/bench/bench-peers --ingest runs it. One corpus of the largest size of signed kind-1 events
 (50 authors, ~200 B content; written once to DIR/ingest-<N>.jsonl by the corpus writer
@@ -19,6 +19,10 @@ in order, alternating window by window so a slow moment of the machine falls on 
     (asyncio.gather), timed over the window. Softchat's figure includes its parse and a process
     start per window; both are against it.
 
+With --shuffled the same events arrive in a fixed random order (dated out of order, as a sync
+that pages newest first and several relays deliver them), which scatters inserts across both
+stores' time indexes.
+
 For each size the row gives the rate of the window that ends there (the events stored then),
 both figures and their ratio (Softchat's rate / rust-nostr's: above 1 means Softchat is faster),
 and each store's last window against its first. Each store must end holding every event.
@@ -27,6 +31,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -85,6 +90,9 @@ async def main_async(a):
         lines = f.readlines()
     if len(lines) < total:
         sys.exit(f"{corpus}: {len(lines)} lines, {total} wanted")
+    lines = lines[:total]
+    if a.shuffled:
+        random.Random(7).shuffle(lines)
     work = tempfile.mkdtemp(prefix="softchat-peers-ingest-")
     try:
         ours_db = os.path.join(work, "softchat.sqlite")
@@ -105,7 +113,8 @@ async def main_async(a):
         if f'"events":{total}' not in status.replace(" ", ""):
             sys.exit(f"softchat does not hold {total} events: {status[:300]}")
         rows = []
-        print(f"\nnostr-sdk {version('nostr-sdk')}; windows of {WINDOW:,}; both stores hold {total:,} events")
+        order = "in a fixed random order" if a.shuffled else "in date order"
+        print(f"\nnostr-sdk {version('nostr-sdk')}; windows of {WINDOW:,}; events {order}; both stores hold {total:,} events")
         print(f"{'stored':>10s} {'softchat/s':>11s} {'rust-nostr/s':>13s} {'ratio':>6s}")
         for size in sizes:
             i = size // WINDOW - 1
@@ -126,6 +135,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("softchat")
     p.add_argument("--sizes", default="10000,100000")
+    p.add_argument("--shuffled", action="store_true")
     p.add_argument("--data", default=".peers/data")
     p.add_argument("--out")
     asyncio.run(main_async(p.parse_args()))
