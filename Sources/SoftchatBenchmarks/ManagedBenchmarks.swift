@@ -240,37 +240,20 @@ public enum ManagedBenchmarks {
     /// (the median of `count`), what the smallest durable commit costs at least on this disk.
     enum FsyncFloor {
         static func seconds(directory: String, count: Int) -> Double {
-            let path = "\(directory)/fsync-floor"
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o600)
-            defer {
-                close(fd)
-                unlink(path)
-            }
             let page = [UInt8](repeating: 0x5a, count: 4096)
-            var samples: [Double] = []
-            for _ in 0..<count {
-                let t0 = monotonicSeconds()
+            return median(directory: directory, flags: O_APPEND, count: count) { fd in
                 _ = page.withUnsafeBytes { write(fd, $0.baseAddress, 4096) }
                 _ = fdatasync(fd)
-                samples.append(monotonicSeconds() - t0)
             }
-            samples.sort()
-            return samples[samples.count / 2]
         }
 
         /// Seconds per commit of `frames` WAL frames (a 24-byte header and a 4 KiB page each,
         /// two writes, as SQLite writes them) into a file already that long (SQLite reuses its
         /// WAL from the start after a checkpoint), then `fdatasync`: the median of `count`.
         static func frames(_ frames: Int, directory: String, count: Int) -> Double {
-            let path = "\(directory)/frames-floor"
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-            defer {
-                close(fd)
-                unlink(path)
-            }
             let header = [UInt8](repeating: 0x3c, count: 24)
             let page = [UInt8](repeating: 0x5a, count: 4096)
-            func commit() {
+            return median(directory: directory, flags: 0, count: count, warmUp: true) { fd in
                 var offset = 32
                 for _ in 0..<max(frames, 1) {
                     _ = header.withUnsafeBytes { pwrite(fd, $0.baseAddress, 24, off_t(offset)) }
@@ -279,11 +262,22 @@ public enum ManagedBenchmarks {
                 }
                 _ = fdatasync(fd)
             }
-            commit()
+        }
+
+        /// The median seconds of `count` runs of `commit` on a scratch file in `directory`
+        /// (opened write-only with `flags`, removed after); `warmUp`: one untimed run first.
+        static func median(directory: String, flags: Int32, count: Int, warmUp: Bool = false, _ commit: (Int32) -> Void) -> Double {
+            let path = "\(directory)/fsync-floor"
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | flags, 0o600)
+            defer {
+                close(fd)
+                unlink(path)
+            }
+            if warmUp { commit(fd) }
             var samples: [Double] = []
             for _ in 0..<count {
                 let t0 = monotonicSeconds()
-                commit()
+                commit(fd)
                 samples.append(monotonicSeconds() - t0)
             }
             samples.sort()
