@@ -291,19 +291,7 @@ public struct AccountMessages: Sendable {
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails.
     public func rooms(ownerKey owner: String, now: Int64, limit: Int = 100) throws(SoftchatError) -> [PrivateRoom] {
         let limit = Swift.max(1, Swift.min(limit, Self.maxPage))
-        return try store.read("rooms") { db in
-            let list = try db.statement(
-                "SELECT room, messages, read_seq FROM private_rooms WHERE owner = ? ORDER BY latest_at DESC, room LIMIT ?"
-            ).bind(.text(owner), .int(Int64(limit)))
-            var rows: [(String, Int, Int64)] = []
-            while try list.step() { rows.append((list.text(0), Int(list.int64(1)), list.int64(2))) }
-            list.reset()
-            return try rows.map { room, messages, readSeq in
-                let latest = try PrivateMessageStore.page(db, owner: owner, room: room, now: now, before: nil, limit: 1).first
-                let unread = try PrivateMessageStore.unread(db, owner: owner, room: room, readSeq: readSeq)
-                return PrivateRoom(members: PrivateMessageStore.members(room), latest: latest, messages: messages, unread: unread)
-            }
-        }
+        return try store.read("rooms") { db in try PrivateMessageStore.rooms(db, owner: owner, now: now, limit: limit) }
     }
 
     /// A room's messages, newest first, a page at a time.
@@ -340,6 +328,8 @@ public struct AccountMessages: Sendable {
             try db.statement(
                 "UPDATE private_rooms SET read_seq = (SELECT COALESCE(MAX(seq), 0) FROM private_messages WHERE owner = ?1 AND room = ?2) WHERE owner = ?1 AND room = ?2"
             ).bind(.text(owner), .text(room)).run()
+            // `private_rooms` has no rowid for the update hook: the room is named outright.
+            db.rowLog?.note(.rooms(owner: owner))
         }
     }
 
@@ -487,6 +477,31 @@ enum PrivateMessageStore {
         let n = Int(count.int64(0))
         count.reset()
         return n
+    }
+
+    /// The rooms of `owner`, the room with the newest message first, at most `limit`.
+    static func rooms(_ db: SQLiteConnection, owner: String, now: Int64, limit: Int) throws -> [PrivateRoom] {
+        let list = try db.statement(
+            "SELECT room, messages, read_seq FROM private_rooms WHERE owner = ? ORDER BY latest_at DESC, room LIMIT ?"
+        ).bind(.text(owner), .int(Int64(limit)))
+        var rows: [(String, Int, Int64)] = []
+        while try list.step() { rows.append((list.text(0), Int(list.int64(1)), list.int64(2))) }
+        list.reset()
+        return try rows.map { room, messages, readSeq in
+            let latest = try page(db, owner: owner, room: room, now: now, before: nil, limit: 1).first
+            let unread = try unread(db, owner: owner, room: room, readSeq: readSeq)
+            return PrivateRoom(members: members(room), latest: latest, messages: messages, unread: unread)
+        }
+    }
+
+    /// When the first of a room's shown messages from its newest through `cursor` expires after
+    /// `now` (what a page ending there loses first), or nil when none of them expires.
+    static func nextExpiry(_ db: SQLiteConnection, owner: String, room: String, through cursor: PrivateMessageCursor, now: Int64) throws -> Int64? {
+        let due = try db.statement(
+            "SELECT MIN(expires_at) FROM private_messages WHERE owner = ? AND room = ? AND deleted = 0 AND kind IN \(shownKindsSQL) AND expires_at > ? AND (created_at > ? OR (created_at = ? AND rumor_id >= ?))"
+        ).bind(.text(owner), .text(room), .int(now), .int(cursor.createdAt), .int(cursor.createdAt), .text(cursor.id))
+        defer { due.reset() }
+        return try due.step() && !due.isNull(0) ? due.int64(0) : nil
     }
 
     /// A page of a room's shown messages, newest first.

@@ -131,22 +131,26 @@ extension AccountDelivery {
     /// - Throws: `SoftchatError` with code `account_storage_failed` when SQLite fails, or
     ///   `invalid_persistence_result` once the account is closed.
     public func intents(operationID: String) throws(SoftchatError) -> [PublishIntentStatus] {
-        try store.read("intents(operationID:)") { db in
-            let s = try db.statement(
-                """
-                SELECT intent_id, event_id, relay_url, state, category, message, attempts FROM publish_intents
-                WHERE operation_id = ? ORDER BY sequence, relay_url
-                """
-            ).bind(.text(operationID))
-            var out: [PublishIntentStatus] = []
-            while try s.step() {
-                out.append(
-                    PublishIntentStatus(
-                        intentID: s.text(0), eventID: s.text(1), relayURL: s.text(2), state: try s.deliveryState(3),
-                        category: s.optionalText(4).flatMap(DeliveryCategory.init(rawValue:)), message: s.optionalText(5),
-                        attempts: Int(s.int64(6))))
-            }
-            return out
+        try store.read("intents(operationID:)") { db in try Self.intents(db, operationID: operationID, limit: Int.max) }
+    }
+
+    /// The intents of one operation, in publish order (then by relay), at most `limit`.
+    static func intents(_ db: SQLiteConnection, operationID: String, limit: Int) throws -> [PublishIntentStatus] {
+        let s = try db.statement(
+            """
+            SELECT intent_id, event_id, relay_url, state, category, message, attempts FROM publish_intents
+            WHERE operation_id = ? ORDER BY sequence, relay_url LIMIT ?
+            """
+        ).bind(.text(operationID), .int(Int64(Swift.min(limit, Int(Int64.max)))))
+        defer { s.reset() }
+        var out: [PublishIntentStatus] = []
+        while try s.step() {
+            out.append(
+                PublishIntentStatus(
+                    intentID: s.text(0), eventID: s.text(1), relayURL: s.text(2), state: try s.deliveryState(3),
+                    category: s.optionalText(4).flatMap(DeliveryCategory.init(rawValue:)), message: s.optionalText(5),
+                    attempts: Int(s.int64(6))))
         }
+        return out
     }
 }

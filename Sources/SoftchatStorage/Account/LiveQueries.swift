@@ -190,25 +190,75 @@ public final class EventObservation: AsyncSequence, Sendable {
     package var isFinished: Bool { queue.isFinished }
 }
 
+/// An update of a live observation as its queue holds it: changes, or a whole window (its
+/// snapshot, or a reload).
+public protocol LiveUpdate: Sendable {
+    /// What the observed window holds.
+    associatedtype Item: Sendable
+    /// How many changes it carries (`changes`), or how many items its whole window holds.
+    var extent: LiveUpdateExtent { get }
+    /// The whole window again, in place of changes the reader did not take in time.
+    static func reload(_ window: [Item]) -> Self
+}
+
+/// What a live update holds: so many changes, or a whole window of so many items.
+public enum LiveUpdateExtent: Sendable, Hashable {
+    /// Changes to the window, this many.
+    case changes(Int)
+    /// The whole window (a snapshot or a reload), of this many items.
+    case window(Int)
+}
+
+extension LiveUpdate {
+    /// How many changes it carries, or nil for a whole window.
+    var changeCount: Int? {
+        if case .changes(let n) = extent { return n }
+        return nil
+    }
+    /// What it holds: its changes, or its window's items.
+    var size: Int {
+        switch extent {
+        case .changes(let n), .window(let n): n
+        }
+    }
+}
+
+extension EventWindowUpdate: LiveUpdate {
+    /// Its changes, or its window's events.
+    public var extent: LiveUpdateExtent {
+        switch self {
+        case .changes(let c): .changes(c.count)
+        case .snapshot(let w), .reload(let w): .window(w.count)
+        }
+    }
+    /// The window again, as `EventWindowUpdate.reload`.
+    public static func reload(_ window: [VerifiedEvent]) -> EventWindowUpdate { .reload(events: window) }
+}
+
+/// The updates waiting for an event observation's reader.
+@_spi(Benchmarks) public typealias UpdateQueue = LiveUpdateQueue<EventWindowUpdate>
+
 /// The updates waiting for an observation's reader, bounded by ``EventObservation/maxBacklog``
 /// changes.
-@_spi(Benchmarks) public final class UpdateQueue: Sendable {
+@_spi(Benchmarks) public final class LiveUpdateQueue<Update: LiveUpdate>: Sendable {
     struct State {
-        var updates: [EventWindowUpdate] = []
+        var updates: [Update] = []
         var changes = 0
-        var waiter: CheckedContinuation<EventWindowUpdate?, Never>?
+        var waiter: CheckedContinuation<Update?, Never>?
         var finished = false
 
         /// The oldest waiting update, its changes no longer counted as waiting.
-        mutating func popFirst() -> EventWindowUpdate? {
+        mutating func popFirst() -> Update? {
             guard !updates.isEmpty else { return nil }
             let first = updates.removeFirst()
-            if case .changes(let list) = first { changes -= list.count }
+            changes -= first.changeCount ?? 0
             return first
         }
     }
     private let state = Mutex(State())
     private let wake = Mutex<(@Sendable () -> Void)?>(nil)
+
+    init() {}
 
     func whenUpdated(_ wake: @escaping @Sendable () -> Void) {
         self.wake.withLock { $0 = wake }
@@ -219,17 +269,17 @@ public final class EventObservation: AsyncSequence, Sendable {
 
     /// Queues `update`; when more than `maxBacklog` changes would wait, they are replaced by one
     /// reload of `window`.
-    func push(_ update: EventWindowUpdate, window: @autoclosure () -> [VerifiedEvent]) {
-        let waiter: CheckedContinuation<EventWindowUpdate?, Never>? = state.withLock { s in
+    func push(_ update: Update, window: @autoclosure () -> [Update.Item]) {
+        let waiter: CheckedContinuation<Update?, Never>? = state.withLock { s in
             guard !s.finished else { return nil }
             if let waiter = s.waiter {
                 s.waiter = nil
                 return waiter
             }
-            if case .changes(let list) = update {
-                s.changes += list.count
+            if let count = update.changeCount {
+                s.changes += count
                 if s.changes > EventObservation.maxBacklog {
-                    s.updates = [.reload(events: window())]
+                    s.updates = [.reload(window())]
                     s.changes = 0
                     return nil
                 }
@@ -248,19 +298,10 @@ public final class EventObservation: AsyncSequence, Sendable {
     /// How many updates, and changes in them, wait.
     var depth: (updates: Int, changes: Int) { state.withLock { ($0.updates.count, $0.changes) } }
 
-    /// How many changes wait, a reload counted as its window's events.
-    @_spi(Benchmarks) public var depthForBenchmarks: Int {
-        state.withLock { s in
-            s.updates.reduce(0) { total, u in
-                switch u {
-                case .changes(let c): total + c.count
-                case .snapshot(let w), .reload(let w): total + w.count
-                }
-            }
-        }
-    }
+    /// How many changes wait, a reload counted as its window's items.
+    @_spi(Benchmarks) public var depthForBenchmarks: Int { state.withLock { s in s.updates.reduce(0) { $0 + $1.size } } }
 
-    func take() -> EventWindowUpdate? { state.withLock { $0.popFirst() } }
+    func take() -> Update? { state.withLock { $0.popFirst() } }
 
     func finish() {
         let waiter = state.withLock { s in
@@ -278,10 +319,10 @@ public final class EventObservation: AsyncSequence, Sendable {
         last?()
     }
 
-    func next() async -> EventWindowUpdate? {
+    func next() async -> Update? {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<EventWindowUpdate?, Never>) in
-                let now: EventWindowUpdate?? = state.withLock { s in
+            await withCheckedContinuation { (c: CheckedContinuation<Update?, Never>) in
+                let now: Update?? = state.withLock { s in
                     if let first = s.popFirst() { return .some(first) }
                     if s.finished || Task.isCancelled { return .some(nil) }
                     s.waiter = c

@@ -8,41 +8,8 @@ import Synchronization
     import Darwin
 #endif
 
-// The machinery behind live queries (LiveQueries.swift): the writer's row log, and the hub whose
+// The machinery behind live queries (LiveQueries.swift): the hub whose
 // worker keeps every window.
-
-/// The rowids of the `events` rows the writer's current transaction touched (the update hook
-/// fills it; the commit empties it). Bounded: past `maxRows` it stops listing and says so, and
-/// the observations are read again instead.
-final class RowChangeLog: @unchecked Sendable {
-    // @unchecked: used only by the thread that holds the writer connection.
-    static let maxRows = 65_536
-    var enabled = false
-    var rows: [Int64] = []
-    var overflowed = false
-    /// The events this transaction inserted, by rowid: verified before they were written, so
-    /// the live queries need not read and decode their rows again.
-    var inserted: [Int64: VerifiedEvent] = [:]
-
-    func record(_ rowid: Int64) {
-        guard enabled else { return }
-        if rows.count < Self.maxRows { rows.append(rowid) } else { overflowed = true }
-    }
-
-    func noteInserted(_ rowid: Int64, _ event: VerifiedEvent) {
-        guard enabled, !overflowed, inserted.count < Self.maxRows else { return }
-        inserted[rowid] = event
-    }
-
-    func take() -> (rows: [Int64], overflowed: Bool, inserted: [Int64: VerifiedEvent]) {
-        defer {
-            rows = []
-            overflowed = false
-            inserted = [:]
-        }
-        return (rows, overflowed, inserted)
-    }
-}
 
 /// The account's observations, the index that finds them by kind, and their windows. Every
 /// window changes on one serial worker, with a read-only connection of its own, in commit order:
@@ -125,6 +92,20 @@ final class LiveQueryHub: Sendable {
         var dataVersion: Int64?
         /// The worker could not read a hand-over's rows: every window is read again at the next tick.
         var rereadAll = false
+        /// The live-rows observations, by observation id, and the index that finds them.
+        var rowEntries: [Int: RowsEntry] = [:]
+        var rowIndex: [LiveRowsKey: Set<Int>] = [:]
+
+        var isEmpty: Bool { entries.isEmpty && rowEntries.isEmpty }
+    }
+
+    /// One live-rows observation (LiveRows.swift): the keys it is filed under, its clock, its
+    /// read (which queues its changes) and when time next changes it.
+    struct RowsEntry {
+        let keys: [LiveRowsKey]
+        let clock: @Sendable () -> Int64
+        let refresh: @Sendable (SQLiteConnection, Int64, Bool) throws -> Int64?
+        var wakeAt: Int64?
     }
 
     /// What waits for the worker: the rows commits touched since it last took them, and the
@@ -139,10 +120,12 @@ final class LiveQueryHub: Sendable {
         var rereadAll = false
         /// A tick: windows whose due time has come are read again.
         var due = false
+        /// What commits changed for the live-rows observations.
+        var rowChanges = RowChanges()
         /// Whether a drain is queued or running on the worker.
         var scheduled = false
 
-        var isEmpty: Bool { rows.isEmpty && !overflowed && !rereadAll && !due }
+        var isEmpty: Bool { rows.isEmpty && rowChanges.isEmpty && !overflowed && !rereadAll && !due }
 
         init(scheduled: Bool = false) { self.scheduled = scheduled }
     }
@@ -161,7 +144,7 @@ final class LiveQueryHub: Sendable {
     /// CLOCK_MONOTONIC, in nanoseconds, when the last commit with observations open came back
     /// from SQLite (for `softchat-dev bench observe`'s commit-to-delivery latency).
     let lastCommitNanoseconds = Atomic<Int64>(0)
-    private let worker = DispatchQueue(label: "softchat.live-queries")
+    let worker = DispatchQueue(label: "softchat.live-queries")
     private let connection = WorkerConnection()
     private let open: @Sendable () throws -> SQLiteConnection
 
@@ -223,7 +206,7 @@ final class LiveQueryHub: Sendable {
     }
 
     /// The worker's connection, opened now if this is the first use. Runs on `worker`.
-    private func workerConnection() throws -> SQLiteConnection {
+    func workerConnection() throws -> SQLiteConnection {
         if let db = connection.db { return db }
         guard !connection.closed else { throw SoftchatError.invalidPersistenceResult("observe: the account is closed", operation: .relayIngestion) }
         let db = try open()
@@ -243,7 +226,7 @@ final class LiveQueryHub: Sendable {
                 s.index[key]?.remove(windowID)
                 if s.index[key]?.isEmpty == true { s.index[key] = nil }
             }
-            isEmpty.store(s.entries.isEmpty, ordering: .releasing)
+            isEmpty.store(s.isEmpty, ordering: .releasing)
         }
     }
 
@@ -267,10 +250,11 @@ final class LiveQueryHub: Sendable {
     private func post(_ change: (inout Pending) -> Void) {
         let start: Bool = pending.withLock { p in
             change(&p)
-            if p.rows.count > RowChangeLog.maxRows {
+            if p.rows.count > RowChangeLog.maxRows || p.rowChanges.count > RowChangeLog.maxRows {
                 p.overflowed = true
                 p.rows = []
                 p.inserted = [:]
+                p.rowChanges = RowChanges()
             }
             guard !p.scheduled, !p.isEmpty else { return false }
             p.scheduled = true
@@ -302,10 +286,17 @@ final class LiveQueryHub: Sendable {
                 try db.snapshot {
                     if work.overflowed || work.rereadAll {
                         try reread(db, all: true)
+                        try refreshRows(db, .all)
                         return
                     }
-                    if !work.rows.isEmpty { try apply(db, rows: work.rows, inserted: work.inserted) }
-                    if work.due { try reread(db, all: false) }
+                    // Each kind of hand-over is read back only while an observation of its kind is open.
+                    let (windows, lists) = state.withLock { (!$0.entries.isEmpty, !$0.rowEntries.isEmpty) }
+                    if windows && !work.rows.isEmpty { try apply(db, rows: work.rows, inserted: work.inserted) }
+                    if lists && !work.rowChanges.isEmpty { try refreshRows(db, .keys(try rowKeys(db, work.rowChanges))) }
+                    if work.due {
+                        try reread(db, all: false)
+                        try refreshRows(db, .due)
+                    }
                 }
             } catch {
                 state.withLock { $0.rereadAll = true }
@@ -329,8 +320,8 @@ final class LiveQueryHub: Sendable {
     /// that must see its own change has something to ``settle()``).
     @discardableResult
     func committed(_ log: RowChangeLog) -> Bool {
-        let (rowids, overflowed, inserted) = log.take()
-        guard !isEmpty.load(ordering: .acquiring), overflowed || !rowids.isEmpty else { return false }
+        let (rowids, overflowed, inserted, rowChanges) = log.take()
+        guard !isEmpty.load(ordering: .acquiring), overflowed || !rowids.isEmpty || !rowChanges.isEmpty else { return false }
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         lastCommitNanoseconds.store(Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec), ordering: .releasing)
@@ -340,6 +331,7 @@ final class LiveQueryHub: Sendable {
             } else if !p.overflowed {
                 p.rows += rowids
                 p.inserted.merge(inserted) { _, new in new }
+                p.rowChanges.merge(rowChanges)
             }
         }
         return true
@@ -568,7 +560,10 @@ final class LiveQueryHub: Sendable {
                 s.rereadAll = false
             }
             let moved = s.rereadAll || s.dataVersion.map { $0 != version } ?? false
-            return (moved, !moved && s.entries.values.contains { e in e.wakeAt.map { $0 <= e.clock() } ?? false })
+            let due =
+                s.entries.values.contains { e in e.wakeAt.map { $0 <= e.clock() } ?? false }
+                || s.rowEntries.values.contains { e in e.wakeAt.map { $0 <= e.clock() } ?? false }
+            return (moved, !moved && due)
         }
         if moved {
             post { $0.rereadAll = true }
@@ -582,7 +577,7 @@ final class LiveQueryHub: Sendable {
     func baseline(_ db: SQLiteConnection) throws {
         let version = try dataVersion(db)
         state.withLock { s in
-            if s.entries.isEmpty { s.dataVersion = version }
+            if s.isEmpty { s.dataVersion = version }
         }
     }
 

@@ -286,6 +286,11 @@ enum Migrations {
         ) WITHOUT ROWID;
         CREATE INDEX private_rooms_latest ON private_rooms (owner, latest_at DESC, room);
         """,
+        // 13: an operation's intents by operation, in publish order: `intents(operationID:)` and
+        // the delivery observations read them with one seek (they read every intent before).
+        """
+        CREATE INDEX publish_intents_operation ON publish_intents (operation_id, sequence, relay_url);
+        """,
     ]
 
     /// The work a step does in code after its SQL, in the same transaction.

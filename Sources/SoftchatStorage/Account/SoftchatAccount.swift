@@ -450,17 +450,7 @@ final class AccountStore: Sendable {
     /// writer's lock), then reads the first window on the live-query worker, where every later
     /// hand-over is applied to it.
     func observe(_ filters: [RelayFilter], limit: Int, clock: (@Sendable () -> Int64)?) throws(SoftchatError) -> EventObservation {
-        let started: Result<Void, SoftchatError> = writer.with { db in
-            guard let db else { return .failure(.invalidPersistenceResult("observe: the account is closed", operation: .relayIngestion)) }
-            guard let rowLog else {
-                return .failure(.invalidPersistenceResult("observe: this account's schema predates live queries", operation: .relayIngestion))
-            }
-            return Self.mapped("observe") {
-                rowLog.enabled = true
-                try live.baseline(db)
-            }
-        }
-        try started.get()
+        try startObserving()
         var kinds: Set<Int>? = []
         for f in filters {
             guard let k = f.kinds else {
@@ -473,6 +463,34 @@ final class AccountStore: Sendable {
         let id = try Self.mapped("observe") { try live.register(filters, limit: limit, kinds: kinds, clock: clock, queue: queue) }.get()
         startTicking()
         return EventObservation(id: id, hub: live, queue: queue)
+    }
+
+    /// Starts a live-rows observation (LiveRows.swift): as ``observe(_:limit:clock:)`` does, its
+    /// first list read on the worker and filed under `keys`.
+    func observeRows<Row>(_ call: String, keys: [LiveRowsKey], clock: (@Sendable () -> Int64)?, read: @escaping LiveRows<Row>.Read)
+        throws(SoftchatError) -> RowObservation<Row>
+    {
+        try startObserving()
+        let rows = LiveRows(read: read)
+        let id = try Self.mapped(call) { try live.registerRows(rows, keys: keys, clock: clock ?? EventObservation.wallClock) }.get()
+        startTicking()
+        return RowObservation(id: id, hub: live, rows: rows)
+    }
+
+    /// Under the writer's lock: starts the row log and notes the data version, so every commit
+    /// from here on reaches the worker and another connection's is found by the next tick.
+    private func startObserving() throws(SoftchatError) {
+        let started: Result<Void, SoftchatError> = writer.with { db in
+            guard let db else { return .failure(.invalidPersistenceResult("observe: the account is closed", operation: .relayIngestion)) }
+            guard let rowLog else {
+                return .failure(.invalidPersistenceResult("observe: this account's schema predates live queries", operation: .relayIngestion))
+            }
+            return Self.mapped("observe") {
+                rowLog.enabled = true
+                try live.baseline(db)
+            }
+        }
+        try started.get()
     }
 
     /// One tick now, and its work done (tests; the timer does the same every `pollMilliseconds`).

@@ -29,14 +29,25 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// SQLite's update hook for ``SQLiteConnection/watchEventRows()``: records each changed rowid of
-/// the `events` table in the connection's log.
+/// the `events` table in the connection's log, and of the `private_messages` and
+/// `publish_intents` tables (the live-rows observations').
 private let eventRowChanged: @convention(c) (UnsafeMutableRawPointer?, Int32, UnsafePointer<CChar>?, UnsafePointer<CChar>?, sqlite3_int64) -> Void = {
     context, _, _, table, rowid in
     guard let context, let table else { return }
-    // "events\0", compared without a C library call.
-    for (i, byte) in "events".utf8.enumerated() where UInt8(bitPattern: table[i]) != byte { return }
-    guard table[6] == 0 else { return }
-    Unmanaged<RowChangeLog>.fromOpaque(context).takeUnretainedValue().record(rowid)
+    let log = Unmanaged<RowChangeLog>.fromOpaque(context).takeUnretainedValue()
+    // Compared byte by byte, without a C library call: the hook runs for every row written.
+    func named(_ name: StaticString) -> Bool {
+        let bytes = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+        for (i, byte) in bytes.enumerated() where UInt8(bitPattern: table[i]) != byte { return false }
+        return table[bytes.count] == 0
+    }
+    if named("events") {
+        log.record(rowid)
+    } else if named("private_messages") {
+        log.recordMessage(rowid)
+    } else if named("publish_intents") {
+        log.recordIntent(rowid)
+    }
 }
 
 /// One SQLite connection with cached prepared statements. Not thread-safe by itself: the
