@@ -31,6 +31,8 @@ public struct CABIRenderer {
     /// record's codec is generated from its fields.
     public static let handWrittenCodecs: Set<String> = [
         "VerifiedEvent", "CountResult", "ClientRelayFrame", "RelayResponseFrame", "DeliveryClaim", "AccountCheckReport",
+        // The live rows' unions: one generic codec (FFIObservation.swift) for the three.
+        "RoomListUpdate", "RoomMessagesUpdate", "DeliveryStatesUpdate",
     ]
 
     // MARK: C header

@@ -19,11 +19,11 @@ public struct SwiftRenderer {
         renderError(&w)
         for contract in set.contracts { renderContract(contract, &w) }
         renderCatalog(&w)
-        for type in set.allTypes where type.swiftSurface {
+        for type in set.allTypes where type.swiftSurface && type.kind != .union {
             w.line()
             if type.kind == .enum { renderEnum(type, &w) } else { renderRecord(type, &w) }
         }
-        for type in set.allTypes where type.kind == .union {
+        for type in set.allTypes where type.kind == .union && type.swiftSurface {
             w.line()
             renderUnion(type, &w)
         }

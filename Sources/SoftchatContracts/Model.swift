@@ -268,7 +268,9 @@ public struct TypeDecl: Sendable, Equatable {
     public var sealed: Bool = false
     /// A record or enum the Swift surface renders too (`"swiftSurface": true`: the managed
     /// transport's context, phases and report kinds), so the engine reads the very type every
-    /// binding writes and no module keeps a copy to translate from.
+    /// binding writes and no module keeps a copy to translate from. Unions are rendered unless
+    /// they say `"swiftSurface": false` (those over the account's types, which the core cannot
+    /// name: the C ABI declares them).
     public var swiftSurface: Bool = false
 
     /// The field every sealed record carries after its declared ones, in every binding.

@@ -290,7 +290,11 @@ public struct SchemaLoader {
         } else if let sealed = t.child("sealed") {
             sealed.error("\(what) is a \(kind.rawValue) and cannot have \"sealed\"", atKey: true)
         }
-        if kind == .record || kind == .enum, t.child("swiftSurface") != nil {
+        if kind == .union {
+            // A union is in the Swift surface unless it says otherwise: one whose fields are the
+            // account's types (which the core cannot name) is declared by the C ABI instead.
+            decl.swiftSurface = t.child("swiftSurface") == nil ? true : t.bool("swiftSurface", in: what) ?? true
+        } else if kind == .record || kind == .enum, t.child("swiftSurface") != nil {
             decl.swiftSurface = t.bool("swiftSurface", in: what) ?? false
         } else if let surface = t.child("swiftSurface") {
             surface.error("\(what) is a \(kind.rawValue) and cannot have \"swiftSurface\"", atKey: true)

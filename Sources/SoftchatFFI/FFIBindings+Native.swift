@@ -30,4 +30,13 @@ extension FFI {
     typealias ManagedRelayStatus = SoftchatCore.ManagedRelayStatus
     typealias ManagedTransport = ManagedTransportHandle
     typealias EventObservation = EventObservationHandle
+    typealias RoomListChange = RowWindowChange<PrivateRoom>
+    typealias RoomListUpdate = FFIRowsUpdate<PrivateRoom>
+    typealias RoomListObservation = RoomListObservationHandle
+    typealias RoomMessagesChange = RowWindowChange<PrivateMessage>
+    typealias RoomMessagesUpdate = FFIRowsUpdate<PrivateMessage>
+    typealias RoomMessagesObservation = RoomMessagesObservationHandle
+    typealias DeliveryStatesChange = RowWindowChange<PublishIntentStatus>
+    typealias DeliveryStatesUpdate = FFIRowsUpdate<PublishIntentStatus>
+    typealias DeliveryStatesObservation = DeliveryStatesObservationHandle
 }

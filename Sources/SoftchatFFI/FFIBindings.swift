@@ -28,6 +28,7 @@ enum FFI {
     typealias EventWindowChange = SoftchatCore.EventWindowChange
     typealias EventWindowUpdateKind = SoftchatCore.EventWindowUpdateKind
     typealias EventWindowUpdate = SoftchatCore.EventWindowUpdate
+    typealias RowChangeKind = SoftchatCore.RowChangeKind
     typealias RelaySessionSnapshot = SoftchatCore.RelaySessionSnapshot
     typealias RelaySession = SoftchatCore.RelaySession
     // relay.publish

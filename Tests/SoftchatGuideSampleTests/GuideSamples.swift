@@ -188,9 +188,9 @@ extension HostLoopSamples {
 }
 
 extension LiveQueriesSamples {
-    /// docs/guides/live-queries.md:19, sample 1.
+    /// docs/guides/live-queries.md:26, sample 1.
     func sample1() async throws {
-        #sourceLocation(file:"docs/guides/live-queries.md",line:19)
+        #sourceLocation(file:"docs/guides/live-queries.md",line:26)
         let room = try RelayFilter.fromJSON(##"{"kinds":[1],"#p":["\##(friendPublicKeyHex)"]}"##)
         let observation = try account.observe([room], limit: 100)
         var rows: [VerifiedEvent] = []
@@ -203,6 +203,40 @@ extension LiveQueriesSamples {
             }
             show(rows)
         }
+        #sourceLocation()
+    }
+    /// docs/guides/live-queries.md:136, sample 2.
+    func sample2() async throws {
+        #sourceLocation(file:"docs/guides/live-queries.md",line:136)
+        // The room list: newest room first, each with its latest message and unread count.
+        let roomList = try account.messages.observeRooms(ownerKey: me.publicKeyHex)
+        var rooms: [PrivateRoom] = []
+        for await update in roomList {
+            switch update {
+            case .snapshot(let list), .reload(let list): rooms = list
+            case .changes(let changes): RowWindowChange.apply(changes, to: &rooms)  // or animate each move
+            }
+            showRooms(rooms)
+        }
+        #sourceLocation()
+    }
+    /// docs/guides/live-queries.md:149, sample 3.
+    func sample3() async throws {
+        #sourceLocation(file:"docs/guides/live-queries.md",line:149)
+        // The open room, and a message sent with its delivery ticks (one per recipient inbox relay).
+        let room = try account.messages.observeMessages(ownerKey: me.publicKeyHex, members: [friendPublicKeyHex])
+        let sent = try account.messages.send(to: [friendPublicKeyHex], text: "hello", signer: me, now: now)
+        // `room` already holds the message: send returned once its observations had it.
+        let ticks = try account.messages.observeDeliveries(of: sent.message)
+        var intents: [PublishIntentStatus] = []
+        for await update in ticks {
+            switch update {
+            case .snapshot(let list), .reload(let list): intents = list
+            case .changes(let changes): RowWindowChange.apply(changes, to: &intents)
+            }
+            showTicks(intents.map(\.state))  // pending, inFlight, accepted, rejected, retryable
+        }
+        _ = room
         #sourceLocation()
     }
 }

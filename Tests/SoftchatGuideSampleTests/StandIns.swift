@@ -44,7 +44,11 @@ final class PrivateMessagesSamples {
 final class LiveQueriesSamples {
     let friendPublicKeyHex = SoftchatIdentity.generate().publicKeyHex
     let account = standInAccount()
+    let me = SoftchatIdentity.generate()
+    let now: Int64 = 1_764_000_000
     func show(_ rows: [VerifiedEvent]) {}
+    func showRooms(_ rooms: [PrivateRoom]) {}
+    func showTicks(_ states: [DeliveryState]) {}
 }
 
 final class HostLoopSamples {

@@ -290,17 +290,30 @@ extension AccountMessages {
         }
     }
 
-    /// Observes the delivery states of the private message `message` this account sent: each
-    /// of its wraps' intents (one per recipient and inbox relay, then the self-copy's), as
-    /// ``AccountDelivery/observeIntents(operationIDs:)`` gives them.
+    /// Observes the delivery states of the private message `message` this account sent:
+    /// ``observeDeliveries(messageID:room:)`` of its id and room.
     ///
     /// - Parameter message: The message, as ``send(to:text:signer:now:tags:)`` returned it or an
     ///   observed room holds it.
     /// - Returns: The observation: empty for a message this account did not send.
     /// - Throws: `account_storage_failed` when SQLite fails.
     public func observeDeliveries(of message: PrivateMessage) throws(SoftchatError) -> RowObservation<PublishIntentStatus> {
-        let others = message.room.filter { $0 != message.sender }
-        return try AccountDelivery(store: store).observeIntents(operationIDs: (others + [message.sender]).map { "dm:\(message.id):\($0)" })
+        try observeDeliveries(messageID: message.id, room: message.room)
+    }
+
+    /// Observes the delivery states of the private message `messageID` this account sent in
+    /// `room`: each of its wraps' intents (one per member and inbox relay, the members in sorted
+    /// order, the self-copy's among them), as ``AccountDelivery/observeIntents(operationIDs:)``
+    /// gives them.
+    ///
+    /// - Parameters:
+    ///   - messageID: The message's id (its rumor's).
+    ///   - room: Its members, as ``PrivateMessage/room`` has them (the sender included).
+    /// - Returns: The observation: empty for a message this account did not send.
+    /// - Throws: `invalid_relay_filter` for no member or more than
+    ///   ``AccountDelivery/maxObservedOperations``; `account_storage_failed` when SQLite fails.
+    public func observeDeliveries(messageID: String, room: [String]) throws(SoftchatError) -> RowObservation<PublishIntentStatus> {
+        try AccountDelivery(store: store).observeIntents(operationIDs: Set(room).sorted().map { "dm:\(messageID):\($0)" })
     }
 
     /// Refuses an observation's bad key, members or limit before anything is read.
@@ -322,11 +335,11 @@ extension AccountDelivery {
     /// or, within about `LiveQueryHub.pollMilliseconds`, another: a chat screen's delivery
     /// ticks, exactly as the relays' answers left them.
     ///
-    /// - Parameter operationIDs: 1 to 64 operation ids, as given to `enqueueSigned` (a private
+    /// - Parameter operationIDs: 1 to 128 operation ids, as given to `enqueueSigned` (a private
     ///   message's: ``AccountMessages/observeDeliveries(of:)``). An unknown one adds nothing
     ///   until it is enqueued.
     /// - Returns: The observation; keep it while the screen shows the states.
-    /// - Throws: `invalid_relay_filter` for no id or more than 64; `account_storage_failed`
+    /// - Throws: `invalid_relay_filter` for no id or more than 128; `account_storage_failed`
     ///   when SQLite fails.
     public func observeIntents(operationIDs: [String]) throws(SoftchatError) -> RowObservation<PublishIntentStatus> {
         guard (1...Self.maxObservedOperations).contains(operationIDs.count) else {
@@ -345,7 +358,7 @@ extension AccountDelivery {
     }
 
     /// The most operations one ``observeIntents(operationIDs:)`` observes.
-    public static let maxObservedOperations = 64
+    public static let maxObservedOperations = 128
 }
 
 // MARK: The hub's side

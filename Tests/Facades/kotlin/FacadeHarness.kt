@@ -247,6 +247,7 @@ fun main() {
     account.close()
     privateMessages(dir)
     liveQueries(dir)
+    chatScreen(dir)
     dir.deleteRecursively()
 
     checkNames()
@@ -339,6 +340,70 @@ fun liveQueries(dir: File) {
     Report.expectError("a window over maxObservedWindow", "invalid_relay_filter") {
         account.observe(filters, (RelayIngestionContract.maxObservedWindow.value + 1).toInt())
     }
+    account.close()
+}
+
+/** Applies one change of an observed list of rows (the room list, a room, delivery states) to the reader's copy; false when it does not fit. */
+fun <R> applyRowChange(rows: MutableList<R>, key: (R) -> String, kind: RowChangeKind, row: R?, changeKey: String?, from: Int?, at: Int?): Boolean =
+    when (kind) {
+        RowChangeKind.INSERTED -> at != null && row != null && at <= rows.size && run { rows.add(at, row); true }
+        RowChangeKind.REMOVED -> at != null && at < rows.size && key(rows[at]) == changeKey && run { rows.removeAt(at); true }
+        RowChangeKind.MOVED -> from != null && at != null && from < rows.size && key(rows[from]) == changeKey && run { rows.add(at, rows.removeAt(from)); true }
+        RowChangeKind.UPDATED -> at != null && row != null && at < rows.size && key(rows[at]) == key(row) && run { rows[at] = row; true }
+        else -> false
+    }
+
+/** A chat screen through the facade: listeners keep the room list, the open room and a sent message's delivery ticks; close() ends each. */
+fun chatScreen(dir: File) {
+    val account = SoftchatAccount.open(File(dir, "chat.sqlite").path)
+    val alice = SoftchatIdentity.generate()
+    val bob = SoftchatIdentity.generate()
+    val now = System.currentTimeMillis() / 1000
+    fun inbox(who: SoftchatIdentity, relay: String) =
+        who.sign(UnsignedEvent(pubkey = null, createdAt = now - 10, kind = 10050, tags = listOf(listOf("relay", relay)), content = ""))
+    account.incoming.ingest(listOf(inbox(alice, "wss://alice.example"), inbox(bob, "wss://bob.example")), now)
+    val lock = Object()
+    var fits = true
+    val rooms = mutableListOf<PrivateRoom>()
+    val messages = mutableListOf<PrivateMessage>()
+    val ticks = mutableListOf<PublishIntentStatus>()
+    val roomKey = { r: PrivateRoom -> r.members.joinToString(",") }
+    val roomList = account.messages.observeRooms(alice.publicKeyHex, 10) { u ->
+        synchronized(lock) {
+            if (u.rooms != null) { rooms.clear(); rooms.addAll(u.rooms!!) }
+            for (c in u.changes ?: listOf()) fits = applyRowChange(rooms, roomKey, c.kind, c.room, c.key, c.from, c.at) && fits
+        }
+    }
+    val room = account.messages.observeMessages(alice.publicKeyHex, listOf(bob.publicKeyHex), 20) { u ->
+        synchronized(lock) {
+            if (u.messages != null) { messages.clear(); messages.addAll(u.messages!!) }
+            for (c in u.changes ?: listOf()) fits = applyRowChange(messages, { it.id }, c.kind, c.message, c.key, c.from, c.at) && fits
+        }
+    }
+    val sent = account.messages.send(listOf(bob.publicKeyHex), "hello from kotlin", alice, now)
+    val deliveries = account.messages.observeDeliveries(sent.message.id, sent.message.recipients + sent.message.sender) { u ->
+        synchronized(lock) {
+            if (u.intents != null) { ticks.clear(); ticks.addAll(u.intents!!) }
+            for (c in u.changes ?: listOf()) fits = applyRowChange(ticks, { it.intentId }, c.kind, c.intent, c.key, c.from, c.at) && fits
+        }
+    }
+    fun waitFor(what: String, condition: () -> Boolean) {
+        val deadline = System.currentTimeMillis() + 5_000
+        while (!synchronized(lock) { condition() } && System.currentTimeMillis() < deadline) Thread.sleep(10)
+        Report.check(what) { synchronized(lock) { condition() } }
+    }
+    waitFor("the sent message is in the open room") { messages.map { it.id } == listOf(sent.message.id) }
+    waitFor("the room is in the room list") { rooms.map { it.latest?.content } == listOf("hello from kotlin") }
+    waitFor("two pending delivery ticks") { ticks.size == 2 && ticks.all { it.state == DeliveryState.PENDING } }
+    val claim = account.delivery.claim("chat-lease", "wss://bob.example", now, 10)!!
+    account.delivery.markSocketWritten(claim.claim, claim.payloads.map { it.intentId })
+    waitFor("bob's tick is in flight") { ticks.single { it.relayUrl == "wss://bob.example" }.state == DeliveryState.IN_FLIGHT }
+    Report.check("every change fits the list it applies to") { fits }
+    Report.equal("window() is the same list", room.window(), synchronized(lock) { messages.toList() })
+    roomList.close()
+    room.close()
+    deliveries.close()
+    Report.expectError("a list of 0", "invalid_private_message") { account.messages.observeRooms(alice.publicKeyHex, 0) }
     account.close()
 }
 

@@ -11,6 +11,7 @@
 import {
   SoftchatAccount, SoftchatError, SoftchatIdentity,
   type EventCursor, type EventWindowUpdate, type ManagedTransportActivity, type ManagedTransportStateChange, type VerifiedEvent,
+  type PrivateMessage, type PrivateRoom, type PublishIntentStatus,
 } from "../lib/index";
 
 declare function require(id: string): any;
@@ -176,6 +177,70 @@ async function liveQueries(work: string): Promise<void> {
   account.close();
 }
 
+/**
+ * Applies one update of an observed list of rows to the reader's copy: `list` names the
+ * snapshot's field (rooms, messages, intents), `one` a change's row field (room, message,
+ * intent). False when a change does not fit.
+ */
+function applyRows<Row>(rows: Row[], update: any, list: string, one: string, key: (row: Row) => string): boolean {
+  if (update.kind === "snapshot" || update.kind === "reload") {
+    rows.splice(0, rows.length, ...(update[list] as Row[]));
+    return true;
+  }
+  for (const change of update.changes) {
+    if (change.kind === "inserted" && change.at <= rows.length) rows.splice(change.at, 0, change[one]);
+    else if (change.kind === "removed" && rows[change.at] && key(rows[change.at]) === change.key) rows.splice(change.at, 1);
+    else if (change.kind === "moved" && rows[change.from] && key(rows[change.from]) === change.key) rows.splice(change.at, 0, rows.splice(change.from, 1)[0]);
+    else if (change.kind === "updated" && rows[change.at] && key(rows[change.at]) === key(change[one])) rows[change.at] = change[one];
+    else return false;
+  }
+  return true;
+}
+
+/** Reads every update of an observation into `rows` until it is closed; `fits` turns false on a change that does not fit. */
+function readRows<Row>(updates: AsyncIterable<unknown>, rows: Row[], list: string, one: string, key: (row: Row) => string, state: { fits: boolean }): Promise<void> {
+  return (async () => {
+    for await (const update of updates) state.fits = applyRows(rows, update, list, one, key) && state.fits;
+  })();
+}
+
+/** A chat screen through the facade: the room list, the open room and a sent message's delivery ticks, each an AsyncIterable. */
+async function chatScreen(work: string): Promise<void> {
+  const account = SoftchatAccount.open(`${work}/chat.db`);
+  const alice = SoftchatIdentity.generate();
+  const bob = SoftchatIdentity.generate();
+  const t = now();
+  const inbox = (who: SoftchatIdentity, relay: string): VerifiedEvent =>
+    who.sign({ pubkey: null, createdAt: t - 10, kind: 10050, tags: [["relay", relay]], content: "" });
+  account.incoming.ingest([inbox(alice, "wss://alice.example"), inbox(bob, "wss://bob.example")], t);
+  const state = { fits: true };
+  const roomList: PrivateRoom[] = [];
+  const messages: PrivateMessage[] = [];
+  const ticks: PublishIntentStatus[] = [];
+  const roomsObservation = account.messages.observeRooms(alice.publicKeyHex, 10);
+  const roomObservation = account.messages.observeMessages(alice.publicKeyHex, [bob.publicKeyHex], 20);
+  const readers = [
+    readRows(roomsObservation.updates(), roomList, "rooms", "room", (r) => r.members.join(","), state),
+    readRows(roomObservation.updates(), messages, "messages", "message", (m) => m.id, state),
+  ];
+  const sent = account.messages.send([bob.publicKeyHex], "hello from typescript", alice, t);
+  const deliveries = account.messages.observeDeliveries(sent.message.id, [...sent.message.recipients, sent.message.sender]);
+  readers.push(readRows(deliveries.updates(), ticks, "intents", "intent", (i) => i.intentId, state));
+  check(await waitUntil(5, () => messages.length === 1 && messages[0].id === sent.message.id), "chat: the sent message is in the open room");
+  check(await waitUntil(5, () => roomList.length === 1 && roomList[0].latest?.content === "hello from typescript"), "chat: the room is in the room list");
+  check(await waitUntil(5, () => ticks.length === 2 && ticks.every((i) => i.state === "pending")), `chat: two pending intents (${JSON.stringify(ticks.map((i) => i.state))})`);
+  // Bob's relay takes its intent: the tick moves to in flight.
+  const claim = account.delivery.claim("chat-lease", "wss://bob.example", t, 10)!;
+  account.delivery.markSocketWritten(claim.claim, claim.payloads.map((p) => p.intentId));
+  check(await waitUntil(5, () => ticks.find((i) => i.relayUrl === "wss://bob.example")?.state === "inFlight"), "chat: the claimed intent is in flight");
+  check(state.fits, "chat: every change fits the list it applies to");
+  check(JSON.stringify(roomObservation.window()) === JSON.stringify(messages), "chat: window() is the same list");
+  for (const o of [roomsObservation, roomObservation, deliveries]) o.close();
+  await Promise.all(readers);  // each AsyncIterable ends after close()
+  check(codeOf(() => account.messages.observeRooms(alice.publicKeyHex, 0)) === "invalid_private_message", "chat: a list of 0 is refused");
+  account.close();
+}
+
 async function main(): Promise<void> {
   const relay = process.env.SOFTCHAT_RELAY!;
   const work = process.env.SOFTCHAT_WORK!;
@@ -274,6 +339,7 @@ async function main(): Promise<void> {
   reader.close();
   privateMessages(work);
   await liveQueries(work);
+  await chatScreen(work);
   await promiseForms(work);
   console.log(JSON.stringify({ language: "typescript", accepted, received, pages, phases: phases.join(","), failures: failures.length }));
   for (const f of failures) console.error(`FAIL ${f}`);

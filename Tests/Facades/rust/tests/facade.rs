@@ -747,3 +747,109 @@ fn a_listener_gets_the_snapshot_then_changes_that_rebuild_a_fresh_read_until_clo
     account.close();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Applies one change of an observed list of rows (the room list, a room, delivery states) to
+/// the reader's copy; false when it does not fit.
+fn apply_row_change<R>(rows: &mut Vec<R>, key: impl Fn(&R) -> String, kind: RowChangeKind, row: Option<R>, change_key: Option<String>, from: Option<i64>, at: Option<i64>) -> bool {
+    let at = at.map(|a| a as usize);
+    match (kind, row, at) {
+        (RowChangeKind::Inserted, Some(row), Some(at)) if at <= rows.len() => {
+            rows.insert(at, row);
+            true
+        }
+        (RowChangeKind::Removed, _, Some(at)) if rows.get(at).map(&key) == change_key => {
+            rows.remove(at);
+            true
+        }
+        (RowChangeKind::Moved, _, Some(at)) => match from.map(|f| f as usize) {
+            Some(from) if rows.get(from).map(&key) == change_key && at < rows.len() => {
+                let moved = rows.remove(from);
+                rows.insert(at, moved);
+                true
+            }
+            _ => false,
+        },
+        (RowChangeKind::Updated, Some(row), Some(at)) if rows.get(at).map(&key) == Some(key(&row)) => {
+            rows[at] = row;
+            true
+        }
+        _ => false,
+    }
+}
+
+#[test]
+fn a_chat_screen_keeps_the_room_list_the_open_room_and_the_delivery_ticks_from_listeners() {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+    let alice = SoftchatIdentity::generate();
+    let bob = SoftchatIdentity::generate();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+    let inbox = |who: &SoftchatIdentity, relay: &str| {
+        who.sign(&UnsignedEvent { pubkey: None, created_at: now - 10, kind: 10050, tags: vec![vec!["relay".into(), relay.into()]], content: String::new() })
+            .unwrap()
+    };
+    let (account, dir) = temporary_account("chat");
+    account.incoming().ingest(vec![inbox(&alice, "wss://alice.example"), inbox(&bob, "wss://bob.example")], now).unwrap();
+    // (rooms, messages, ticks, every change fitted)
+    type Screen = (Vec<PrivateRoom>, Vec<PrivateMessage>, Vec<PublishIntentStatus>, bool);
+    let screen: Arc<Mutex<Screen>> = Arc::new(Mutex::new((vec![], vec![], vec![], true)));
+    let s = screen.clone();
+    let room_list = account
+        .messages()
+        .observe_rooms(&alice.public_key_hex(), 10, Some(Box::new(move |u: RoomListUpdate| {
+            let mut s = s.lock().unwrap();
+            if let Some(rooms) = u.rooms { s.0 = rooms; }
+            for c in u.changes.unwrap_or_default() {
+                let fits = apply_row_change(&mut s.0, |r: &PrivateRoom| r.members.join(","), c.kind, c.room, c.key, c.from, c.at);
+                s.3 &= fits;
+            }
+        })))
+        .unwrap();
+    let s = screen.clone();
+    let room = account
+        .messages()
+        .observe_messages(&alice.public_key_hex(), [bob.public_key_hex()], 20, Some(Box::new(move |u: RoomMessagesUpdate| {
+            let mut s = s.lock().unwrap();
+            if let Some(messages) = u.messages { s.1 = messages; }
+            for c in u.changes.unwrap_or_default() {
+                let fits = apply_row_change(&mut s.1, |m: &PrivateMessage| m.id.clone(), c.kind, c.message, c.key, c.from, c.at);
+                s.3 &= fits;
+            }
+        })))
+        .unwrap();
+    let sent = account.messages().send([bob.public_key_hex()], "hello from rust", &alice, now).unwrap();
+    let members: Vec<String> = sent.message.recipients.iter().cloned().chain([sent.message.sender.clone()]).collect();
+    let s = screen.clone();
+    let deliveries = account
+        .messages()
+        .observe_deliveries(&sent.message.id, members, Some(Box::new(move |u: DeliveryStatesUpdate| {
+            let mut s = s.lock().unwrap();
+            if let Some(intents) = u.intents { s.2 = intents; }
+            for c in u.changes.unwrap_or_default() {
+                let fits = apply_row_change(&mut s.2, |i: &PublishIntentStatus| i.intent_id.clone(), c.kind, c.intent, c.key, c.from, c.at);
+                s.3 &= fits;
+            }
+        })))
+        .unwrap();
+    let wait = |what: &str, condition: &dyn Fn(&Screen) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !condition(&screen.lock().unwrap()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(condition(&screen.lock().unwrap()), "{what}");
+    };
+    wait("the sent message is in the open room", &|s| s.1.iter().map(|m| m.id.clone()).collect::<Vec<_>>() == [sent.message.id.clone()]);
+    wait("the room is in the room list", &|s| s.0.len() == 1 && s.0[0].latest.as_ref().map(|m| m.content.as_str()) == Some("hello from rust"));
+    wait("two pending ticks", &|s| s.2.len() == 2 && s.2.iter().all(|i| i.state == DeliveryState::Pending));
+    let claim = account.delivery().claim("chat-lease", "wss://bob.example", now, 10).unwrap().unwrap();
+    account.delivery().mark_socket_written(&claim.claim, claim.payloads.iter().map(|p| p.intent_id.clone()).collect::<Vec<_>>()).unwrap();
+    wait("bob's tick is in flight", &|s| s.2.iter().any(|i| i.relay_url == "wss://bob.example" && i.state == DeliveryState::InFlight));
+    assert!(screen.lock().unwrap().3, "every change fits the list it applies to");
+    assert_eq!(room.window(), screen.lock().unwrap().1);
+    room_list.close();
+    room.close();
+    deliveries.close();
+    assert_eq!(code(account.messages().observe_rooms(&alice.public_key_hex(), 0, None)), "invalid_private_message");
+    account.close();
+    let _ = std::fs::remove_dir_all(dir);
+}
