@@ -1,6 +1,8 @@
 import SoftchatBenchmarks
 import SoftchatCommandLine
+import SoftchatCore
 import SoftchatJSON
+import SoftchatStorage
 
 #if canImport(Glibc)
     import Glibc
@@ -12,6 +14,7 @@ enum BenchCommand {
     static let help = """
         usage: softchat-dev bench [events|wire|session|account|scale|transport|managed|cli|memory|negentropy|dm|all] [--json] [--quick]
                softchat-dev bench corpus DIR [--quick]
+               softchat-dev bench query --db FILE --filter JSON [--limit N] [--repeat N] [--now T]
 
         Each figure is printed beside a baseline measured in the same process, with the ratio
         and the peak memory so far:
@@ -59,6 +62,10 @@ enum BenchCommand {
         WebAssembly build in Node and Chromium beside it, its size and instantiation time).
         `corpus DIR` writes the generated corpora as JSON lines (events-20k.jsonl,
         events-1k-50kb.jsonl) for measuring the CLI's streaming paths (`bench cli`).
+        `query` opens the account at FILE and reads the newest N (default 50) events matching the
+        filter R times (default 200) in this process, after one untimed read: one JSON line with
+        the median and p99 in milliseconds and the events each read returned
+        (scripts/bench/peers_ingest_bench.py times rust-nostr's query beside it).
         --quick runs small corpora once (a smoke test, not a measurement). Build with
         `swift build -c release` for figures worth reporting.
         """
@@ -68,7 +75,7 @@ enum BenchCommand {
             args,
             valued: [
                 "--small", "--large", "--events", "--events-file", "--relay", "--filter", "--arrival", "--layout", "--wraps", "--wraps-file",
-                "--write-wraps",
+                "--write-wraps", "--db", "--limit", "--repeat", "--now",
             ],
             switches: ["--json", "--quick", "--small-only", "--help", "-h"])
         if parsed.has("--help") || parsed.has("-h") {
@@ -84,6 +91,32 @@ enum BenchCommand {
         if which == "dm", let out = parsed.options["--write-wraps"] {
             let wraps = PrivateMessageBenchmarks.makeWraps(count: Int(try parsed.int("--wraps") ?? 5_000))
             guard CorpusFiles.write(wraps.map(\.jsonText), to: out) else { throw RuntimeFailure(code: "io", message: "cannot write \(out)") }
+            return .success
+        }
+        if which == "query" {
+            guard let db = parsed.options["--db"], let filterText = parsed.options["--filter"] else {
+                throw UsageError("bench query needs --db FILE and --filter JSON")
+            }
+            let filter = [try RelayFilter.fromJSON(filterText)]
+            let limit = Int(try parsed.int("--limit") ?? 50)
+            let repeats = max(1, Int(try parsed.int("--repeat") ?? 200))
+            let now = try parsed.int("--now") ?? Int64(time(nil))
+            let account = try SoftchatAccount.open(path: db)
+            defer { account.close() }
+            let count = try account.events(matching: filter, limit: limit, now: now).count
+            var milliseconds: [Double] = []
+            for _ in 0..<repeats {
+                let t0 = monotonicSeconds()
+                _ = try account.events(matching: filter, limit: limit, now: now)
+                milliseconds.append((monotonicSeconds() - t0) * 1_000)
+            }
+            milliseconds.sort()
+            var o = JSONObject()
+            o.append("median_ms", .number("\(milliseconds[milliseconds.count / 2])"))
+            o.append("p99_ms", .number("\(milliseconds[min(milliseconds.count - 1, milliseconds.count * 99 / 100)])"))
+            o.append("events", .integer(Int64(count)))
+            o.append("repeats", .integer(Int64(repeats)))
+            Output.standard.line(JSONValue.object(o).jsonText)
             return .success
         }
         let all = ["events", "wire", "session", "account", "scale", "transport", "managed", "cli", "memory", "negentropy", "dm", "observe"]

@@ -159,7 +159,8 @@ import Testing
     /// ever had and every lease: the work of each statement of a message's delivery (SQLite's
     /// virtual-machine steps, counted exactly) is the same with 1,000 messages delivered before
     /// it as with 20; so is each statement of an incoming message's ingest and of the chat
-    /// screen's reads.
+    /// screen's reads (one of them a filter with no limit of its own, bounded by the read's
+    /// limit: it read every match, 36 ms for 6,000 mentions at a million).
     @Test func noStatementOfAMessagesDeliveryDoesMoreWorkAsTheOutboxGrows() throws {
         let t = try TestAccount()
         func deliver(_ i: Int) throws {
@@ -173,6 +174,8 @@ import Testing
             let incoming = signed(StorageKeys.carol, tags: [["p", LayoutWorkload.bob]], content: "in\(i)", createdAt: t0 + Int64(i))
             try t.account.incoming.ingest([incoming], receivedAt: t0)
             _ = try t.account.queryEvents(filtersJSON: [LayoutWorkload.filters[0]], limit: 20, now: t0)
+            // A filter with no limit of its own, read with the read's limit (a person's mentions).
+            _ = try t.account.events(matching: [try RelayFilter.fromJSON(LayoutWorkload.filters[1])], limit: 20, now: t0)
             _ = try t.account.conversations(kind: 1, tag: "p", limit: 20, now: t0)
         }
         func stepsOfOneDelivery(_ i: Int) throws -> [String: Int] {

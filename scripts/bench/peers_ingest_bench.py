@@ -3,7 +3,7 @@
 signed events, in one run.
 
 usage: <peers venv python> scripts/bench/peers_ingest_bench.py SOFTCHAT [--sizes 10000,100000]
-           [--shuffled] [--data DIR] [--out FILE]
+           [--shuffled] [--queries] [--data DIR] [--out FILE]
 
 scripts/bench/bench-peers --ingest runs it. One corpus of the largest size of signed kind-1 events
 (50 authors, ~200 B content; written once to DIR/ingest-<N>.jsonl by the corpus writer
@@ -22,6 +22,13 @@ in order, alternating window by window so a slow moment of the machine falls on 
 With --shuffled the same events arrive in a fixed random order (dated out of order, as a sync
 that pages newest first and several relays deliver them), which scatters inserts across both
 stores' time indexes.
+
+With --queries, once both stores hold every event, each answers two chat reads, the newest 50
+kind-1 events of a conversation ({"authors":[A],"#p":[B]}, about 120 matches at a million) and
+of a person's mentions ({"#p":[B]}, about 6,000), 200 times after one untimed read: Softchat in
+one process (`softchat-dev bench query`, beside SOFTCHAT), rust-nostr's `NostrLmdb.query` in
+this one (its figure includes the bindings handing the 50 events to Python; Softchat's includes
+decoding them from the stored JSON). Medians and p99 in milliseconds, and the ratio of medians.
 
 For each size the row gives the rate of the window that ends there (the events stored then),
 both figures and their ratio (Softchat's rate / rust-nostr's: above 1 means Softchat is faster),
@@ -69,6 +76,48 @@ async def lmdb_window(db, lines):
             sys.exit("rust-nostr: an event of the corpus failed verify()")
         await asyncio.gather(*(db.save_event(e) for e in group))
     return time.perf_counter() - t0
+
+
+async def lmdb_query(db, flt, repeats=200):
+    await db.query(flt)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        await db.query(flt)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"median_ms": times[len(times) // 2], "p99_ms": times[min(len(times) - 1, len(times) * 99 // 100)],
+            "events": len(await db.query(flt))}
+
+
+def softchat_query(softchat, db, flt_json, repeats=200):
+    dev = os.path.join(os.path.dirname(os.path.abspath(softchat)), "softchat-dev")
+    done = subprocess.run([dev, "bench", "query", "--db", db, "--filter", flt_json, "--limit", "50", "--repeat", str(repeats)],
+                          text=True, capture_output=True)
+    if done.returncode != 0:
+        sys.exit(f"softchat-dev bench query failed: {done.stderr.strip()[:400]}")
+    return json.loads(done.stdout)
+
+
+async def queries(softchat, ours_db, lmdb, corpus_lines):
+    """The two chat reads on both stores: rows of (name, softchat, rust-nostr)."""
+    # A and B: the author and the person of the first event that names someone.
+    first = next(json.loads(l) for l in corpus_lines if any(t[0] == "p" for t in json.loads(l)["tags"]))
+    a = first["pubkey"]
+    b = next(t[1] for t in first["tags"] if t[0] == "p")
+    rows = []
+    for name, ours_filter, theirs in [
+        ("a conversation, newest 50 (authors A, #p B)", {"kinds": [1], "authors": [a], "#p": [b]},
+         ns.Filter().kind(ns.Kind(1)).author(ns.PublicKey.parse(a)).pubkey(ns.PublicKey.parse(b)).limit(50)),
+        ("a person's mentions, newest 50 (#p B)", {"kinds": [1], "#p": [b]},
+         ns.Filter().kind(ns.Kind(1)).pubkey(ns.PublicKey.parse(b)).limit(50)),
+    ]:
+        o = softchat_query(softchat, ours_db, json.dumps(ours_filter))
+        t = await lmdb_query(lmdb, theirs)
+        if o["events"] != t["events"]:
+            sys.exit(f"{name}: softchat returned {o['events']} events, rust-nostr {t['events']}")
+        rows.append({"query": name, "softchat": o, "rust_nostr": t, "ratio": t["median_ms"] / o["median_ms"]})
+    return rows
 
 
 def softchat_count(softchat, db):
@@ -123,10 +172,17 @@ async def main_async(a):
             print(f"{size:>10,} {o:>11,.0f} {t:>13,.0f} {o / t:>6.2f}")
         last_first = {"softchat": ours[0] / ours[-1], "rust_nostr": theirs[0] / theirs[-1]}
         print(f"last window against the first: softchat {last_first['softchat']:.2f}, rust-nostr {last_first['rust_nostr']:.2f}")
+        query_rows = await queries(a.softchat, ours_db, lmdb, lines) if a.queries else []
+        if query_rows:
+            print(f"\nchat reads at {total:,} stored, 200 each, medians (p99) in ms; ratio of medians (rust-nostr / softchat)")
+        for r in query_rows:
+            o, t = r["softchat"], r["rust_nostr"]
+            print(f"  {r['query']}: {o['events']} events; softchat {o['median_ms']:.3f} ({o['p99_ms']:.3f}), "
+                  f"rust-nostr {t['median_ms']:.3f} ({t['p99_ms']:.3f}); ratio {r['ratio']:.2f}")
         if a.out:
             with open(a.out, "w") as f:
-                json.dump({"nostr_sdk": version("nostr-sdk"), "window": WINDOW, "rows": rows, "last_over_first": last_first}, f,
-                          indent=1)
+                json.dump({"nostr_sdk": version("nostr-sdk"), "window": WINDOW, "rows": rows, "last_over_first": last_first,
+                           "queries": query_rows}, f, indent=1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -136,6 +192,7 @@ def main():
     p.add_argument("softchat")
     p.add_argument("--sizes", default="10000,100000")
     p.add_argument("--shuffled", action="store_true")
+    p.add_argument("--queries", action="store_true")
     p.add_argument("--data", default=".peers/data")
     p.add_argument("--out")
     asyncio.run(main_async(p.parse_args()))

@@ -26,7 +26,12 @@ extension SoftchatAccount {
     static func events(_ db: SQLiteConnection, matching filters: [RelayFilter], limit: Int?, now: Int64) throws -> [VerifiedEvent] {
         var byID: [String: VerifiedEvent] = [:]
         for filter in filters {
-            for event in try query(db, filter, now: now) { byID[event.id] = event }
+            // The read's limit bounds each filter's work: the newest `limit` of the union are
+            // among the newest `limit` of each filter. Without it a filter with no limit of its
+            // own read, decoded and sorted every event it matches (36 ms for a person's 6,000
+            // mentions at a million, to return 50).
+            let bounded = limit.map { filter.withLimit(Swift.min(filter.limit ?? Int64($0), Int64($0))) } ?? filter
+            for event in try query(db, bounded, now: now) { byID[event.id] = event }
         }
         return newestFirst(Array(byID.values), limit: limit)
     }
