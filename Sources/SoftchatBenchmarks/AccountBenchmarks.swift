@@ -13,6 +13,27 @@ import SoftchatCore
 /// the latency of a chat-history query, and durable enqueue one operation per commit beside 256
 /// per commit.
 public enum AccountBenchmarks {
+    /// `events(matching:limit:now:)` of the filter `filterJSON` on the account at `path`, `repeats` times after
+    /// one untimed read, in this process (`softchat-dev bench query`; rust-nostr's query beside it
+    /// in scripts/bench/peers_ingest_bench.py): the median and p99 in milliseconds, and the
+    /// events one read returns.
+    public static func timeQuery(path: String, filterJSON: String, limit: Int, repeats: Int, now: Int64) throws -> (
+        medianMilliseconds: Double, p99Milliseconds: Double, events: Int
+    ) {
+        let filters = [try RelayFilter.fromJSON(filterJSON)]
+        let account = try SoftchatAccount.open(path: path)
+        defer { account.close() }
+        let events = try account.events(matching: filters, limit: limit, now: now).count
+        var milliseconds: [Double] = []
+        for _ in 0..<max(1, repeats) {
+            let t0 = monotonicSeconds()
+            _ = try account.events(matching: filters, limit: limit, now: now)
+            milliseconds.append((monotonicSeconds() - t0) * 1_000)
+        }
+        milliseconds.sort()
+        return (percentile(milliseconds, 50), percentile(milliseconds, 99), events)
+    }
+
     public static func run(quick: Bool, directory: String) -> [BenchResult] {
         let count = quick ? 1_024 : 20_480
         let corpus = BenchCorpus.events(count: count, contentBytes: 200)

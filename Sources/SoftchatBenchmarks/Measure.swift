@@ -11,6 +11,12 @@ public func monotonicSeconds() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
+/// The value at `percent` (0–100) of `sorted` (ascending, not empty): the median at 50, the
+/// p99 at 99.
+public func percentile(_ sorted: [Double], _ percent: Int) -> Double {
+    sorted[min(sorted.count - 1, sorted.count * percent / 100)]
+}
+
 /// Peak resident memory of this process so far, in MiB.
 public func peakMemoryMiB() -> Double {
     var usage = rusage()

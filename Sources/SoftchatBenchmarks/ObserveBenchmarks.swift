@@ -145,10 +145,8 @@ public enum ObserveBenchmarks {
         guard !latencies.isEmpty else { return [] }
         let label = observers == 1 ? "one observer" : "one of \(observers) observers"
         return [
-            ManagedFigure(name: "commit to change delivered, \(label), p50", value: latencies[latencies.count / 2], unit: "ms"),
-            ManagedFigure(
-                name: "commit to change delivered, \(label), p99", value: latencies[min(latencies.count - 1, latencies.count * 99 / 100)],
-                unit: "ms"),
+            ManagedFigure(name: "commit to change delivered, \(label), p50", value: percentile(latencies, 50), unit: "ms"),
+            ManagedFigure(name: "commit to change delivered, \(label), p99", value: percentile(latencies, 99), unit: "ms"),
         ]
     }
 

@@ -1,8 +1,6 @@
 import SoftchatBenchmarks
 import SoftchatCommandLine
-import SoftchatCore
 import SoftchatJSON
-import SoftchatStorage
 
 #if canImport(Glibc)
     import Glibc
@@ -97,24 +95,14 @@ enum BenchCommand {
             guard let db = parsed.options["--db"], let filterText = parsed.options["--filter"] else {
                 throw UsageError("bench query needs --db FILE and --filter JSON")
             }
-            let filter = [try RelayFilter.fromJSON(filterText)]
-            let limit = Int(try parsed.int("--limit") ?? 50)
             let repeats = max(1, Int(try parsed.int("--repeat") ?? 200))
-            let now = try parsed.int("--now") ?? Int64(time(nil))
-            let account = try SoftchatAccount.open(path: db)
-            defer { account.close() }
-            let count = try account.events(matching: filter, limit: limit, now: now).count
-            var milliseconds: [Double] = []
-            for _ in 0..<repeats {
-                let t0 = monotonicSeconds()
-                _ = try account.events(matching: filter, limit: limit, now: now)
-                milliseconds.append((monotonicSeconds() - t0) * 1_000)
-            }
-            milliseconds.sort()
+            let timed = try AccountBenchmarks.timeQuery(
+                path: db, filterJSON: filterText, limit: Int(try parsed.int("--limit") ?? 50), repeats: repeats,
+                now: try parsed.int("--now") ?? Int64(time(nil)))
             var o = JSONObject()
-            o.append("median_ms", .number("\(milliseconds[milliseconds.count / 2])"))
-            o.append("p99_ms", .number("\(milliseconds[min(milliseconds.count - 1, milliseconds.count * 99 / 100)])"))
-            o.append("events", .integer(Int64(count)))
+            o.append("median_ms", .number("\(timed.medianMilliseconds)"))
+            o.append("p99_ms", .number("\(timed.p99Milliseconds)"))
+            o.append("events", .integer(Int64(timed.events)))
             o.append("repeats", .integer(Int64(repeats)))
             Output.standard.line(JSONValue.object(o).jsonText)
             return .success

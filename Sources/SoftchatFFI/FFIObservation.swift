@@ -102,10 +102,10 @@ struct FFIRowsUpdate<Row: FFIObservedRow>: FFIEncodable, Sendable {
         var o = JSONObject()
         switch update {
         case .snapshot(let rows), .reload(let rows):
-            o.append("kind", (update.isSnapshot ? "snapshot" : "reload").ffiJSON)
+            o.append("kind", EventWindowUpdateKind(update).rawValue.ffiJSON)
             o.append(Row.many, rows.ffiJSON)
         case .changes(let changes):
-            o.append("kind", "changes".ffiJSON)
+            o.append("kind", EventWindowUpdateKind.changes.rawValue.ffiJSON)
             o.append("changes", .array(changes.map(Self.json)))
         }
         return .object(o)
@@ -115,15 +115,15 @@ struct FFIRowsUpdate<Row: FFIObservedRow>: FFIEncodable, Sendable {
         var o = JSONObject()
         switch change {
         case .inserted(let row, let at), .updated(let row, let at):
-            o.append("kind", (change.isInserted ? "inserted" : "updated").ffiJSON)
+            o.append("kind", RowChangeKind(change).rawValue.ffiJSON)
             o.append(Row.one, row.ffiJSON)
             o.append("at", at.ffiJSON)
         case .removed(let key, let at):
-            o.append("kind", "removed".ffiJSON)
+            o.append("kind", RowChangeKind.removed.rawValue.ffiJSON)
             o.append("key", key.ffiJSON)
             o.append("at", at.ffiJSON)
         case .moved(let key, let from, let to):
-            o.append("kind", "moved".ffiJSON)
+            o.append("kind", RowChangeKind.moved.rawValue.ffiJSON)
             o.append("key", key.ffiJSON)
             o.append("from", from.ffiJSON)
             o.append("at", to.ffiJSON)
@@ -132,17 +132,26 @@ struct FFIRowsUpdate<Row: FFIObservedRow>: FFIEncodable, Sendable {
     }
 }
 
-extension RowWindowUpdate {
-    fileprivate var isSnapshot: Bool {
-        if case .snapshot = self { return true }
-        return false
+extension EventWindowUpdateKind {
+    /// The schema's kind of a live-rows update.
+    init<Row>(_ update: RowWindowUpdate<Row>) {
+        switch update {
+        case .snapshot: self = .snapshot
+        case .changes: self = .changes
+        case .reload: self = .reload
+        }
     }
 }
 
-extension RowWindowChange {
-    fileprivate var isInserted: Bool {
-        if case .inserted = self { return true }
-        return false
+extension RowChangeKind {
+    /// The schema's kind of a live-rows change.
+    init<Row>(_ change: RowWindowChange<Row>) {
+        switch change {
+        case .inserted: self = .inserted
+        case .removed: self = .removed
+        case .moved: self = .moved
+        case .updated: self = .updated
+        }
     }
 }
 

@@ -77,6 +77,9 @@ final class LiveQueryHub: Sendable {
         /// When time next changes the window (an expiry in it, a matching future-dated event
         /// coming into range); nil when nothing is due.
         var wakeAt: Int64?
+
+        /// Whether the time it waits for has come.
+        var isDue: Bool { wakeAt.map { $0 <= clock() } ?? false }
     }
 
     struct State {
@@ -106,6 +109,9 @@ final class LiveQueryHub: Sendable {
         let clock: @Sendable () -> Int64
         let refresh: @Sendable (SQLiteConnection, Int64, Bool) throws -> Int64?
         var wakeAt: Int64?
+
+        /// Whether the time it waits for has come.
+        var isDue: Bool { wakeAt.map { $0 <= clock() } ?? false }
     }
 
     /// What waits for the worker: the rows commits touched since it last took them, and the
@@ -526,9 +532,8 @@ final class LiveQueryHub: Sendable {
     static func read(_ db: SQLiteConnection, _ filters: [RelayFilter], kinds: Set<Int>?, limit: Int, now: Int64) throws -> (
         window: [WindowEvent], futureWake: Int64?
     ) {
-        // Each filter limited to the window: the newest `limit` of the union are among the newest
-        // `limit` of each, and the read stops there instead of decoding every match.
-        let events = try SoftchatAccount.events(db, matching: filters.map { $0.withLimit(Int64(limit)) }, limit: limit, now: now)
+        // The read bounds each filter by the window's limit and stops there (AccountQueries).
+        let events = try SoftchatAccount.events(db, matching: filters, limit: limit, now: now)
         let statement = try db.statement("SELECT seq, expires_at FROM events WHERE \(EventLayout.byArrival.idCondition)")
         let window = try events.map { e in
             _ = try statement.bind([.int(EventLayout.idKey(e.id)), .text(e.id)])
@@ -560,10 +565,7 @@ final class LiveQueryHub: Sendable {
                 s.rereadAll = false
             }
             let moved = s.rereadAll || s.dataVersion.map { $0 != version } ?? false
-            let due =
-                s.entries.values.contains { e in e.wakeAt.map { $0 <= e.clock() } ?? false }
-                || s.rowEntries.values.contains { e in e.wakeAt.map { $0 <= e.clock() } ?? false }
-            return (moved, !moved && due)
+            return (moved, !moved && (s.entries.values.contains(where: \.isDue) || s.rowEntries.values.contains(where: \.isDue)))
         }
         if moved {
             post { $0.rereadAll = true }
@@ -589,7 +591,7 @@ final class LiveQueryHub: Sendable {
     /// Reads again every observation (`all`), or those whose due time has come.
     func reread(_ db: SQLiteConnection, all: Bool) throws {
         let due: [(Int, Entry)] = state.withLock { s in
-            s.entries.filter { _, e in all || (e.wakeAt.map { $0 <= e.clock() } ?? false) }.map { ($0.key, $0.value) }
+            s.entries.filter { _, e in all || e.isDue }.map { ($0.key, $0.value) }
         }
         for (id, var entry) in due {
             let now = entry.clock()

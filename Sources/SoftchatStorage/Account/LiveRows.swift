@@ -439,7 +439,7 @@ extension LiveQueryHub {
             case .all:
                 return s.rowEntries.map { ($0.key, $0.value) }
             case .due:
-                return s.rowEntries.filter { _, e in e.wakeAt.map { $0 <= e.clock() } ?? false }.map { ($0.key, $0.value) }
+                return s.rowEntries.filter { _, e in e.isDue }.map { ($0.key, $0.value) }
             case .keys(let keys):
                 var ids: Set<Int> = []
                 for key in keys { ids.formUnion(s.rowIndex[key] ?? []) }
